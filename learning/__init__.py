@@ -1,0 +1,1 @@
+"""Component-centric agent learning (Selection / Optimization / Evaluation)."""

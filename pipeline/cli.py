@@ -1,0 +1,51 @@
+"""The `envforge` command line: one subcommand per module in pipeline/commands/.
+
+Each command module defines `register(subparsers)`, which adds its parser and sets
+`func=run` where `run(args) -> int` returns the exit status.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from pipeline import __version__
+from pipeline.errors import UserError
+
+# Add a module here to add a subcommand.
+COMMAND_MODULES = [
+    "pipeline.commands.check",
+    "pipeline.commands.play",
+]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="envforge",
+        description="Turn environment themes into verified text environments for LLM agents.",
+    )
+    parser.add_argument("--version", action="version", version=f"envforge {__version__}")
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in COMMAND_MODULES:
+        importlib.import_module(name).register(subparsers)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 2
+    try:
+        return int(args.func(args) or 0)
+    except UserError as exc:
+        print(f"envforge {args.command}: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"envforge {args.command}: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())
