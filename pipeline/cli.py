@@ -15,7 +15,9 @@ from pipeline.errors import UserError
 # Add a module here to add a subcommand.
 COMMAND_MODULES = [
     "pipeline.commands.check",
+    "pipeline.commands.doctor",
     "pipeline.commands.play",
+    "pipeline.commands.dsl",
 ]
 
 
