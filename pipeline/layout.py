@@ -1,0 +1,108 @@
+"""The one place that knows the environment folder layout (AutoEnv paper B.3 + manifest.json).
+
+    ENV/
+      env_main.py            the SkinEnv subclass (rules of the world)
+      env_obs.py             observation policy (optional when config.observation names a built-in)
+      env_generate.py        level generator: generate_level(seed, config) -> state
+      env_validator.py       validate_level(state) -> (ok, issues); max_reward(state) -> float
+      config.yaml            the DSL document
+      agent_instruction.txt  what the agent is told
+      action_space.txt       the actions, as the agent sees them
+      levels/*.yaml          test levels
+      val_levels/*.yaml      validation levels
+      level_max_rewards.json certified max reward per level
+      manifest.json          theme, tags, hashes, costs, verification results
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+ENV_MAIN = "env_main.py"
+ENV_OBS = "env_obs.py"
+ENV_GENERATE = "env_generate.py"
+ENV_VALIDATOR = "env_validator.py"
+CONFIG = "config.yaml"
+AGENT_INSTRUCTION = "agent_instruction.txt"
+ACTION_SPACE = "action_space.txt"
+LEVELS = "levels"
+VAL_LEVELS = "val_levels"
+GENERATED_LEVELS = "_generated"  # where the runtime saves levels made from a seed
+LEVEL_MAX_REWARDS = "level_max_rewards.json"
+MANIFEST = "manifest.json"
+VERIFICATION = "verification.json"
+
+REQUIRED_FILES = (ENV_MAIN, CONFIG)
+CODE_FILES = (ENV_MAIN, ENV_OBS, ENV_GENERATE, ENV_VALIDATOR)
+LEVEL_SPLITS = {"test": LEVELS, "val": VAL_LEVELS}
+
+
+@dataclass(frozen=True)
+class EnvDir:
+    """An environment folder on disk, seen from the parent process (never imported)."""
+
+    path: Path
+
+    @classmethod
+    def at(cls, path: str | Path) -> "EnvDir":
+        return cls(Path(path).resolve())
+
+    @property
+    def name(self) -> str:
+        return self.path.name
+
+    def file(self, name: str) -> Path:
+        return self.path / name
+
+    def missing_required(self) -> list[str]:
+        return [name for name in REQUIRED_FILES if not (self.path / name).is_file()]
+
+    def levels(self, split: str = "test") -> list[str]:
+        """Level ids of a split, as paths relative to the folder ("levels/level_01.yaml")."""
+        folder = self.path / LEVEL_SPLITS[split]
+        if not folder.is_dir():
+            return []
+        return [f"{LEVEL_SPLITS[split]}/{p.name}" for p in sorted(folder.glob("*.yaml"))]
+
+    def all_levels(self) -> list[str]:
+        return self.levels("test") + self.levels("val")
+
+    def python_files(self) -> list[Path]:
+        return sorted(p for p in self.path.rglob("*.py") if "__pycache__" not in p.parts)
+
+    def read_json(self, name: str) -> dict | None:
+        p = self.path / name
+        if not p.is_file():
+            return None
+        return json.loads(p.read_text())
+
+    def max_rewards(self) -> dict[str, float]:
+        """Max reward per level id, from level_max_rewards.json (AutoEnv C.1 shape)."""
+        data = self.read_json(LEVEL_MAX_REWARDS) or {}
+        out: dict[str, float] = {}
+        for key, entry in (data.get("levels") or {}).items():
+            value = entry.get("max_reward") if isinstance(entry, dict) else entry
+            try:
+                out[_level_key(key)] = float(value)
+            except (TypeError, ValueError):
+                continue
+        return out
+
+    def file_hashes(self) -> dict[str, str]:
+        out = {}
+        for p in sorted(self.path.rglob("*")):
+            if p.is_file() and "__pycache__" not in p.parts and p.name != MANIFEST:
+                out[str(p.relative_to(self.path))] = hashlib.sha256(p.read_bytes()).hexdigest()
+        return out
+
+
+def _level_key(name: str) -> str:
+    """level_max_rewards.json keys may be 'level_01.yaml' or 'levels/level_01.yaml'."""
+    return Path(name).name
+
+
+def level_key(level_id: str) -> str:
+    """The key a level id has in level_max_rewards.json."""
+    return _level_key(level_id)

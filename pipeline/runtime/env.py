@@ -1,0 +1,154 @@
+"""The three-layer environment contract (AutoEnv paper, Appendix A).
+
+BaseEnv  — true state, transition, reward, termination.
+ObsEnv   — adds the observation policy: state -> semantic observation omega.
+SkinEnv  — adds rendering: omega -> what the agent reads; and `step`.
+
+A generated environment subclasses SkinEnv and writes only the rules of its world:
+`transition`, `reward` and usually `done` and `render_skin`. Loading the DSL
+(config.yaml), loading and generating levels and the observation policy come from here.
+State is plain data (dicts, lists, numbers, strings), so an environment can be
+snapshotted and restored by deep copy.
+
+Actions are {"action": name, "params": {...}}. `step` returns
+(next_state, reward, done, info) with info = {raw_obs, skinned, events, reward_info,
+last_action_result}.
+"""
+from __future__ import annotations
+
+import importlib
+import sys
+from abc import ABC, abstractmethod
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from pipeline import layout
+from pipeline.runtime.levels import load_level, save_level
+from pipeline.runtime.observation import ObservationPolicy, policy_from_config
+
+
+class BaseEnv(ABC):
+    """Defines the true state, transition and reward."""
+
+    def __init__(self, env_id: Any = 0):
+        self.env_id = env_id
+        self._t = 0
+        self._history: list = []
+        self._state: dict[str, Any] | None = None
+        self.configs: dict[str, Any] | None = None
+        # Set by transition() to tell the agent why an action did (not) work.
+        self._last_action_result: Any = None
+        self._dsl_config()
+
+    # -- where the environment lives -------------------------------------------------
+    @classmethod
+    def env_dir(cls) -> Path:
+        """The folder holding the module that defines the concrete environment class."""
+        module = sys.modules.get(cls.__module__)
+        file = getattr(module, "__file__", None)
+        return Path(file).resolve().parent if file else Path.cwd()
+
+    def _dsl_config(self) -> None:
+        with open(self.env_dir() / layout.CONFIG, encoding="utf-8") as f:
+            self.configs = yaml.safe_load(f) or {}
+
+    @property
+    def max_steps(self) -> int:
+        return int(((self.configs or {}).get("termination") or {}).get("max_steps", 100))
+
+    # -- worlds ----------------------------------------------------------------------
+    def reset(self, mode: str = "load", world_id: str | None = None, seed: int | None = None):
+        """Load world `world_id` (mode "load") or generate one from `seed` (mode "generate")."""
+        if mode == "load":
+            self._state = self._load_world(world_id)
+        elif mode == "generate":
+            self._state = self._load_world(self._generate_world(seed))
+        else:
+            raise ValueError(f"reset: expected mode 'load' or 'generate', found {mode!r}")
+        self._t, self._history, self._last_action_result = 0, [], None
+        return self._state
+
+    def _load_world(self, world_id: str) -> dict[str, Any]:
+        """World ids are file stems ("level_01") or paths relative to the env folder."""
+        base = self.env_dir()
+        name = world_id if str(world_id).endswith(".yaml") else f"{world_id}.yaml"
+        for folder in ("", layout.LEVELS, layout.VAL_LEVELS, layout.GENERATED_LEVELS):
+            candidate = base / folder / name
+            if candidate.is_file():
+                return load_level(candidate)
+        raise FileNotFoundError(f"no level file for world id {world_id!r} under {base}")
+
+    def _generate_world(self, seed: int | None = None) -> str:
+        """Run env_generate.generate_level(seed, config), save it, return its world id."""
+        seed = 0 if seed is None else int(seed)
+        generator = importlib.import_module(layout.ENV_GENERATE.removesuffix(".py"))
+        state = generator.generate_level(seed, self.configs)
+        world_id = f"seed_{seed}"
+        save_level(self.env_dir() / layout.GENERATED_LEVELS / f"{world_id}.yaml", state)
+        return world_id
+
+    # -- rules -----------------------------------------------------------------------
+    @abstractmethod
+    def transition(self, action: dict[str, Any]) -> dict[str, Any]:
+        """Apply {"action": name, "params": {...}} to self._state and return the new state."""
+
+    @abstractmethod
+    def reward(self, action: dict[str, Any]) -> tuple[float, list[str], dict[str, Any]]:
+        """Reward of the transition just made: (value, event names, details)."""
+
+
+class ObsEnv(BaseEnv):
+    """Adds the observation interface: semantic observation from the true state."""
+
+    def __init__(self, env_id: Any = 0, obs_policy: ObservationPolicy | None = None):
+        super().__init__(env_id)
+        self.obs_policy = obs_policy or policy_from_config((self.configs or {}).get("observation"))
+
+    def observe_semantic(self) -> dict[str, Any]:
+        return self.obs_policy(self._state, self._t)
+
+
+class SkinEnv(ObsEnv):
+    """Adds rendering (semantic observation -> agent input) and the step loop."""
+
+    def render_skin(self, omega: dict[str, Any]) -> Any:
+        """Default skin: the DSL's skin.template filled from omega, else omega as YAML."""
+        template = ((self.configs or {}).get("skin") or {}).get("template")
+        if template:
+            try:
+                return str(template).format(**_template_values(omega, self))
+            except (KeyError, IndexError, ValueError):
+                pass
+        return yaml.safe_dump(omega, sort_keys=False, default_flow_style=None).strip()
+
+    def done(self, state: dict[str, Any] | None = None) -> bool:
+        """Default: only the step count; environments add their own end conditions."""
+        return self._t >= self.max_steps
+
+    def step(self, action: dict[str, Any]):
+        self._last_action_result = None
+        s_next = self.transition(action)
+        reward, events, rinfo = self.reward(action)
+        self._t += 1
+        raw_obs = self.observe_semantic()
+        agent_obs = self.render_skin(raw_obs)
+        if_done = self.done(s_next)
+        info = {
+            "raw_obs": raw_obs,
+            "skinned": agent_obs,
+            "events": events,
+            "reward_info": rinfo,
+            "last_action_result": self._last_action_result,
+        }
+        return s_next, reward, if_done, info
+
+
+def _template_values(omega: dict[str, Any], env: SkinEnv) -> dict[str, Any]:
+    values = {"max_steps": env.max_steps, "remaining_steps": env.max_steps - env._t}
+    for key, value in omega.items():
+        if isinstance(value, list) and value and all(isinstance(r, (str, list)) for r in value):
+            values[f"{key}_display"] = "\n".join(r if isinstance(r, str) else " ".join(map(str, r)) for r in value)
+        values[key] = value
+    return values

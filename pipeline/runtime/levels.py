@@ -1,0 +1,34 @@
+"""Level I/O: a level is the full initial state of a world, stored as YAML."""
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+
+def load_level(path: str | Path) -> dict[str, Any]:
+    with open(path, encoding="utf-8") as f:
+        state = yaml.safe_load(f)
+    if not isinstance(state, dict):
+        raise ValueError(f"{path}: expected a mapping (the level's state), found {type(state).__name__}")
+    return state
+
+
+def save_level(path: str | Path, state: dict[str, Any]) -> None:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(yaml.safe_dump(state, sort_keys=False, allow_unicode=True), encoding="utf-8")
+    tmp.replace(path)
+
+
+def canonical_json(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), default=str)
+
+
+def state_hash(state: Any) -> str:
+    """Canonical hash of a state: equal states hash equal whatever their key order."""
+    return hashlib.sha256(canonical_json(state).encode()).hexdigest()[:16]

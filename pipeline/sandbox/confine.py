@@ -1,0 +1,124 @@
+"""Worker-side confinement, run by the worker before it loads any environment code.
+
+In "namespaces" mode the worker was started by `unshare --net --mount --pid` as root.
+It then builds a minimal root file system in a tmpfs — read-only binds of the system
+and Python directories, a private /tmp, /dev/null & co, a fresh /proc and the private
+copy of the environment at /env, read-write — chroots into it, sets resource limits,
+and becomes a uid of its own with no supplementary groups, no capabilities and
+no_new_privs. In "plain" mode (not root, or no namespaces) only the resource limits apply.
+"""
+from __future__ import annotations
+
+import ctypes
+import os
+import resource
+import signal
+import sys
+
+from pipeline.sandbox.limits import EXIT_CPU, Limits
+
+MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 1, 2, 4, 8
+MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 32, 4096, 16384, 1 << 18
+PR_SET_NO_NEW_PRIVS = 38
+
+SYSTEM_DIRS = ("/usr", "/lib", "/lib64", "/lib32", "/bin", "/sbin", "/etc")
+DEVICES = ("null", "zero", "random", "urandom")
+ENV_MOUNT = "/env"
+
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+def _mount(source: str | None, target: str, fstype: str | None, flags: int, data: str | None = None) -> None:
+    enc = lambda s: s.encode() if s is not None else None  # noqa: E731
+    if _libc.mount(enc(source), enc(target), enc(fstype), flags, enc(data)) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"mount {source} on {target}: {os.strerror(err)}")
+
+
+def _bind(source: str, target: str, readonly: bool) -> None:
+    if os.path.isdir(source):
+        os.makedirs(target, exist_ok=True)
+    else:
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        open(target, "a").close()
+    _mount(source, target, None, MS_BIND | MS_REC)
+    flags = MS_REMOUNT | MS_BIND | MS_NOSUID | (MS_RDONLY if readonly else 0)
+    _mount(None, target, None, flags)
+
+
+def readable_paths() -> list[str]:
+    """What the worker must read: the interpreter's prefixes, site-packages, envforge itself."""
+    import pipeline
+
+    paths = {sys.base_prefix, sys.prefix, os.path.dirname(os.path.dirname(pipeline.__file__))}
+    paths.update(p for p in sys.path if p and os.path.isabs(p) and os.path.isdir(p))
+    paths = sorted(os.path.realpath(p) for p in paths)
+    # Drop paths already inside another kept path or a system directory.
+    out: list[str] = []
+    for p in paths:
+        covered = any(p == k or p.startswith(k.rstrip("/") + "/") for k in out + list(SYSTEM_DIRS))
+        if not covered:
+            out.append(p)
+    return out
+
+
+def build_root(root: str, env_dir: str, tmp_mb: int) -> None:
+    _mount(None, "/", None, MS_REC | MS_PRIVATE)
+    _mount("tmpfs", root, "tmpfs", MS_NOSUID | MS_NODEV, "mode=755,size=8m")
+    for d in SYSTEM_DIRS:
+        if os.path.islink(d):
+            os.symlink(os.readlink(d), root + d)
+        elif os.path.isdir(d):
+            _bind(d, root + d, readonly=True)
+    for p in readable_paths():
+        _bind(p, root + p, readonly=True)
+    os.makedirs(root + "/dev", exist_ok=True)
+    for dev in DEVICES:
+        if os.path.exists("/dev/" + dev):
+            _bind("/dev/" + dev, f"{root}/dev/{dev}", readonly=False)
+    os.makedirs(root + "/proc", exist_ok=True)
+    _mount("proc", root + "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
+    os.makedirs(root + "/tmp", exist_ok=True)
+    _mount("tmpfs", root + "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, f"mode=1777,size={tmp_mb}m")
+    _bind(env_dir, root + ENV_MOUNT, readonly=False)
+    os.chroot(root)
+    os.chdir(ENV_MOUNT)
+
+
+def set_limits(limits: Limits, single_process: bool) -> None:
+    mb = 1024 * 1024
+    cpu = int(limits.cpu_seconds)
+    resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 2))
+    resource.setrlimit(resource.RLIMIT_AS, (limits.memory_mb * mb, limits.memory_mb * mb))
+    resource.setrlimit(resource.RLIMIT_FSIZE, (limits.file_size_mb * mb, limits.file_size_mb * mb))
+    resource.setrlimit(resource.RLIMIT_NOFILE, (limits.open_files, limits.open_files))
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    if single_process:
+        # With a uid of its own, 1 means: no fork, no threads, nothing left behind.
+        resource.setrlimit(resource.RLIMIT_NPROC, (1, 1))
+    # PID 1 of a namespace ignores default-action signals; exit with a status we recognise.
+    signal.signal(signal.SIGXCPU, lambda *_: os._exit(EXIT_CPU))
+
+
+def drop_privileges(uid: int) -> None:
+    os.setgroups([])
+    os.setgid(uid)
+    os.setuid(uid)
+    _libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
+
+
+def confine(mode: str, base: str, uid: int, limits: Limits) -> str:
+    """Confine this process; return the environment folder's path as seen afterwards."""
+    env_dir = os.path.join(base, "env")
+    if mode != "namespaces":
+        os.chdir(env_dir)
+        set_limits(limits, single_process=False)
+        return env_dir
+    for dirpath, dirnames, filenames in os.walk(env_dir):
+        for name in dirnames + filenames:
+            os.lchown(os.path.join(dirpath, name), uid, uid)
+    os.lchown(env_dir, uid, uid)
+    build_root(os.path.join(base, "root"), env_dir, limits.tmp_mb)
+    set_limits(limits, single_process=True)
+    drop_privileges(uid)
+    return ENV_MOUNT

@@ -1,0 +1,300 @@
+"""Worker-side: holds one environment instance and answers the parent's requests.
+
+Runs inside the sandbox, after confinement. Every reply is plain JSON; anything the
+environment does wrong becomes a typed failure with the file and line in the env folder.
+"""
+from __future__ import annotations
+
+import copy
+import importlib
+import inspect
+import json
+import math
+import random
+import shutil
+import sys
+import traceback
+from pathlib import Path
+from typing import Any
+
+from pipeline import layout
+from pipeline.runtime import env as runtime_env
+from pipeline.runtime.levels import state_hash
+
+COMPAT_DIR = str(Path(runtime_env.__file__).resolve().parent / "compat")
+# Instance attributes shared by every snapshot instead of copied.
+_STATIC_ATTRS = {"configs", "obs_policy"}
+MAX_SNAPSHOTS = 200_000
+
+
+class Failure(Exception):
+    def __init__(self, kind: str, detail: str, where: str = ""):
+        super().__init__(detail)
+        self.kind, self.detail, self.where = kind, detail, where
+
+
+class EnvHost:
+    def __init__(self, env_dir: str):
+        self.env_dir = Path(env_dir)
+        self.env = None
+        self.snapshots: dict[int, tuple] = {}
+        self.next_handle = 0
+
+    # -- protocol ------------------------------------------------------------------
+    def handle(self, request: dict) -> dict:
+        op = request.get("op")
+        method = getattr(self, f"op_{op}", None)
+        if method is None:
+            return _failure("usage", f"unknown operation {op!r}")
+        if op != "load" and self.env is None:
+            return _failure("usage", f"'{op}' before 'load'")
+        try:
+            result = method(**request.get("args", {}))
+            return {"ok": True, "result": result}
+        except Failure as f:
+            return _failure(f.kind, f.detail, f.where)
+        except MemoryError:
+            return _failure("memory", "MemoryError: the environment exceeded its memory limit", _where())
+        except SystemExit as e:
+            return _failure("exit", f"the environment called exit({e.code!r})", _where())
+        except BaseException as e:  # noqa: BLE001 - any error in env code is a typed failure
+            return _failure("exception", f"{type(e).__name__}: {e}", _where(), traceback.format_exc(limit=-8))
+
+    # -- operations ------------------------------------------------------------------
+    def op_load(self, env_id: Any = None) -> dict:
+        sys.path[:0] = [str(self.env_dir), COMPAT_DIR]
+        try:
+            module = importlib.import_module(layout.ENV_MAIN.removesuffix(".py"))
+            cls = _find_env_class(module)
+            self.env = _instantiate(cls, self.env_dir.name if env_id is None else env_id)
+        except Failure as f:
+            raise Failure("load", f.detail, f.where)
+        except BaseException as e:  # noqa: BLE001
+            if isinstance(e, MemoryError):
+                raise
+            raise Failure("load", f"{type(e).__name__}: {e}", _where())
+        return {"class": cls.__name__, "max_steps": _max_steps(self.env)}
+
+    def op_reset(self, level: str | None = None, seed: int | None = None, generate: bool = False,
+                 want_state: bool = False) -> dict:
+        random.seed(0 if seed is None else seed)  # envs that use the global RNG become repeatable
+        if generate:
+            self.env.reset(mode="generate", seed=seed)
+        else:
+            self.env.reset(mode="load", world_id=self._world_id(level))
+        return self._observation(want_state)
+
+    def op_step(self, action: Any, want_state: bool = False) -> dict:
+        if not isinstance(action, dict):
+            action = {"action": str(action), "params": {}}
+        out = self.env.step(action)
+        if not isinstance(out, (tuple, list)) or len(out) != 4:
+            raise Failure("exception", f"step: expected (state, reward, done, info), found {_short(out)}", _where_of("step", self.env))
+        _, reward, done, info = out
+        reward = _check_reward(reward, self.env)
+        info = info if isinstance(info, dict) else {}
+        result = {
+            "reward": reward,
+            "done": bool(done),
+            "observation": info.get("skinned"),
+            "events": info.get("events") or [],
+            "last_action_result": info.get("last_action_result"),
+            "t": getattr(self.env, "_t", None),
+            "state_hash": state_hash(getattr(self.env, "_state", None)),
+        }
+        if want_state:
+            result["state"] = getattr(self.env, "_state", None)
+            result["raw_obs"] = info.get("raw_obs")
+        return result
+
+    def op_observe(self, want_state: bool = False) -> dict:
+        return self._observation(want_state)
+
+    def op_snapshot(self) -> dict:
+        if len(self.snapshots) >= MAX_SNAPSHOTS:
+            raise Failure("usage", f"more than {MAX_SNAPSHOTS} snapshots held; drop some")
+        attrs = {k: v for k, v in vars(self.env).items() if k not in _STATIC_ATTRS}
+        handle = self.next_handle
+        self.next_handle += 1
+        self.snapshots[handle] = (copy.deepcopy(attrs), random.getstate())
+        return {"handle": handle, "state_hash": state_hash(getattr(self.env, "_state", None))}
+
+    def op_restore(self, handle: int) -> dict:
+        if handle not in self.snapshots:
+            raise Failure("usage", f"no snapshot {handle}")
+        attrs, rng = self.snapshots[handle]
+        vars(self.env).update(copy.deepcopy(attrs))
+        random.setstate(rng)
+        return {"state_hash": state_hash(getattr(self.env, "_state", None))}
+
+    def op_drop(self, handles: list[int] | None = None) -> dict:
+        if handles is None:
+            self.snapshots.clear()
+        for h in handles or []:
+            self.snapshots.pop(h, None)
+        return {"held": len(self.snapshots)}
+
+    def op_validate(self, level: str | None = None, state: dict | None = None) -> dict:
+        """Run the env's validator on a level file, a given state, or the current state."""
+        if level is not None:
+            state = self._level_state(level)
+        elif state is None:
+            state = copy.deepcopy(getattr(self.env, "_state", None))
+        validator = _validator()
+        verdict = validator["validate"](copy.deepcopy(state))
+        if not (isinstance(verdict, (tuple, list)) and len(verdict) == 2):
+            raise Failure("exception", f"validate_level: expected (bool, issues), found {_short(verdict)}", layout.ENV_VALIDATOR)
+        ok, issues = verdict
+        bound = None
+        if ok and validator["max_reward"] is not None:
+            bound = _check_reward(validator["max_reward"](copy.deepcopy(state)), None, what="max_reward")
+        return {"ok": bool(ok), "issues": [str(i) for i in (issues or [])], "max_reward": bound,
+                "state_hash": state_hash(state)}
+
+    def op_call(self, module: str, function: str, args: list | None = None, kwargs: dict | None = None) -> Any:
+        """Call `function` ("name" or "Class.method") of one of the env's own modules."""
+        if not (self.env_dir / f"{module}.py").is_file() or "." in module:
+            raise Failure("usage", f"no module {module!r} in the environment folder")
+        target = importlib.import_module(module)
+        for i, part in enumerate(function.split(".")):
+            target = getattr(target, part)
+            if inspect.isclass(target) and i < len(function.split(".")) - 1:
+                target = target()
+        return target(*(args or []), **(kwargs or {}))
+
+    def op_ping(self) -> dict:
+        return {"pong": True}
+
+    # -- helpers ---------------------------------------------------------------------
+    def _observation(self, want_state: bool) -> dict:
+        omega = self.env.observe_semantic()
+        result = {
+            "observation": self.env.render_skin(omega),
+            "t": getattr(self.env, "_t", None),
+            "state_hash": state_hash(getattr(self.env, "_state", None)),
+        }
+        if want_state:
+            result["state"] = getattr(self.env, "_state", None)
+            result["raw_obs"] = omega
+        return result
+
+    def _world_id(self, level: str | None) -> str:
+        """A world id the env's own loader finds (AutoEnv loaders only look in ./levels/)."""
+        if level is None:
+            raise Failure("usage", "reset needs a level or generate=True")
+        path = self.env_dir / level
+        if not path.is_file():
+            raise Failure("usage", f"no level file {level!r}")
+        if path.parent.name == layout.LEVELS:
+            return path.stem
+        alias = f"__{path.parent.name}__{path.stem}"
+        shutil.copyfile(path, self.env_dir / layout.LEVELS / f"{alias}.yaml")
+        return alias
+
+    def _level_state(self, level: str) -> dict:
+        from pipeline.runtime.levels import load_level
+
+        path = self.env_dir / level
+        if not path.is_file():
+            raise Failure("usage", f"no level file {level!r}")
+        return load_level(path)
+
+
+def _find_env_class(module) -> type:
+    candidates = [
+        obj for obj in vars(module).values()
+        if inspect.isclass(obj) and issubclass(obj, runtime_env.SkinEnv)
+        and obj not in (runtime_env.SkinEnv, runtime_env.ObsEnv, runtime_env.BaseEnv)
+        and not inspect.isabstract(obj)
+    ]
+    own = [c for c in candidates if c.__module__ == module.__name__]
+    if not (own or candidates):
+        raise Failure("load", f"{layout.ENV_MAIN}: expected a concrete subclass of SkinEnv, found none", layout.ENV_MAIN)
+    return (own or candidates)[-1]
+
+
+def _instantiate(cls: type, env_id: Any):
+    try:
+        return cls(env_id)
+    except TypeError as e:
+        if "positional argument" not in str(e):
+            raise
+        return cls()
+
+
+def _validator() -> dict:
+    try:
+        module = importlib.import_module(layout.ENV_VALIDATOR.removesuffix(".py"))
+    except ModuleNotFoundError as e:
+        raise Failure("usage", f"no {layout.ENV_VALIDATOR}: {e}")
+    validate = getattr(module, "validate_level", None)
+    bound = getattr(module, "max_reward", None)
+    if validate is None:
+        for obj in vars(module).values():
+            if inspect.isclass(obj) and hasattr(obj, "validate_level") and obj.__module__ == module.__name__:
+                instance = obj()
+                validate = instance.validate_level
+                bound = next((getattr(instance, n) for n in ("max_reward", "calculate_max_reward",
+                              "compute_max_reward") if hasattr(instance, n)), None)
+                break
+    if validate is None:
+        raise Failure("usage", f"{layout.ENV_VALIDATOR}: expected validate_level(state), found none", layout.ENV_VALIDATOR)
+    return {"validate": validate, "max_reward": bound}
+
+
+def _check_reward(value: Any, env, what: str = "reward") -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        where = _where_of("reward", env) if env is not None else layout.ENV_VALIDATOR
+        raise Failure("invalid_reward", f"{what}: expected a finite number, found {_short(value)}", where)
+    return float(value)
+
+
+def _max_steps(env) -> int | None:
+    try:
+        return int(env.configs["termination"]["max_steps"])
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _where() -> str:
+    """file:line of the innermost traceback frame inside the environment folder."""
+    tb = sys.exc_info()[2]
+    where = ""
+    for frame, lineno in traceback.walk_tb(tb):
+        rel = _env_relative(frame.f_code.co_filename)
+        if rel:
+            where = f"{rel}:{lineno}"
+    return where
+
+
+def _where_of(method: str, env) -> str:
+    fn = getattr(type(env), method, None)
+    try:
+        rel = _env_relative(inspect.getsourcefile(fn))
+        return f"{rel}:{inspect.getsourcelines(fn)[1]}" if rel else ""
+    except (TypeError, OSError):
+        return ""
+
+
+def _env_relative(filename: str | None) -> str:
+    cwd = str(Path.cwd())
+    if filename and filename.startswith(cwd + "/"):
+        return filename[len(cwd) + 1:]
+    return ""
+
+
+def _failure(kind: str, detail: str, where: str = "", trace: str = "") -> dict:
+    return {"ok": False, "kind": kind, "detail": detail, "where": where, "traceback": trace}
+
+
+def encode(reply: dict) -> bytes:
+    """One reply as a JSON line; data that is not plain JSON becomes a typed failure."""
+    try:
+        return (json.dumps(reply, allow_nan=False) + "\n").encode()
+    except (TypeError, ValueError, RecursionError) as e:
+        return (json.dumps(_failure("not_json", f"reply is not plain JSON: {type(e).__name__}: {e}")) + "\n").encode()

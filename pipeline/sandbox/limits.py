@@ -1,0 +1,47 @@
+"""What a sandbox worker may use, and the environment variables it gets."""
+from __future__ import annotations
+
+import os
+from dataclasses import asdict, dataclass
+
+# Exit status a worker uses when its CPU budget runs out (it is PID 1 of its namespace,
+# where the kernel's default SIGXCPU action does not apply).
+EXIT_CPU = 90
+
+
+@dataclass(frozen=True)
+class Limits:
+    call_seconds: float = 10.0  # wall clock for one call (load, reset, step, ...)
+    cpu_seconds: int = 120  # CPU for the worker's whole life
+    memory_mb: int = 1024  # address space
+    file_size_mb: int = 16  # largest file the worker may write
+    open_files: int = 64
+    output_kb: int = 1024  # stdout + stderr over the worker's life; more kills it
+    message_mb: int = 32  # largest reply
+    tmp_mb: int = 64  # its private /tmp
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+# Allowlist: a worker sees only these variables, whatever the parent holds.
+_PASS_THROUGH = ("LANG", "LC_ALL", "TZ", "OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
+_SECRET_MARKERS = ("KEY", "TOKEN", "SECRET", "PASSWORD", "CREDENTIAL")
+
+
+def worker_environment(home: str) -> dict[str, str]:
+    env = {
+        "PATH": "/usr/local/bin:/usr/bin:/bin",
+        "HOME": home,
+        "TMPDIR": "/tmp",
+        "PYTHONHASHSEED": "0",  # set iteration order must not vary between runs
+        "PYTHONDONTWRITEBYTECODE": "1",
+        "PYTHONUNBUFFERED": "1",
+        "OMP_NUM_THREADS": "1",
+        "OPENBLAS_NUM_THREADS": "1",
+        "MKL_NUM_THREADS": "1",
+    }
+    for name in _PASS_THROUGH:
+        if name in os.environ:
+            env[name] = os.environ[name]
+    return {k: v for k, v in env.items() if not any(m in k.upper() for m in _SECRET_MARKERS)}

@@ -1,0 +1,81 @@
+"""A pool of sandbox workers, reused for the same environment where that is safe.
+
+A worker is handed back to the pool only if it is alive, never failed, and has CPU
+budget left; a worker that failed once is closed, since its environment may be in any
+state. Workers are keyed by the environment folder's path and content signature, so an
+edited folder never reuses a worker holding the old code.
+"""
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections import defaultdict
+from pathlib import Path
+from typing import Iterator
+
+from pipeline.sandbox.limits import Limits
+from pipeline.sandbox.process import Worker
+
+
+def _signature(env_dir: Path) -> tuple:
+    files = sorted(p for p in env_dir.rglob("*") if p.is_file() and "__pycache__" not in p.parts)
+    return (str(env_dir), tuple((str(p), p.stat().st_mtime_ns, p.stat().st_size) for p in files))
+
+
+class WorkerPool:
+    def __init__(self, size: int = 2, limits: Limits | None = None):
+        self.size = max(1, int(size))
+        self.limits = limits or Limits()
+        self._slots = threading.BoundedSemaphore(self.size)
+        self._lock = threading.Lock()
+        self._idle: dict[tuple, list[Worker]] = defaultdict(list)
+        self.started = 0
+        self.reused = 0
+
+    @contextlib.contextmanager
+    def lease(self, env_dir: str | Path) -> Iterator[Worker]:
+        """A worker holding `env_dir`, loaded and ready; returned to the pool afterwards."""
+        env_dir = Path(env_dir).resolve()
+        key = _signature(env_dir)
+        with self._slots:
+            worker = self._take(key)
+            if worker is None:
+                worker = Worker(env_dir, self.limits)
+                self.started += 1
+            try:
+                yield worker
+            finally:
+                self._give_back(key, worker)
+
+    def _take(self, key: tuple) -> Worker | None:
+        with self._lock:
+            while self._idle[key]:
+                worker = self._idle[key].pop()
+                if worker.alive:
+                    self.reused += 1
+                    return worker
+                worker.close()
+        return None
+
+    def _give_back(self, key: tuple, worker: Worker) -> None:
+        healthy = worker.alive and not worker.failed
+        if healthy:
+            with self._lock:
+                # Idle workers hold memory; keep no more than the pool size in all.
+                if sum(len(v) for v in self._idle.values()) < self.size:
+                    self._idle[key].append(worker)
+                    return
+        worker.close()
+
+    def close(self) -> None:
+        with self._lock:
+            workers = [w for ws in self._idle.values() for w in ws]
+            self._idle.clear()
+        for worker in workers:
+            worker.close()
+
+    def __enter__(self) -> "WorkerPool":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()

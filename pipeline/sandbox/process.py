@@ -1,0 +1,237 @@
+"""Parent side of a sandbox worker: start it, send requests, enforce limits, classify failures.
+
+This is the one sandbox entry of envforge: every piece of model-written code runs
+behind a `Worker`.
+"""
+from __future__ import annotations
+
+import atexit
+import itertools
+import json
+import os
+import selectors
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import weakref
+from pathlib import Path
+from typing import Any
+
+from pipeline.sandbox.capabilities import UNSHARE_ARGS, capabilities
+from pipeline.sandbox.failures import SandboxFailure
+from pipeline.sandbox.limits import EXIT_CPU, Limits, worker_environment
+
+_uid_counter = itertools.count()
+_live: "weakref.WeakSet[Worker]" = weakref.WeakSet()
+_OUTPUT_TAIL = 4096
+
+
+def _worker_uid() -> int:
+    """A uid no one else uses, so per-uid limits (process count) bind this worker alone."""
+    return 200_000 + (os.getpid() * 4099 + next(_uid_counter)) % 500_000
+
+
+class Worker:
+    """One sandboxed process holding one environment (a private copy of `env_dir`)."""
+
+    def __init__(self, env_dir: str | Path, limits: Limits | None = None, env_id: Any = None):
+        self.env_dir = Path(env_dir).resolve()
+        self.limits = limits or Limits()
+        self.mode = capabilities()["mode"]
+        self.output_total = 0
+        self.output_tail = b""
+        self.failed = False
+        self.cpu_seconds_used = 0.0
+        self._lock = threading.Lock()
+        self._closed = False
+        self.base = tempfile.mkdtemp(prefix="envforge-sbx-")
+        os.chmod(self.base, 0o755)
+        try:
+            shutil.copytree(self.env_dir, os.path.join(self.base, "env"), symlinks=False,
+                            ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+        except (OSError, shutil.Error) as e:
+            shutil.rmtree(self.base, ignore_errors=True)
+            raise SandboxFailure("load", f"cannot copy {self.env_dir}: {e}", op="load") from None
+        os.mkdir(os.path.join(self.base, "root"))
+        self._start()
+        _live.add(self)
+        self.info = self.call("load", env_id=env_id)
+
+    def _start(self) -> None:
+        request_r, self._request_w = os.pipe()
+        self._reply_r, reply_w = os.pipe()
+        self._output_r, output_w = os.pipe()
+        prefix = list(UNSHARE_ARGS) if self.mode == "namespaces" else []
+        cmd = prefix + [
+            sys.executable, "-s", "-P", "-m", "pipeline.sandbox.worker",
+            "--base", self.base, "--mode", self.mode, "--uid", str(_worker_uid()),
+            "--fds", f"{request_r},{reply_w}", "--limits", json.dumps(self.limits.to_dict()),
+        ]
+        try:
+            self.proc = subprocess.Popen(
+                cmd, cwd=self.base, env=worker_environment(home="/tmp"), stdin=subprocess.DEVNULL,
+                stdout=output_w, stderr=output_w, pass_fds=(request_r, reply_w), start_new_session=True,
+            )
+        finally:
+            for fd in (request_r, reply_w, output_w):
+                os.close(fd)
+        for fd in (self._reply_r, self._output_r):
+            os.set_blocking(fd, False)
+
+    # -- calls -----------------------------------------------------------------------
+    def call(self, op: str, timeout: float | None = None, **args: Any) -> Any:
+        """Run one operation in the worker; raise SandboxFailure on any failure."""
+        with self._lock:
+            if self._closed or self.proc.poll() is not None:
+                raise SandboxFailure("usage", f"worker is closed; cannot {op}", op=op)
+            deadline = time.monotonic() + (timeout or self.limits.call_seconds)
+            try:
+                self._send({"op": op, "args": args})
+                reply = self._receive(op, deadline)
+            except SandboxFailure as failure:
+                failure.op = failure.op or op
+                failure.output = failure.output or self.output_text()
+                self.failed = True
+                if failure.kind in ("timeout", "output_limit", "protocol", "cpu_limit", "crash", "exit"):
+                    self._kill()
+                raise
+            if not reply.get("ok"):
+                self.failed = True
+                raise SandboxFailure(reply.get("kind", "protocol"), reply.get("detail", ""),
+                                     reply.get("where", ""), self.output_text(), op)
+            return reply.get("result")
+
+    def _send(self, request: dict) -> None:
+        data = (json.dumps(request) + "\n").encode()
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(self._request_w, view):]
+        except BrokenPipeError:
+            raise self._death(request["op"]) from None
+
+    def _receive(self, op: str, deadline: float) -> dict:
+        buf = bytearray()
+        limit = self.limits.message_mb * 1024 * 1024
+        with selectors.DefaultSelector() as sel:
+            sel.register(self._reply_r, selectors.EVENT_READ, "reply")
+            sel.register(self._output_r, selectors.EVENT_READ, "output")
+            while True:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise SandboxFailure("timeout", f"'{op}' took longer than {self._limit_text(deadline)}s")
+                for key, _ in sel.select(remaining):
+                    chunk = self._read(key.fd)
+                    if key.data == "output":
+                        if chunk is None:
+                            sel.unregister(key.fd)
+                        else:
+                            self._take_output(chunk)
+                        continue
+                    if chunk is None:
+                        raise self._death(op)
+                    buf += chunk
+                    if len(buf) > limit:
+                        raise SandboxFailure("protocol", f"reply to '{op}' is larger than {self.limits.message_mb} MB")
+                    if buf.endswith(b"\n"):
+                        try:
+                            return json.loads(buf)
+                        except ValueError:
+                            raise SandboxFailure("protocol", f"reply to '{op}' is not JSON") from None
+
+    def _limit_text(self, deadline: float) -> str:
+        return f"{self.limits.call_seconds:g}" if deadline else "?"
+
+    @staticmethod
+    def _read(fd: int) -> bytes | None:
+        try:
+            chunk = os.read(fd, 1 << 16)
+        except BlockingIOError:
+            return b""
+        return chunk or None
+
+    def _take_output(self, chunk: bytes) -> None:
+        self.output_total += len(chunk)
+        self.output_tail = (self.output_tail + chunk)[-_OUTPUT_TAIL:]
+        if self.output_total > self.limits.output_kb * 1024:
+            raise SandboxFailure("output_limit", f"printed more than {self.limits.output_kb} KB")
+
+    def _death(self, op: str) -> SandboxFailure:
+        try:
+            code = self.proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            self._kill()
+            code = self.proc.returncode
+        while (chunk := self._read(self._output_r)):
+            self.output_tail = (self.output_tail + chunk)[-_OUTPUT_TAIL:]
+        if code == EXIT_CPU or code == -signal.SIGXCPU:
+            return SandboxFailure("cpu_limit", f"used more than {self.limits.cpu_seconds}s of CPU during '{op}'")
+        if code is not None and code < 0:
+            name = signal.Signals(-code).name
+            if -code == signal.SIGKILL:
+                return SandboxFailure("crash", f"killed by SIGKILL during '{op}' (CPU or memory limit)")
+            return SandboxFailure("crash", f"died from {name} during '{op}'")
+        return SandboxFailure("exit", f"worker process exited with status {code} during '{op}'")
+
+    def output_text(self) -> str:
+        return self.output_tail.decode("utf-8", "replace")
+
+    # -- lifecycle -------------------------------------------------------------------
+    def _kill(self) -> None:
+        # Kill the namespace's first process before `unshare`, so that `unshare` reaps it
+        # and nothing is left behind, not even a zombie.
+        for pid in _children(self.proc.pid) + [-self.proc.pid]:
+            try:
+                os.kill(pid, signal.SIGKILL) if pid > 0 else os.killpg(-pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+            try:
+                self.proc.wait(timeout=2)
+                return
+            except subprocess.TimeoutExpired:
+                continue
+
+    @property
+    def alive(self) -> bool:
+        return not self._closed and self.proc.poll() is None
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            os.close(self._request_w)  # EOF: a healthy worker exits by itself
+            self.proc.wait(timeout=2)
+        except (OSError, subprocess.TimeoutExpired):
+            pass
+        self._kill()
+        for fd in (self._reply_r, self._output_r):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        shutil.rmtree(self.base, ignore_errors=True)
+
+    def __enter__(self) -> "Worker":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def _children(pid: int) -> list[int]:
+    try:
+        with open(f"/proc/{pid}/task/{pid}/children") as f:
+            return [int(x) for x in f.read().split()]
+    except (OSError, ValueError):
+        return []
+
+
+@atexit.register
+def _close_all() -> None:
+    for worker in list(_live):
+        worker.close()
