@@ -1,0 +1,99 @@
+"""crate_dock: push every crate onto a dock (Sokoban-lite; full observation, binary reward).
+
+The rules are `apply_action`, a pure function of plain data: the environment applies it to
+its state, and the validator's breadth-first search plays exactly the same rules.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from env_obs import make_policy
+from pipeline.runtime import SkinEnv
+
+DIRECTIONS = {"north": (0, -1), "south": (0, 1), "east": (1, 0), "west": (-1, 0)}
+VALID_ACTIONS = "valid actions: move with direction north/south/east/west, or wait"
+
+
+def reward_values(config: dict[str, Any]) -> dict[str, float]:
+    """Event name -> reward, read from the DSL so code and config.yaml cannot disagree."""
+    section = config["reward"]
+    return {e["trigger"]: float(section[e["value_key"]][e["trigger"]]) for e in section["events"]}
+
+
+def apply_action(state: dict[str, Any], action: Any) -> tuple[dict[str, Any], list[str], str]:
+    """One step of the rules: (next state, events, what happened). Never mutates `state`."""
+    if state["game"]["solved"]:
+        return state, [], "nothing happens: every crate is already docked"
+    name = action.get("action") if isinstance(action, dict) else None
+    params = action.get("params") if isinstance(action, dict) else None
+    if name == "wait":
+        return state, ["waited"], "waited"
+    if name != "move":
+        return state, ["invalid_action"], f"unknown action {name!r}; {VALID_ACTIONS}"
+    direction = params.get("direction") if isinstance(params, dict) else None
+    if direction not in DIRECTIONS:
+        return state, ["invalid_action"], f"move needs params.direction in north/south/east/west, got {direction!r}"
+
+    grid, (dx, dy) = state["grid"], DIRECTIONS[direction]
+    x, y = state["agent"]["pos"]
+    target = [x + dx, y + dy]
+    # The validator guarantees a wall border, so target and beyond never leave the grid.
+    if grid[target[1]][target[0]] == "#":
+        return state, ["bumped_wall"], f"blocked by a wall to the {direction}"
+    crates = [list(c) for c in state["crates"]]
+    events, result, pushes = ["moved"], f"moved {direction}", state["game"]["pushes"]
+    if target in crates:
+        beyond = [target[0] + dx, target[1] + dy]
+        if grid[beyond[1]][beyond[0]] == "#" or beyond in crates:
+            what = "wall" if grid[beyond[1]][beyond[0]] == "#" else "another crate"
+            return state, ["push_blocked"], f"cannot push the crate {direction}: a {what} is behind it"
+        crates[crates.index(target)] = beyond
+        events, result, pushes = ["crate_pushed"], f"pushed a crate {direction}", pushes + 1
+        if grid[target[1]][target[0]] == "o":
+            events.append("crate_off_dock")
+        if grid[beyond[1]][beyond[0]] == "o":
+            events.append("crate_on_dock")
+            result += " onto a dock"
+    solved = all(grid[cy][cx] == "o" for cx, cy in crates)
+    if solved:
+        events.append("all_crates_docked")
+        result += "; every crate is docked"
+    next_state = {
+        **state,
+        "agent": {**state["agent"], "pos": target},
+        "crates": crates,
+        "game": {**state["game"], "solved": solved, "pushes": pushes},
+    }
+    return next_state, events, result
+
+
+class CrateDockEnv(SkinEnv):
+    def __init__(self, env_id=0):
+        super().__init__(env_id)
+        self.obs_policy = make_policy(self.configs["observation"])
+        self._rewards = reward_values(self.configs)
+        # Events of the step in progress: written by transition, read by reward.
+        self._events: list[str] = []
+
+    def transition(self, action):
+        self._state, self._events, self._last_action_result = apply_action(self._state, action)
+        return self._state
+
+    def reward(self, action):
+        paid = [e for e in self._events if e in self._rewards]
+        return sum(self._rewards[e] for e in paid), list(self._events), {"rewarded_events": paid}
+
+    def done(self, state=None):
+        state = state or self._state
+        return bool(state["game"]["solved"]) or self._t >= self.max_steps
+
+    def render_skin(self, omega):
+        return self.configs["skin"]["template"].format(
+            t=omega["t"],
+            max_steps=self.max_steps,
+            crates_on_docks=omega["crates_on_docks"],
+            crate_count=omega["crate_count"],
+            board_display="\n".join(omega["board"]),
+            last_action_result=self._last_action_result or "none yet",
+            status=omega["status"],
+        )
