@@ -1,0 +1,119 @@
+"""tide_pool: gather shells while the tide rises, then be on high ground when it peaks.
+
+Partial observation (a 3x3 window), accumulative reward. The rules are `apply_action`, a pure
+function of plain data, so the validator's search plays exactly the rules the agent plays.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from env_obs import make_policy
+from pipeline.runtime import SkinEnv
+
+DIRECTIONS = {"north": (0, -1), "south": (0, 1), "east": (1, 0), "west": (-1, 0)}
+VALID_ACTIONS = "valid actions: move with direction north/south/east/west, or wait"
+
+
+def reward_values(config: dict[str, Any]) -> dict[str, float]:
+    """Event name -> reward, read from the DSL so code and config.yaml cannot disagree."""
+    section = config["reward"]
+    return {e["trigger"]: float(section[e["value_key"]][e["trigger"]]) for e in section["events"]}
+
+
+def height(state: dict[str, Any], pos: list[int]) -> int:
+    return int(state["terrain"][pos[1]][pos[0]])
+
+
+def _move(state: dict[str, Any], action: Any) -> tuple[list[int], list[str], str]:
+    """Where the explorer ends up, with events and a message; the tide is not handled here."""
+    pos = state["agent"]["pos"]
+    name = action.get("action") if isinstance(action, dict) else None
+    params = action.get("params") if isinstance(action, dict) else None
+    if name == "wait":
+        return pos, ["waited"], "waited"
+    if name != "move":
+        return pos, ["invalid_action"], f"unknown action {name!r}; {VALID_ACTIONS}"
+    direction = params.get("direction") if isinstance(params, dict) else None
+    if direction not in DIRECTIONS:
+        return pos, ["invalid_action"], f"move needs params.direction in north/south/east/west, got {direction!r}"
+    dx, dy = DIRECTIONS[direction]
+    target = [pos[0] + dx, pos[1] + dy]
+    terrain = state["terrain"]
+    if not (0 <= target[1] < len(terrain) and 0 <= target[0] < len(terrain[0])):
+        return pos, ["bumped_edge"], f"the pool's edge blocks the way {direction}"
+    if height(state, target) <= state["tide"]["level"]:
+        return pos, ["blocked_by_water"], f"the tile to the {direction} is under water"
+    return target, ["moved"], f"moved {direction} onto height {height(state, target)}"
+
+
+def apply_action(state: dict[str, Any], action: Any) -> tuple[dict[str, Any], list[str], str]:
+    """One step of the rules: (next state, events, what happened). Never mutates `state`.
+
+    The explorer acts first, then the tide clock ticks; an invalid action still lets time pass.
+    """
+    if state["game"]["over"]:
+        return state, [], "nothing happens: the episode is over"
+    pos, events, result = _move(state, action)
+    shells = [s for s in state["shells"] if s != pos]
+    if len(shells) < len(state["shells"]):
+        events.append("shell_collected")
+        result += " and picked up a shell"
+
+    tide = {**state["tide"], "next_rise_in": state["tide"]["next_rise_in"] - 1}
+    if tide["next_rise_in"] <= 0:
+        tide.update(level=tide["level"] + 1, next_rise_in=tide["rise_every"])
+        events.append("tide_rose")
+        result += f"; the tide rose to level {tide['level']}"
+    over = False
+    if height(state, pos) <= tide["level"]:
+        events.append("swept_away")
+        result += "; the water covered your tile and swept you away"
+        over = True
+    elif tide["level"] >= tide["peak"]:
+        events.append("safe_at_peak")
+        result += "; the tide has peaked and you are safe on high ground"
+        over = True
+    next_state = {
+        **state,
+        "shells": shells,
+        "agent": {"pos": pos, "shells": state["agent"]["shells"] + len(state["shells"]) - len(shells)},
+        "tide": tide,
+        "game": {**state["game"], "over": over},
+    }
+    return next_state, events, result
+
+
+class TidePoolEnv(SkinEnv):
+    def __init__(self, env_id=0):
+        super().__init__(env_id)
+        self.obs_policy = make_policy(self.configs["observation"])
+        self._rewards = reward_values(self.configs)
+        # Events of the step in progress: written by transition, read by reward.
+        self._events: list[str] = []
+
+    def transition(self, action):
+        self._state, self._events, self._last_action_result = apply_action(self._state, action)
+        return self._state
+
+    def reward(self, action):
+        paid = [e for e in self._events if e in self._rewards]
+        return sum(self._rewards[e] for e in paid), list(self._events), {"rewarded_events": paid}
+
+    def done(self, state=None):
+        state = state or self._state
+        return bool(state["game"]["over"]) or self._t >= self.max_steps
+
+    def render_skin(self, omega):
+        return self.configs["skin"]["template"].format(
+            t=omega["t"],
+            max_steps=self.max_steps,
+            agent_shells=omega["agent_shells"],
+            tide_level=omega["tide_level"],
+            tide_next_rise_in=omega["tide_next_rise_in"],
+            tide_peak=omega["tide_peak"],
+            agent_pos=omega["agent_pos"],
+            height_here=omega["height_here"],
+            window_display="\n".join(omega["window"]),
+            last_action_result=self._last_action_result or "none yet",
+            status=omega["status"],
+        )
