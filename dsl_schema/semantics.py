@@ -30,6 +30,29 @@ PARAM_KEYS = ("name", "type", "enum", "range", "description", "optional")
 SKIN_TYPES = ("text", "ascii", "json", "image")
 REWARD_RULE_KEYS = ("events", "conditions")
 
+# The rules below, as documented in docs/dsl_reference.md (generated from this list).
+RULES = (
+    ("error", "observation.expose[i]", "every exposed path resolves in state_template, or is a reserved name or a view declared in observation.views"),
+    ("warning", "observation.expose[i]", "a path that runs into an empty list or null in state_template (filled by the generator) cannot be verified"),
+    ("error", "reward.events[i].value_key", "names a value map (a mapping) defined under reward"),
+    ("error", "reward.<map>.<outcome>", "entries of a value map named by an event are numbers"),
+    ("warning", "reward.<key>", "a value map no event refers to, or a key under reward that is not a rule or a map"),
+    ("warning", "reward.events[i].trigger", "a trigger used by two events"),
+    ("error", "transition.actions[i].name", "action names are unique (and, by the schema, identifiers of at most 64 characters)"),
+    ("warning", "transition.actions[i].name", "an action name that is a Python keyword"),
+    ("warning", "transition.actions[i].<key>", "keys of an action other than name, description, params (e.g. a misspelt 'parameters')"),
+    ("error", "transition.actions[i].params[j]", "parameter names are unique within an action"),
+    ("error", "...params[j].range", "range is [low, high] with low <= high, and only for integer or number parameters"),
+    ("error", "...params[j].enum[k]", "enum values have the parameter's type"),
+    ("error", "termination.max_steps", "equals state_template.globals.max_steps when that is present"),
+    ("error", "termination.conditions[i], reward.conditions[i].if", "parses in the condition syntax"),
+    ("warning", "termination.conditions[i], reward.conditions[i].if", "a path the condition reads is not in state_template and not a reserved name"),
+    ("warning", "skin.template, skins.<name>.template", "every placeholder is derivable from observation.expose, a reserved name or a declared view"),
+    ("warning", "skin.type, skins.<name>.type", "a skin type other than text, ascii, json, image"),
+    ("warning", "<top-level key>", "a top-level key that is not a DSL section; meta.tags keys other than reward, observation, semantics"),
+    ("error", "<key>", "(YAML text) a key repeated in one mapping: YAML would silently keep only the last"),
+)
+
 CONDITION_SYNTAX = ("a condition in the DSL syntax (dotted paths, literals, == != < <= > >= in, "
                     "+ - * / %, and/or/not, len(...), parentheses)")
 
