@@ -12,10 +12,12 @@ class Problem:
     found: str
     check: str = ""  # which check found it
     severity: str = "error"  # or "warning"
+    path: str = ""  # field inside a structured file ("reward.events[2].value_key")
 
     def __str__(self) -> str:
         loc = f"{self.file}:{self.line}" if self.line else self.file
-        return f"{loc}: expected {self.expected}, found {self.found}"
+        field = f"{self.path}: " if self.path else ""
+        return f"{loc}: {field}expected {self.expected}, found {self.found}"
 
     def to_dict(self) -> dict:
         return asdict(self)

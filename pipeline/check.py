@@ -1,0 +1,275 @@
+"""`envforge check`: the basic code test of an environment folder (paper Algorithm 1).
+
+In the spirit of Gymnasium's env checker: it exercises the environment — in the
+sandbox — and reports precise problems, each located at a file (and line when the
+environment's own code is at fault), as `file:line: expected …, found …`. The repair
+loop feeds these messages back to the model, so they must say what to fix.
+"""
+from __future__ import annotations
+
+import random
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+from pipeline import layout
+from pipeline.actions import declared_actions, random_action, sample_params
+from pipeline.problems import Problem
+from pipeline.rollout import run_episode
+from pipeline.sandbox import Limits, SandboxFailure, Worker
+from pipeline.sandbox.static import scan_env
+
+GENERATOR_SEEDS = (1, 2, 3)
+RANDOM_EPISODES = 3
+
+
+@dataclass
+class CheckReport:
+    env_dir: str
+    problems: list[Problem] = field(default_factory=list)
+    stats: dict = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return not any(p.severity == "error" for p in self.problems)
+
+    def to_dict(self) -> dict:
+        return {"env_dir": self.env_dir, "ok": self.ok, "problems": [p.to_dict() for p in self.problems],
+                "stats": self.stats}
+
+
+class _Checker:
+    def __init__(self, env: layout.EnvDir, limits: Limits, seed: int):
+        self.env = env
+        self.limits = limits
+        self.rng = random.Random(seed)
+        self.report = CheckReport(str(env.path))
+        self.worker: Worker | None = None
+        self.config: dict = {}
+
+    # -- problems --------------------------------------------------------------------
+    def problem(self, file: str, expected: str, found: str, check: str, line: int | None = None,
+                severity: str = "error", path: str = "") -> None:
+        self.report.problems.append(Problem(file, line, expected, found, check, severity, path))
+
+    def failure(self, failure: SandboxFailure, expected: str, check: str, file: str = layout.ENV_MAIN) -> None:
+        where, line = file, None
+        if failure.where:
+            where, _, num = failure.where.rpartition(":")
+            line = int(num) if num.isdigit() else None
+        found = f"{failure.kind}: {failure.detail}"
+        if failure.output.strip() and failure.kind in ("exception", "load", "exit", "crash"):
+            found += f" (output: {failure.output.strip()[-300:]!r})"
+        self.problem(where, expected, found, check, line)
+        self.close_worker()
+
+    # -- worker ----------------------------------------------------------------------
+    def live_worker(self) -> Worker | None:
+        if self.worker is None or not self.worker.alive or self.worker.failed:
+            self.close_worker()
+            try:
+                self.worker = Worker(self.env.path, self.limits)
+            except SandboxFailure as f:
+                self.failure(f, "env_main.py to import and its SkinEnv subclass to instantiate", "load")
+                return None
+        return self.worker
+
+    def close_worker(self) -> None:
+        if self.worker is not None:
+            self.worker.close()
+            self.worker = None
+
+    # -- the checks, in order --------------------------------------------------------
+    def run(self) -> CheckReport:
+        started = time.monotonic()
+        try:
+            if self.check_files():
+                for check in (self.check_levels, self.check_actions, self.check_episodes,
+                              self.check_generator, self.check_validator, self.check_determinism):
+                    if self.live_worker() is None:
+                        break
+                    check()
+        finally:
+            self.close_worker()
+        self.report.stats["seconds"] = round(time.monotonic() - started, 2)
+        return self.report
+
+    def check_files(self) -> bool:
+        if not self.env.path.is_dir():
+            self.problem(str(self.env.path), "an environment folder", "no such folder", "layout")
+            return False
+        for name in self.env.missing_required():
+            self.problem(name, "the file to exist", "it is missing", "layout")
+        if self.env.missing_required():
+            return False
+        try:
+            self.config = yaml.safe_load(self.env.file(layout.CONFIG).read_text(encoding="utf-8")) or {}
+        except (yaml.YAMLError, UnicodeDecodeError) as e:
+            line = getattr(getattr(e, "problem_mark", None), "line", None)
+            self.problem(layout.CONFIG, "valid YAML", str(e).splitlines()[0], "layout", line + 1 if line is not None else None)
+            return False
+        if not isinstance(self.config, dict):
+            self.problem(layout.CONFIG, "a mapping (the DSL document)", type(self.config).__name__, "layout")
+            return False
+        self.check_dsl()
+        for problem in scan_env(self.env.path):
+            self.report.problems.append(problem)
+        if not self.env.all_levels():
+            self.problem(layout.LEVELS + "/", "at least one level file (*.yaml)", "none", "levels")
+        self.report.stats["levels"] = len(self.env.all_levels())
+        self.report.stats["actions"] = len(declared_actions(self.config))
+        if not declared_actions(self.config):
+            self.problem(layout.CONFIG, "at least one action under transition.actions", "none", "actions")
+        return not any(p.severity == "error" and p.check == "static" for p in self.report.problems)
+
+    def check_dsl(self) -> None:
+        """DSL findings are warnings here: `envforge dsl check` is the strict gate."""
+        from dsl_schema.check import check_file
+
+        for p in check_file(self.env.file(layout.CONFIG)):
+            self.problem(layout.CONFIG, p.expected, p.found, "dsl", p.line, "warning", p.path)
+
+    @property
+    def max_steps(self) -> int:
+        value = ((self.config.get("termination") or {}).get("max_steps")) if isinstance(self.config.get("termination"), dict) else None
+        return int(value) if isinstance(value, int) and value > 0 else 100
+
+    def check_levels(self) -> None:
+        for level in self.env.all_levels():
+            worker = self.live_worker()
+            if worker is None:
+                return
+            try:
+                first = worker.call("reset", level=level, seed=0)
+            except SandboxFailure as f:
+                self.failure(f, f"reset on {level} to succeed", "levels")
+                continue
+            self.check_observation(first.get("observation"), f"the observation after reset on {level}")
+
+    def check_observation(self, observation, what: str) -> None:
+        if observation is None or (isinstance(observation, str) and not observation.strip()):
+            self.problem(layout.ENV_MAIN, f"{what} to render to non-empty text", repr(observation), "render")
+
+    def check_actions(self) -> None:
+        level = self.env.all_levels()[0] if self.env.all_levels() else None
+        for action in declared_actions(self.config):
+            worker = self.live_worker()
+            if worker is None or level is None:
+                return
+            sent = {"action": action.name, "params": sample_params(action, self.rng)}
+            try:
+                worker.call("reset", level=level, seed=0)
+                result = worker.call("step", action=sent)
+            except SandboxFailure as f:
+                self.failure(f, f"step({_fmt(sent)}) to succeed", "actions")
+                continue
+            self.check_observation(result.get("observation"), f"the observation after {action.name}")
+
+    def check_episodes(self) -> None:
+        space = declared_actions(self.config)
+        levels = self.env.all_levels()
+        capped = []
+        lengths = []
+        for i in range(RANDOM_EPISODES):
+            worker = self.live_worker()
+            if worker is None or not levels:
+                return
+            level = levels[i % len(levels)]
+            try:
+                episode = run_episode(worker, lambda obs, last: random_action(space, self.rng, 0.2),
+                                      self.max_steps, level=level, seed=i)
+            except SandboxFailure as f:
+                self.failure(f, f"a random episode on {level} to run without failure", "episodes")
+                continue
+            lengths.append(episode.steps)
+            if episode.capped:
+                capped.append(level)
+        self.report.stats["random_episode_steps"] = lengths
+        if capped:
+            self.problem(layout.ENV_MAIN, f"done() to become true by termination.max_steps={self.max_steps}",
+                         f"still running after {self.max_steps} steps on {', '.join(capped)} (the runner stopped it)",
+                         "episodes")
+
+    def check_generator(self) -> None:
+        hashes = {}
+        for seed in GENERATOR_SEEDS + GENERATOR_SEEDS[:1]:
+            worker = self.live_worker()
+            if worker is None:
+                return
+            try:
+                result = worker.call("reset", generate=True, seed=seed, want_state=True)
+                verdict = worker.call("validate", state=result["state"])
+            except SandboxFailure as f:
+                file = layout.ENV_GENERATE if self.env.file(layout.ENV_GENERATE).exists() else layout.ENV_MAIN
+                self.failure(f, f"the generator to make a valid level for seed {seed}", "generator", file)
+                return
+            if not verdict["ok"]:
+                self.problem(layout.ENV_GENERATE, f"the validator to accept the level generated with seed {seed}",
+                             "; ".join(verdict["issues"]) or "rejected without a reason", "generator")
+            if seed in hashes and hashes[seed] != result["state_hash"]:
+                self.problem(layout.ENV_GENERATE, f"the same level for the same seed ({seed})",
+                             "a different level on the second call", "generator")
+            hashes.setdefault(seed, result["state_hash"])
+        if len(set(hashes.values())) < len(GENERATOR_SEEDS):
+            self.problem(layout.ENV_GENERATE, f"different levels for seeds {list(GENERATOR_SEEDS)}",
+                         f"only {len(set(hashes.values()))} distinct level(s)", "generator")
+        self.report.stats["generator_seeds"] = len(hashes)
+
+    def check_validator(self) -> None:
+        if not self.env.file(layout.ENV_VALIDATOR).exists():
+            self.problem(layout.ENV_VALIDATOR, "a level validator", "the file is missing", "validator")
+            return
+        for level in self.env.all_levels():
+            worker = self.live_worker()
+            if worker is None:
+                return
+            try:
+                verdict = worker.call("validate", level=level)
+            except SandboxFailure as f:
+                self.failure(f, f"the validator to run on {level}", "validator", layout.ENV_VALIDATOR)
+                return
+            if not verdict["ok"]:
+                self.problem(level, "the validator to accept this shipped level",
+                             "; ".join(verdict["issues"]) or "rejected without a reason", "validator")
+
+    def check_determinism(self) -> None:
+        levels = self.env.all_levels()
+        if not levels:
+            return
+        space = declared_actions(self.config)
+        plan = [random_action(space, self.rng) for _ in range(min(self.max_steps, 20))]
+        runs = []
+        for _ in range(2):
+            worker = self.live_worker()
+            if worker is None:
+                return
+            trace = iter(plan)
+            try:
+                episode = run_episode(worker, lambda obs, last: next(trace), len(plan), level=levels[0], seed=7)
+            except SandboxFailure as f:
+                self.failure(f, "a replayed episode to run", "determinism")
+                return
+            runs.append(episode)
+        first, second = runs
+        for i, (a, b) in enumerate(zip(first.observations, second.observations)):
+            if a != b or (i and first.rewards[i - 1] != second.rewards[i - 1]):
+                self.problem(layout.ENV_MAIN, f"the same observations and rewards for the same level, seed and actions (step {i})",
+                             f"{_clip(a)!r} then {_clip(b)!r}", "determinism")
+                return
+
+
+def check_env(env_dir: str | Path, limits: Limits | None = None, seed: int = 0) -> CheckReport:
+    limits = limits or Limits(call_seconds=5, cpu_seconds=60)
+    return _Checker(layout.EnvDir.at(env_dir), limits, seed).run()
+
+
+def _fmt(action: dict) -> str:
+    params = ", ".join(f"{k}={v!r}" for k, v in action.get("params", {}).items())
+    return f"{action['action']}({params})"
+
+
+def _clip(value, n: int = 60):
+    text = str(value)
+    return text if len(text) <= n else text[:n] + "…"

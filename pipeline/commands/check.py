@@ -1,0 +1,37 @@
+"""envforge check ENV_DIR [--json]: the basic code test of an environment, in the sandbox."""
+from __future__ import annotations
+
+import json
+
+from pipeline.check import check_env
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser(
+        "check", help="exercise an environment folder in the sandbox and list its problems",
+        description="Import, reset on every level, step every action, run random episodes, test the "
+                    "generator, validator and determinism — all in the sandbox. Exit 0 when clean, 1 otherwise.")
+    p.add_argument("env_dir", metavar="ENV_DIR", help="environment folder (env_main.py, config.yaml, levels/)")
+    p.add_argument("--json", action="store_true", help="print the report as JSON (what the repair loop reads)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the random actions (default 0)")
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    report = check_env(args.env_dir, seed=args.seed)
+    if args.json:
+        print(json.dumps(report.to_dict(), indent=2))
+        return 0 if report.ok else 1
+    for problem in report.problems:
+        tag = "" if problem.severity == "error" else "warning: "
+        print(f"{tag}{problem}")
+    errors = sum(p.severity == "error" for p in report.problems)
+    warnings = len(report.problems) - errors
+    stats = report.stats
+    if report.ok:
+        print(f"ok: {args.env_dir}: {stats.get('levels', 0)} levels, {stats.get('actions', 0)} actions, "
+              f"random episodes of {stats.get('random_episode_steps', [])} steps"
+              + (f", {warnings} warning(s)" if warnings else "") + f" ({stats.get('seconds')}s)")
+        return 0
+    print(f"FAILED: {args.env_dir}: {errors} error(s), {warnings} warning(s) ({stats.get('seconds')}s)")
+    return 1

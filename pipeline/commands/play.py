@@ -1,0 +1,129 @@
+"""envforge play ENV_DIR [--level ID | --seed N] [--actions FILE]: a person plays in the terminal."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import yaml
+
+from pipeline import layout
+from pipeline.actions import declared_actions, describe, parse_action
+from pipeline.errors import UserError
+from pipeline.sandbox import SandboxFailure, Worker
+
+HELP = "Type an action (e.g. `move north`, `move direction=north` or JSON), `?` for the actions, `quit` to stop."
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser(
+        "play", help="play an environment in the terminal (or replay a file of actions)",
+        description="Play one level of an environment, in the sandbox. " + HELP)
+    p.add_argument("env_dir", metavar="ENV_DIR")
+    which = p.add_mutually_exclusive_group()
+    which.add_argument("--level", help="level id: level_01, levels/level_01.yaml or val_levels/level_11 (default: the first test level)")
+    which.add_argument("--seed", type=int, help="play a level generated from this seed instead")
+    p.add_argument("--actions", metavar="FILE", help="replay actions from FILE, one per line, non-interactively")
+    p.set_defaults(func=run)
+
+
+def resolve_level(env: layout.EnvDir, level: str | None) -> str:
+    levels = env.all_levels()
+    if level is None:
+        if not levels:
+            raise UserError(f"{env.path}: expected level files under {layout.LEVELS}/, found none; use --seed N")
+        return levels[0]
+    wanted = level if level.endswith(".yaml") else f"{level}.yaml"
+    for candidate in levels:
+        if candidate == wanted or Path(candidate).name == Path(wanted).name:
+            return candidate
+    raise UserError(f"--level {level}: expected one of {', '.join(Path(l).stem for l in levels) or '(none)'}, found no such level")
+
+
+def run(args) -> int:
+    env = layout.EnvDir.at(args.env_dir)
+    if not env.path.is_dir() or env.missing_required():
+        raise UserError(f"{args.env_dir}: expected an environment folder with {', '.join(layout.REQUIRED_FILES)}, "
+                        f"found {'no folder' if not env.path.is_dir() else 'missing ' + ', '.join(env.missing_required())}")
+    try:
+        config = yaml.safe_load(env.file(layout.CONFIG).read_text(encoding="utf-8")) or {}
+    except yaml.YAMLError as e:
+        raise UserError(f"{env.file(layout.CONFIG)}: expected valid YAML, found {str(e).splitlines()[0]}") from None
+    level = None if args.seed is not None else resolve_level(env, args.level)
+    lines = _action_lines(args.actions) if args.actions else None
+    space = declared_actions(config)
+    try:
+        with Worker(env.path) as worker:
+            return _play(env, worker, space, level, args.seed, lines)
+    except SandboxFailure as f:
+        print(f"\nThe environment failed: {f}", file=sys.stderr)
+        if f.output.strip():
+            print(f"Its output ended with:\n{f.output.strip()[-1000:]}", file=sys.stderr)
+        return 1
+
+
+def _action_lines(path: str) -> list[str]:
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        raise UserError(f"--actions {path}: expected a readable UTF-8 text file, found {e}") from None
+    return [ln.strip() for ln in text.splitlines() if ln.strip() and not ln.strip().startswith("#")]
+
+
+def _play(env, worker, space, level, seed, lines) -> int:
+    max_steps = worker.info.get("max_steps") or 100
+    instruction = env.file(layout.AGENT_INSTRUCTION)
+    if instruction.is_file():
+        print(instruction.read_text(encoding="utf-8").strip(), "\n")
+    print("Actions:\n" + describe(space) + "\n")
+    if level is None:
+        first = worker.call("reset", generate=True, seed=seed)
+        label = f"generated level (seed {seed})"
+    else:
+        first = worker.call("reset", level=level, seed=0)
+        label = level
+    print(f"== {env.name}: {label} ==\n{first['observation']}\n")
+    total, steps, done = 0.0, 0, False
+    feed = iter(lines) if lines is not None else None
+    while not done and steps < max_steps:
+        text = _next_action(feed)
+        if text is None or text in ("quit", "exit"):
+            break
+        if text in ("?", "help"):
+            print(HELP + "\n" + describe(space))
+            continue
+        try:
+            action = parse_action(text, space)
+        except ValueError as e:
+            print(f"  not an action: {e}. {HELP}")
+            if feed is not None:
+                return 2
+            continue
+        result = worker.call("step", action=action)
+        steps += 1
+        total += result["reward"]
+        done = result["done"]
+        print(f"> {text}\n  reward {result['reward']:+g} (total {total:g})"
+              + (f"  events: {', '.join(map(str, result['events']))}" if result["events"] else "")
+              + (f"\n  result: {result['last_action_result']}" if result.get("last_action_result") else ""))
+        print(f"\n{result['observation']}\n")
+    _summary(env, level, total, steps, done, max_steps)
+    return 0
+
+
+def _next_action(feed):
+    if feed is not None:
+        return next(feed, None)
+    try:
+        return input("action> ").strip()
+    except EOFError:
+        return None
+
+
+def _summary(env, level, total, steps, done, max_steps) -> None:
+    reason = "the episode ended" if done else ("the step limit was reached" if steps >= max_steps else "stopped early")
+    print(f"== {reason} after {steps} step(s): total reward {total:g}")
+    best = env.max_rewards().get(layout.level_key(level)) if level else None
+    if best:
+        print(f"   normalized reward {total / best:.3f} (max reward {best:g} from {layout.LEVEL_MAX_REWARDS})")
+    else:
+        print(f"   normalized reward: unknown (no max reward for this level in {layout.LEVEL_MAX_REWARDS})")
