@@ -93,7 +93,7 @@ class CrateDockEnv(SkinEnv):
             max_steps=self.max_steps,
             crates_on_docks=omega["crates_on_docks"],
             crate_count=omega["crate_count"],
-            board_display="\n".join(omega["board"]),
+            board="\n".join(omega["board"]),
             last_action_result=self._last_action_result or "none yet",
             status=omega["status"],
         )

@@ -113,7 +113,7 @@ class TidePoolEnv(SkinEnv):
             tide_peak=omega["tide_peak"],
             agent_pos=omega["agent_pos"],
             height_here=omega["height_here"],
-            window_display="\n".join(omega["window"]),
+            window="\n".join(omega["window"]),
             last_action_result=self._last_action_result or "none yet",
             status=omega["status"],
         )
