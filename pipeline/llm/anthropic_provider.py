@@ -1,0 +1,117 @@
+"""`anthropic/<model>`: the Messages API through the anthropic SDK, with native tool use and
+prompt caching of long stable prefixes."""
+from __future__ import annotations
+
+from typing import Any
+
+import anthropic
+
+from pipeline.llm.errors import MalformedResponse
+from pipeline.llm.http_errors import translate
+from pipeline.llm.messages import Message, Request, Response, ToolCall, Usage
+
+# Below about 1024 tokens Anthropic does not cache a prefix; 4 chars per token is our estimate.
+AUTO_CACHE_MIN_CHARS = 4096
+MAX_CACHE_BREAKPOINTS = 4
+EPHEMERAL = {"type": "ephemeral"}
+
+
+class AnthropicProvider:
+    name = "anthropic"
+
+    def __init__(self, api_key: str | None, base_url: str | None, timeout: float):
+        # max_retries=0: retry.py is the one retry policy of the project.
+        self._client = anthropic.AsyncAnthropic(
+            api_key=api_key, base_url=base_url, timeout=timeout, max_retries=0
+        )
+
+    async def complete(self, request: Request) -> Response:
+        system, messages = to_wire(request.messages)
+        kwargs: dict[str, Any] = {
+            "model": request.model,
+            "max_tokens": request.max_tokens,
+            "messages": messages,
+        }
+        if system:
+            kwargs["system"] = system
+        if request.tools:
+            kwargs["tools"] = [
+                {"name": t.name, "description": t.description, "input_schema": t.parameters}
+                for t in request.tools
+            ]
+        if request.temperature is not None:
+            kwargs["temperature"] = request.temperature
+        if request.stop:
+            kwargs["stop_sequences"] = list(request.stop)
+        try:
+            raw = await self._client.messages.create(**kwargs)
+        except Exception as exc:  # noqa: BLE001 - every SDK failure is translated, none escapes raw
+            raise translate(exc, anthropic, self.name) from exc
+        return from_wire(raw, request.model)
+
+    async def close(self) -> None:
+        await self._client.close()
+
+
+def to_wire(messages: tuple[Message, ...]) -> tuple[list[dict], list[dict]]:
+    """Split out the system blocks and merge turns so roles alternate as the API expects."""
+    system = [{"type": "text", "text": m.content} for m in messages if m.role == "system"]
+    system_marked = any(m.cache for m in messages if m.role == "system")
+    turns: list[dict] = []
+    marked: list[dict] = []
+    for m in messages:
+        if m.role == "system":
+            continue
+        role = "assistant" if m.role == "assistant" else "user"
+        blocks: list[dict] = []
+        if m.role == "tool":
+            block = {"type": "tool_result", "tool_use_id": m.tool_call_id, "content": m.content}
+            if m.is_error:
+                block["is_error"] = True
+            blocks.append(block)
+        elif m.content:
+            blocks.append({"type": "text", "text": m.content})
+        for call in m.tool_calls:
+            blocks.append({"type": "tool_use", "id": call.id, "name": call.name, "input": call.arguments})
+        if not blocks:
+            continue
+        if m.cache:
+            marked.append(blocks[-1])
+        if turns and turns[-1]["role"] == role:
+            turns[-1]["content"].extend(blocks)
+        else:
+            turns.append({"role": role, "content": blocks})
+    if system and (system_marked or sum(len(b["text"]) for b in system) >= AUTO_CACHE_MIN_CHARS):
+        marked.insert(0, system[-1])
+    for block in marked[-MAX_CACHE_BREAKPOINTS:]:
+        block["cache_control"] = EPHEMERAL
+    return system, turns
+
+
+def from_wire(raw: Any, model: str) -> Response:
+    content = getattr(raw, "content", None)
+    if not isinstance(content, list) or getattr(raw, "usage", None) is None:
+        raise MalformedResponse(f"anthropic: response has no content list or usage: {str(raw)[:200]}")
+    texts: list[str] = []
+    calls: list[ToolCall] = []
+    for block in content:
+        if block.type == "text":
+            texts.append(block.text)
+        elif block.type == "tool_use":
+            if not isinstance(block.input, dict):
+                raise MalformedResponse(f"anthropic: tool_use {block.name!r} input is not an object")
+            calls.append(ToolCall(block.id, block.name, dict(block.input)))
+    u = raw.usage
+    usage = Usage(
+        input_tokens=u.input_tokens or 0,
+        output_tokens=u.output_tokens or 0,
+        cache_read_tokens=getattr(u, "cache_read_input_tokens", None) or 0,
+        cache_write_tokens=getattr(u, "cache_creation_input_tokens", None) or 0,
+    )
+    return Response(
+        text="".join(texts),
+        tool_calls=tuple(calls),
+        stop_reason=raw.stop_reason or ("tool_use" if calls else "end_turn"),
+        usage=usage,
+        model=f"anthropic/{model}",
+    )

@@ -1,0 +1,53 @@
+"""The flags every model-calling command shares, and turning them into a client.
+
+    add_llm_arguments(parser)            # in register()
+    client = client_from_args(args)      # first thing in run(): fails before any work
+    ...
+    print_cost_summary(client)           # last thing, also after a failure
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+
+from pipeline.llm.client import LLMClient
+from pipeline.llm.config import PROVIDERS, LLMConfig, resolve
+
+
+def add_llm_arguments(parser: argparse.ArgumentParser) -> None:
+    g = parser.add_argument_group("model provider")
+    g.add_argument("--model", metavar="SPEC",
+                   help="anthropic/<model> or openai/<model> (default: $ENVFORGE_MODEL, else from the keys set)")
+    g.add_argument("--provider", choices=PROVIDERS, help="provider, if SPEC does not name one")
+    g.add_argument("--base-url", metavar="URL",
+                   help="API base URL, e.g. an OpenAI-compatible server (default: $OPENAI_BASE_URL / $ANTHROPIC_BASE_URL)")
+    g.add_argument("--api-key-env", metavar="VAR",
+                   help="read the API key from this environment variable instead of the provider's usual one")
+    g.add_argument("--replay", metavar="DIR", help="serve recorded responses from DIR (with --provider replay)")
+    g.add_argument("--record", metavar="DIR", help="write every call and its response to DIR")
+    g.add_argument("--no-cache", action="store_true", help="neither read nor write the response cache")
+    g.add_argument("--cache", metavar="PATH",
+                   help="response cache file (default: $ENVFORGE_CACHE or ~/.cache/envforge/responses.sqlite)")
+    g.add_argument("--budget-usd", type=float, metavar="USD", help="stop before the run spends more than USD")
+    g.add_argument("--theme-budget-usd", type=float, metavar="USD", help="stop a theme before it spends more than USD")
+    g.add_argument("--prices", metavar="FILE", help="price table overriding the shipped one (same YAML format)")
+    g.add_argument("--max-concurrency", type=int, metavar="N", help="model calls in flight at once (default 8)")
+    g.add_argument("--timeout", type=float, metavar="SECONDS", help="limit for one call attempt (default 300)")
+
+
+def config_from_args(args: argparse.Namespace) -> LLMConfig:
+    return resolve(
+        model=args.model, provider=args.provider, base_url=args.base_url, api_key_env=args.api_key_env,
+        replay_dir=args.replay, record_dir=args.record, cache_path=args.cache, no_cache=args.no_cache,
+        run_budget_usd=args.budget_usd, theme_budget_usd=args.theme_budget_usd, prices_file=args.prices,
+        max_concurrency=args.max_concurrency, timeout=args.timeout,
+    )
+
+
+def client_from_args(args: argparse.Namespace) -> LLMClient:
+    """A ready client, or `UserError` explaining how to configure a provider."""
+    return LLMClient(config_from_args(args))
+
+
+def print_cost_summary(client: LLMClient, file=None) -> None:
+    print(client.ledger.summary(), file=file or sys.stdout)

@@ -1,0 +1,120 @@
+"""The async facade the rest of envforge calls: `await client.complete(messages, theme=, stage=)`.
+
+One call goes: replay (if replaying) or cache lookup -> budget reservation -> concurrency slot ->
+provider with retries and a timeout -> ledger -> cache -> recording. Use one client per run and
+per event loop: its concurrency limit and its HTTP connections belong to that loop.
+"""
+from __future__ import annotations
+
+import asyncio
+from dataclasses import replace
+from typing import Iterable
+
+from pipeline.llm.cache import ResponseCache, cache_key
+from pipeline.llm.config import LLMConfig
+from pipeline.llm.errors import TransientError
+from pipeline.llm.ledger import Ledger
+from pipeline.llm.messages import CallContext, Message, Request, Response, ToolSpec
+from pipeline.llm.prices import PriceTable
+from pipeline.llm.replay import Recorder, Replayer
+from pipeline.llm.retry import call_with_retries
+
+
+def make_provider(config: LLMConfig):
+    if config.provider == "anthropic":
+        from pipeline.llm.anthropic_provider import AnthropicProvider
+        return AnthropicProvider(config.api_key, config.base_url, config.timeout)
+    if config.provider == "openai":
+        from pipeline.llm.openai_provider import OpenAIProvider
+        return OpenAIProvider(config.api_key, config.base_url, config.timeout)
+    return None  # replay needs no network provider
+
+
+class LLMClient:
+    def __init__(self, config: LLMConfig, ledger: Ledger | None = None):
+        self.config = config
+        self.ledger = ledger or Ledger(PriceTable.load(config.prices_file),
+                                       config.run_budget_usd, config.theme_budget_usd)
+        self.provider = make_provider(config)
+        self.cache = ResponseCache(config.cache_path) if config.cache_path else None
+        self.recorder = Recorder(config.record_dir) if config.record_dir else None
+        self.replayer = Replayer(config.replay_dir) if config.replay_dir else None
+        self._slots = asyncio.Semaphore(config.max_concurrency)
+        self._counters: dict[CallContext, int] = {}
+        # Same model behind another base URL may answer differently: keep their caches apart.
+        self._cache_identity = config.provider + (f"@{config.base_url}" if config.base_url else "")
+
+    @property
+    def spec(self) -> str:
+        return self.config.spec
+
+    async def complete(
+        self,
+        messages: Iterable[Message],
+        *,
+        theme: str = "",
+        stage: str = "",
+        tools: Iterable[ToolSpec] = (),
+        max_tokens: int = 4096,
+        temperature: float | None = None,
+        stop: Iterable[str] = (),
+        sample: int = 0,
+        use_cache: bool = True,
+    ) -> Response:
+        """Ask the model. `theme` and `stage` say who is asking (costs, budgets and replay go by
+        them). Pass a different `sample` to get a fresh answer to a prompt already cached.
+
+        Raises BudgetExceeded (call not made), ProviderError (refused; not retried),
+        RetriesExhausted, MalformedResponse, ReplayMissing / ReplayInvalid — all LLMError."""
+        ctx = CallContext(theme, stage)
+        request = Request(self.config.model, tuple(messages), tuple(tools), max_tokens, temperature, tuple(stop))
+        index = self._counters[ctx] = self._counters.get(ctx, 0) + 1
+
+        if self.replayer is not None:
+            response = self.replayer.load(ctx, index)
+            self.ledger.settle(ctx, response.model, response.usage, "replay", 0)
+            return self._recorded(ctx, index, request, response)
+
+        key = None
+        if self.cache is not None and use_cache:
+            key = cache_key(self._cache_identity, request.key_material(), sample)
+            hit = await self.cache.get(key)
+            if hit is not None:
+                self.ledger.settle(ctx, self.spec, hit.usage, "cache", 0)
+                return self._recorded(ctx, index, request, hit)
+
+        held = self.ledger.reserve(ctx, self.ledger.estimate(self.spec, request))
+        try:
+            response, retries = await call_with_retries(lambda: self._attempt(request), self.config.retry)
+        except BaseException:
+            self.ledger.release(ctx, held)
+            raise
+        cost = self.ledger.settle(ctx, self.spec, response.usage, "provider", len(retries), held)
+        response = replace(response, retries=retries, cost_usd=cost)
+        if key is not None:
+            await self.cache.put(key, self._cache_identity, response)
+        return self._recorded(ctx, index, request, response)
+
+    async def _attempt(self, request: Request) -> Response:
+        async with self._slots:
+            try:
+                # The SDK's own timeout covers each socket operation; this bounds the whole call.
+                return await asyncio.wait_for(self.provider.complete(request), self.config.timeout)
+            except asyncio.TimeoutError as exc:
+                raise TransientError(f"{self.config.provider}: no answer within {self.config.timeout:g} s",
+                                     "timeout") from exc
+
+    def _recorded(self, ctx: CallContext, index: int, request: Request, response: Response) -> Response:
+        if self.recorder is not None:
+            self.recorder.write(ctx, index, request, self.spec, response)
+        return response
+
+    async def aclose(self) -> None:
+        if self.provider is not None:
+            await self.provider.close()
+
+    async def __aenter__(self) -> "LLMClient":
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()

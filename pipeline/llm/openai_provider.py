@@ -1,0 +1,118 @@
+"""`openai/<model>`: Chat Completions with function calling through the openai SDK. With a
+base URL it talks to any OpenAI-compatible server (vLLM, Ollama, llama.cpp server, OpenRouter)."""
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import openai
+
+from pipeline.llm.errors import MalformedResponse
+from pipeline.llm.http_errors import translate
+from pipeline.llm.messages import Message, Request, Response, ToolCall, Usage
+
+FINISH_REASONS = {
+    "stop": "end_turn",
+    "tool_calls": "tool_use",
+    "function_call": "tool_use",
+    "length": "max_tokens",
+    "content_filter": "refusal",
+}
+
+
+class OpenAIProvider:
+    name = "openai"
+
+    def __init__(self, api_key: str | None, base_url: str | None, timeout: float):
+        # OpenAI's own API wants max_completion_tokens (reasoning models reject max_tokens);
+        # compatible servers are safest with the long-standing max_tokens.
+        self._max_tokens_field = "max_tokens" if base_url else "max_completion_tokens"
+        # max_retries=0: retry.py is the one retry policy of the project.
+        self._client = openai.AsyncOpenAI(
+            api_key=api_key, base_url=base_url, timeout=timeout, max_retries=0
+        )
+
+    async def complete(self, request: Request) -> Response:
+        kwargs: dict[str, Any] = {
+            "model": request.model,
+            "messages": to_wire(request.messages),
+            self._max_tokens_field: request.max_tokens,
+        }
+        if request.tools:
+            kwargs["tools"] = [
+                {
+                    "type": "function",
+                    "function": {"name": t.name, "description": t.description, "parameters": t.parameters},
+                }
+                for t in request.tools
+            ]
+        if request.temperature is not None:
+            kwargs["temperature"] = request.temperature
+        if request.stop:
+            kwargs["stop"] = list(request.stop)
+        try:
+            raw = await self._client.chat.completions.create(**kwargs)
+        except Exception as exc:  # noqa: BLE001 - every SDK failure is translated, none escapes raw
+            raise translate(exc, openai, self.name) from exc
+        return from_wire(raw, request.model)
+
+    async def close(self) -> None:
+        await self._client.close()
+
+
+def to_wire(messages: tuple[Message, ...]) -> list[dict]:
+    out: list[dict] = []
+    for m in messages:
+        if m.role == "tool":
+            out.append({"role": "tool", "tool_call_id": m.tool_call_id, "content": m.content})
+        elif m.role == "assistant":
+            turn: dict[str, Any] = {"role": "assistant", "content": m.content or None}
+            if m.tool_calls:
+                turn["tool_calls"] = [
+                    {
+                        "id": c.id,
+                        "type": "function",
+                        "function": {"name": c.name, "arguments": json.dumps(c.arguments)},
+                    }
+                    for c in m.tool_calls
+                ]
+            out.append(turn)
+        else:
+            out.append({"role": m.role, "content": m.content})
+    return out
+
+
+def from_wire(raw: Any, model: str) -> Response:
+    choices = getattr(raw, "choices", None)
+    if not choices:
+        raise MalformedResponse(f"openai: response has no choices: {str(raw)[:200]}")
+    choice = choices[0]
+    message = choice.message
+    calls: list[ToolCall] = []
+    for call in message.tool_calls or ():
+        try:
+            arguments = json.loads(call.function.arguments or "{}")
+        except json.JSONDecodeError as exc:
+            raise MalformedResponse(
+                f"openai: arguments of tool call {call.function.name!r} are not JSON: {exc}"
+            ) from exc
+        if not isinstance(arguments, dict):
+            raise MalformedResponse(f"openai: arguments of tool call {call.function.name!r} are not an object")
+        calls.append(ToolCall(call.id, call.function.name, arguments))
+    usage = Usage()
+    if raw.usage is not None:
+        details = getattr(raw.usage, "prompt_tokens_details", None)
+        cached = (getattr(details, "cached_tokens", None) or 0) if details else 0
+        usage = Usage(
+            input_tokens=(raw.usage.prompt_tokens or 0) - cached,
+            output_tokens=raw.usage.completion_tokens or 0,
+            cache_read_tokens=cached,
+        )
+    finish = choice.finish_reason or ("tool_calls" if calls else "stop")
+    return Response(
+        text=message.content or "",
+        tool_calls=tuple(calls),
+        stop_reason=FINISH_REASONS.get(finish, finish),
+        usage=usage,
+        model=f"openai/{model}",
+    )

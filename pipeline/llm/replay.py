@@ -1,0 +1,145 @@
+"""Record and replay: every call as one plain YAML file a person can read, write and edit.
+
+Layout: DIR/<theme-slug>/<stage>/<NNN>.yaml, NNN = 001, 002, ... the order of the call within
+that theme and stage. Replay matches on that position alone; the `request` section of a file is
+a summary for people and is never compared. The format is documented in docs/replay_format.md.
+"""
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from pipeline.llm.errors import ReplayInvalid, ReplayMissing
+from pipeline.llm.messages import CallContext, Message, Request, Response, ToolCall, Usage
+
+HEADER = ("# envforge recording. Replay uses only `response`; `request` summarises the call for\n"
+          "# people (earlier turns are counted, the turns added since the last reply are shown).\n")
+
+
+def slug(text: str, empty: str = "_") -> str:
+    s = re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")[:60].strip("-")
+    if s:
+        return s
+    return f"x-{hashlib.sha1(text.encode()).hexdigest()[:8]}" if text else empty
+
+
+def recording_path(root: Path, ctx: CallContext, index: int) -> Path:
+    return root / slug(ctx.theme) / slug(ctx.stage) / f"{index:03d}.yaml"
+
+
+class _Dumper(yaml.SafeDumper):
+    pass
+
+
+def _represent_str(dumper: yaml.SafeDumper, data: str) -> Any:
+    style = "|" if "\n" in data else None
+    return dumper.represent_scalar("tag:yaml.org,2002:str", data, style=style)
+
+
+_Dumper.add_representer(str, _represent_str)
+
+
+def _message_summary(m: Message) -> dict[str, Any]:
+    out: dict[str, Any] = {"role": m.role}
+    if m.role == "tool":
+        out["tool_call_id"] = m.tool_call_id
+    if m.content:
+        out["content"] = m.content
+    if m.tool_calls:
+        out["tool_calls"] = [{"name": c.name, "arguments": c.arguments} for c in m.tool_calls]
+    return out
+
+
+def request_summary(request: Request, ctx: CallContext, index: int, model: str) -> dict[str, Any]:
+    last_reply = max((i for i, m in enumerate(request.messages) if m.role == "assistant"), default=-1)
+    summary: dict[str, Any] = {
+        "theme": ctx.theme, "stage": ctx.stage, "call": index, "model": model,
+        "max_tokens": request.max_tokens,
+    }
+    if request.tools:
+        summary["tools"] = [t.name for t in request.tools]
+    if last_reply >= 0:
+        summary["earlier_messages"] = last_reply + 1
+    summary["messages"] = [_message_summary(m) for m in request.messages[last_reply + 1:]]
+    return summary
+
+
+def response_data(response: Response) -> dict[str, Any]:
+    data: dict[str, Any] = {"text": response.text}
+    if response.tool_calls:
+        data["tool_calls"] = [asdict(c) for c in response.tool_calls]
+    data["stop_reason"] = response.stop_reason
+    data["usage"] = {k: v for k, v in asdict(response.usage).items() if v}
+    if response.model:
+        data["model"] = response.model
+    return data
+
+
+class Recorder:
+    """Writes each answered call to DIR/<theme>/<stage>/<NNN>.yaml."""
+
+    def __init__(self, root: str | Path):
+        self.root = Path(root)
+
+    def write(self, ctx: CallContext, index: int, request: Request, model: str, response: Response) -> Path:
+        path = recording_path(self.root, ctx, index)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        doc = {"request": request_summary(request, ctx, index, model), "response": response_data(response)}
+        text = HEADER + yaml.dump(doc, Dumper=_Dumper, sort_keys=False, allow_unicode=True, width=100)
+        tmp = path.with_suffix(".yaml.tmp")
+        tmp.write_text(text, encoding="utf-8")
+        tmp.replace(path)
+        return path
+
+
+class Replayer:
+    """Serves the recorded response of the index-th call of a theme and stage."""
+
+    def __init__(self, root: str | Path):
+        self.root = Path(root)
+
+    def load(self, ctx: CallContext, index: int) -> Response:
+        path = recording_path(self.root, ctx, index)
+        if not path.is_file():
+            raise ReplayMissing(
+                f"no recording for call {index} of stage {ctx.stage!r} of theme {ctx.theme!r}: "
+                f"expected the file {path}", str(path))
+        try:
+            doc = yaml.safe_load(path.read_text(encoding="utf-8"))
+        except yaml.YAMLError as exc:
+            raise ReplayInvalid(f"{path}: not valid YAML: {exc}") from exc
+        return parse_response(doc, path, ctx, index)
+
+
+def parse_response(doc: Any, path: Path, ctx: CallContext, index: int) -> Response:
+    if not isinstance(doc, dict) or not isinstance(doc.get("response"), dict):
+        raise ReplayInvalid(f"{path}: expected a mapping with a 'response:' mapping at the top level")
+    r = doc["response"]
+    text = r.get("text", "")
+    if not isinstance(text, str):
+        raise ReplayInvalid(f"{path}: response.text: expected a string, found {type(text).__name__}")
+    calls: list[ToolCall] = []
+    for n, call in enumerate(r.get("tool_calls") or [], start=1):
+        where = f"{path}: response.tool_calls[{n - 1}]"
+        if not isinstance(call, dict) or not isinstance(call.get("name"), str):
+            raise ReplayInvalid(f"{where}: expected a mapping with 'name' (string) and 'arguments' (mapping)")
+        arguments = call.get("arguments") or {}
+        if not isinstance(arguments, dict):
+            raise ReplayInvalid(f"{where}.arguments: expected a mapping, found {type(arguments).__name__}")
+        call_id = str(call.get("id") or f"call_{slug(ctx.stage)}_{index:03d}_{n}")
+        calls.append(ToolCall(call_id, call["name"], arguments))
+    usage_data = r.get("usage") or {}
+    try:
+        usage = Usage(**{k: int(v) for k, v in usage_data.items()})
+    except (TypeError, ValueError, AttributeError) as exc:
+        raise ReplayInvalid(
+            f"{path}: response.usage: expected integers among input_tokens, output_tokens, "
+            f"cache_read_tokens, cache_write_tokens; found {usage_data!r}") from exc
+    stop_reason = r.get("stop_reason") or ("tool_use" if calls else "end_turn")
+    return Response(text=text, tool_calls=tuple(calls), stop_reason=str(stop_reason), usage=usage,
+                    model=str(r.get("model") or "replay"), source="replay")

@@ -1,0 +1,50 @@
+# --- LLM layer fixtures (issue 3): loopback model server and an environment without real keys ---
+import sys as _llm_sys
+from pathlib import Path as _LLMPath
+
+_llm_sys.path.insert(0, str(_LLMPath(__file__).parent))
+
+import pytest as _llm_pytest  # noqa: E402
+
+from llm_server import LLMServer as _LLMServer  # noqa: E402
+
+_LLM_ENV_VARS = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_BASE_URL", "OPENAI_API_KEY",
+                 "OPENAI_BASE_URL", "ENVFORGE_MODEL", "ENVFORGE_PRICES", "ENVFORGE_CACHE", "ENVFORGE_DOTENV")
+
+
+@_llm_pytest.fixture
+def llm_server():
+    """A started loopback server speaking the Anthropic and OpenAI wire formats."""
+    server = _LLMServer().start()
+    yield server
+    server.stop()
+
+
+@_llm_pytest.fixture
+def llm_env(monkeypatch, tmp_path):
+    """No real keys or base URLs leak in; dummy keys; fast retries; cache and .env under tmp_path."""
+    for name in _LLM_ENV_VARS:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("ENVFORGE_DOTENV", str(tmp_path / ".env"))
+    monkeypatch.setenv("ENVFORGE_CACHE", str(tmp_path / "cache.sqlite"))
+    monkeypatch.setenv("ENVFORGE_RETRY_BASE_DELAY", "0.01")
+    monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
+    return tmp_path
+
+
+@_llm_pytest.fixture
+def make_llm_client(llm_server, llm_env, monkeypatch):
+    """make_llm_client("openai" | "anthropic", **resolve_options) -> an LLMClient on the loopback server."""
+    from pipeline.llm import LLMClient, resolve
+
+    monkeypatch.setenv("OPENAI_API_KEY", "test-openai-key")
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "test-anthropic-key")
+
+    def make(provider: str = "openai", **options):
+        options.setdefault("model", "openai/gpt-4o" if provider == "openai" else "anthropic/claude-sonnet-4-5")
+        options.setdefault("base_url", llm_server.openai_url if provider == "openai" else llm_server.url)
+        options.setdefault("cache_path", str(llm_env / "cache.sqlite"))
+        return LLMClient(resolve(**options))
+
+    return make
+# --- end of LLM layer fixtures ---
