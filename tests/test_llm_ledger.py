@@ -33,7 +33,7 @@ def test_costs_come_from_the_price_table_and_add_up_per_stage_theme_and_run(llm_
     assert ledger.by_stage["design"].cost_usd == pytest.approx(2 * 0.0075)
     assert ledger.by_theme["maze"].calls == 2 and ledger.by_theme["ferry"].usage.output_tokens == 500
     summary = ledger.summary()
-    assert "stage design" in summary and "theme maze" in summary and "0.0225" in summary
+    assert "stage design" in summary and "theme maze" in summary and "0.022500" in summary
 
 
 def test_unknown_model_costs_nothing_and_warns_once(llm_server, make_llm_client, caplog):

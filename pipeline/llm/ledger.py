@@ -142,14 +142,14 @@ class Ledger:
     def summary(self) -> str:
         """The cost summary every model-calling command prints at the end."""
         lines = ["cost summary:"]
-        header = f"  {'':<16} {'calls':>5} {'cached':>6} {'retries':>7} {'input':>9} {'output':>8} {'cache r/w':>13} {'usd':>9}"
+        header = f"  {'':<16} {'calls':>5} {'cached':>6} {'retries':>7} {'input':>9} {'output':>8} {'cache r/w':>13} {'usd':>10}"
         lines.append(header)
 
         def row(label: str, t: Totals) -> str:
             u = t.usage
             cache = f"{u.cache_read_tokens}/{u.cache_write_tokens}"
             return (f"  {label[:16]:<16} {t.calls:>5} {t.from_cache:>6} {t.retries:>7} {u.input_tokens:>9} "
-                    f"{u.output_tokens:>8} {cache:>13} {t.cost_usd:>9.4f}")
+                    f"{u.output_tokens:>8} {cache:>13} {t.cost_usd:>10.6f}")
 
         for stage, totals in sorted(self.by_stage.items()):
             lines.append(row(f"stage {stage or '-'}", totals))

@@ -1,0 +1,115 @@
+"""`envforge doctor [--model SPEC]`: what this machine and configuration can do.
+
+Reports versions, what the sandbox can enforce here, which providers are configured, and with
+`--model` (or `--provider`) makes one minimal call through the whole LLM stack, retries included.
+Exit 0 when everything asked for works; 1 when the model call failed.
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import platform
+import sys
+import time
+from importlib import metadata
+
+from pipeline import __version__
+from pipeline.llm.cli_args import add_llm_arguments, client_from_args, print_cost_summary
+from pipeline.llm.config import BASE_URL_VARS, KEY_VARS, environment
+from pipeline.llm.errors import LLMError
+from pipeline.llm.messages import Message
+
+PACKAGES = ("anthropic", "openai", "tenacity", "PyYAML", "jsonschema", "Jinja2")
+PROBE = "Reply with the single word: ok"
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "doctor", help="check versions, sandbox, providers, and (with --model) one model call",
+        description=__doc__.split("\n\n")[0])
+    add_llm_arguments(parser)
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    print(f"envforge {__version__}")
+    print(f"python {platform.python_version()} ({sys.executable})")
+    print("packages: " + ", ".join(f"{name} {_version(name)}" for name in PACKAGES))
+    print("sandbox:")
+    for line in sandbox_report():
+        print(f"  {line}")
+    print("providers:")
+    for line in provider_report():
+        print(f"  {line}")
+    if not (args.model or args.provider):
+        print("model check: skipped (pass --model SPEC to make one call)")
+        return 0
+    args.no_cache = True  # a cached answer would prove nothing about the provider
+    client = client_from_args(args)
+    return asyncio.run(check_model(client))
+
+
+def _version(package: str) -> str:
+    try:
+        return metadata.version(package)
+    except metadata.PackageNotFoundError:
+        return "not installed"
+
+
+def sandbox_report() -> list[str]:
+    try:
+        from pipeline.sandbox import capabilities
+    except ImportError:
+        return ["unknown (not available)"]
+    try:
+        caps = capabilities()
+    except Exception as exc:  # noqa: BLE001 - doctor reports every failure instead of crashing
+        return [f"unknown (capabilities() failed: {type(exc).__name__}: {exc})"]
+    labels = {"network_cut": "network cut", "write_confinement": "write confinement", "process_limit": "process limits"}
+    lines = []
+    for key, value in caps.items():
+        shown = "yes" if value is True else "no" if value is False else str(value)
+        lines.append(f"{labels.get(key, key.replace('_', ' '))}: {shown}")
+    return lines or ["unknown (capabilities() reported nothing)"]
+
+
+def provider_report() -> list[str]:
+    env = environment()
+    lines = []
+    for provider, key_var in KEY_VARS.items():
+        base_url = env.get(BASE_URL_VARS[provider])
+        where = f", base URL {base_url}" if base_url else ""
+        if env.get(key_var):
+            lines.append(f"{provider}: configured ({key_var} set{where})")
+        elif provider == "openai" and base_url:
+            lines.append(f"{provider}: configured (no key; OpenAI-compatible server at {base_url})")
+        else:
+            lines.append(f"{provider}: not configured (set {key_var})")
+    lines.append("replay: available offline with --provider replay --replay DIR")
+    return lines
+
+
+async def check_model(client) -> int:
+    where = f" at {client.config.base_url}" if client.config.base_url else ""
+    print(f"model check: {client.spec}{where}")
+    started = time.monotonic()
+    try:
+        async with client:
+            response = await client.complete([Message.user(PROBE)], stage="doctor", max_tokens=16)
+    except LLMError as exc:
+        elapsed = time.monotonic() - started
+        print(f"  FAILED after {elapsed:.2f} s: {exc}")
+        print(f"envforge doctor: the model did not answer: {exc}", file=sys.stderr)
+        print_cost_summary(client)
+        return 1
+    elapsed = time.monotonic() - started
+    attempts = len(response.retries) + 1
+    retried = f"; retried after: {', '.join(response.retries)}" if response.retries else ""
+    print(f"  answered in {elapsed:.2f} s, {attempts} attempt(s), {len(response.retries)} retries{retried}")
+    print(f"  reply: {response.text.strip()[:80]!r}")
+    u = response.usage
+    print(f"  tokens: {u.input_tokens} input, {u.output_tokens} output, "
+          f"{u.cache_read_tokens} cache read, {u.cache_write_tokens} cache write")
+    print(f"  cost: ${response.cost_usd:.6f}")
+    print_cost_summary(client)
+    return 0

@@ -1,0 +1,77 @@
+"""`envforge doctor` as a real subprocess against the loopback server."""
+import os
+import subprocess
+import sys
+import time
+
+from llm_server import Fault, Reply
+
+LEAKY = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_BASE_URL", "OPENAI_API_KEY", "OPENAI_BASE_URL",
+         "ENVFORGE_MODEL", "ENVFORGE_PRICES")
+
+
+def doctor(tmp_path, *args, **env):
+    base = {k: v for k, v in os.environ.items() if k not in LEAKY}
+    base.update(ENVFORGE_DOTENV=str(tmp_path / ".env"), ENVFORGE_CACHE=str(tmp_path / "cache.sqlite"),
+                ENVFORGE_RETRY_BASE_DELAY="0.01", NO_PROXY="127.0.0.1,localhost", **env)
+    return subprocess.run([sys.executable, "-m", "pipeline.cli", "doctor", *args], env=base, cwd=tmp_path,
+                          capture_output=True, text=True, timeout=60)
+
+
+def test_doctor_retries_a_server_that_rate_limits_every_other_request(llm_server, tmp_path):
+    llm_server.rule = lambda n: (Fault(status=429, headers={"retry-after": "0"}, message="Rate limit reached")
+                                 if n % 2 == 1 else Reply("ok", input_tokens=12, output_tokens=1))
+    result = doctor(tmp_path, "--model", "openai/gpt-4o-mini", "--base-url", llm_server.openai_url,
+                    OPENAI_API_KEY="test-key")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "1 retries; retried after: 429 rate limited" in result.stdout
+    assert "tokens: 12 input, 1 output" in result.stdout
+    assert "cost: $0.000002" in result.stdout  # gpt-4o-mini: 12 * $0.15/M + 1 * $0.60/M = $0.0000024
+    assert "cost summary:" in result.stdout
+    assert llm_server.count("/chat/completions") == 2
+
+
+def test_doctor_stops_at_once_on_authentication_failure_with_the_servers_message(llm_server, tmp_path):
+    llm_server.rule = lambda n: Fault(status=401, message="Incorrect API key provided: sk-wrong")
+    started = time.monotonic()
+    result = doctor(tmp_path, "--model", "openai/gpt-4o-mini", "--base-url", llm_server.openai_url,
+                    OPENAI_API_KEY="sk-wrong")
+    assert result.returncode == 1
+    assert "HTTP 401: Incorrect API key provided: sk-wrong" in result.stderr
+    assert llm_server.count() == 1
+    assert time.monotonic() - started < 10
+
+
+def test_doctor_checks_anthropic_through_the_messages_api(llm_server, tmp_path):
+    result = doctor(tmp_path, "--model", "anthropic/claude-haiku-4-5", "--base-url", llm_server.url,
+                    ANTHROPIC_API_KEY="test-key")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "reply: 'ok'" in result.stdout
+    assert llm_server.count("/v1/messages") == 1
+
+
+def test_doctor_without_a_model_reports_the_machine_and_makes_no_call(llm_server, tmp_path):
+    result = doctor(tmp_path)
+    assert result.returncode == 0, result.stderr
+    out = result.stdout
+    assert f"python {sys.version.split()[0]}" in out
+    assert "anthropic: not configured (set ANTHROPIC_API_KEY)" in out
+    assert "--provider replay --replay DIR" in out
+    assert "sandbox:" in out and "model check: skipped" in out
+    assert llm_server.count() == 0
+
+
+def test_doctor_reads_keys_and_base_url_from_dot_env(llm_server, tmp_path):
+    (tmp_path / ".env").write_text(f"OPENAI_BASE_URL={llm_server.openai_url}\nexport OPENAI_API_KEY='from-dotenv'\n")
+    result = doctor(tmp_path, "--model", "openai/gpt-4o-mini")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "openai: configured (OPENAI_API_KEY set, base URL" in result.stdout
+    headers = {k.lower(): v for k, v in llm_server.requests[0]["headers"].items()}
+    assert headers["authorization"] == "Bearer from-dotenv"
+
+
+def test_doctor_with_a_model_but_no_provider_says_how_to_configure_one(tmp_path):
+    result = doctor(tmp_path, "--model", "gpt-4o")
+    assert result.returncode == 2
+    for hint in ("ANTHROPIC_API_KEY", "OPENAI_API_KEY", "OPENAI_BASE_URL", "--provider replay --replay DIR"):
+        assert hint in result.stderr
