@@ -93,8 +93,9 @@ class EnvDir:
     def file_hashes(self) -> dict[str, str]:
         out = {}
         for p in sorted(self.path.rglob("*")):
-            if p.is_file() and "__pycache__" not in p.parts and p.name != MANIFEST:
-                out[str(p.relative_to(self.path))] = hashlib.sha256(p.read_bytes()).hexdigest()
+            rel = p.relative_to(self.path)
+            if p.is_file() and not {"__pycache__", GENERATED_LEVELS} & set(rel.parts) and p.name != MANIFEST:
+                out[str(rel)] = hashlib.sha256(p.read_bytes()).hexdigest()
         return out
 
 

@@ -17,15 +17,19 @@ FORBIDDEN_MODULES = {
     "http": "network access", "urllib": "network access", "requests": "network access",
     "httpx": "network access", "ftplib": "network access", "smtplib": "network access",
     "telnetlib": "network access", "ssl": "network access", "pty": "terminals",
-    "signal": "signal handlers", "resource": "changing resource limits", "shutil": "moving and deleting trees",
-    "pickle": "loading code-carrying data", "marshal": "loading code", "importlib": "dynamic imports",
+    "resource": "changing resource limits", "marshal": "loading code",
+}
+# Confined by the sandbox anyway, and seen in sound environments: reported as warnings.
+DISCOURAGED_MODULES = {
+    "signal": "signal handlers", "shutil": "moving and deleting trees",
+    "pickle": "loading code-carrying data", "importlib": "dynamic imports",
 }
 FORBIDDEN_ATTRS = {
     ("os", "system"), ("os", "popen"), ("os", "fork"), ("os", "forkpty"), ("os", "kill"),
     ("os", "killpg"), ("os", "_exit"), ("os", "setuid"), ("os", "setgid"), ("os", "chroot"),
-    ("os", "environ"), ("os", "getenv"), ("os", "putenv"), ("os", "remove"), ("os", "unlink"),
-    ("os", "rmdir"), ("os", "removedirs"), ("sys", "exit"), ("os", "abort"),
+    ("os", "environ"), ("os", "getenv"), ("os", "putenv"), ("sys", "exit"), ("os", "abort"),
 }
+DISCOURAGED_ATTRS = {("os", "remove"), ("os", "unlink"), ("os", "rmdir"), ("os", "removedirs")}
 FORBIDDEN_PREFIXES = {("os", "exec"), ("os", "spawn"), ("os", "posix_spawn")}
 FORBIDDEN_BUILTINS = {"eval", "exec", "compile", "__import__", "exit", "quit", "breakpoint"}
 
@@ -37,26 +41,33 @@ def scan_file(path: Path, rel: str) -> list[Problem]:
         return [Problem(rel, e.lineno, "valid Python", f"SyntaxError: {e.msg}", "static")]
     problems = []
 
-    def flag(node: ast.AST, found: str) -> None:
+    def flag(node: ast.AST, found: str, severity: str = "error") -> None:
         problems.append(Problem(rel, node.lineno, "no process, network, exit, environment or foreign calls",
-                                found, "static"))
+                                found, "static", severity))
+
+    def module(node: ast.AST, name: str, text: str) -> None:
+        top = name.split(".")[0]
+        if top in FORBIDDEN_MODULES:
+            flag(node, f"{text} ({FORBIDDEN_MODULES[top]})")
+        elif top in DISCOURAGED_MODULES:
+            flag(node, f"{text} ({DISCOURAGED_MODULES[top]})", "warning")
+
+    def attr(node: ast.AST, mod: str, name: str, text: str) -> None:
+        if _forbidden_attr(mod, name):
+            flag(node, text)
+        elif (mod, name) in DISCOURAGED_ATTRS:
+            flag(node, text, "warning")
 
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             for alias in node.names:
-                top = alias.name.split(".")[0]
-                if top in FORBIDDEN_MODULES:
-                    flag(node, f"import {alias.name} ({FORBIDDEN_MODULES[top]})")
+                module(node, alias.name, f"import {alias.name}")
         elif isinstance(node, ast.ImportFrom) and node.module:
-            top = node.module.split(".")[0]
-            if top in FORBIDDEN_MODULES:
-                flag(node, f"from {node.module} import ... ({FORBIDDEN_MODULES[top]})")
+            module(node, node.module, f"from {node.module} import ...")
             for alias in node.names:
-                if _forbidden_attr(top, alias.name):
-                    flag(node, f"from {node.module} import {alias.name}")
+                attr(node, node.module.split(".")[0], alias.name, f"from {node.module} import {alias.name}")
         elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
-            if _forbidden_attr(node.value.id, node.attr):
-                flag(node, f"{node.value.id}.{node.attr}")
+            attr(node, node.value.id, node.attr, f"{node.value.id}.{node.attr}")
         elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
             if node.func.id in FORBIDDEN_BUILTINS:
                 flag(node, f"{node.func.id}()")
