@@ -75,3 +75,11 @@ def test_doctor_with_a_model_but_no_provider_says_how_to_configure_one(tmp_path)
     assert result.returncode == 2
     for hint in ("ANTHROPIC_API_KEY", "OPENAI_API_KEY", "OPENAI_BASE_URL", "--provider replay --replay DIR"):
         assert hint in result.stderr
+
+
+def test_doctor_runs_offline_from_the_bundled_recording(tmp_path):
+    replay = os.path.join(os.path.dirname(__file__), "..", "examples", "replay")
+    result = doctor(tmp_path, "--provider", "replay", "--replay", replay)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "model check: replay/replay" in result.stdout and "reply: 'ok'" in result.stdout
+    assert "1 call(s) replayed" in result.stdout

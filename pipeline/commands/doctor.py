@@ -68,6 +68,8 @@ def sandbox_report() -> list[str]:
     labels = {"network_cut": "network cut", "write_confinement": "write confinement", "process_limit": "process limits"}
     lines = []
     for key, value in caps.items():
+        if value is None or value == "":
+            continue
         shown = "yes" if value is True else "no" if value is False else str(value)
         lines.append(f"{labels.get(key, key.replace('_', ' '))}: {shown}")
     return lines or ["unknown (capabilities() reported nothing)"]
