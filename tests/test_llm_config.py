@@ -81,3 +81,27 @@ def test_flag_values_are_checked(llm_env, monkeypatch):
         client_from_args(parse("--prices", "missing.yaml"))
     with pytest.raises(UserError, match="same folder"):
         client_from_args(parse("--replay", str(llm_env), "--record", str(llm_env)))
+
+
+def test_a_command_that_hits_its_budget_ends_with_a_clear_outcome_and_the_cost_summary(
+        llm_server, make_llm_client, llm_env, monkeypatch, capsys):
+    from llm_server import Reply
+
+    from pipeline.llm import Message
+    from pipeline.llm.cli_args import EXIT_BUDGET_EXCEEDED, run_with_client
+
+    monkeypatch.setenv("OPENAI_API_KEY", "k")
+    llm_server.rule = lambda n: Reply(input_tokens=10, output_tokens=60)  # $0.000625 with gpt-4o
+    args = parse("--model", "openai/gpt-4o", "--base-url", llm_server.openai_url, "--budget-usd", "0.002")
+    args.command = "generate"
+
+    async def generate(client):
+        for theme in ("maze", "ferry", "orchard", "bakery"):
+            await client.complete([Message.user("design " + theme)], theme=theme, stage="design", max_tokens=100)
+        return 0
+
+    assert run_with_client(args, generate) == EXIT_BUDGET_EXCEEDED
+    out, err = capsys.readouterr()
+    assert err.startswith("envforge generate: budget exceeded: the run cap is $0.0020")
+    assert "cost summary:" in out and "0.001250" in out
+    assert llm_server.count() == 2

@@ -1,17 +1,30 @@
 """The flags every model-calling command shares, and turning them into a client.
 
-    add_llm_arguments(parser)            # in register()
-    client = client_from_args(args)      # first thing in run(): fails before any work
-    ...
-    print_cost_summary(client)           # last thing, also after a failure
+    def register(subparsers):
+        parser = subparsers.add_parser("generate", ...)
+        add_llm_arguments(parser)
+        parser.set_defaults(func=run)
+
+    def run(args) -> int:
+        return run_with_client(args, generate)   # async def generate(client) -> int
+
+`run_with_client` builds the client before any work (so a missing provider stops the command
+with a `UserError` saying how to configure one), ends a run that hits a budget cap with exit
+status 3 and a "budget exceeded" message, and always prints the cost summary at the end.
 """
 from __future__ import annotations
 
 import argparse
+import asyncio
 import sys
+from typing import Awaitable, Callable
 
 from pipeline.llm.client import LLMClient
 from pipeline.llm.config import PROVIDERS, LLMConfig, resolve
+from pipeline.llm.errors import BudgetExceeded, LLMError
+
+EXIT_MODEL_FAILED = 1
+EXIT_BUDGET_EXCEEDED = 3
 
 
 def add_llm_arguments(parser: argparse.ArgumentParser) -> None:
@@ -51,3 +64,24 @@ def client_from_args(args: argparse.Namespace) -> LLMClient:
 
 def print_cost_summary(client: LLMClient, file=None) -> None:
     print(client.ledger.summary(), file=file or sys.stdout)
+
+
+def run_with_client(args: argparse.Namespace, work: Callable[[LLMClient], Awaitable[int]]) -> int:
+    """Run `await work(client)` and return its exit status; see the module docstring."""
+    client = client_from_args(args)
+    command = getattr(args, "command", None) or "envforge"
+
+    async def main() -> int:
+        async with client:
+            return await work(client)
+
+    try:
+        return asyncio.run(main())
+    except BudgetExceeded as exc:
+        print(f"envforge {command}: {exc}", file=sys.stderr)
+        return EXIT_BUDGET_EXCEEDED
+    except LLMError as exc:
+        print(f"envforge {command}: model call failed: {exc}", file=sys.stderr)
+        return EXIT_MODEL_FAILED
+    finally:
+        print_cost_summary(client)
