@@ -47,10 +47,13 @@ def _bind(source: str, target: str, readonly: bool) -> None:
 
 
 def readable_paths() -> list[str]:
-    """What the worker must read: the interpreter's prefixes, site-packages, envforge itself."""
+    """What the worker must read: the interpreter's prefixes, site-packages and envforge's own
+    packages — not the checkout around them, where a `.env` file with keys may sit."""
+    import dsl_schema
     import pipeline
 
-    paths = {sys.base_prefix, sys.prefix, os.path.dirname(os.path.dirname(pipeline.__file__))}
+    paths = {sys.base_prefix, sys.prefix}
+    paths.update(os.path.dirname(m.__file__) for m in (pipeline, dsl_schema))
     paths.update(p for p in sys.path if p and os.path.isabs(p) and os.path.isdir(p))
     paths = sorted(os.path.realpath(p) for p in paths)
     # Drop paths already inside another kept path or a system directory.
@@ -65,6 +68,9 @@ def readable_paths() -> list[str]:
 def build_root(root: str, env_dir: str, tmp_mb: int) -> None:
     _mount(None, "/", None, MS_REC | MS_PRIVATE)
     _mount("tmpfs", root, "tmpfs", MS_NOSUID | MS_NODEV, "mode=755,size=8m")
+    # The private /tmp first: a checkout under /tmp is bound on top of it, not hidden by it.
+    os.makedirs(root + "/tmp", exist_ok=True)
+    _mount("tmpfs", root + "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, f"mode=1777,size={tmp_mb}m")
     for d in SYSTEM_DIRS:
         if os.path.islink(d):
             os.symlink(os.readlink(d), root + d)
@@ -78,8 +84,6 @@ def build_root(root: str, env_dir: str, tmp_mb: int) -> None:
             _bind("/dev/" + dev, f"{root}/dev/{dev}", readonly=False)
     os.makedirs(root + "/proc", exist_ok=True)
     _mount("proc", root + "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
-    os.makedirs(root + "/tmp", exist_ok=True)
-    _mount("tmpfs", root + "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, f"mode=1777,size={tmp_mb}m")
     _bind(env_dir, root + ENV_MOUNT, readonly=False)
     os.chroot(root)
     os.chdir(ENV_MOUNT)
