@@ -28,6 +28,10 @@ from pipeline.sandbox.limits import EXIT_CPU, Limits, worker_environment
 _uid_counter = itertools.count()
 _live: "weakref.WeakSet[Worker]" = weakref.WeakSet()
 _OUTPUT_TAIL = 4096
+# When its child dies from SIGKILL, `unshare` (util-linux 2.38) fails to re-raise it on itself
+# (SIGKILL's handler cannot be reset), prints this and exits with status 1: that status means
+# the worker was killed (e.g. at the hard CPU limit when the env ignores SIGXCPU), not exit(1).
+_UNSHARE_SIGKILLED = b"unshare: sigprocmask unblock failed: Invalid argument\n"
 
 
 def _worker_uid() -> int:
@@ -59,7 +63,13 @@ class Worker:
         os.mkdir(os.path.join(self.base, "root"))
         self._start()
         _live.add(self)
-        self.info = self.call("load", env_id=env_id)
+        try:
+            self.info = self.call("load", env_id=env_id)
+        except SandboxFailure:
+            # The caller never gets this worker, so no one else could close it: without this
+            # its process (alive after a "load" failure) and temp dir would stay until exit.
+            self.close()
+            raise
 
     def _start(self) -> None:
         request_r, self._request_w = os.pipe()
@@ -168,6 +178,8 @@ class Worker:
             code = self.proc.returncode
         while (chunk := self._read(self._output_r)):
             self.output_tail = (self.output_tail + chunk)[-_OUTPUT_TAIL:]
+        if code == 1 and self.mode == "namespaces" and self.output_tail.endswith(_UNSHARE_SIGKILLED):
+            code = -signal.SIGKILL
         if code == EXIT_CPU or code == -signal.SIGXCPU:
             return SandboxFailure("cpu_limit", f"used more than {self.limits.cpu_seconds}s of CPU during '{op}'")
         if code is not None and code < 0:
@@ -189,11 +201,20 @@ class Worker:
                 os.kill(pid, signal.SIGKILL) if pid > 0 else os.killpg(-pid, signal.SIGKILL)
             except (ProcessLookupError, PermissionError):
                 pass
-            try:
-                self.proc.wait(timeout=2)
+            if self._wait_draining_output(2):
                 return
-            except subprocess.TimeoutExpired:
-                continue
+
+    def _wait_draining_output(self, seconds: float) -> bool:
+        """Wait for the launcher to exit, reading its output meanwhile: `unshare` reports its
+        child's death on stderr and would block for good on a pipe an env has filled."""
+        deadline = time.monotonic() + seconds
+        while self.proc.poll() is None:
+            if time.monotonic() > deadline:
+                return False
+            while (chunk := self._read(self._output_r)):
+                self.output_tail = (self.output_tail + chunk)[-_OUTPUT_TAIL:]
+            time.sleep(0.005)
+        return True
 
     @property
     def alive(self) -> bool:
