@@ -41,7 +41,7 @@ def make_llm_client(llm_server, llm_env, monkeypatch):
     monkeypatch.setenv("ANTHROPIC_API_KEY", "test-anthropic-key")
 
     def make(provider: str = "openai", **options):
-        options.setdefault("model", "openai/gpt-4o" if provider == "openai" else "anthropic/claude-sonnet-4-5")
+        options.setdefault("model", "openai/gpt-4o" if provider == "openai" else "anthropic/claude-haiku-4-5")
         options.setdefault("base_url", llm_server.openai_url if provider == "openai" else llm_server.url)
         options.setdefault("cache_path", str(llm_env / "cache.sqlite"))
         return LLMClient(resolve(**options))

@@ -65,7 +65,7 @@ def _writer(path: str, worker: int) -> None:
 
 def test_many_processes_can_write_one_cache_at_once(tmp_path):
     path = str(tmp_path / "shared.sqlite")
-    workers = [multiprocessing.get_context("fork").Process(target=_writer, args=(path, w)) for w in range(4)]
+    workers = [multiprocessing.get_context("spawn").Process(target=_writer, args=(path, w)) for w in range(4)]
     for p in workers:
         p.start()
     for p in workers:
