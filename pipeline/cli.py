@@ -18,6 +18,7 @@ COMMAND_MODULES = [
     "pipeline.commands.doctor",
     "pipeline.commands.play",
     "pipeline.commands.dsl",
+    "pipeline.commands.verify",
 ]
 
 

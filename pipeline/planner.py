@@ -1,18 +1,23 @@
 """Search over snapshots: the model-free skilled agent.
 
-Breadth-first search over the environment's own dynamics, in its sandbox worker,
-with states deduplicated by their canonical hash. It returns the best total reward it
-achieved and the action sequence that achieves it (the witness), so a reported
-maximum can be replayed and checked.
+The search itself runs inside the sandbox worker, next to the environment (the worker's
+`search` op in pipeline/sandbox/host.py): breadth-first over in-process snapshots, states
+deduplicated by their canonical hash. Over IPC it would cost a round trip per node; in the
+worker it steps tens of thousands of nodes a second. It returns the best total reward it
+reached and the action sequence that reaches it (the witness), so a reported maximum can be
+replayed through ordinary `step` calls and checked (`replay`).
 """
 from __future__ import annotations
 
-from collections import deque
+import random
 from dataclasses import dataclass, field
 
 from dsl_schema.actions import Action
 from pipeline.actions import sample_params
 from pipeline.sandbox import Worker
+
+# Wall-clock slack on top of a search's own time budget before the worker call times out.
+CALL_MARGIN_SECONDS = 15.0
 
 
 @dataclass
@@ -21,6 +26,9 @@ class SearchResult:
     witness: list[dict] = field(default_factory=list)
     nodes: int = 0
     exhausted: bool = False  # the whole reachable space within max_steps was searched
+    distinct_states: int = 0
+    seconds: float = 0.0
+    time_in_key: bool = True  # states at different steps were kept apart (see op_search)
 
 
 def candidate_actions(space: list[Action]) -> list[dict]:
@@ -35,38 +43,29 @@ def candidate_actions(space: list[Action]) -> list[dict]:
                 lo, hi = p.range
                 values = sorted({lo, hi, (lo + hi) // 2 if isinstance(lo, int) else (lo + hi) / 2})
             else:
-                values = [sample_params(Action("", "", (p,)), __import__("random").Random(0))[p.name]]
+                values = [sample_params(Action("", "", (p,)), random.Random(0))[p.name]]
             combos = [{**c, p.name: v} for c in combos for v in values]
         out += [{"action": action.name, "params": c} for c in combos]
     return out
 
 
-def breadth_first(worker: Worker, space: list[Action], max_steps: int, level: str | None = None,
-                  seed: int | None = None, max_nodes: int = 20_000) -> SearchResult:
-    actions = candidate_actions(space)
-    first = worker.call("reset", level=level, seed=seed) if level else worker.call("reset", generate=True, seed=seed)
-    root = worker.call("snapshot")
-    result = SearchResult(0.0)
-    seen = {first["state_hash"]}
-    frontier = deque([(root["handle"], 0.0, [])])
-    while frontier:
-        handle, total, path = frontier.popleft()
-        if len(path) >= max_steps:
-            continue
-        for action in actions:
-            if result.nodes >= max_nodes:
-                worker.call("drop")
-                return result
-            worker.call("restore", handle=handle)
-            step = worker.call("step", action=action)
-            result.nodes += 1
-            reward = total + step["reward"]
-            if reward > result.best_reward:
-                result.best_reward, result.witness = reward, path + [action]
-            if step["done"] or (step["state_hash"], reward) in seen:
-                continue
-            seen.add((step["state_hash"], reward))
-            frontier.append((worker.call("snapshot")["handle"], reward, path + [action]))
-        worker.call("drop", handles=[handle])
-    result.exhausted = True
-    return result
+def search(worker: Worker, actions: list[dict], max_steps: int, max_nodes: int = 50_000,
+           seconds: float = 30.0, time_in_key: bool = True, stop_at: float | None = None) -> SearchResult:
+    """Search from the worker's current state (reset it first) over `actions` (candidate_actions)."""
+    reply = worker.call("search", timeout=seconds + CALL_MARGIN_SECONDS, actions=actions, max_steps=max_steps,
+                        max_nodes=max_nodes, seconds=seconds, time_in_key=time_in_key, stop_at=stop_at)
+    return SearchResult(float(reply["best_reward"]), reply["witness"], reply["nodes"], reply["exhausted"],
+                        reply["distinct_states"], reply["seconds"], time_in_key)
+
+
+def replay(worker: Worker, actions: list[dict]) -> tuple[float, bool, int]:
+    """Play `actions` from the worker's current state through ordinary steps:
+    (total reward, whether the episode ended, steps taken). Stops early if it ends."""
+    total, steps = 0.0, 0
+    for action in actions:
+        out = worker.call("step", action=action)
+        total += out["reward"]
+        steps += 1
+        if out["done"]:
+            return total, True, steps
+    return total, False, steps

@@ -10,9 +10,11 @@ import importlib
 import inspect
 import json
 import math
+import pickle
 import random
 import shutil
 import sys
+import time
 import traceback
 from pathlib import Path
 from typing import Any
@@ -113,18 +115,15 @@ class EnvHost:
     def op_snapshot(self) -> dict:
         if len(self.snapshots) >= MAX_SNAPSHOTS:
             raise Failure("usage", f"more than {MAX_SNAPSHOTS} snapshots held; drop some")
-        attrs = {k: v for k, v in vars(self.env).items() if k not in _STATIC_ATTRS}
         handle = self.next_handle
         self.next_handle += 1
-        self.snapshots[handle] = (copy.deepcopy(attrs), random.getstate())
+        self.snapshots[handle] = self._capture()
         return {"handle": handle, "state_hash": state_hash(getattr(self.env, "_state", None))}
 
     def op_restore(self, handle: int) -> dict:
         if handle not in self.snapshots:
             raise Failure("usage", f"no snapshot {handle}")
-        attrs, rng = self.snapshots[handle]
-        vars(self.env).update(copy.deepcopy(attrs))
-        random.setstate(rng)
+        self._apply(self.snapshots[handle])
         return {"state_hash": state_hash(getattr(self.env, "_state", None))}
 
     def op_drop(self, handles: list[int] | None = None) -> dict:
@@ -133,6 +132,71 @@ class EnvHost:
         for h in handles or []:
             self.snapshots.pop(h, None)
         return {"held": len(self.snapshots)}
+
+    def op_search(self, actions: list[dict], max_steps: int | None = None, max_nodes: int = 50_000,
+                  seconds: float = 30.0, time_in_key: bool = True, stop_at: float | None = None) -> dict:
+        """Breadth-first search from the current state over in-process snapshots.
+
+        Every node is one step of the environment's own `step`, from a copy of the parent's
+        attributes and global RNG (a snapshot, as op_snapshot takes), so the search plays exactly the rules an
+        agent meets. Nodes are merged by (hash of `_state`, total reward so far, and `_t`
+        unless time_in_key is false): `_state` is the true state by the runtime contract, the
+        reward is in the key so a richer path to the same state is never dropped, and `_t`
+        because an environment may read the step counter (a tide on a clock, a deadline),
+        so the same state at another time can have another future. Returns the best total
+        reward reached within `max_steps` of the episode, the actions reaching it (the
+        witness), the nodes stepped and whether the whole space was searched. With `stop_at`,
+        the search ends after the layer (action-sequence length) in which the best total first
+        reaches it: a better sequence of that length is still found, a longer one is not. The
+        env is left in the state it had when the search began.
+        """
+        started = time.monotonic()
+        horizon = int(max_steps or _max_steps(self.env) or 100)
+        t0 = getattr(self.env, "_t", 0) or 0
+        root = self._capture()
+        parents: list[tuple[int, int]] = [(-1, -1)]  # node -> (parent node, action index)
+        layer = [(0, root, 0.0)]
+        seen = {(state_hash(getattr(self.env, "_state", None)), 0.0, t0 if time_in_key else None)}
+        best, best_node, nodes, exhausted = 0.0, 0, 0, False
+        depth = t0
+        try:
+            while layer and depth < horizon:
+                if stop_at is not None and best >= stop_at:
+                    raise _Budget
+                next_layer = []
+                for node, snap, total in layer:
+                    for index, action in enumerate(actions):
+                        if nodes >= max_nodes or time.monotonic() - started > seconds:
+                            raise _Budget
+                        self._apply(snap)
+                        try:
+                            out = self.op_step(action)
+                        except Failure as f:
+                            raise Failure(f.kind, f"{f.detail} (after {_path(parents, node, actions) + [action]})", f.where)
+                        except Exception as e:  # noqa: BLE001 - env code failed mid-search
+                            raise Failure("exception", f"{type(e).__name__}: {e} (after "
+                                          f"{_path(parents, node, actions) + [action]})", _where()) from None
+                        nodes += 1
+                        parents.append((node, index))
+                        child = len(parents) - 1
+                        reached = total + out["reward"]
+                        if reached > best:
+                            best, best_node = reached, child
+                        key = (out["state_hash"], round(reached, 9), out["t"] if time_in_key else None)
+                        if out["done"] or key in seen:
+                            continue
+                        seen.add(key)
+                        next_layer.append((child, self._capture(like=snap), reached))
+                layer = next_layer
+                depth += 1
+            exhausted = True
+        except _Budget:
+            pass
+        finally:
+            self._apply(root)
+        return {"best_reward": best, "witness": _path(parents, best_node, actions), "nodes": nodes,
+                "exhausted": exhausted, "distinct_states": len(seen), "depth": depth - t0,
+                "seconds": round(time.monotonic() - started, 3)}
 
     def op_validate(self, level: str | None = None, state: dict | None = None) -> dict:
         """Run the env's validator on a level file, a given state, or the current state."""
@@ -166,6 +230,27 @@ class EnvHost:
         return {"pong": True}
 
     # -- helpers ---------------------------------------------------------------------
+    def _capture(self, like: tuple | None = None) -> tuple:
+        """A snapshot: a copy of the env's own attributes and the global RNG state.
+
+        Pickled when the attributes allow it (several times faster than deepcopy for plain
+        data, and compact, which the search's frontier needs); deep-copied otherwise. An RNG
+        state equal to the one in `like` is shared, not held twice (it is ~20 KB).
+        """
+        attrs = {k: v for k, v in vars(self.env).items() if k not in _STATIC_ATTRS}
+        rng = random.getstate()
+        if like is not None and rng == like[1]:
+            rng = like[1]
+        try:
+            return pickle.dumps(attrs, pickle.HIGHEST_PROTOCOL), rng
+        except Exception:  # noqa: BLE001 - unpicklable attributes (lambdas, handles): deepcopy them
+            return copy.deepcopy(attrs), rng
+
+    def _apply(self, snapshot: tuple) -> None:
+        attrs, rng = snapshot
+        vars(self.env).update(pickle.loads(attrs) if isinstance(attrs, bytes) else copy.deepcopy(attrs))
+        random.setstate(rng)
+
     def _observation(self, want_state: bool) -> dict:
         omega = self.env.observe_semantic()
         result = {
@@ -198,6 +283,18 @@ class EnvHost:
         if not path.is_file():
             raise Failure("usage", f"no level file {level!r}")
         return load_level(path)
+
+
+class _Budget(Exception):
+    """The search ran out of nodes or time."""
+
+
+def _path(parents: list[tuple[int, int]], node: int, actions: list[dict]) -> list[dict]:
+    path = []
+    while node > 0:
+        node, index = parents[node]
+        path.append(actions[index])
+    return path[::-1]
 
 
 def _find_env_class(module) -> type:

@@ -1,0 +1,77 @@
+"""envforge verify ENV_DIR [--stages ...] [--json] [--write-levels]: model-free verification.
+
+Execution, levels and reliability (pipeline/verify/), all in the sandbox. Prints the verdict
+and the figures of each stage (or, with --json, {"accepted", "stage", "reason", "stages"}),
+writes the same to the folder's verification.json, and exits 0 when accepted, 1 when rejected.
+The LLM-driven forms (agent rollouts, --agent-models) are not wired yet.
+"""
+from __future__ import annotations
+
+import json
+
+from pipeline.errors import UserError
+from pipeline.verify import STAGES, Options, verify_env
+
+
+def register(subparsers) -> None:
+    defaults = Options()
+    p = subparsers.add_parser(
+        "verify", help="verify an environment folder: execution, levels, reliability (model-free)",
+        description="Random and planner rollouts on every level; 10 + 5 distinct valid generated levels with a "
+                    "certified max reward each (validator bound and search witness); a random agent against the "
+                    "search planner. Writes verification.json and level_max_rewards.json (for the levels in the "
+                    "folder). Exit 0 when accepted, 1 when rejected.")
+    p.add_argument("env_dir", metavar="ENV_DIR", help="environment folder (generated, hand-written or AutoEnv format)")
+    p.add_argument("--stages", default=",".join(STAGES),
+                   help=f"comma-separated stages to run, in order (default {','.join(STAGES)})")
+    p.add_argument("--json", action="store_true", help="print the verdict and figures as JSON")
+    p.add_argument("--write-levels", action="store_true",
+                   help="replace levels/ and val_levels/ by the generated set (default: verify it in the "
+                        "sandbox only and keep the folder's levels)")
+    p.add_argument("--margin", type=float, default=defaults.margin,
+                   help=f"reliability: reject when the random agent's mean normalized reward is >= the planner's "
+                        f"minus this (default {defaults.margin})")
+    p.add_argument("--search-nodes", type=int, default=defaults.search_nodes,
+                   help=f"search budget per level and pass, in nodes (default {defaults.search_nodes})")
+    p.add_argument("--search-seconds", type=float, default=defaults.search_seconds,
+                   help=f"search budget per level and pass, in seconds (default {defaults.search_seconds:g})")
+    p.add_argument("--random-episodes", type=int, default=defaults.random_episodes,
+                   help=f"random-agent episodes per level (default {defaults.random_episodes})")
+    p.add_argument("--seed", type=int, default=0, help="seed of the random agents (default 0)")
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    stages = tuple(s.strip() for s in args.stages.split(",") if s.strip())
+    unknown = [s for s in stages if s not in STAGES]
+    if unknown or not stages:
+        raise UserError(f"--stages: expected some of {','.join(STAGES)}, found {args.stages!r}")
+    options = Options(margin=args.margin, search_nodes=args.search_nodes, search_seconds=args.search_seconds,
+                      random_episodes=args.random_episodes, write_levels=args.write_levels, seed=args.seed)
+    result = verify_env(args.env_dir, stages, options)
+    if args.json:
+        print(json.dumps(result.to_dict(), indent=2))
+        return 0 if result.accepted else 1
+    for stage, figures in result.stages.items():
+        print(f"{stage}: {_summary(stage, figures)}")
+    if result.accepted:
+        print(f"accepted: {args.env_dir}")
+        return 0
+    print(f"REJECTED at {result.stage}: {result.reason}")
+    return 1
+
+
+def _summary(stage: str, f: dict) -> str:
+    time = f"{f.get('wall_seconds', 0):g}s wall, {f.get('cpu_seconds', 0):g}s CPU"
+    if stage == "execution":
+        return (f"{f.get('episodes', 0)} episodes ({f.get('steps', 0)} steps) on {f.get('levels', 0)} levels, "
+                f"planner search {f.get('planner_nodes', 0)} nodes, failures {f.get('failures_by_kind') or 'none'}; {time}")
+    if stage == "levels":
+        return (f"{f.get('seeds_tried', 0)} seeds tried, {f.get('generated_kept', 0)} kept, {f.get('duplicates', 0)} "
+                f"duplicates, {f.get('rejected_by_validator', 0)} rejected by the validator, {f.get('unfit', 0)} unfit; "
+                f"{len(f.get('levels_scored') or [])} levels scored, {f.get('corrected', 0)} max reward(s) corrected; "
+                f"search {f.get('search_nodes', 0)} nodes in {f.get('search_seconds', 0):g}s; {time}")
+    if stage == "reliability":
+        return (f"random agent {f.get('random_normalized', '?')} vs planner {f.get('planner_normalized', '?')} "
+                f"normalized (margin {f.get('margin')}), {f.get('episodes', 0)} episodes; {time}")
+    return time

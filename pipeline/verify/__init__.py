@@ -1,0 +1,105 @@
+"""`envforge verify`: the model-free verification of an environment folder (AutoEnv §3.2, Alg. 1).
+
+Three stages, in order, each a module here; the first that rejects ends the run:
+  1 execution   (execution.py)   random and planner rollouts on every level run cleanly;
+  2 levels      (levels.py)      the generator makes 10 + 5 distinct levels the validator accepts,
+                                 and every level gets a certified max reward (validator bound and
+                                 search with a replayed witness);
+  3 reliability (reliability.py) the search planner outscores a random agent by a margin.
+
+What it writes into the folder:
+  * verification.json — always: {accepted, stage, reason, stages: {stage: figures}};
+  * level_max_rewards.json — for the levels in the folder: the shipped ones, or, with
+    `write_levels`, the generated set, which then replaces levels/ and val_levels/ (the
+    generate pipeline asks for that). Without `write_levels`, the generated set is
+    verified in the worker and discarded, and shipped levels are never rewritten. A folder
+    with no levels and no `write_levels` gets no level_max_rewards.json;
+  * manifest.json — its `verification` summary and the random agent's normalized score per
+    level (`difficulty_baseline`), and the refreshed hashes of the files verify wrote.
+"""
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pipeline import layout
+from pipeline.verify import execution, levels, reliability
+from pipeline.verify.context import Clock, Context, Options, Rejected
+
+STAGES = ("execution", "levels", "reliability")
+
+__all__ = ["STAGES", "Options", "VerificationResult", "verify_env"]
+
+
+@dataclass
+class VerificationResult:
+    env_dir: str
+    accepted: bool
+    stage: str | None  # the first failing stage
+    reason: str
+    stages: dict = field(default_factory=dict)  # stage -> figures
+
+    def to_dict(self) -> dict:
+        return {"accepted": self.accepted, "stage": self.stage, "reason": self.reason, "stages": self.stages,
+                "env_dir": self.env_dir}
+
+
+def verify_env(env_dir: str | Path, stages: tuple[str, ...] = STAGES, options: Options | None = None) -> VerificationResult:
+    options = options or Options()
+    unknown = [s for s in stages if s not in STAGES]
+    if unknown:
+        raise ValueError(f"unknown stage(s) {unknown}; expected some of {list(STAGES)}")
+    result = VerificationResult(str(Path(env_dir).resolve()), True, None, "")
+    clock = Clock()
+    current = "execution"
+    try:
+        ctx = Context.open(env_dir, options)
+        scored = None
+        for current in (s for s in STAGES if s in stages):
+            if current == "execution":
+                execution.run(ctx, result.stages.setdefault("execution", {}))
+            elif current == "levels":
+                scored = levels.run(ctx, result.stages.setdefault("levels", {}))
+            else:
+                if scored is None:  # reliability alone: certify the levels in the folder first
+                    current = "levels"
+                    scored = levels.run(ctx, result.stages.setdefault("levels", {}))
+                    current = "reliability"
+                scored = reliability.run(ctx, scored, result.stages.setdefault("reliability", {}))
+                if result.stages["reliability"]["corrected"] and "/" in scored[0].source:
+                    levels.write_max_rewards(ctx, scored)
+    except Rejected as rejection:
+        result.accepted, result.stage, result.reason = False, current, rejection.reason
+    result.stages["total"] = clock.figures()
+    if not result.reason:
+        result.reason = "accepted: " + ", ".join(s for s in STAGES if s in stages) + " passed"
+    _write(Path(env_dir), result)
+    return result
+
+
+def _write(env_dir: Path, result: VerificationResult) -> None:
+    if not env_dir.is_dir():
+        return
+    env = layout.EnvDir.at(env_dir)
+    data = result.to_dict()
+    data["verified_at"] = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime())
+    env.file(layout.VERIFICATION).write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+    manifest = env.read_json(layout.MANIFEST) or {"name": env.name}
+    manifest["verification"] = {k: data[k] for k in ("accepted", "stage", "reason", "verified_at")}
+    per_level = (result.stages.get("reliability") or {}).get("per_level")
+    if per_level:
+        manifest["difficulty_baseline"] = {
+            "agent": reliability.RANDOM_AGENT,
+            "episodes_per_level": result.stages["reliability"]["random_episodes_per_level"],
+            "random_normalized": {k: v["random_normalized"] for k, v in per_level.items()},
+            "mean": result.stages["reliability"]["random_normalized"],
+        }
+    if "files" in manifest:
+        manifest["files"] = env.file_hashes()
+    env.file(layout.MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
+
+
+def options_from(**overrides) -> Options:
+    return Options(**{k: v for k, v in overrides.items() if v is not None})

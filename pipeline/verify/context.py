@@ -1,0 +1,144 @@
+"""What every verification stage shares: the folder, its actions, budgets and a worker per stage.
+
+A level is named by a *source*: a level file relative to the folder ("levels/level_01.yaml")
+or a generator seed ("seed:7", made in the worker and never written to the folder).
+"""
+from __future__ import annotations
+
+import contextlib
+import resource
+import time
+from dataclasses import dataclass, field
+from typing import Iterator
+
+import yaml
+
+from pipeline import layout
+from pipeline.actions import declared_actions
+from pipeline.planner import candidate_actions
+from pipeline.sandbox import Limits, SandboxFailure, Worker
+
+# A parameterless action with one of these names is the "do nothing" action of a level.
+NO_OP_NAMES = ("wait", "noop", "no_op", "stay", "pass", "idle", "skip", "nothing", "rest")
+DEFAULT_MAX_STEPS = 100
+
+
+class Rejected(Exception):
+    """A stage found the environment unfit; `reason` says what was expected, found, and where."""
+
+    def __init__(self, reason: str):
+        super().__init__(reason)
+        self.reason = reason
+
+
+@dataclass
+class Options:
+    margin: float = 0.2  # reliability: reject when random_mean >= planner_mean - margin
+    test_levels: int = 10  # generated levels for levels/
+    val_levels: int = 5  # ... and for val_levels/
+    max_seeds: int = 45  # generator attempts before the levels stage gives up
+    search_nodes: int = 400_000  # per level and search phase
+    search_seconds: float = 30.0  # per level and search phase
+    execution_episodes: int = 2  # random episodes per level in the execution stage
+    execution_nodes: int = 2_000  # planner search per level in the execution stage
+    invalid_rate: float = 0.25  # share of malformed actions in execution rollouts
+    random_episodes: int = 5  # random-agent episodes per level in the reliability stage
+    write_levels: bool = False  # write the generated level set into the folder
+    seed: int = 0
+    limits: Limits = field(default_factory=lambda: Limits(call_seconds=10.0, cpu_seconds=1800))
+
+
+@dataclass
+class Context:
+    env: layout.EnvDir
+    config: dict
+    options: Options
+
+    @classmethod
+    def open(cls, env_dir, options: Options) -> "Context":
+        env = layout.EnvDir.at(env_dir)
+        if not env.path.is_dir():
+            raise Rejected(f"{env.path}: expected an environment folder, found no such folder")
+        missing = env.missing_required()
+        if missing:
+            raise Rejected(f"{', '.join(missing)}: expected the file to exist, found it is missing")
+        try:
+            config = yaml.safe_load(env.file(layout.CONFIG).read_text(encoding="utf-8")) or {}
+        except (yaml.YAMLError, UnicodeDecodeError) as e:
+            raise Rejected(f"{layout.CONFIG}: expected valid YAML, found {str(e).splitlines()[0]}") from None
+        if not isinstance(config, dict):
+            raise Rejected(f"{layout.CONFIG}: expected a mapping (the DSL document), found {type(config).__name__}")
+        ctx = cls(env, config, options)
+        if not ctx.space:
+            raise Rejected(f"{layout.CONFIG}: expected at least one action under transition.actions, found none")
+        return ctx
+
+    @property
+    def space(self):
+        return declared_actions(self.config)
+
+    @property
+    def candidates(self) -> list[dict]:
+        return candidate_actions(self.space)
+
+    @property
+    def max_steps(self) -> int:
+        termination = self.config.get("termination")
+        value = termination.get("max_steps") if isinstance(termination, dict) else None
+        return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else DEFAULT_MAX_STEPS
+
+    @property
+    def no_op(self) -> dict | None:
+        for action in self.space:
+            if action.name.lower() in NO_OP_NAMES and not [p for p in action.params if not p.optional]:
+                return {"action": action.name, "params": {}}
+        return None
+
+    @contextlib.contextmanager
+    def worker(self) -> Iterator[Worker]:
+        """A fresh worker for one stage, closed (and so reaped, for CPU accounting) after it."""
+        try:
+            worker = Worker(self.env.path, self.options.limits)
+        except SandboxFailure as f:
+            raise Rejected(f"{located(f, layout.ENV_MAIN)}: expected env_main.py to import and its SkinEnv "
+                           f"subclass to instantiate, found {f.kind}: {f.detail}") from None
+        try:
+            yield worker
+        finally:
+            worker.close()
+
+
+def reset(worker: Worker, source: str, want_state: bool = False) -> dict:
+    if source.startswith("seed:"):
+        return worker.call("reset", generate=True, seed=int(source[5:]), want_state=want_state)
+    return worker.call("reset", level=source, seed=0, want_state=want_state)
+
+
+def located(failure: SandboxFailure, default: str) -> str:
+    """Where a failure happened: the env's file:line when known, else the file at fault."""
+    return failure.where or default
+
+
+def failure_text(failure: SandboxFailure) -> str:
+    text = f"{failure.kind}: {failure.detail}"
+    if failure.output.strip() and failure.kind in ("exception", "exit", "crash"):
+        text += f" (output: {failure.output.strip()[-200:]!r})"
+    return text
+
+
+class Clock:
+    """Wall and CPU seconds of a stage: this process plus the workers it reaped."""
+
+    def __init__(self):
+        self.wall, self.cpu = time.monotonic(), _cpu()
+
+    def figures(self) -> dict:
+        return {"wall_seconds": round(time.monotonic() - self.wall, 3), "cpu_seconds": round(_cpu() - self.cpu, 3)}
+
+
+def _cpu() -> float:
+    total = 0.0
+    for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN):
+        usage = resource.getrusage(who)
+        total += usage.ru_utime + usage.ru_stime
+    return total

@@ -1,0 +1,99 @@
+"""Stage 1, execution: model-free rollouts on every level must run cleanly.
+
+On each level: random episodes whose actions include unknown names and out-of-range or
+missing parameters, then a planner episode (a short search's witness, then random valid
+actions). Any exception, hang (the worker's call limit), CPU overrun, non-finite or
+non-numeric reward (typed by the worker), empty observation, or an episode that `done()`
+does not end within `termination.max_steps` (the runner stops it there) rejects.
+"""
+from __future__ import annotations
+
+import random
+from collections import Counter
+
+from pipeline import layout
+from pipeline.actions import random_action
+from pipeline.planner import search
+from pipeline.rollout import run_episode
+from pipeline.sandbox import SandboxFailure
+from pipeline.verify.context import Clock, Context, Rejected, failure_text, located, reset
+
+# Levels to roll out on when the folder has none: generated from these seeds.
+FALLBACK_SEEDS = (1, 2, 3)
+
+
+def run(ctx: Context, figures: dict) -> None:
+    """Fills `figures` (also when it rejects) and raises Rejected on the first failure."""
+    clock = Clock()
+    sources = ctx.env.all_levels() or [f"seed:{s}" for s in FALLBACK_SEEDS]
+    figures.update({"levels": len(sources), "episodes": 0, "steps": 0, "planner_nodes": 0,
+                    "failures_by_kind": {}})
+    rng = random.Random(ctx.options.seed)
+    failures: Counter = Counter()
+    try:
+        with ctx.worker() as worker:
+            for source in sources:
+                for i in range(ctx.options.execution_episodes):
+                    _episode(ctx, worker, source, f"random episode {i + 1}", figures, failures,
+                             lambda obs, last: random_action(ctx.space, rng, ctx.options.invalid_rate), seed=i)
+                plan = _plan(ctx, worker, source, figures, failures)
+                _episode(ctx, worker, source, "planner episode", figures, failures,
+                         lambda obs, last: plan.pop(0) if plan else random_action(ctx.space, rng), seed=0)
+    finally:
+        figures["failures_by_kind"] = dict(failures)
+        figures.update(clock.figures())
+
+
+def _plan(ctx: Context, worker, source: str, figures: dict, failures: Counter) -> list[dict]:
+    try:
+        first = reset(worker, source)
+        _observation(first.get("observation"), f"after reset on {source}", failures)
+        result = search(worker, ctx.candidates, ctx.max_steps, max_nodes=ctx.options.execution_nodes,
+                        seconds=ctx.options.search_seconds)
+    except SandboxFailure as f:
+        failures[f.kind] += 1
+        raise Rejected(f"{located(f, layout.ENV_MAIN)}: expected the planner's search on {source} to run "
+                       f"without failure, found {failure_text(f)}") from None
+    figures["planner_nodes"] += result.nodes
+    return list(result.witness)
+
+
+def _episode(ctx: Context, worker, source: str, what: str, figures: dict, failures: Counter, policy,
+             seed: int) -> None:
+    chosen: list[dict] = []  # every action sent, the failing one included
+
+    def choose(observation, last):
+        chosen.append(policy(observation, last))
+        return chosen[-1]
+
+    def on_step(action, result):
+        _observation(result.get("observation"), f"after step {len(chosen)} ({_fmt(action)}) of a {what} on {source}",
+                     failures)
+
+    level, gen_seed = (None, int(source[5:])) if source.startswith("seed:") else (source, seed)
+    try:
+        episode = run_episode(worker, choose, ctx.max_steps, level=level, seed=gen_seed, on_step=on_step)
+    except SandboxFailure as f:
+        failures[f.kind] += 1
+        during = f" on step {len(chosen)}, {_fmt(chosen[-1])}" if f.op == "step" and chosen else f" during '{f.op}'"
+        raise Rejected(f"{located(f, layout.ENV_MAIN)}: expected a {what} on {source} to run without failure, "
+                       f"found {failure_text(f)}{during}") from None
+    figures["episodes"] += 1
+    figures["steps"] += episode.steps
+    _observation(episode.observations[0], f"after reset on {source}", failures)
+    if episode.capped:
+        failures["no_termination"] += 1
+        raise Rejected(f"{layout.ENV_MAIN}: expected done() to become true by termination.max_steps="
+                       f"{ctx.max_steps}, found still running after {ctx.max_steps} steps of a {what} on {source} "
+                       f"(the runner stopped it)")
+
+
+def _observation(observation, what: str, failures: Counter) -> None:
+    if observation is None or (isinstance(observation, str) and not observation.strip()):
+        failures["empty_observation"] += 1
+        raise Rejected(f"{layout.ENV_MAIN}: expected a non-empty observation {what}, found {observation!r}")
+
+
+def _fmt(action: dict) -> str:
+    params = ", ".join(f"{k}={v!r}" for k, v in (action.get("params") or {}).items())
+    return f"{action.get('action')}({params})"

@@ -1,0 +1,295 @@
+"""Stage 2, levels: a generator that makes distinct valid levels, and a certified max reward per level.
+
+Generation. Seeds 1, 2, … go to `generate_level` until `test_levels + val_levels` (10 + 5)
+levels are kept or `max_seeds` attempts are spent. A level counts once: levels with the same
+canonical state hash are duplicates (a generator that ignores its seed makes nothing else).
+A level is kept when the validator accepts it and it is *fit*: search scores more on it than
+doing nothing, and doing nothing does not already score its maximum. "Doing nothing" is
+repeating the declared no-op action (a parameterless `wait`, `noop`, `stay`, …) until the
+episode ends; without one it is taking no step, which scores 0.
+
+Max reward per level, from two sources (both recorded in level_max_rewards.json):
+  * the validator's analytic bound, `max_reward(state)` (may be absent);
+  * search over snapshots in the worker (pipeline.planner.search). A first breadth-first pass
+    merges equal states reached at different steps (fast: it finds deep witnesses); only
+    when a claim needs the whole space searched (the search stays below the bound, scores
+    nothing, or there is no bound) a second pass keeps states at different steps apart,
+    which is sound even when the dynamics read the step counter, and only that pass can
+    call the search exhaustive. Both stop after the layer where the bound is reached.
+The search's witness is replayed from a fresh reset through ordinary steps; what the replay
+scores is the search reward (a witness that scores differently rejects the environment).
+The certified max reward is then:
+  * search reward > bound: the bound is wrong; max = search reward, `corrected: true`;
+  * search reward < bound and the search was exhaustive: no action sequence reaches the
+    bound; max = search reward, `corrected: true`;
+  * search reward < bound, not exhaustive: max = bound (unconfirmed; the notes say so);
+  * search reward = bound: max = bound, confirmed by the witness;
+  * no bound: max = search reward.
+So no agent's normalized reward (total / max) exceeds 1 unless it beats both the validator and
+the search; the reliability stage corrects the max again if a random episode ever does.
+
+A validator that accepts a level on which an *exhaustive* search scores nothing accepts
+unsolvable levels: the environment is rejected here. Shipped levels (files already in the
+folder) must all be accepted by the validator and be fit; their max rewards are what
+level_max_rewards.json records unless `write_levels` replaces them by the generated set.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import time
+from dataclasses import dataclass, field
+
+from pipeline import layout
+from pipeline.planner import replay, search
+from pipeline.runtime.levels import save_level
+from pipeline.sandbox import SandboxFailure, Worker
+from pipeline.verify.context import Clock, Context, Rejected, failure_text, located, reset
+
+EPS = 1e-6
+
+
+@dataclass
+class LevelMax:
+    source: str  # "levels/level_01.yaml" or "seed:7"
+    state_hash: str
+    max_reward: float
+    calculation_method: str
+    validator_bound: float | None
+    search_reward: float
+    search_exhaustive: bool
+    search_nodes: int
+    witness: list = field(default_factory=list)
+    corrected: bool = False
+    notes: str = ""
+    nothing_reward: float = 0.0
+    unfit: str = ""  # why the level cannot be used; "" when it can
+    proven_unsolvable: bool = False
+    seed: int | None = None
+    state: dict | None = None
+
+    def entry(self) -> dict:
+        """Its level_max_rewards.json entry."""
+        out = {k: getattr(self, k) for k in (
+            "max_reward", "calculation_method", "validator_bound", "search_reward", "search_exhaustive",
+            "search_nodes", "witness", "corrected", "notes", "nothing_reward")}
+        if "/" in self.source:
+            out["split"] = self.source.split("/")[0]
+        if self.seed is not None:
+            out["seed"] = self.seed
+        return out
+
+
+def run(ctx: Context, figures: dict) -> list[LevelMax]:
+    """The levels later stages score on, with their certified max rewards; fills `figures`."""
+    clock = Clock()
+    figures |= {"seeds_tried": 0, "generated_kept": 0, "duplicates": 0, "rejected_by_validator": 0,
+               "unfit": 0, "shipped_levels": len(ctx.env.all_levels()), "search_nodes": 0,
+               "search_seconds": 0.0, "corrected": 0, "examples": []}
+    cache: dict[str, LevelMax] = {}
+    try:
+        with ctx.worker() as worker:
+            generated = _generate(ctx, worker, figures, cache)
+            if ctx.options.write_levels:
+                scored = _write_levels(ctx, generated)
+            elif ctx.env.all_levels():
+                scored = _shipped(ctx, worker, figures, cache)
+            else:
+                scored = generated
+        figures["levels_scored"] = [lm.source for lm in scored]
+        figures["corrected"] = sum(lm.corrected for lm in scored)
+        figures["max_rewards"] = {layout.level_key(lm.source): lm.max_reward for lm in scored}
+        if scored and "/" in scored[0].source:
+            write_max_rewards(ctx, scored)
+            figures["written"] = [layout.LEVEL_MAX_REWARDS] + ([lm.source for lm in scored] if ctx.options.write_levels else [])
+    finally:
+        figures.update(clock.figures())
+    return scored
+
+
+def _generate(ctx: Context, worker: Worker, figures: dict, cache: dict) -> list[LevelMax]:
+    want = ctx.options.test_levels + ctx.options.val_levels
+    kept: list[LevelMax] = []
+    seen: dict[str, int] = {}
+    unsolvable: list[LevelMax] = []
+    for seed in range(1, ctx.options.max_seeds + 1):
+        if len(kept) >= want:
+            break
+        figures["seeds_tried"] += 1
+        try:
+            first = worker.call("reset", generate=True, seed=seed, want_state=True)
+        except SandboxFailure as f:
+            raise Rejected(f"{located(f, layout.ENV_GENERATE)}: expected generate_level to make a level for seed "
+                           f"{seed}, found {failure_text(f)}") from None
+        digest = first["state_hash"]
+        if digest in seen:
+            figures["duplicates"] += 1
+            continue
+        seen[digest] = seed
+        verdict = _validate(worker, f"the level generated with seed {seed}", state=first["state"])
+        if not verdict["ok"]:
+            figures["rejected_by_validator"] += 1
+            _example(figures, f"seed {seed}: rejected by the validator: {'; '.join(verdict['issues']) or 'no reason given'}")
+            continue
+        lm = _certified(ctx, worker, f"seed:{seed}", verdict, figures, cache)
+        lm = dataclasses.replace(lm, seed=seed, state=first["state"])
+        if lm.unfit:
+            figures["unfit"] += 1
+            _example(figures, f"seed {seed}: {lm.unfit}")
+            if lm.proven_unsolvable:
+                unsolvable.append(lm)
+            continue
+        kept.append(lm)
+    figures["generated_kept"] = len(kept)
+    figures["distinct_levels"] = len(seen)
+    if unsolvable:
+        first = unsolvable[0]
+        raise Rejected(f"{layout.ENV_VALIDATOR}: expected validate_level to reject levels that no action sequence "
+                       f"can score on, found it accepted {len(unsolvable)} such level(s), e.g. the level of seed "
+                       f"{first.seed}: {first.unfit}")
+    if len(kept) < want:
+        tried = figures["seeds_tried"]
+        if len(seen) == 1 and tried > 1:
+            raise Rejected(f"{layout.ENV_GENERATE}: expected generate_level(seed, config) to make different levels "
+                           f"for different seeds, found the same level for all {tried} seeds 1..{tried} "
+                           f"(the generator ignores its seed)")
+        raise Rejected(f"{layout.ENV_GENERATE}: expected at least {want} distinct valid levels from seeds "
+                       f"1..{tried}, found {len(kept)} ({figures['duplicates']} duplicates, "
+                       f"{figures['rejected_by_validator']} rejected by the validator, {figures['unfit']} unfit"
+                       + (f"; e.g. {figures['examples'][0]}" if figures["examples"] else "") + ")")
+    return kept
+
+
+def _shipped(ctx: Context, worker: Worker, figures: dict, cache: dict) -> list[LevelMax]:
+    out = []
+    for level in ctx.env.all_levels():
+        verdict = _validate(worker, level, level=level)
+        if not verdict["ok"]:
+            raise Rejected(f"{level}: expected the validator to accept this shipped level, found "
+                           f"{'; '.join(verdict['issues']) or 'rejected without a reason'}")
+        lm = _certified(ctx, worker, level, verdict, figures, cache)
+        if lm.unfit:
+            raise Rejected(f"{level}: expected a level on which search scores more than doing nothing and doing "
+                           f"nothing does not score the maximum, found {lm.unfit}")
+        out.append(lm)
+    return out
+
+
+def _write_levels(ctx: Context, generated: list[LevelMax]) -> list[LevelMax]:
+    """Replace the folder's level files by the generated set (only with write_levels)."""
+    for folder in (layout.LEVELS, layout.VAL_LEVELS):
+        for old in (ctx.env.path / folder).glob("*.yaml"):
+            old.unlink()
+    out = []
+    for i, lm in enumerate(generated):
+        folder = layout.LEVELS if i < ctx.options.test_levels else layout.VAL_LEVELS
+        source = f"{folder}/level_{i + 1:02d}.yaml"
+        save_level(ctx.env.path / source, lm.state)
+        out.append(dataclasses.replace(lm, source=source))
+    return out
+
+
+def _validate(worker: Worker, what: str, **where) -> dict:
+    try:
+        return worker.call("validate", **where)
+    except SandboxFailure as f:
+        raise Rejected(f"{located(f, layout.ENV_VALIDATOR)}: expected the validator to run on {what}, "
+                       f"found {failure_text(f)}") from None
+
+
+def _certified(ctx: Context, worker: Worker, source: str, verdict: dict, figures: dict, cache: dict) -> LevelMax:
+    digest = verdict["state_hash"]
+    if digest not in cache:
+        started = time.monotonic()
+        try:
+            cache[digest] = certify(ctx, worker, source, verdict["max_reward"], digest)
+        except SandboxFailure as f:
+            raise Rejected(f"{located(f, layout.ENV_MAIN)}: expected the search for the max reward of {source} to "
+                           f"run without failure, found {failure_text(f)}") from None
+        figures["search_nodes"] += cache[digest].search_nodes
+        figures["search_seconds"] = round(figures["search_seconds"] + time.monotonic() - started, 3)
+    return dataclasses.replace(cache[digest], source=source)
+
+
+def certify(ctx: Context, worker: Worker, source: str, bound: float | None, digest: str = "") -> LevelMax:
+    """The certified max reward of one level (the rules are in the module docstring)."""
+    opts = ctx.options
+    budget = dict(max_nodes=opts.search_nodes, seconds=opts.search_seconds, stop_at=bound)
+    reset(worker, source)
+    result = search(worker, ctx.candidates, ctx.max_steps, time_in_key=False, **budget)
+    nodes, exhaustive = result.nodes, False
+    nothing = _nothing(ctx, worker, source)
+    if bound is None or result.best_reward < bound - EPS or result.best_reward <= nothing + EPS:
+        reset(worker, source)
+        keyed = search(worker, ctx.candidates, ctx.max_steps, time_in_key=True, **budget)
+        nodes, exhaustive = nodes + keyed.nodes, keyed.exhausted
+        if keyed.best_reward > result.best_reward + EPS:
+            result = keyed
+    reset(worker, source)
+    achieved, _, steps = replay(worker, result.witness)
+    if abs(achieved - result.best_reward) > EPS or steps != len(result.witness):
+        raise Rejected(f"{source}: expected the search's witness ({len(result.witness)} actions) to score "
+                       f"{result.best_reward:g} again when replayed from a fresh reset, found {achieved:g} after "
+                       f"{steps} step(s): the environment does not behave the same after a snapshot is restored "
+                       f"(state kept outside _state and the env's attributes, or another random source?)")
+    lm = LevelMax(source, digest, achieved, "", bound, achieved, exhaustive, nodes, list(result.witness),
+                  nothing_reward=nothing)
+    searched = f"{'exhaustive ' if exhaustive else ''}search over {nodes} nodes"
+    if bound is None:
+        lm.calculation_method = "search_exhaustive" if exhaustive else "search_witness"
+        lm.notes = f"no validator bound; the replayed witness of the {searched} scores {achieved:g}"
+    elif achieved > bound + EPS:
+        lm.calculation_method, lm.corrected = "search_witness", True
+        lm.notes = f"validator bound {bound:g} is below what the replayed search witness scores ({achieved:g}); corrected"
+    elif achieved < bound - EPS and exhaustive:
+        lm.calculation_method, lm.corrected = "search_exhaustive", True
+        lm.notes = f"validator bound {bound:g} is above what any action sequence scores ({searched}); corrected"
+    elif achieved < bound - EPS:
+        lm.max_reward, lm.calculation_method = bound, "validator_analytic"
+        lm.notes = f"validator bound kept, unconfirmed: the {searched} (budget spent) reached {achieved:g}"
+    else:
+        lm.max_reward, lm.calculation_method = bound, "validator_analytic+search_witness"
+        lm.notes = f"validator bound confirmed: the replayed witness of the {searched} scores it"
+    if achieved <= nothing + EPS:
+        lm.unfit = (f"search achieves nothing: the best of {searched}{'' if exhaustive else ' (within budget)'} "
+                    f"scores {achieved:g}, no more than doing nothing ({nothing:g})")
+        lm.proven_unsolvable = exhaustive
+    elif nothing >= lm.max_reward - EPS:
+        lm.unfit = f"doing nothing already scores the maximum ({nothing:g} of {lm.max_reward:g})"
+    return lm
+
+
+def _nothing(ctx: Context, worker: Worker, source: str) -> float:
+    """What doing nothing scores: the no-op action until the episode ends; 0 without a no-op."""
+    if ctx.no_op is None:
+        return 0.0
+    reset(worker, source)
+    total, _, _ = replay(worker, [ctx.no_op] * ctx.max_steps)
+    return total
+
+
+def _example(figures: dict, text: str) -> None:
+    if len(figures["examples"]) < 5:
+        figures["examples"].append(text)
+
+
+def write_max_rewards(ctx: Context, levels: list[LevelMax]) -> None:
+    """level_max_rewards.json in the AutoEnv C.1 shape, plus our per-level certification fields."""
+    values = [lm.max_reward for lm in levels]
+    methods = sorted({lm.calculation_method for lm in levels})
+    data = {
+        "environment_id": ctx.env.name,
+        "calculation_timestamp": time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime()),
+        "levels": {layout.level_key(lm.source): lm.entry() for lm in levels},
+        "summary": {
+            "total_levels": len(values),
+            "average_max_reward": round(sum(values) / len(values), 4),
+            "min_max_reward": min(values),
+            "max_max_reward": max(values),
+            "corrected_levels": sum(lm.corrected for lm in levels),
+            "methodology": "envforge verify: validator bound and breadth-first search over snapshots with a "
+                           "replayed witness; methods used: " + ", ".join(methods),
+        },
+    }
+    path = ctx.env.file(layout.LEVEL_MAX_REWARDS)
+    path.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")

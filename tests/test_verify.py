@@ -1,0 +1,173 @@
+"""`envforge verify`: what a user sees for the reference environments and for each kind of broken one."""
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tiny_env import ENV_MAIN, write_env
+
+ROOT = Path(__file__).resolve().parent.parent
+REFERENCE = ROOT / "generated_envs" / "reference"
+
+
+def verify_cmd(env_dir: Path, *flags: str) -> list[str]:
+    return [sys.executable, "-m", "pipeline.cli", "verify", str(env_dir), *flags]
+
+
+def verify(env_dir: Path, *flags: str) -> subprocess.CompletedProcess:
+    return subprocess.run(verify_cmd(env_dir, *flags), capture_output=True, text=True, timeout=300)
+
+
+@pytest.fixture(scope="module")
+def reference_runs(tmp_path_factory):
+    """Both reference envs verified on copies, concurrently (one per core)."""
+    base = tmp_path_factory.mktemp("reference")
+    procs = {}
+    for name in ("crate_dock", "tide_pool"):
+        shutil.copytree(REFERENCE / name, base / name, ignore=shutil.ignore_patterns("__pycache__", "_generated"))
+        procs[name] = subprocess.Popen(verify_cmd(base / name, "--json"), stdout=subprocess.PIPE,
+                                       stderr=subprocess.PIPE, text=True)
+    out = {}
+    for name, proc in procs.items():
+        stdout, stderr = proc.communicate(timeout=300)
+        out[name] = (proc.returncode, stdout, stderr, base / name)
+    return out
+
+
+@pytest.mark.parametrize("name", ["crate_dock", "tide_pool"])
+def test_accepts_reference_env_with_every_figure_recorded(reference_runs, name):
+    code, stdout, stderr, folder = reference_runs[name]
+    report = json.loads(stdout)
+    assert code == 0, report["reason"] + stderr
+    assert report["accepted"] is True and report["stage"] is None
+    assert json.loads((folder / "verification.json").read_text())["accepted"] is True
+    stages = report["stages"]
+    assert stages["execution"]["episodes"] >= 45 and stages["execution"]["failures_by_kind"] == {}
+    levels = stages["levels"]
+    assert levels["generated_kept"] == 15 and levels["duplicates"] == 0 and levels["search_nodes"] > 0
+    reliability = stages["reliability"]
+    assert reliability["planner_normalized"] == 1.0
+    assert reliability["random_normalized"] < reliability["planner_normalized"] - reliability["margin"]
+    for stage in ("execution", "levels", "reliability", "total"):
+        assert stages[stage]["wall_seconds"] > 0 and stages[stage]["cpu_seconds"] >= 0
+    # Max rewards for the shipped levels: validator bound and search agree, with a witness each.
+    max_rewards = json.loads((folder / "level_max_rewards.json").read_text())
+    shipped = json.loads((REFERENCE / name / "level_max_rewards.json").read_text())
+    assert set(max_rewards["levels"]) == set(shipped["levels"])
+    for key, entry in max_rewards["levels"].items():
+        assert entry["max_reward"] == shipped["levels"][key]["max_reward"] == entry["search_reward"]
+        assert entry["validator_bound"] == entry["max_reward"] and entry["corrected"] is False
+        assert entry["witness"] and entry["calculation_method"] == "validator_analytic+search_witness"
+    assert max_rewards["summary"]["total_levels"] == 15
+    baseline = json.loads((folder / "manifest.json").read_text())["difficulty_baseline"]
+    assert set(baseline["random_normalized"]) == set(shipped["levels"])
+
+
+def test_verify_leaves_shipped_levels_alone(reference_runs):
+    folder = reference_runs["crate_dock"][3]
+    for level in sorted((REFERENCE / "crate_dock").glob("*levels/*.yaml")):
+        assert (folder / level.parent.name / level.name).read_bytes() == level.read_bytes()
+
+
+def test_accepts_sound_env_and_writes_generated_levels_only_when_asked(tmp_path):
+    env = write_env(tmp_path / "corridor")
+    before = {p: p.read_bytes() for p in env.rglob("*.yaml")}
+    result = verify(env)
+    assert result.returncode == 0, result.stdout
+    assert result.stdout.strip().splitlines()[-1] == f"accepted: {env}"
+    assert {p: p.read_bytes() for p in env.rglob("*.yaml") if p.parent.name != "_generated"} == before
+    assert set(json.loads((env / "level_max_rewards.json").read_text())["levels"]) == {
+        "level_01.yaml", "level_02.yaml", "level_03.yaml"}
+
+    result = verify(env, "--write-levels", "--stages", "levels")
+    assert result.returncode == 0, result.stdout
+    assert len(list((env / "levels").glob("*.yaml"))) == 10 and len(list((env / "val_levels").glob("*.yaml"))) == 5
+    assert len(json.loads((env / "level_max_rewards.json").read_text())["levels"]) == 15
+
+
+def rejected(env: Path, stage: str) -> dict:
+    result = verify(env, "--json")
+    report = json.loads(result.stdout)
+    assert result.returncode == 1, report
+    assert report["accepted"] is False and report["stage"] == stage, report["reason"]
+    assert json.loads((env / "verification.json").read_text())["reason"] == report["reason"]
+    return report
+
+
+def test_rejects_env_whose_done_is_never_true_at_execution(tmp_path):
+    env = write_env(tmp_path / "e", replace={"env_main.py": (
+        'return self._state["pos"] == self._state["goal"] or self._t >= self.max_steps', "return False")})
+    report = rejected(env, "execution")
+    assert report["reason"].startswith("env_main.py: expected done() to become true by termination.max_steps=12, "
+                                       "found still running after 12 steps of a random episode 1 on levels/level_01.yaml")
+    assert report["stages"]["execution"]["failures_by_kind"] == {"no_termination": 1}
+
+
+def test_rejects_env_that_crashes_on_one_action_at_execution(tmp_path):
+    env = write_env(tmp_path / "e", replace={"env_main.py": (
+        'step = 1 if params["direction"] == "right" else -1', 'step = 1 if params["direction"] == "right" else -1 // 0')})
+    report = rejected(env, "execution")
+    assert report["reason"].startswith("env_main.py:8: expected a random episode 1 on levels/level_01.yaml to run "
+                                       "without failure, found exception: ZeroDivisionError")
+    assert "move(direction='left')" in report["reason"]
+    assert report["stages"]["execution"]["failures_by_kind"] == {"exception": 1}
+
+
+def test_rejects_generator_that_ignores_its_seed_at_levels(tmp_path):
+    env = write_env(tmp_path / "e", replace={"env_generate.py": (
+        "rng = random.Random(seed)", "seed = 42\n    rng = random.Random(seed)")})
+    report = rejected(env, "levels")
+    assert report["reason"] == ("env_generate.py: expected generate_level(seed, config) to make different levels for "
+                                "different seeds, found the same level for all 45 seeds 1..45 (the generator "
+                                "ignores its seed)")
+    assert report["stages"].get("levels") is None or report["stages"]["levels"]["duplicates"] == 44
+
+
+def test_rejects_validator_that_accepts_unsolvable_levels_at_levels(tmp_path):
+    # Longer corridors: some goals lie more than max_steps (12) moves away; the validator still accepts them.
+    env = write_env(tmp_path / "e", replace={"env_generate.py": ("length = 6 + seed % 5", "length = 6 + seed % 5 * 4")})
+    report = rejected(env, "levels")
+    assert report["reason"].startswith("env_validator.py: expected validate_level to reject levels that no action "
+                                       "sequence can score on, found it accepted")
+    assert "search achieves nothing: the best of exhaustive search over" in report["reason"]
+
+
+def test_rejects_constant_reward_at_reliability(tmp_path):
+    constant = ENV_MAIN.replace('reached = self._state["pos"] == self._state["goal"]', "reached = True").replace(
+        'return self._state["pos"] == self._state["goal"] or self._t >= self.max_steps',
+        "return self._t >= self.max_steps")
+    env = write_env(tmp_path / "e", replace={"env_main.py": constant})
+    report = rejected(env, "reliability")
+    figures = report["stages"]["reliability"]
+    assert figures["random_normalized"] == figures["planner_normalized"] == 1.0
+    assert report["reason"] == ("reward: expected the search planner's mean normalized reward (1.000) to exceed the "
+                                "random agent's (1.000) by more than the margin 0.2, found a difference of 0.000: "
+                                "the reward does not measure skill")
+
+
+def test_corrects_validator_bound_below_what_search_achieves(tmp_path):
+    env = write_env(tmp_path / "e", replace={"env_validator.py": ("return 1.0", "return 0.5")})
+    result = verify(env, "--json")
+    report = json.loads(result.stdout)
+    assert result.returncode == 0, report["reason"]
+    entries = json.loads((env / "level_max_rewards.json").read_text())["levels"]
+    for entry in entries.values():
+        assert entry["validator_bound"] == 0.5 and entry["corrected"] is True
+        assert entry["max_reward"] == entry["search_reward"] == 1.0
+        assert entry["calculation_method"] == "search_witness" and "corrected" in entry["notes"]
+    assert report["stages"]["levels"]["corrected"] == 3
+    for scores in report["stages"]["reliability"]["per_level"].values():
+        assert 0 <= scores["random_normalized"] <= 1 and scores["planner_normalized"] == 1.0
+
+
+def test_stages_flag_runs_only_what_is_asked_and_rejects_unknown_stage(tmp_path):
+    env = write_env(tmp_path / "corridor")
+    report = json.loads(verify(env, "--json", "--stages", "execution").stdout)
+    assert report["accepted"] is True and set(report["stages"]) == {"execution", "total"}
+    result = verify(env, "--stages", "levels,speed")
+    assert result.returncode == 2 and "--stages: expected some of execution,levels,reliability" in result.stderr
