@@ -171,3 +171,27 @@ def test_stages_flag_runs_only_what_is_asked_and_rejects_unknown_stage(tmp_path)
     assert report["accepted"] is True and set(report["stages"]) == {"execution", "total"}
     result = verify(env, "--stages", "levels,speed")
     assert result.returncode == 2 and "--stages: expected some of execution,levels,reliability" in result.stderr
+
+
+EXECUTION_BREAKAGES = {
+    "step_hangs": ({"env_main.py": ('self._last_action_result = "moved " + params["direction"]',
+                                    'while True:\n                pass')},
+                   "expected a random episode 1 on levels/level_01.yaml to run without failure, found timeout: "
+                   "'step' took longer than 1s"),
+    "nan_reward": ({"env_main.py": ("else (0.0, [], {})", "else (float('nan'), [], {})")},
+                   "found invalid_reward: reward: expected a finite number, found nan"),
+    "string_reward": ({"env_main.py": ("else (0.0, [], {})", "else ('zero', [], {})")},
+                      "found invalid_reward: reward: expected a finite number, found 'zero'"),
+    "empty_observation": ({"env_main.py": ("return f\"step {omega['t']}: \" + \"\".join(cells)", "return ''")},
+                          "env_main.py: expected a non-empty observation after reset on levels/level_01.yaml, found ''"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(EXECUTION_BREAKAGES))
+def test_rejects_env_that_breaks_during_rollouts_at_execution(tmp_path, case):
+    replace, expected = EXECUTION_BREAKAGES[case]
+    env = write_env(tmp_path / case, replace=replace)
+    result = verify(env, "--call-seconds", "1")
+    assert result.returncode == 1, result.stdout
+    last = result.stdout.strip().splitlines()[-1]
+    assert last.startswith("REJECTED at execution: ") and expected in last, last

@@ -7,6 +7,7 @@ The LLM-driven forms (agent rollouts, --agent-models) are not wired yet.
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 
 from pipeline.errors import UserError
@@ -37,6 +38,9 @@ def register(subparsers) -> None:
                    help=f"search budget per level and pass, in seconds (default {defaults.search_seconds:g})")
     p.add_argument("--random-episodes", type=int, default=defaults.random_episodes,
                    help=f"random-agent episodes per level (default {defaults.random_episodes})")
+    p.add_argument("--call-seconds", type=float, default=defaults.limits.call_seconds,
+                   help=f"wall-clock limit of one reset or step; longer is a hang (default "
+                        f"{defaults.limits.call_seconds:g})")
     p.add_argument("--seed", type=int, default=0, help="seed of the random agents (default 0)")
     p.set_defaults(func=run)
 
@@ -47,7 +51,8 @@ def run(args) -> int:
     if unknown or not stages:
         raise UserError(f"--stages: expected some of {','.join(STAGES)}, found {args.stages!r}")
     options = Options(margin=args.margin, search_nodes=args.search_nodes, search_seconds=args.search_seconds,
-                      random_episodes=args.random_episodes, write_levels=args.write_levels, seed=args.seed)
+                      random_episodes=args.random_episodes, write_levels=args.write_levels, seed=args.seed,
+                      limits=dataclasses.replace(Options().limits, call_seconds=args.call_seconds))
     result = verify_env(args.env_dir, stages, options)
     if args.json:
         print(json.dumps(result.to_dict(), indent=2))

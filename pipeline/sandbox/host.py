@@ -139,11 +139,13 @@ class EnvHost:
 
         Every node is one step of the environment's own `step`, from a copy of the parent's
         attributes and global RNG (a snapshot, as op_snapshot takes), so the search plays exactly the rules an
-        agent meets. Nodes are merged by (hash of `_state`, total reward so far, and `_t`
-        unless time_in_key is false): `_state` is the true state by the runtime contract, the
-        reward is in the key so a richer path to the same state is never dropped, and `_t`
-        because an environment may read the step counter (a tide on a clock, a deadline),
-        so the same state at another time can have another future. Returns the best total
+        agent meets. Nodes are merged by (hash of `_state`, total reward so far, `_t` unless
+        time_in_key is false, global RNG state when it differs from the root's): `_state` is
+        the true state by the runtime contract, the reward is in the key so a richer path to
+        the same state is never dropped, `_t` because an environment may read the step counter
+        (a tide on a clock, a deadline), so the same state at another time can have another
+        future, and the RNG because a stochastic environment's future depends on it (for a
+        deterministic one it never changes, so it costs nothing). Returns the best total
         reward reached within `max_steps` of the episode, the actions reaching it (the
         witness), the nodes stepped and whether the whole space was searched. With `stop_at`,
         the search ends after the layer (action-sequence length) in which the best total first
@@ -156,7 +158,7 @@ class EnvHost:
         root = self._capture()
         parents: list[tuple[int, int]] = [(-1, -1)]  # node -> (parent node, action index)
         layer = [(0, root, 0.0)]
-        seen = {(state_hash(getattr(self.env, "_state", None)), 0.0, t0 if time_in_key else None)}
+        seen = {(state_hash(getattr(self.env, "_state", None)), 0.0, t0 if time_in_key else None, None)}
         best, best_node, nodes, exhausted = 0.0, 0, 0, False
         depth = t0
         try:
@@ -182,7 +184,9 @@ class EnvHost:
                         reached = total + out["reward"]
                         if reached > best:
                             best, best_node = reached, child
-                        key = (out["state_hash"], round(reached, 9), out["t"] if time_in_key else None)
+                        rng = random.getstate()
+                        key = (out["state_hash"], round(reached, 9), out["t"] if time_in_key else None,
+                               None if rng == root[1] else hash(rng))
                         if out["done"] or key in seen:
                             continue
                         seen.add(key)

@@ -63,6 +63,8 @@ def _episode(ctx: Context, worker, source: str, what: str, figures: dict, failur
     chosen: list[dict] = []  # every action sent, the failing one included
 
     def choose(observation, last):
+        if last is None:
+            _observation(observation, f"after reset on {source}", failures)
         chosen.append(policy(observation, last))
         return chosen[-1]
 
@@ -80,7 +82,6 @@ def _episode(ctx: Context, worker, source: str, what: str, figures: dict, failur
                        f"found {failure_text(f)}{during}") from None
     figures["episodes"] += 1
     figures["steps"] += episode.steps
-    _observation(episode.observations[0], f"after reset on {source}", failures)
     if episode.capped:
         failures["no_termination"] += 1
         raise Rejected(f"{layout.ENV_MAIN}: expected done() to become true by termination.max_steps="
