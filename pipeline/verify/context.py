@@ -6,6 +6,7 @@ or a generator seed ("seed:7", made in the worker and never written to the folde
 from __future__ import annotations
 
 import contextlib
+import os
 import resource
 import time
 from dataclasses import dataclass, field
@@ -44,6 +45,7 @@ class Options:
     invalid_rate: float = 0.25  # share of malformed actions in execution rollouts
     random_episodes: int = 5  # random-agent episodes per level in the reliability stage
     write_levels: bool = False  # write the generated level set into the folder
+    workers: int = field(default_factory=lambda: min(2, os.cpu_count() or 1))  # searches at once
     seed: int = 0
     limits: Limits = field(default_factory=lambda: Limits(call_seconds=10.0, cpu_seconds=1800))
 

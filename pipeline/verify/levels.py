@@ -35,9 +35,13 @@ level_max_rewards.json records unless `write_levels` replaces them by the genera
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
+import queue
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from pipeline import layout
@@ -84,16 +88,18 @@ def run(ctx: Context, figures: dict) -> list[LevelMax]:
     """The levels later stages score on, with their certified max rewards; fills `figures`."""
     clock = Clock()
     figures |= {"seeds_tried": 0, "generated_kept": 0, "duplicates": 0, "rejected_by_validator": 0,
-               "unfit": 0, "shipped_levels": len(ctx.env.all_levels()), "search_nodes": 0,
-               "search_seconds": 0.0, "corrected": 0, "examples": []}
-    cache: dict[str, LevelMax] = {}
+                "unfit": 0, "shipped_levels": len(ctx.env.all_levels()), "search_nodes": 0,
+                "search_seconds": 0.0, "search_workers": ctx.options.workers, "corrected": 0, "examples": []}
     try:
-        with ctx.worker() as worker:
-            generated = _generate(ctx, worker, figures, cache)
+        with contextlib.ExitStack() as stack:
+            workers = [stack.enter_context(ctx.worker()) for _ in range(max(1, ctx.options.workers))]
+            certifier = _Certifier(ctx, workers, figures)
+            stack.callback(certifier.pool.shutdown)
+            generated = _generate(ctx, workers[0], certifier, figures)
             if ctx.options.write_levels:
                 scored = _write_levels(ctx, generated)
             elif ctx.env.all_levels():
-                scored = _shipped(ctx, worker, figures, cache)
+                scored = _shipped(ctx, workers[0], certifier)
             else:
                 scored = generated
         figures["levels_scored"] = [lm.source for lm in scored]
@@ -107,39 +113,44 @@ def run(ctx: Context, figures: dict) -> list[LevelMax]:
     return scored
 
 
-def _generate(ctx: Context, worker: Worker, figures: dict, cache: dict) -> list[LevelMax]:
+def _generate(ctx: Context, worker: Worker, certifier: "_Certifier", figures: dict) -> list[LevelMax]:
+    """Seeds 1, 2, … in batches: generate and validate one by one, certify a batch at once."""
     want = ctx.options.test_levels + ctx.options.val_levels
     kept: list[LevelMax] = []
     seen: dict[str, int] = {}
     unsolvable: list[LevelMax] = []
-    for seed in range(1, ctx.options.max_seeds + 1):
-        if len(kept) >= want:
-            break
-        figures["seeds_tried"] += 1
-        try:
-            first = worker.call("reset", generate=True, seed=seed, want_state=True)
-        except SandboxFailure as f:
-            raise Rejected(f"{located(f, layout.ENV_GENERATE)}: expected generate_level to make a level for seed "
-                           f"{seed}, found {failure_text(f)}") from None
-        digest = first["state_hash"]
-        if digest in seen:
-            figures["duplicates"] += 1
-            continue
-        seen[digest] = seed
-        verdict = _validate(worker, f"the level generated with seed {seed}", state=first["state"])
-        if not verdict["ok"]:
-            figures["rejected_by_validator"] += 1
-            _example(figures, f"seed {seed}: rejected by the validator: {'; '.join(verdict['issues']) or 'no reason given'}")
-            continue
-        lm = _certified(ctx, worker, f"seed:{seed}", verdict, figures, cache)
-        lm = dataclasses.replace(lm, seed=seed, state=first["state"])
-        if lm.unfit:
-            figures["unfit"] += 1
-            _example(figures, f"seed {seed}: {lm.unfit}")
-            if lm.proven_unsolvable:
-                unsolvable.append(lm)
-            continue
-        kept.append(lm)
+    seed = 0
+    while len(kept) < want and seed < ctx.options.max_seeds:
+        batch = []
+        while len(kept) + len(batch) < want and seed < ctx.options.max_seeds:
+            seed += 1
+            figures["seeds_tried"] += 1
+            try:
+                first = worker.call("reset", generate=True, seed=seed, want_state=True)
+            except SandboxFailure as f:
+                raise Rejected(f"{located(f, layout.ENV_GENERATE)}: expected generate_level to make a level for "
+                               f"seed {seed}, found {failure_text(f)}") from None
+            if first["state_hash"] in seen:
+                figures["duplicates"] += 1
+                continue
+            seen[first["state_hash"]] = seed
+            verdict = _validate(worker, f"the level generated with seed {seed}", state=first["state"])
+            if not verdict["ok"]:
+                figures["rejected_by_validator"] += 1
+                _example(figures, f"seed {seed}: rejected by the validator: "
+                                  f"{'; '.join(verdict['issues']) or 'no reason given'}")
+                continue
+            batch.append((seed, first["state"], verdict))
+        certified = certifier.many([(f"seed:{s}", verdict) for s, _, verdict in batch])
+        for (s, state, _), lm in zip(batch, certified):
+            lm = dataclasses.replace(lm, seed=s, state=state)
+            if lm.unfit:
+                figures["unfit"] += 1
+                _example(figures, f"seed {s}: {lm.unfit}")
+                if lm.proven_unsolvable:
+                    unsolvable.append(lm)
+            else:
+                kept.append(lm)
     figures["generated_kept"] = len(kept)
     figures["distinct_levels"] = len(seen)
     if unsolvable:
@@ -160,18 +171,19 @@ def _generate(ctx: Context, worker: Worker, figures: dict, cache: dict) -> list[
     return kept
 
 
-def _shipped(ctx: Context, worker: Worker, figures: dict, cache: dict) -> list[LevelMax]:
-    out = []
+def _shipped(ctx: Context, worker: Worker, certifier: "_Certifier") -> list[LevelMax]:
+    items = []
     for level in ctx.env.all_levels():
         verdict = _validate(worker, level, level=level)
         if not verdict["ok"]:
             raise Rejected(f"{level}: expected the validator to accept this shipped level, found "
                            f"{'; '.join(verdict['issues']) or 'rejected without a reason'}")
-        lm = _certified(ctx, worker, level, verdict, figures, cache)
+        items.append((level, verdict))
+    out = certifier.many(items)
+    for lm in out:
         if lm.unfit:
-            raise Rejected(f"{level}: expected a level on which search scores more than doing nothing and doing "
-                           f"nothing does not score the maximum, found {lm.unfit}")
-        out.append(lm)
+            raise Rejected(f"{lm.source}: expected a level on which search scores more than doing nothing and "
+                           f"doing nothing does not score the maximum, found {lm.unfit}")
     return out
 
 
@@ -197,18 +209,42 @@ def _validate(worker: Worker, what: str, **where) -> dict:
                        f"found {failure_text(f)}") from None
 
 
-def _certified(ctx: Context, worker: Worker, source: str, verdict: dict, figures: dict, cache: dict) -> LevelMax:
-    digest = verdict["state_hash"]
-    if digest not in cache:
+class _Certifier:
+    """Certifies levels on several workers at once (one search each), once per distinct state."""
+
+    def __init__(self, ctx: Context, workers: list[Worker], figures: dict):
+        self.ctx, self.figures = ctx, figures
+        self.cache: dict[str, LevelMax] = {}
+        self.free: queue.Queue = queue.Queue()
+        for worker in workers:
+            self.free.put(worker)
+        self.pool = ThreadPoolExecutor(len(workers), thread_name_prefix="certify")
+        self.lock = threading.Lock()
+
+    def many(self, items: list[tuple[str, dict]]) -> list[LevelMax]:
+        """[(source, validator verdict)] -> their certified max rewards, in order."""
+        todo: dict[str, tuple[str, dict]] = {}
+        for source, verdict in items:
+            if verdict["state_hash"] not in self.cache:
+                todo.setdefault(verdict["state_hash"], (source, verdict))
+        for digest, lm in zip(todo, self.pool.map(self._one, todo.values())):
+            self.cache[digest] = lm
+            self.figures["search_nodes"] += lm.search_nodes
+        return [dataclasses.replace(self.cache[v["state_hash"]], source=s) for s, v in items]
+
+    def _one(self, item: tuple[str, dict]) -> LevelMax:
+        source, verdict = item
+        worker = self.free.get()
         started = time.monotonic()
         try:
-            cache[digest] = certify(ctx, worker, source, verdict["max_reward"], digest)
+            return certify(self.ctx, worker, source, verdict["max_reward"], verdict["state_hash"])
         except SandboxFailure as f:
             raise Rejected(f"{located(f, layout.ENV_MAIN)}: expected the search for the max reward of {source} to "
                            f"run without failure, found {failure_text(f)}") from None
-        figures["search_nodes"] += cache[digest].search_nodes
-        figures["search_seconds"] = round(figures["search_seconds"] + time.monotonic() - started, 3)
-    return dataclasses.replace(cache[digest], source=source)
+        finally:
+            with self.lock:  # summed over the workers, which search at the same time
+                self.figures["search_seconds"] = round(self.figures["search_seconds"] + time.monotonic() - started, 3)
+            self.free.put(worker)
 
 
 def certify(ctx: Context, worker: Worker, source: str, bound: float | None, digest: str = "") -> LevelMax:
