@@ -22,6 +22,7 @@ from pipeline.sandbox import Limits, SandboxFailure, Worker
 from pipeline.sandbox.static import scan_env
 
 GENERATOR_SEEDS = (1, 2, 3)
+FATAL_KINDS = {"timeout", "cpu_limit", "memory", "crash", "output_limit", "exit", "protocol", "load"}
 RANDOM_EPISODES = 3
 
 
@@ -48,6 +49,7 @@ class _Checker:
         self.report = CheckReport(str(env.path))
         self.worker: Worker | None = None
         self.config: dict = {}
+        self.stopped = False
 
     # -- problems --------------------------------------------------------------------
     def problem(self, file: str, expected: str, found: str, check: str, line: int | None = None,
@@ -64,9 +66,14 @@ class _Checker:
             found += f" (output: {failure.output.strip()[-300:]!r})"
         self.problem(where, expected, found, check, line)
         self.close_worker()
+        if failure.kind in FATAL_KINDS:
+            # A hang or a blown limit would recur in every later check: report it once.
+            self.stopped = True
 
     # -- worker ----------------------------------------------------------------------
     def live_worker(self) -> Worker | None:
+        if self.stopped:
+            return None
         if self.worker is None or not self.worker.alive or self.worker.failed:
             self.close_worker()
             try:

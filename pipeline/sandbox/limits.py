@@ -7,6 +7,8 @@ from dataclasses import asdict, dataclass
 # Exit status a worker uses when its CPU budget runs out (it is PID 1 of its namespace,
 # where the kernel's default SIGXCPU action does not apply).
 EXIT_CPU = 90
+# Exit status of a worker that outlived its own deadline for a call (its parent is gone).
+EXIT_ALARM = 91
 
 
 @dataclass(frozen=True)

@@ -6,6 +6,7 @@ behind a `Worker`.
 from __future__ import annotations
 
 import atexit
+import functools
 import itertools
 import json
 import os
@@ -23,7 +24,7 @@ from typing import Any
 
 from pipeline.sandbox.capabilities import UNSHARE_ARGS, capabilities
 from pipeline.sandbox.failures import SandboxFailure
-from pipeline.sandbox.limits import EXIT_CPU, Limits, worker_environment
+from pipeline.sandbox.limits import EXIT_ALARM, EXIT_CPU, Limits, worker_environment
 
 _uid_counter = itertools.count()
 _live: "weakref.WeakSet[Worker]" = weakref.WeakSet()
@@ -32,6 +33,28 @@ _OUTPUT_TAIL = 4096
 # (SIGKILL's handler cannot be reset), prints this and exits with status 1: that status means
 # the worker was killed (e.g. at the hard CPU limit when the env ignores SIGXCPU), not exit(1).
 _UNSHARE_SIGKILLED = b"unshare: sigprocmask unblock failed: Invalid argument\n"
+
+
+_DIR_PREFIX = "envforge-sbx-"
+
+
+@functools.lru_cache(maxsize=1)
+def _sweep_stale_dirs() -> None:
+    """Remove sandbox folders left by envforge processes that were killed (named by their pid)."""
+    for path in Path(tempfile.gettempdir()).glob(f"{_DIR_PREFIX}*-*"):
+        pid = path.name[len(_DIR_PREFIX):].split("-")[0]
+        if pid.isdigit() and not _pid_alive(int(pid)):
+            shutil.rmtree(path, ignore_errors=True)
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass
+    return True
 
 
 def _worker_uid() -> int:
@@ -52,7 +75,8 @@ class Worker:
         self.cpu_seconds_used = 0.0
         self._lock = threading.Lock()
         self._closed = False
-        self.base = tempfile.mkdtemp(prefix="envforge-sbx-")
+        _sweep_stale_dirs()
+        self.base = tempfile.mkdtemp(prefix=f"{_DIR_PREFIX}{os.getpid()}-")
         os.chmod(self.base, 0o755)
         try:
             shutil.copytree(self.env_dir, os.path.join(self.base, "env"), symlinks=False,
@@ -98,10 +122,10 @@ class Worker:
         with self._lock:
             if self._closed or self.proc.poll() is not None:
                 raise SandboxFailure("usage", f"worker is closed; cannot {op}", op=op)
-            deadline = time.monotonic() + (timeout or self.limits.call_seconds)
+            seconds = timeout or self.limits.call_seconds
             try:
-                self._send({"op": op, "args": args})
-                reply = self._receive(op, deadline)
+                self._send({"op": op, "args": args, "timeout": seconds})
+                reply = self._receive(op, seconds)
             except SandboxFailure as failure:
                 failure.op = failure.op or op
                 failure.output = failure.output or self.output_text()
@@ -124,7 +148,8 @@ class Worker:
         except BrokenPipeError:
             raise self._death(request["op"]) from None
 
-    def _receive(self, op: str, deadline: float) -> dict:
+    def _receive(self, op: str, seconds: float) -> dict:
+        deadline = time.monotonic() + seconds
         buf = bytearray()
         limit = self.limits.message_mb * 1024 * 1024
         with selectors.DefaultSelector() as sel:
@@ -133,7 +158,7 @@ class Worker:
             while True:
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
-                    raise SandboxFailure("timeout", f"'{op}' took longer than {self._limit_text(deadline)}s")
+                    raise SandboxFailure("timeout", f"'{op}' took longer than {seconds:g}s")
                 for key, _ in sel.select(remaining):
                     chunk = self._read(key.fd)
                     if key.data == "output":
@@ -152,9 +177,6 @@ class Worker:
                             return json.loads(buf)
                         except ValueError:
                             raise SandboxFailure("protocol", f"reply to '{op}' is not JSON") from None
-
-    def _limit_text(self, deadline: float) -> str:
-        return f"{self.limits.call_seconds:g}" if deadline else "?"
 
     @staticmethod
     def _read(fd: int) -> bytes | None:
@@ -180,6 +202,8 @@ class Worker:
             self.output_tail = (self.output_tail + chunk)[-_OUTPUT_TAIL:]
         if code == 1 and self.mode == "namespaces" and self.output_tail.endswith(_UNSHARE_SIGKILLED):
             code = -signal.SIGKILL
+        if code == EXIT_ALARM:
+            return SandboxFailure("timeout", f"'{op}' outlived the worker's own deadline")
         if code == EXIT_CPU or code == -signal.SIGXCPU:
             return SandboxFailure("cpu_limit", f"used more than {self.limits.cpu_seconds}s of CPU during '{op}'")
         if code is not None and code < 0:
