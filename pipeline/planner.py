@@ -29,6 +29,7 @@ class SearchResult:
     distinct_states: int = 0
     seconds: float = 0.0
     time_in_key: bool = True  # states at different steps were kept apart (see op_search)
+    stopped: str | None = None  # the budget that ended it: "nodes", "seconds", "memory" or "bound"
 
 
 def candidate_actions(space: list[Action]) -> list[dict]:
@@ -55,7 +56,7 @@ def search(worker: Worker, actions: list[dict], max_steps: int, max_nodes: int =
     reply = worker.call("search", timeout=seconds + CALL_MARGIN_SECONDS, actions=actions, max_steps=max_steps,
                         max_nodes=max_nodes, seconds=seconds, time_in_key=time_in_key, stop_at=stop_at)
     return SearchResult(float(reply["best_reward"]), reply["witness"], reply["nodes"], reply["exhausted"],
-                        reply["distinct_states"], reply["seconds"], time_in_key)
+                        reply["distinct_states"], reply["seconds"], time_in_key, reply.get("stopped"))
 
 
 def replay(worker: Worker, actions: list[dict]) -> tuple[float, bool, int]:

@@ -195,3 +195,29 @@ def test_rejects_env_that_breaks_during_rollouts_at_execution(tmp_path, case):
     assert result.returncode == 1, result.stdout
     last = result.stdout.strip().splitlines()[-1]
     assert last.startswith("REJECTED at execution: ") and expected in last, last
+
+
+def test_search_keeps_states_at_different_steps_apart_when_asked(tmp_path):
+    """An env whose reward reads the step counter: the goal pays only at step 7. Merging equal
+    states reached at different steps (fast) misses it; keeping them apart (sound) finds it."""
+    from pipeline.actions import declared_actions
+    from pipeline.planner import candidate_actions, replay, search
+    from pipeline.sandbox import Worker
+    from tiny_env import CONFIG
+
+    on_the_clock = ENV_MAIN.replace('reached = self._state["pos"] == self._state["goal"]',
+                                    'reached = self._state["pos"] == self._state["goal"] and self._t == 6').replace(
+        'return self._state["pos"] == self._state["goal"] or self._t >= self.max_steps',
+        "return self._t >= self.max_steps")
+    env = write_env(tmp_path / "clock", replace={"env_main.py": on_the_clock})
+    actions = candidate_actions(declared_actions(CONFIG))
+    with Worker(env) as worker:
+        worker.call("reset", level="levels/level_01.yaml")
+        merged = search(worker, actions, 12, time_in_key=False)
+        keyed = search(worker, actions, 12, time_in_key=True)
+        assert (merged.best_reward, keyed.best_reward) == (0.0, 1.0)
+        assert keyed.exhausted and keyed.stopped is None and len(keyed.witness) == 7
+        worker.call("reset", level="levels/level_01.yaml")
+        assert replay(worker, keyed.witness) == (1.0, False, 7)
+        small = search(worker, actions, 12, max_nodes=10)
+        assert (small.nodes, small.exhausted, small.stopped) == (10, False, "nodes")
