@@ -26,7 +26,8 @@ from pathlib import Path
 
 from pipeline import layout
 from pipeline.verify import execution, levels, reliability
-from pipeline.verify.context import Clock, Context, Options, Rejected
+from pipeline.sandbox import SandboxFailure
+from pipeline.verify.context import Clock, Context, Options, Rejected, failure_text
 
 STAGES = ("execution", "levels", "reliability")
 
@@ -72,6 +73,9 @@ def verify_env(env_dir: str | Path, stages: tuple[str, ...] = STAGES, options: O
                     levels.write_max_rewards(ctx, scored)
     except Rejected as rejection:
         result.accepted, result.stage, result.reason = False, current, rejection.reason
+    except SandboxFailure as failure:  # one a stage did not expect; still the env's fault
+        result.accepted, result.stage = False, current
+        result.reason = f"{failure.where or layout.ENV_MAIN}: expected the {current} stage to run, found {failure_text(failure)}"
     result.stages["total"] = clock.figures()
     if not result.reason:
         result.reason = "accepted: " + ", ".join(s for s in STAGES if s in stages) + " passed"
@@ -86,7 +90,10 @@ def _write(env_dir: Path, result: VerificationResult) -> None:
     data = result.to_dict()
     data["verified_at"] = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime())
     env.file(layout.VERIFICATION).write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
-    manifest = env.read_json(layout.MANIFEST) or {"name": env.name}
+    try:
+        manifest = env.read_json(layout.MANIFEST) or {"name": env.name}
+    except ValueError:  # not JSON: rebuilt from what verify knows
+        manifest = {"name": env.name}
     manifest["verification"] = {k: data[k] for k in ("accepted", "stage", "reason", "verified_at")}
     per_level = (result.stages.get("reliability") or {}).get("per_level")
     if per_level:
@@ -99,7 +106,3 @@ def _write(env_dir: Path, result: VerificationResult) -> None:
     if "files" in manifest:
         manifest["files"] = env.file_hashes()
     env.file(layout.MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
-
-
-def options_from(**overrides) -> Options:
-    return Options(**{k: v for k, v in overrides.items() if v is not None})
