@@ -17,11 +17,12 @@ import yaml
 from pipeline import layout
 from pipeline.actions import declared_actions, random_action, sample_params
 from pipeline.problems import Problem
-from pipeline.rollout import run_episode
+from pipeline import rollout
 from pipeline.sandbox import Limits, SandboxFailure, Worker
 from pipeline.sandbox.static import scan_env
 
 GENERATOR_SEEDS = (1, 2, 3)
+GENERATED_START_SEEDS = (101, 102)
 FATAL_KINDS = {"timeout", "cpu_limit", "memory", "crash", "output_limit", "exit", "protocol", "load"}
 RANDOM_EPISODES = 3
 
@@ -123,8 +124,9 @@ class _Checker:
         self.check_dsl()
         for problem in scan_env(self.env.path):
             self.report.problems.append(problem)
-        if not self.env.all_levels():
-            self.problem(layout.LEVELS + "/", "at least one level file (*.yaml)", "none", "levels")
+        if not self.env.all_levels() and not self.env.file(layout.ENV_GENERATE).exists():
+            self.problem(layout.LEVELS + "/", f"at least one level file (*.yaml) or a generator in {layout.ENV_GENERATE}",
+                         "neither", "levels")
         self.report.stats["levels"] = len(self.env.all_levels())
         self.report.stats["actions"] = len(declared_actions(self.config))
         if not declared_actions(self.config):
@@ -137,6 +139,12 @@ class _Checker:
 
         for p in check_file(self.env.file(layout.CONFIG)):
             self.problem(layout.CONFIG, p.expected, p.found, "dsl", p.line, "warning", p.path)
+
+    def episode_starts(self) -> list[dict]:
+        """Where episodes start: the shipped levels, else levels generated from fixed seeds
+        (a freshly written environment has no level files until verification makes them)."""
+        shipped = [{"level": level} for level in self.env.all_levels()]
+        return shipped or [{"level": None, "seed": seed} for seed in GENERATED_START_SEEDS]
 
     @property
     def max_steps(self) -> int:
@@ -160,14 +168,14 @@ class _Checker:
             self.problem(layout.ENV_MAIN, f"{what} to render to non-empty text", repr(observation), "render")
 
     def check_actions(self) -> None:
-        level = self.env.all_levels()[0] if self.env.all_levels() else None
+        start = self.episode_starts()[0]
         for action in declared_actions(self.config):
             worker = self.live_worker()
-            if worker is None or level is None:
+            if worker is None:
                 return
             sent = {"action": action.name, "params": sample_params(action, self.rng)}
             try:
-                worker.call("reset", level=level, seed=0)
+                rollout.start(worker, start["level"], start.get("seed", 0))
                 result = worker.call("step", action=sent)
             except SandboxFailure as f:
                 self.failure(f, f"step({_fmt(sent)}) to succeed", "actions")
@@ -176,23 +184,24 @@ class _Checker:
 
     def check_episodes(self) -> None:
         space = declared_actions(self.config)
-        levels = self.env.all_levels()
+        starts = self.episode_starts()
         capped = []
         lengths = []
         for i in range(RANDOM_EPISODES):
             worker = self.live_worker()
-            if worker is None or not levels:
+            if worker is None:
                 return
-            level = levels[i % len(levels)]
+            start = starts[i % len(starts)]
+            where = _start_name(start)
             try:
-                episode = run_episode(worker, lambda obs, last: random_action(space, self.rng, 0.2),
-                                      self.max_steps, level=level, seed=i)
+                episode = rollout.run_episode(worker, lambda obs, last: random_action(space, self.rng, 0.2),
+                                              self.max_steps, level=start["level"], seed=start.get("seed", i))
             except SandboxFailure as f:
-                self.failure(f, f"a random episode on {level} to run without failure", "episodes")
+                self.failure(f, f"a random episode on {where} to run without failure", "episodes")
                 continue
             lengths.append(episode.steps)
             if episode.capped:
-                capped.append(level)
+                capped.append(where)
         self.report.stats["random_episode_steps"] = lengths
         if capped:
             self.problem(layout.ENV_MAIN, f"done() to become true by termination.max_steps={self.max_steps}",
@@ -242,9 +251,7 @@ class _Checker:
                              "; ".join(verdict["issues"]) or "rejected without a reason", "validator")
 
     def check_determinism(self) -> None:
-        levels = self.env.all_levels()
-        if not levels:
-            return
+        start = self.episode_starts()[0]
         space = declared_actions(self.config)
         plan = [random_action(space, self.rng) for _ in range(min(self.max_steps, 20))]
         runs = []
@@ -254,7 +261,8 @@ class _Checker:
                 return
             trace = iter(plan)
             try:
-                episode = run_episode(worker, lambda obs, last: next(trace), len(plan), level=levels[0], seed=7)
+                episode = rollout.run_episode(worker, lambda obs, last: next(trace), len(plan),
+                                              level=start["level"], seed=start.get("seed", 7))
             except SandboxFailure as f:
                 self.failure(f, "a replayed episode to run", "determinism")
                 return
@@ -270,6 +278,10 @@ class _Checker:
 def check_env(env_dir: str | Path, limits: Limits | None = None, seed: int = 0) -> CheckReport:
     limits = limits or Limits(call_seconds=5, cpu_seconds=60)
     return _Checker(layout.EnvDir.at(env_dir), limits, seed).run()
+
+
+def _start_name(start: dict) -> str:
+    return start["level"] or f"the level generated from seed {start['seed']}"
 
 
 def _fmt(action: dict) -> str:

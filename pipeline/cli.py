@@ -14,6 +14,7 @@ from pipeline.errors import UserError
 
 # Add a module here to add a subcommand.
 COMMAND_MODULES = [
+    "pipeline.commands.generate",
     "pipeline.commands.check",
     "pipeline.commands.doctor",
     "pipeline.commands.play",

@@ -34,6 +34,19 @@ LEVEL_MAX_REWARDS = "level_max_rewards.json"
 MANIFEST = "manifest.json"
 VERIFICATION = "verification.json"
 
+# What the coding agent writes (the rules of the world and what the agent is told).
+AGENT_FILES = (ENV_MAIN, ENV_OBS, ENV_GENERATE, ENV_VALIDATOR, AGENT_INSTRUCTION, ACTION_SPACE)
+
+# Generation: OUT/<name>/ accepted, OUT/_rejected/<name>/ rejected, OUT/_work/<name>/ in progress.
+WORK_ROOT = "_work"
+REJECTED_ROOT = "_rejected"
+RUN_DB = "envforge.sqlite"
+THEME_FILE = "theme.json"
+DESIGN = "design.md"
+CALL_JOURNAL = "calls.jsonl"
+TRAJECTORY = "trajectory.jsonl"
+REJECTION = "rejection.json"
+
 REQUIRED_FILES = (ENV_MAIN, CONFIG)
 CODE_FILES = (ENV_MAIN, ENV_OBS, ENV_GENERATE, ENV_VALIDATOR)
 LEVEL_SPLITS = {"test": LEVELS, "val": VAL_LEVELS}
@@ -97,6 +110,27 @@ class EnvDir:
             if p.is_file() and not {"__pycache__", GENERATED_LEVELS} & set(rel.parts) and p.name != MANIFEST:
                 out[str(rel)] = hashlib.sha256(p.read_bytes()).hexdigest()
         return out
+
+
+@dataclass(frozen=True)
+class OutputDir:
+    """The output folder of `envforge generate`. A theme's folder moves from work/ to accepted/
+    or rejected/ by one rename, so no half-written folder is ever among the accepted ones."""
+
+    root: Path
+
+    @property
+    def db(self) -> Path:
+        return self.root / RUN_DB
+
+    def work(self, name: str) -> Path:
+        return self.root / WORK_ROOT / name
+
+    def accepted(self, name: str) -> Path:
+        return self.root / name
+
+    def rejected(self, name: str) -> Path:
+        return self.root / REJECTED_ROOT / name
 
 
 def _level_key(name: str) -> str:

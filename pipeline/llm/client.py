@@ -60,15 +60,18 @@ class LLMClient:
         stop: Iterable[str] = (),
         sample: int = 0,
         use_cache: bool = True,
+        index: int | None = None,
     ) -> Response:
         """Ask the model. `theme` and `stage` say who is asking (costs, budgets and replay go by
         them). Pass a different `sample` to get a fresh answer to a prompt already cached.
 
         Raises BudgetExceeded (call not made), ProviderError (refused; not retried),
-        RetriesExhausted, MalformedResponse, ReplayMissing / ReplayInvalid — all LLMError."""
+        RetriesExhausted, MalformedResponse, ReplayMissing / ReplayInvalid — all LLMError.
+        `index` numbers the call within its theme and stage (default: the next one); a resumed
+        stage passes it so that its calls keep their numbers."""
         ctx = CallContext(theme, stage)
         request = Request(self.config.model, tuple(messages), tuple(tools), max_tokens, temperature, tuple(stop))
-        index = self._counters[ctx] = self._counters.get(ctx, 0) + 1
+        index = self._counters[ctx] = index if index is not None else self._counters.get(ctx, 0) + 1
 
         if self.replayer is not None:
             response = self.replayer.load(ctx, index)

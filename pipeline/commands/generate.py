@@ -1,0 +1,83 @@
+"""envforge generate --themes FILE: themes in, verified environments out."""
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from pathlib import Path
+
+from pipeline import paths
+from pipeline.errors import UserError
+from pipeline.generate.context import Options
+from pipeline.generate.rundb import RunDB
+from pipeline.generate.run import Run, prepare_output, print_summary
+from pipeline.generate.themes import load_themes
+from pipeline.llm.cli_args import EXIT_BUDGET_EXCEEDED, add_llm_arguments, run_with_client
+
+EXIT_ACCEPTED, EXIT_NONE_ACCEPTED = 0, 1
+
+EPILOG = """exit status: 0 the run finished and accepted at least one environment (or paused as asked);
+1 it finished and accepted none; 2 bad input (themes file, output folder, flags);
+3 the run budget (--budget-usd) was reached: themes not started are listed as skipped.
+Offline demo (no key): envforge generate --themes examples/themes.yaml --provider replay --replay examples/replay"""
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser(
+        "generate", help="turn themes into verified environments (the main job)",
+        description="Each theme goes through design, DSL, code, repair (up to 40 check-driven steps), "
+                    "verification (execution, levels, reliability) and lands in OUT/<name>/ or "
+                    "OUT/_rejected/<name>/ with the stage and reason.",
+        epilog=EPILOG, formatter_class=__import__("argparse").RawDescriptionHelpFormatter)
+    p.add_argument("--themes", required=True, metavar="FILE",
+                   help="one theme per line (blank lines and # comments ignored), or a YAML list of "
+                        "themes or of {theme, name, tags, notes}")
+    p.add_argument("--out", default=str(paths.GENERATED_ENVS_DIR), metavar="DIR",
+                   help="output folder (default: generated_envs/)")
+    p.add_argument("--concurrency", type=int, default=2, metavar="N", help="themes in progress at once (default 2)")
+    p.add_argument("--resume", action="store_true", help="continue the run in --out: finished stages are not redone")
+    p.add_argument("--pause-after", choices=("design", "dsl"),
+                   help="supervised mode: stop every theme after this stage so a person can edit its files")
+    p.add_argument("--levels", type=int, default=15, metavar="N",
+                   help="verified levels per environment, 2/3 test and 1/3 validation (default 15)")
+    p.add_argument("--seed", type=int, default=0, help="seed of level generation and verification (default 0)")
+    p.add_argument("--json", action="store_true", help="print the summary as JSON")
+    add_llm_arguments(p)
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    if args.concurrency < 1:
+        raise UserError(f"--concurrency: expected a whole number of at least 1, found {args.concurrency}")
+    if args.levels < 3:
+        raise UserError(f"--levels: expected at least 3 (two thirds test, one third validation), found {args.levels}")
+    themes = load_themes(args.themes)
+    out = prepare_output(Path(args.out), args.resume)
+    return run_with_client(args, lambda client: generate(client, themes, out, args))
+
+
+async def generate(client, themes, out, args) -> int:
+    options = Options(levels=args.levels, seed=args.seed, pause_after=args.pause_after, model=client.spec)
+    db = RunDB(out.db)
+    run_id = db.start_run({k: v for k, v in vars(args).items() if k != "func"})
+    job = Run(client, out, options, db, run_id, len(themes))
+    slots = asyncio.Semaphore(args.concurrency)
+
+    async def one(theme):
+        async with slots:
+            return await job.theme(theme, args.resume)
+
+    try:
+        await asyncio.gather(*(one(t) for t in themes))
+    finally:
+        summary = job.summary()
+        db.finish_run(run_id, "budget exceeded" if job.stopped else "finished", summary)
+        db.close()
+    if args.json:
+        print(json.dumps(summary, indent=2))
+    else:
+        print_summary(summary)
+    if job.stopped:
+        print(f"envforge generate: {job.stopped.removeprefix('not started: ')}", file=sys.stderr)
+        return EXIT_BUDGET_EXCEEDED
+    return EXIT_ACCEPTED if summary["accepted"] or summary["paused"] else EXIT_NONE_ACCEPTED

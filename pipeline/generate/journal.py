@@ -1,0 +1,58 @@
+"""The call journal: every model response of a theme, written to disk before it is used.
+
+A stage asks the model through `JournaledClient.complete(stage, ...)`. The n-th call of a stage
+is answered from the journal when the journal has it (the run was interrupted after it), else by
+the client, and the answer is appended and flushed before the stage acts on it. So a run killed
+at any instant resumes where it stopped and no model call is made twice.
+"""
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from pipeline.llm.client import LLMClient
+from pipeline.llm.messages import Response
+
+
+class JournaledClient:
+    def __init__(self, client: LLMClient, path: Path, theme: str):
+        self.client = client
+        self.path = path
+        self.theme = theme
+        self._entries: dict[tuple[str, int], dict[str, Any]] = {}
+        self._next: dict[str, int] = {}
+        if path.exists():
+            for line in path.read_text(encoding="utf-8").splitlines():
+                try:
+                    entry = json.loads(line)
+                except ValueError:
+                    break  # a line cut by a kill: everything after it is lost anyway
+                self._entries[(entry["stage"], entry["index"])] = entry
+
+    def restart(self, stage: str) -> None:
+        """Forget a stage's calls: the stage runs again from its first call (a retry)."""
+        self._entries = {k: v for k, v in self._entries.items() if k[0] != stage}
+        self._next.pop(stage, None)
+        self._rewrite()
+
+    async def complete(self, stage: str, messages, **kwargs) -> Response:
+        index = self._next.get(stage, 0) + 1
+        self._next[stage] = index
+        entry = self._entries.get((stage, index))
+        if entry is not None:
+            return Response.from_dict(entry["response"], source="journal")
+        response = await self.client.complete(messages, theme=self.theme, stage=stage, index=index, **kwargs)
+        entry = {"stage": stage, "index": index, "response": response.to_dict()}
+        self._entries[(stage, index)] = entry
+        with open(self.path, "a", encoding="utf-8") as f:
+            f.write(json.dumps(entry) + "\n")
+            f.flush()
+            os.fsync(f.fileno())
+        return response
+
+    def _rewrite(self) -> None:
+        tmp = self.path.with_suffix(".tmp")
+        tmp.write_text("".join(json.dumps(e) + "\n" for e in self._entries.values()), encoding="utf-8")
+        tmp.replace(self.path)

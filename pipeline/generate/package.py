@@ -1,0 +1,81 @@
+"""Stage 6, package: an accepted theme's folder becomes OUT/<name>/ with manifest.json; a rejected
+one becomes OUT/_rejected/<name>/ with rejection.json. Each is one rename of the work folder,
+so a run killed at any instant leaves no half-written folder among the accepted ones."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+from pathlib import Path
+
+from pipeline import layout
+from pipeline.generate.context import Rejected, ThemeContext
+
+LOG_EXCERPT_LINES = 12
+
+
+def accept(ctx: ThemeContext, out: layout.OutputDir, record: dict) -> Path:
+    env = layout.EnvDir(ctx.work)
+    manifest = env.read_json(layout.MANIFEST) or {}  # verification wrote its part
+    config_tags = _config_tags(ctx.work)
+    manifest.update({
+        "name": ctx.theme.name,
+        "theme": ctx.theme.text,
+        "tags": {**config_tags, **ctx.theme.tags},
+        "origin": "envforge generate",
+        "model": ctx.options.model,
+        "seed": ctx.options.seed,
+        "generated_at": time.strftime("%Y-%m-%d %H:%M:%S"),
+        "stages": record["stages"],
+        "cost_usd": round(sum(s.get("usd", 0.0) for s in record["stages"].values()), 6),
+    })
+    manifest["files"] = env.file_hashes()
+    _write_json(ctx.work / layout.MANIFEST, manifest)
+    return _move(ctx.work, out.accepted(ctx.theme.name))
+
+
+def reject(work: Path, out: layout.OutputDir, name: str, rejection: Rejected, record: dict) -> Path:
+    work.mkdir(parents=True, exist_ok=True)
+    _write_json(work / layout.REJECTION, {
+        "name": name,
+        "stage": rejection.stage,
+        "reason": rejection.reason,
+        "details": rejection.details,
+        "stages": record.get("stages", {}),
+        "log_excerpt": _log_excerpt(work / layout.TRAJECTORY),
+        "rejected_at": time.strftime("%Y-%m-%d %H:%M:%S"),
+    })
+    return _move(work, out.rejected(name))
+
+
+def _move(source: Path, target: Path) -> Path:
+    target.parent.mkdir(parents=True, exist_ok=True)
+    if target.exists():  # an earlier attempt of the same theme (a retry) is replaced
+        shutil.rmtree(target)
+    shutil.rmtree(source / layout.GENERATED_LEVELS, ignore_errors=True)
+    os.replace(source, target)
+    return target
+
+
+def _config_tags(work: Path) -> dict:
+    import yaml
+
+    try:
+        config = yaml.safe_load((work / layout.CONFIG).read_text(encoding="utf-8")) or {}
+        tags = (config.get("meta") or {}).get("tags") or {}
+        return dict(tags) if isinstance(tags, dict) else {}
+    except (OSError, yaml.YAMLError, AttributeError):
+        return {}
+
+
+def _log_excerpt(trajectory: Path) -> list[str]:
+    if not trajectory.exists():
+        return []
+    return trajectory.read_text(encoding="utf-8", errors="replace").splitlines()[-LOG_EXCERPT_LINES:]
+
+
+def _write_json(path: Path, data: dict) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(data, indent=2, default=str) + "\n", encoding="utf-8")
+    tmp.replace(path)

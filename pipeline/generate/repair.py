@@ -1,0 +1,29 @@
+"""Stage 4, repair: run `envforge check` in the sandbox; while it finds problems, the coding
+agent reads them, edits the files and checks again, up to `repair_steps` model calls."""
+from __future__ import annotations
+
+import asyncio
+
+from pipeline import layout
+from pipeline.check import check_env
+from pipeline.generate.agent import Workspace, format_check, run_agent
+from pipeline.generate.code import system_prompt
+from pipeline.generate.context import Rejected, ThemeContext
+from pipeline.prompts import render
+
+
+async def run(ctx: ThemeContext) -> int:
+    report = await asyncio.to_thread(check_env, ctx.work)
+    if report.ok:
+        return 0
+    task = render("generate/repair_task.j2", theme=ctx.theme.text, check=format_check(report),
+                  files=Workspace(ctx.work).list_files())
+    outcome = await run_agent(ctx.llm, "repair", system_prompt(), task, Workspace(ctx.work),
+                              ctx.options.repair_steps, ctx.work / layout.TRAJECTORY)
+    # The pipeline's own verdict, whatever the agent believed.
+    report = await asyncio.to_thread(check_env, ctx.work)
+    if not report.ok:
+        errors = [str(p) for p in report.problems if p.severity == "error"]
+        raise Rejected("repair", f"check still fails after {outcome.steps} repair step(s): {errors[0]}",
+                       {"problems": errors})
+    return outcome.steps

@@ -1,0 +1,211 @@
+"""`envforge generate`: every theme through design -> dsl -> code -> repair -> verify -> package.
+
+Themes run concurrently; each stage writes its artefacts to the theme's work folder and is
+recorded in the run database before the next starts, so `--resume` continues where a run
+stopped. Model calls go through the theme's call journal, so none is made twice.
+"""
+from __future__ import annotations
+
+import json
+import sys
+import time
+import traceback
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pipeline import layout
+from pipeline.errors import UserError
+from pipeline.generate import code, design, dsl, package, repair, verification
+from pipeline.generate.context import Options, Rejected, ThemeContext
+from pipeline.generate.journal import JournaledClient
+from pipeline.generate.rundb import RunDB
+from pipeline.generate.themes import Theme
+from pipeline.llm.client import LLMClient
+from pipeline.llm.errors import BudgetExceeded, LLMError
+
+STAGE_RUNNERS = {"design": design.run, "dsl": dsl.run, "code": code.run, "repair": repair.run,
+                 "verify": verification.run}
+# Table 2 of the paper: a theme passes a column if it was not rejected at or before it.
+TABLE2 = {"execution": ("input", "design", "dsl", "code", "repair", "execution", "verify"),
+          "level generation": ("levels",), "reliability": ("reliability",)}
+
+
+@dataclass
+class Outcome:
+    name: str
+    status: str  # accepted | rejected | paused | skipped
+    stage: str = ""
+    reason: str = ""
+    path: str = ""
+
+
+@dataclass
+class Run:
+    client: LLMClient
+    out: layout.OutputDir
+    options: Options
+    db: RunDB
+    run_id: int
+    total: int
+    outcomes: list[Outcome] = field(default_factory=list)
+    stopped: str = ""  # why remaining themes were not started
+
+    # -- progress ----------------------------------------------------------------------
+    def say(self, name: str, what: str) -> None:
+        done = len(self.outcomes)
+        accepted = sum(o.status == "accepted" for o in self.outcomes)
+        spent = self.client.ledger.run.cost_usd
+        print(f"[{done}/{self.total} done, {accepted} accepted, ${spent:.2f}] {name}: {what}", file=sys.stderr, flush=True)
+
+    # -- one theme -----------------------------------------------------------------------
+    async def theme(self, theme: Theme, resume: bool) -> Outcome:
+        if self.stopped:
+            return self._finish(Outcome(theme.name, "skipped", reason=self.stopped))
+        done = self._already_packaged(theme.name) if resume else None
+        if done:
+            return self._finish(done)
+        work = self.out.work(theme.name)
+        work.mkdir(parents=True, exist_ok=True)
+        (work / layout.THEME_FILE).write_text(json.dumps(theme.to_dict(), indent=2) + "\n", encoding="utf-8")
+        if theme.problem:
+            return self._reject(theme, work, Rejected("input", theme.problem))
+        ctx = ThemeContext(theme, work, JournaledClient(self.client, work / layout.CALL_JOURNAL, theme.name), self.options)
+        previous = self.db.theme(theme.name) or {}
+        self.db.set_theme(self.run_id, theme.name, theme.text, theme.where, "running")
+        try:
+            if previous.get("status") == "paused" and previous.get("stage") in ("dsl",):
+                dsl.check_edited(ctx)
+            for stage, runner in STAGE_RUNNERS.items():
+                if self.db.stage_done(theme.name, stage):
+                    continue
+                await self._stage(ctx, stage, runner)
+                if self.options.pause_after == stage:
+                    self.db.set_theme(self.run_id, theme.name, theme.text, theme.where, "paused", stage,
+                                      f"paused after {stage}: edit {work} and run again with --resume")
+                    self.say(theme.name, f"paused after {stage} (edit {work}, then --resume)")
+                    return self._finish(Outcome(theme.name, "paused", stage, path=str(work)))
+        except Rejected as rejection:
+            return self._reject(theme, work, rejection)
+        path = package.accept(ctx, self.out, self._record(theme.name))
+        self.db.set_theme(self.run_id, theme.name, theme.text, theme.where, "accepted", "package", "accepted")
+        self.say(theme.name, f"accepted -> {path}")
+        return self._finish(Outcome(theme.name, "accepted", path=str(path)))
+
+    async def _stage(self, ctx: ThemeContext, stage: str, runner) -> None:
+        name = ctx.theme.name
+        self.say(name, f"{stage}...")
+        attempt = self.db.start_stage(self.run_id, name, stage)
+        before = _theme_totals(self.client, name)
+        status, error, steps = "done", "", None
+        try:
+            result = await runner(ctx)
+            steps = result if isinstance(result, int) else None
+        except Rejected as rejection:
+            status, error = "rejected", rejection.reason
+            raise
+        except BudgetExceeded as exc:
+            if exc.scope == "run":
+                self.stopped = f"not started: the run budget of ${exc.cap_usd:g} was reached"
+            status, error = "rejected", f"budget exceeded: {exc}"
+            raise Rejected(stage, error) from None
+        except LLMError as exc:
+            status, error = "rejected", f"model call failed: {exc}"
+            raise Rejected(stage, error) from None
+        except Exception as exc:  # a bug in envforge must not take the other themes down
+            status, error = "rejected", f"internal error in stage {stage}: {type(exc).__name__}: {exc}"
+            raise Rejected(stage, error, {"traceback": traceback.format_exc()}) from None
+        finally:
+            after = _theme_totals(self.client, name)
+            self.db.end_stage(attempt, status, error, after[1] - before[1], after[2] - before[2],
+                              round(after[0] - before[0], 6), steps)
+
+    def _reject(self, theme: Theme, work: Path, rejection: Rejected) -> Outcome:
+        path = package.reject(work, self.out, theme.name, rejection, self._record(theme.name))
+        self.db.set_theme(self.run_id, theme.name, theme.text, theme.where, "rejected", rejection.stage, rejection.reason)
+        self.say(theme.name, f"rejected at {rejection.stage}: {rejection.reason}")
+        return self._finish(Outcome(theme.name, "rejected", rejection.stage, rejection.reason, str(path)))
+
+    def _already_packaged(self, name: str) -> Outcome | None:
+        row = self.db.theme(name) or {}
+        if self.out.accepted(name).is_dir() and (self.out.accepted(name) / layout.MANIFEST).is_file():
+            return Outcome(name, "accepted", path=str(self.out.accepted(name)))
+        if self.out.rejected(name).is_dir() and row.get("status") == "rejected":
+            return Outcome(name, "rejected", row.get("stage", ""), row.get("reason", ""), str(self.out.rejected(name)))
+        return None
+
+    def _record(self, name: str) -> dict:
+        stages: dict[str, dict] = {}
+        for a in self.db.attempts(name):
+            if a["status"] in ("done", "rejected"):
+                stages[a["stage"]] = {"status": a["status"], "usd": a["usd"] or 0.0, "input_tokens": a["input_tokens"],
+                                      "output_tokens": a["output_tokens"], "steps": a["steps"],
+                                      "seconds": round((a["ended"] or a["started"]) - a["started"], 2)}
+        return {"stages": stages}
+
+    def _finish(self, outcome: Outcome) -> Outcome:
+        self.outcomes.append(outcome)
+        return outcome
+
+    # -- summary -----------------------------------------------------------------------
+    def summary(self) -> dict:
+        considered = [o for o in self.outcomes if o.status in ("accepted", "rejected")]
+        n = len(considered)
+        failed_at: set[str] = set()
+        rates = {}
+        for column, stages in TABLE2.items():
+            failed_at |= set(stages)
+            passed = sum(o.status == "accepted" or o.stage not in failed_at for o in considered)
+            rates[column] = round(passed / n, 3) if n else None
+        accepted = [o.name for o in self.outcomes if o.status == "accepted"]
+        rates["overall"] = round(len(accepted) / n, 3) if n else None
+        cost = self.client.ledger.run.cost_usd
+        return {
+            "out": str(self.out.root),
+            "themes": self.total,
+            "accepted": accepted,
+            "rejected": {o.name: {"stage": o.stage, "reason": o.reason} for o in self.outcomes if o.status == "rejected"},
+            "paused": [o.name for o in self.outcomes if o.status == "paused"],
+            "skipped": {o.name: o.reason for o in self.outcomes if o.status == "skipped"},
+            "rates": rates,
+            "cost_usd": round(cost, 6),
+            "cost_per_accepted_usd": round(cost / len(accepted), 6) if accepted else None,
+            "stopped": self.stopped,
+        }
+
+
+def _theme_totals(client: LLMClient, name: str) -> tuple[float, int, int]:
+    t = client.ledger.by_theme.get(name)
+    return (t.cost_usd, t.usage.input_tokens, t.usage.output_tokens) if t else (0.0, 0, 0)
+
+
+def prepare_output(root: Path, resume: bool) -> layout.OutputDir:
+    out = layout.OutputDir(root.resolve())
+    try:
+        out.root.mkdir(parents=True, exist_ok=True)
+        probe = out.root / ".envforge-write-test"
+        probe.write_text("ok")
+        probe.unlink()
+    except OSError as e:
+        raise UserError(f"--out {root}: expected a folder envforge can write, found: {e.strerror or e}") from None
+    if out.db.exists() and not resume:
+        raise UserError(f"--out {root}: it already holds a run ({layout.RUN_DB}); pass --resume to continue it, "
+                        f"or choose another --out")
+    return out
+
+
+def print_summary(summary: dict, file=sys.stdout) -> None:
+    rates = summary["rates"]
+    pct = lambda v: "-" if v is None else f"{100 * v:.0f}%"  # noqa: E731
+    print(f"\n{len(summary['accepted'])} of {summary['themes']} theme(s) accepted -> {summary['out']}", file=file)
+    print("| execution | level generation | reliability | overall |\n| --- | --- | --- | --- |", file=file)
+    print(f"| {pct(rates['execution'])} | {pct(rates['level generation'])} | {pct(rates['reliability'])} | "
+          f"{pct(rates['overall'])} |", file=file)
+    for name, r in summary["rejected"].items():
+        print(f"  rejected {name} at {r['stage']}: {r['reason']}", file=file)
+    for name in summary["paused"]:
+        print(f"  paused {name}: edit its files, then run again with --resume", file=file)
+    for name, why in summary["skipped"].items():
+        print(f"  skipped {name}: {why}", file=file)
+    per = summary["cost_per_accepted_usd"]
+    print(f"cost: ${summary['cost_usd']:.4f}" + (f" (${per:.4f} per accepted environment)" if per is not None else ""),
+          file=file)

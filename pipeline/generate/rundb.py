@@ -1,0 +1,97 @@
+"""The run database (SQLite, in the output folder): runs, themes, stage attempts, artefacts.
+
+It is the record of what happened, read by `--resume`, `envforge review` and the summary.
+Only the event-loop thread writes to it.
+"""
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+from pathlib import Path
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS runs (
+    id INTEGER PRIMARY KEY, started REAL, finished REAL, status TEXT, args TEXT, summary TEXT);
+CREATE TABLE IF NOT EXISTS themes (
+    name TEXT PRIMARY KEY, theme TEXT, source TEXT, status TEXT, stage TEXT, reason TEXT,
+    run_id INTEGER, updated REAL);
+CREATE TABLE IF NOT EXISTS stage_attempts (
+    id INTEGER PRIMARY KEY, run_id INTEGER, theme TEXT, stage TEXT, started REAL, ended REAL,
+    status TEXT, error TEXT, input_tokens INTEGER, output_tokens INTEGER, usd REAL, steps INTEGER);
+CREATE TABLE IF NOT EXISTS artifacts (
+    theme TEXT, stage TEXT, path TEXT, sha256 TEXT, PRIMARY KEY (theme, stage, path));
+"""
+
+
+class RunDB:
+    def __init__(self, path: Path):
+        self.path = path
+        self.conn = sqlite3.connect(path, isolation_level=None, timeout=30)
+        self.conn.execute("PRAGMA journal_mode=WAL")
+        self.conn.executescript(SCHEMA)
+
+    def close(self) -> None:
+        self.conn.close()
+
+    # -- runs --------------------------------------------------------------------------
+    def start_run(self, args: dict) -> int:
+        cur = self.conn.execute("INSERT INTO runs (started, status, args) VALUES (?, 'running', ?)",
+                                (time.time(), json.dumps(args, default=str)))
+        return int(cur.lastrowid)
+
+    def finish_run(self, run_id: int, status: str, summary: dict) -> None:
+        self.conn.execute("UPDATE runs SET finished=?, status=?, summary=? WHERE id=?",
+                          (time.time(), status, json.dumps(summary), run_id))
+
+    # -- themes ------------------------------------------------------------------------
+    def set_theme(self, run_id: int, name: str, theme: str, source: str, status: str,
+                  stage: str = "", reason: str = "") -> None:
+        self.conn.execute(
+            "INSERT INTO themes (name, theme, source, status, stage, reason, run_id, updated) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT(name) DO UPDATE SET theme=excluded.theme, "
+            "source=excluded.source, status=excluded.status, stage=excluded.stage, reason=excluded.reason, "
+            "run_id=excluded.run_id, updated=excluded.updated",
+            (name, theme, source, status, stage, reason, run_id, time.time()))
+
+    def theme(self, name: str) -> dict | None:
+        row = self.conn.execute("SELECT name, theme, source, status, stage, reason FROM themes WHERE name=?",
+                                (name,)).fetchone()
+        return dict(zip(("name", "theme", "source", "status", "stage", "reason"), row)) if row else None
+
+    def themes(self) -> list[dict]:
+        rows = self.conn.execute("SELECT name, theme, source, status, stage, reason FROM themes ORDER BY name")
+        return [dict(zip(("name", "theme", "source", "status", "stage", "reason"), r)) for r in rows]
+
+    # -- stage attempts ----------------------------------------------------------------
+    def start_stage(self, run_id: int, theme: str, stage: str) -> int:
+        cur = self.conn.execute("INSERT INTO stage_attempts (run_id, theme, stage, started, status) "
+                                "VALUES (?, ?, ?, ?, 'running')", (run_id, theme, stage, time.time()))
+        return int(cur.lastrowid)
+
+    def end_stage(self, attempt: int, status: str, error: str = "", input_tokens: int = 0,
+                  output_tokens: int = 0, usd: float = 0.0, steps: int | None = None) -> None:
+        self.conn.execute("UPDATE stage_attempts SET ended=?, status=?, error=?, input_tokens=?, output_tokens=?, "
+                          "usd=?, steps=? WHERE id=?",
+                          (time.time(), status, error, input_tokens, output_tokens, usd, steps, attempt))
+
+    def stage_done(self, theme: str, stage: str) -> bool:
+        row = self.conn.execute("SELECT status FROM stage_attempts WHERE theme=? AND stage=? ORDER BY id DESC LIMIT 1",
+                                (theme, stage)).fetchone()
+        return bool(row) and row[0] == "done"
+
+    def forget_stages(self, theme: str, stages: tuple[str, ...]) -> None:
+        """Mark stages to run again (a retry from a stage); their history is kept."""
+        self.conn.executemany("UPDATE stage_attempts SET status='superseded' WHERE theme=? AND stage=? AND status='done'",
+                              [(theme, s) for s in stages])
+
+    def attempts(self, theme: str | None = None) -> list[dict]:
+        sql = ("SELECT theme, stage, started, ended, status, error, input_tokens, output_tokens, usd, steps "
+               "FROM stage_attempts" + (" WHERE theme=?" if theme else "") + " ORDER BY id")
+        keys = ("theme", "stage", "started", "ended", "status", "error", "input_tokens", "output_tokens", "usd", "steps")
+        return [dict(zip(keys, r)) for r in self.conn.execute(sql, (theme,) if theme else ())]
+
+    # -- artefacts ---------------------------------------------------------------------
+    def record_artifacts(self, theme: str, stage: str, hashes: dict[str, str]) -> None:
+        self.conn.executemany("INSERT OR REPLACE INTO artifacts (theme, stage, path, sha256) VALUES (?, ?, ?, ?)",
+                              [(theme, stage, p, h) for p, h in hashes.items()])

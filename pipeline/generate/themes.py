@@ -1,0 +1,112 @@
+"""Reading a themes file: one theme per line, or a YAML list with optional fields.
+
+File-level problems (missing, undecodable, empty) stop the command with a UserError;
+theme-level problems (too long, a duplicate) become that theme's rejection at stage "input".
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+from pipeline.errors import UserError
+
+MAX_THEME_CHARS = 2000
+_FIELDS = {"theme", "name", "tags", "notes"}
+
+
+@dataclass(frozen=True)
+class Theme:
+    name: str  # folder name, unique within the run
+    text: str
+    where: str  # "themes.txt:3"
+    tags: dict = field(default_factory=dict)
+    notes: str = ""
+    problem: str = ""  # why it is rejected before any stage runs
+
+    def to_dict(self) -> dict:
+        return {"name": self.name, "theme": self.text, "tags": self.tags, "notes": self.notes, "where": self.where}
+
+
+def load_themes(path: str | Path) -> list[Theme]:
+    path = Path(path)
+    if not path.is_file():
+        raise UserError(f"--themes {path}: expected a file of themes (one per line, or a YAML list), found "
+                        + ("a folder" if path.is_dir() else "no such file"))
+    data = path.read_bytes()
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = data[: e.start].count(b"\n") + 1
+        raise UserError(f"{path}:{line}: expected UTF-8 text, found byte 0x{data[e.start]:02x} "
+                        f"that is not valid UTF-8 (at byte {e.start})") from None
+    raw = _yaml_items(path, text) if _is_yaml_list(path, text) else _line_items(path, text)
+    if not raw:
+        raise UserError(f"{path}: expected at least one theme (blank lines and # comments are ignored), found none")
+    return _named(raw)
+
+
+def _is_yaml_list(path: Path, text: str) -> bool:
+    if path.suffix in (".yaml", ".yml"):
+        return True
+    first = next((ln for ln in text.splitlines() if ln.strip() and not ln.lstrip().startswith("#")), "")
+    return first.startswith("- ")
+
+
+def _line_items(path: Path, text: str) -> list[dict]:
+    return [{"theme": ln.strip(), "where": f"{path.name}:{i}"}
+            for i, ln in enumerate(text.splitlines(), 1) if ln.strip() and not ln.lstrip().startswith("#")]
+
+
+def _yaml_items(path: Path, text: str) -> list[dict]:
+    try:
+        doc = yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f"{path}:{mark.line + 1}" if mark else str(path)
+        raise UserError(f"{where}: expected a YAML list of themes, found invalid YAML: {getattr(e, 'problem', e)}") from None
+    if doc is None:
+        return []
+    if not isinstance(doc, list):
+        raise UserError(f"{path}: expected a YAML list of themes, found a {type(doc).__name__}")
+    items = []
+    for i, entry in enumerate(doc):
+        where = f"{path.name}[{i}]"
+        if isinstance(entry, str):
+            entry = {"theme": entry}
+        if not isinstance(entry, dict) or not isinstance(entry.get("theme"), str) or not entry["theme"].strip():
+            raise UserError(f"{path}[{i}]: expected a theme string or a mapping with a 'theme' string, found {entry!r:.80}")
+        unknown = set(entry) - _FIELDS
+        if unknown:
+            raise UserError(f"{path}[{i}]: expected only the fields {sorted(_FIELDS)}, found {sorted(unknown)}")
+        if "tags" in entry and not isinstance(entry["tags"], dict):
+            raise UserError(f"{path}[{i}].tags: expected a mapping (e.g. {{reward: binary}}), found {entry['tags']!r:.60}")
+        items.append({**entry, "theme": entry["theme"].strip(), "where": where})
+    return items
+
+
+def slug(text: str, words: int = 6, limit: int = 48) -> str:
+    s = re.sub(r"[^a-z0-9]+", "_", " ".join(text.lower().split()[:words])).strip("_")
+    return s[:limit].rstrip("_") or "theme"
+
+
+def _named(items: list[dict]) -> list[Theme]:
+    themes, names, seen = [], set(), {}
+    for item in items:
+        text = item["theme"]
+        base = slug(str(item.get("name") or text))
+        name, n = base, 2
+        while name in names:
+            name, n = f"{base}_{n}", n + 1
+        names.add(name)
+        problem = ""
+        key = " ".join(text.lower().split())
+        if len(text) > MAX_THEME_CHARS:
+            problem = f"theme is {len(text)} characters long; expected at most {MAX_THEME_CHARS}"
+        elif key in seen:
+            problem = f"duplicate of the theme at {seen[key]}"
+        seen.setdefault(key, item["where"])
+        themes.append(Theme(name, text, item["where"], dict(item.get("tags") or {}), str(item.get("notes") or ""), problem))
+    return themes
