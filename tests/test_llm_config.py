@@ -66,8 +66,9 @@ def test_api_key_env_names_another_variable(llm_env, monkeypatch):
 
 
 def test_replay_needs_an_existing_folder_and_never_uses_the_cache(llm_env):
-    with pytest.raises(UserError, match="--provider replay needs --replay DIR"):
-        resolve(provider="replay")
+    from pipeline.llm.config import BUNDLED_REPLAY_DIR
+
+    assert resolve(provider="replay").replay_dir == BUNDLED_REPLAY_DIR  # the bundled demos
     with pytest.raises(UserError, match="found no such folder"):
         resolve(provider="replay", replay_dir=str(llm_env / "nowhere"))
     assert resolve(replay_dir=str(llm_env)).cache_path is None

@@ -11,10 +11,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping
 
+from pipeline import paths
 from pipeline.errors import UserError
 from pipeline.llm.retry import RetryPolicy
 
 PROVIDERS = ("anthropic", "openai", "replay")
+BUNDLED_REPLAY_DIR = paths.ROOT / "examples" / "replay"
 # Defaults are models with a known price, so that budgets hold without a --prices file.
 DEFAULT_MODELS = {"anthropic": "claude-sonnet-4-5", "openai": "gpt-5-mini", "replay": "replay"}
 KEY_VARS = {"anthropic": "ANTHROPIC_API_KEY", "openai": "OPENAI_API_KEY"}
@@ -28,7 +30,7 @@ HOW_TO_CONFIGURE = """no model provider is configured. Choose one of:
   - any OpenAI-compatible server (vLLM, Ollama, llama.cpp, OpenRouter):
                export OPENAI_BASE_URL=http://localhost:11434/v1 and --model openai/<model>
                (or --base-url URL; OPENAI_API_KEY if the server wants one)
-  - offline, no key: --provider replay --replay DIR   (recorded responses, e.g. examples/replay)
+  - offline, no key: --provider replay [--replay DIR]   (recorded responses; default: the bundled examples/replay)
 The variables may also be put in a .env file in the current directory."""
 
 
@@ -146,8 +148,8 @@ def resolve(
                             f"(or in .env); none is set.\n\n{HOW_TO_CONFIGURE}")
 
     if provider == "replay":
-        if not replay_dir:
-            raise UserError("--provider replay needs --replay DIR, the folder of recorded responses")
+        # Without --replay, the recordings bundled with envforge: the offline demos.
+        replay_dir = replay_dir or str(BUNDLED_REPLAY_DIR)
         if not Path(replay_dir).is_dir():
             raise UserError(f"--replay {replay_dir}: expected a folder of recordings, found no such folder")
     if record_dir and replay_dir and Path(record_dir).resolve() == Path(replay_dir).resolve():
