@@ -47,7 +47,9 @@ class Options:
     write_levels: bool = False  # write the generated level set into the folder
     workers: int = field(default_factory=lambda: min(2, os.cpu_count() or 1))  # searches at once
     seed: int = 0
-    limits: Limits = field(default_factory=lambda: Limits(call_seconds=10.0, cpu_seconds=1800))
+    # Each call has its wall-clock limit (searches: their own budget plus a margin); the CPU
+    # limit only stops a runaway worker and must not cut a stage's searches short.
+    limits: Limits = field(default_factory=lambda: Limits(call_seconds=10.0, cpu_seconds=3600))
 
 
 @dataclass

@@ -89,7 +89,9 @@ def run(ctx: Context, figures: dict) -> list[LevelMax]:
     clock = Clock()
     figures |= {"seeds_tried": 0, "generated_kept": 0, "duplicates": 0, "rejected_by_validator": 0,
                 "unfit": 0, "shipped_levels": len(ctx.env.all_levels()), "search_nodes": 0,
-                "search_seconds": 0.0, "search_workers": ctx.options.workers, "corrected": 0, "examples": []}
+                "search_seconds": 0.0, "search_workers": ctx.options.workers, "corrected": 0, "examples": [],
+                "search_budget": {"nodes_per_pass": ctx.options.search_nodes,
+                                  "seconds_per_pass": ctx.options.search_seconds}}
     try:
         with contextlib.ExitStack() as stack:
             workers = [stack.enter_context(ctx.worker()) for _ in range(max(1, ctx.options.workers))]
