@@ -23,6 +23,7 @@ class JournaledClient:
         self.theme = theme
         self._entries: dict[tuple[str, int], dict[str, Any]] = {}
         self._next: dict[str, int] = {}
+        self.served = 0  # calls answered from the journal: made by an earlier, interrupted run
         if path.exists():
             for line in path.read_text(encoding="utf-8").splitlines():
                 try:
@@ -42,6 +43,7 @@ class JournaledClient:
         self._next[stage] = index
         entry = self._entries.get((stage, index))
         if entry is not None:
+            self.served += 1
             return Response.from_dict(entry["response"], source="journal")
         response = await self.client.complete(messages, theme=self.theme, stage=stage, index=index, **kwargs)
         entry = {"stage": stage, "index": index, "response": response.to_dict()}

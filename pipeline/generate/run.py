@@ -49,6 +49,7 @@ class Run:
     total: int
     outcomes: list[Outcome] = field(default_factory=list)
     stopped: str = ""  # why remaining themes were not started
+    journals: list[JournaledClient] = field(default_factory=list)
 
     # -- progress ----------------------------------------------------------------------
     def say(self, name: str, what: str) -> None:
@@ -69,7 +70,9 @@ class Run:
         (work / layout.THEME_FILE).write_text(json.dumps(theme.to_dict(), indent=2) + "\n", encoding="utf-8")
         if theme.problem:
             return self._reject(theme, work, Rejected("input", theme.problem))
-        ctx = ThemeContext(theme, work, JournaledClient(self.client, work / layout.CALL_JOURNAL, theme.name), self.options)
+        journal = JournaledClient(self.client, work / layout.CALL_JOURNAL, theme.name)
+        self.journals.append(journal)
+        ctx = ThemeContext(theme, work, journal, self.options)
         previous = self.db.theme(theme.name) or {}
         self.db.set_theme(self.run_id, theme.name, theme.text, theme.where, "running")
         try:
@@ -167,6 +170,8 @@ class Run:
             "paused": [o.name for o in self.outcomes if o.status == "paused"],
             "skipped": {o.name: o.reason for o in self.outcomes if o.status == "skipped"},
             "rates": rates,
+            "model_calls": {"made": self.client.ledger.run.calls,
+                            "from_journal": sum(j.served for j in self.journals)},
             "cost_usd": round(cost, 6),
             "cost_per_accepted_usd": round(cost / len(accepted), 6) if accepted else None,
             "stopped": self.stopped,

@@ -84,4 +84,5 @@ def run_with_client(args: argparse.Namespace, work: Callable[[LLMClient], Awaita
         print(f"envforge {command}: model call failed: {exc}", file=sys.stderr)
         return EXIT_MODEL_FAILED
     finally:
-        print_cost_summary(client)
+        # With --json, stdout carries only the JSON document.
+        print_cost_summary(client, file=sys.stderr if getattr(args, "json", False) else sys.stdout)

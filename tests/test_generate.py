@@ -1,0 +1,219 @@
+"""`envforge generate`: what a researcher sees — folders, reasons, summary, exit status, resume."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+import replay_kit
+from llm_server import Fault, Reply, rate_limited
+
+BUG = {"env_main.py": ("step = 1 if", "step = 1 / 0 if")}
+
+
+def generate(*args: str, env_extra: dict | None = None, timeout: int = 180) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY") and not k.endswith("_BASE_URL")}
+    env.update(env_extra or {})
+    return subprocess.run([sys.executable, "-m", "pipeline.cli", "generate", *args], capture_output=True,
+                          text=True, timeout=timeout, env=env)
+
+
+@pytest.fixture
+def corridors(tmp_path):
+    """Three themes played by a scripted model: sound, fixed by repair, broken beyond repair."""
+    replay = tmp_path / "replay"
+    replay_kit.record_corridor(replay, "good")
+    replay_kit.record_corridor(replay, "fixed", replace=BUG)
+    replay_kit.record_corridor(replay, "broken", replace=BUG, give_up=True)
+    themes = tmp_path / "themes.yaml"
+    themes.write_text("- {name: good, theme: A corridor walk}\n"
+                      "- {name: fixed, theme: A corridor walk whose first code has a bug}\n"
+                      "- {name: broken, theme: A corridor walk whose bug the agent cannot fix}\n")
+    return themes, replay
+
+
+def run_corridors(corridors, out: Path, *extra: str) -> subprocess.CompletedProcess:
+    themes, replay = corridors
+    return generate("--themes", str(themes), "--out", str(out), "--provider", "replay", "--replay", str(replay),
+                    "--levels", "6", "--concurrency", "1", *extra)
+
+
+def test_accepts_repaired_env_and_rejects_unrepairable_one_with_located_reason(corridors, tmp_path):
+    out = tmp_path / "out"
+    result = run_corridors(corridors, out, "--json")
+    summary = json.loads(result.stdout)
+    assert result.returncode == 0, result.stderr
+    assert sorted(summary["accepted"]) == ["fixed", "good"]
+    assert summary["rejected"]["broken"]["stage"] == "repair"
+    assert "check still fails after 2 repair step(s): env_main.py:8: expected step(move(direction=" in \
+        summary["rejected"]["broken"]["reason"]
+    assert summary["rates"] == {"execution": 0.667, "level generation": 0.667, "reliability": 0.667, "overall": 0.667}
+    for name in ("good", "fixed"):
+        manifest = json.loads((out / name / "manifest.json").read_text())
+        assert manifest["verification"]["accepted"] is True
+        assert manifest["tags"] == {"reward": "binary", "observation": "full", "semantics": "aligned"}
+        assert set(manifest["stages"]) == {"design", "dsl", "code", "repair", "verify"}
+        assert len(list((out / name / "levels").glob("*.yaml"))) == 4
+        assert len(list((out / name / "val_levels").glob("*.yaml"))) == 2
+    assert json.loads((out / "good" / "manifest.json").read_text())["stages"]["repair"]["steps"] == 0
+    assert json.loads((out / "fixed" / "manifest.json").read_text())["stages"]["repair"]["steps"] == 2
+    rejection = json.loads((out / "_rejected" / "broken" / "rejection.json").read_text())
+    assert rejection["stage"] == "repair" and rejection["details"]["problems"]
+    assert not (out / "broken").exists() and list((out / "_work").iterdir()) == []
+    db = sqlite3.connect(out / "envforge.sqlite")
+    assert sorted(db.execute("SELECT name, status FROM themes")) == [("broken", "rejected"), ("fixed", "accepted"),
+                                                                     ("good", "accepted")]
+
+
+def test_summary_table_and_exit_status_when_nothing_is_accepted(tmp_path):
+    replay = tmp_path / "replay"
+    replay_kit.record_corridor(replay, "broken", replace=BUG, give_up=True)
+    (tmp_path / "t.yaml").write_text("- {name: broken, theme: A corridor walk}\n")
+    result = generate("--themes", str(tmp_path / "t.yaml"), "--out", str(tmp_path / "o"), "--provider", "replay",
+                      "--replay", str(replay))
+    assert result.returncode == 1
+    assert "0 of 1 theme(s) accepted" in result.stdout
+    assert "| execution | level generation | reliability | overall |" in result.stdout
+    assert "rejected broken at repair: check still fails" in result.stdout
+
+
+def test_killed_run_resumes_to_the_same_result_without_repeating_a_model_call(corridors, tmp_path):
+    whole = json.loads(run_corridors(corridors, tmp_path / "whole", "--json").stdout)
+    out = tmp_path / "killed"
+    themes, replay = corridors
+    proc = subprocess.Popen([sys.executable, "-m", "pipeline.cli", "generate", "--themes", str(themes), "--out",
+                             str(out), "--provider", "replay", "--replay", str(replay), "--levels", "6",
+                             "--concurrency", "1"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    trajectory = out / "_work" / "fixed" / "trajectory.jsonl"
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:  # kill in the middle of the code stage, while its check runs
+        lines = trajectory.read_text().splitlines() if trajectory.exists() else []
+        if any('"run_check"' in ln and '"tool_calls"' in ln for ln in lines) and \
+                not any('"tool": "run_check"' in ln for ln in lines):
+            break
+        time.sleep(0.01)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert not (out / "fixed").exists(), "a half-made theme must not be among the accepted"
+    made_before = {p.name: len((p / "calls.jsonl").read_text().splitlines())
+                   for p in [out / "good", *(out / "_work").iterdir()] if (p / "calls.jsonl").exists()}
+    assert made_before["fixed"] == 4  # design, dsl and two code calls
+
+    resumed = run_corridors(corridors, out, "--json", "--resume")
+    summary = json.loads(resumed.stdout)
+    assert resumed.returncode == 0, resumed.stderr
+    assert sorted(summary["accepted"]) == sorted(whole["accepted"])
+    assert summary["rejected"] == whole["rejected"]
+    # Every call was made exactly once over the two runs; the interrupted stage's calls
+    # were answered from the journal (design and dsl were finished, so not even asked again).
+    assert sum(made_before.values()) + summary["model_calls"]["made"] == whole["model_calls"]["made"]
+    assert summary["model_calls"]["from_journal"] == 2
+
+
+def test_supervised_pause_after_dsl_then_resume_uses_the_edited_dsl(corridors, tmp_path):
+    out = tmp_path / "out"
+    paused = run_corridors(corridors, out, "--pause-after", "dsl", "--json")
+    assert paused.returncode == 0
+    assert sorted(json.loads(paused.stdout)["paused"]) == ["broken", "fixed", "good"]
+    config = out / "_work" / "good" / "config.yaml"
+    doc = yaml.safe_load(config.read_text())
+    doc["meta"]["description"] = "Edited by a person: walk to the goal."
+    config.write_text(yaml.safe_dump(doc, sort_keys=False))
+    bad = out / "_work" / "fixed" / "config.yaml"
+    bad.write_text(bad.read_text().replace("value_key: goal_rewards", "value_key: no_such_map"))
+    resumed = json.loads(run_corridors(corridors, out, "--resume", "--json").stdout)
+    assert "good" in resumed["accepted"]
+    assert "Edited by a person" in (out / "good" / "config.yaml").read_text()
+    assert resumed["rejected"]["fixed"]["stage"] == "dsl"
+    assert "reward.events[0].value_key" in resumed["rejected"]["fixed"]["reason"]
+
+
+def test_an_existing_run_needs_resume(corridors, tmp_path):
+    out = tmp_path / "out"
+    run_corridors(corridors, out, "--pause-after", "design")
+    again = run_corridors(corridors, out)
+    assert again.returncode == 2
+    assert "already holds a run (envforge.sqlite); pass --resume to continue it" in again.stderr
+
+
+@pytest.mark.parametrize("content, expected", [
+    (None, "expected a file of themes (one per line, or a YAML list), found no such file"),
+    (b"\n# only a comment\n\n", "expected at least one theme (blank lines and # comments are ignored), found none"),
+    (b"a fine theme\nbad \xff byte\n", ":2: expected UTF-8 text, found byte 0xff that is not valid UTF-8"),
+    (b"- {theme: x, colour: red}\n", "expected only the fields ['name', 'notes', 'tags', 'theme'], found ['colour']"),
+])
+def test_bad_themes_file_is_a_clear_error(tmp_path, content, expected):
+    themes = tmp_path / "themes.txt"
+    if content is not None:
+        themes.write_bytes(content)
+    result = generate("--themes", str(themes), "--out", str(tmp_path / "out"), "--provider", "replay")
+    assert result.returncode == 2
+    assert expected in result.stderr
+    assert "Traceback" not in result.stderr
+    assert not (tmp_path / "out").exists()
+
+
+def test_duplicate_and_overlong_themes_are_rejected_at_input(tmp_path):
+    themes = tmp_path / "themes.txt"
+    themes.write_text("A maze\nA  MAZE\n" + "x" * 10_000 + "\n")
+    result = generate("--themes", str(themes), "--out", str(tmp_path / "out"), "--provider", "replay",
+                      "--replay", str(tmp_path), "--json")
+    summary = json.loads(result.stdout)
+    assert summary["rejected"]["a_maze_2"] == {"stage": "input", "reason": "duplicate of the theme at themes.txt:1"}
+    long_name = next(n for n in summary["rejected"] if n.startswith("xxx"))
+    assert summary["rejected"][long_name]["reason"] == "theme is 10000 characters long; expected at most 2000"
+    assert summary["rejected"]["a_maze"]["stage"] == "design"  # no recording in this folder
+    assert "no recording for call 1 of stage 'design'" in summary["rejected"]["a_maze"]["reason"]
+    assert result.returncode == 1
+
+
+def test_unwritable_output_folder_is_a_clear_error(tmp_path):
+    (tmp_path / "themes.txt").write_text("A maze\n")
+    (tmp_path / "file").write_text("not a folder")
+    result = generate("--themes", str(tmp_path / "themes.txt"), "--out", str(tmp_path / "file" / "out"),
+                      "--provider", "replay")
+    assert result.returncode == 2
+    assert "--out" in result.stderr and "expected a folder envforge can write" in result.stderr
+
+
+def test_provider_answering_nonsense_and_failing_rejects_every_theme_at_a_named_stage(llm_server, llm_env, tmp_path):
+    llm_server.rule = lambda n: rate_limited("0") if n % 3 == 0 else (
+        Fault(status=500, message="upstream broke") if n % 7 == 0 else Reply("Sure! Here is a poem about the sea."))
+    themes = tmp_path / "themes.txt"
+    themes.write_text("A maze with keys\nA garden to water\n")
+    result = generate("--themes", str(themes), "--out", str(tmp_path / "out"), "--model", "openai/gpt-4o-mini",
+                      "--base-url", llm_server.openai_url, "--json",
+                      env_extra={"OPENAI_API_KEY": "test-key", "ENVFORGE_CACHE": str(llm_env / "c.sqlite"),
+                                 "ENVFORGE_RETRY_BASE_DELAY": "0.01", "NO_PROXY": "127.0.0.1"})
+    summary = json.loads(result.stdout)
+    assert result.returncode == 1, result.stderr
+    assert summary["accepted"] == []
+    assert {r["stage"] for r in summary["rejected"].values()} <= {"design", "dsl"}
+    assert len(summary["rejected"]) == 2
+    assert all(r["reason"] for r in summary["rejected"].values())
+    assert "cost summary" in result.stderr
+
+
+def test_run_budget_stops_before_the_cap_and_says_so(llm_server, llm_env, tmp_path):
+    # Realistic usage: no more input tokens than the prompt's size suggests, output within max_tokens.
+    llm_server.rule = lambda n: Reply("## Goal\n" + "A long design. " * 40, input_tokens=500, output_tokens=3_000)
+    themes = tmp_path / "themes.txt"
+    themes.write_text("A maze with keys\nA garden to water\nA lighthouse\n")
+    result = generate("--themes", str(themes), "--out", str(tmp_path / "out"), "--model", "openai/gpt-4o-mini",
+                      "--base-url", llm_server.openai_url, "--budget-usd", "0.01", "--concurrency", "1", "--json",
+                      env_extra={"OPENAI_API_KEY": "test-key", "ENVFORGE_CACHE": str(llm_env / "c.sqlite"),
+                                 "NO_PROXY": "127.0.0.1"})
+    assert result.returncode == 3, result.stderr
+    summary = json.loads(result.stdout)
+    assert 0 < summary["cost_usd"] <= 0.01
+    assert any("budget exceeded" in r["reason"] for r in summary["rejected"].values())
+    assert summary["skipped"], "themes after the cap are not started"
+    assert "run budget" in result.stderr
