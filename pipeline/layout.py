@@ -91,6 +91,24 @@ class EnvDir:
             return None
         return json.loads(p.read_text())
 
+    def is_env(self) -> bool:
+        return self.path.is_dir() and not self.missing_required()
+
+    def tags(self) -> dict[str, str]:
+        """The environment's category tags (reward, observation, semantics): manifest.json's,
+        else config.yaml's meta.tags; {} when neither has them."""
+        tags = (self.read_json(MANIFEST) or {}).get("tags")
+        if not isinstance(tags, dict):
+            import yaml  # config.yaml is read as data, never run
+
+            try:
+                config = yaml.safe_load(self.file(CONFIG).read_text(encoding="utf-8")) or {}
+            except (OSError, yaml.YAMLError):
+                config = {}
+            meta = config.get("meta") if isinstance(config, dict) else None
+            tags = meta.get("tags") if isinstance(meta, dict) else None
+        return {str(k): str(v) for k, v in tags.items()} if isinstance(tags, dict) else {}
+
     def max_rewards(self) -> dict[str, float]:
         """Max reward per level id, from level_max_rewards.json (AutoEnv C.1 shape)."""
         data = self.read_json(LEVEL_MAX_REWARDS) or {}
@@ -131,6 +149,22 @@ class OutputDir:
 
     def rejected(self, name: str) -> Path:
         return self.root / REJECTED_ROOT / name
+
+
+def find_envs(path: str | Path) -> list[EnvDir]:
+    """Environment folders at `path`: the folder itself, else the environment folders among its
+    children, else among its grandchildren (e.g. generated_envs/ holding accepted/ and
+    reference/). Folders named `rejected` are never searched."""
+    root = EnvDir.at(path)
+    if root.is_env():
+        return [root]
+    for depth in (1, 2):
+        pattern = "/".join(["*"] * depth)
+        found = [EnvDir.at(p) for p in sorted(root.path.glob(pattern))
+                 if "rejected" not in p.relative_to(root.path).parts and EnvDir.at(p).is_env()]
+        if found:
+            return found
+    return []
 
 
 def _level_key(name: str) -> str:

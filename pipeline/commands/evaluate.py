@@ -1,0 +1,181 @@
+"""envforge evaluate ENV_DIR… --agent A [--model SPEC] [--runs N] [--split S] [--max-levels N]
+[--concurrency N] [--out DIR] [--json]: score an agent on environments (AutoEnv §5, Table 3).
+
+Writes episodes.jsonl, episodes.csv, trajectories/, report.md, summary.json and plots to --out;
+prints the per-environment means (or, with --json, {"envs": {...}, "overall": {...}}).
+Exit 0; 1 when some episode's model call failed; 3 when a budget cap stopped the run.
+"""
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import json
+import sys
+from pathlib import Path
+
+from pipeline import layout
+from pipeline.errors import UserError
+from pipeline.evaluate import BUILT_IN, MODEL_AGENTS, EnvTarget, Limits, ModelOptions, make_player
+from pipeline.evaluate.records import EPISODES_CSV, EPISODES_JSONL, NO_MODEL, Records
+from pipeline.evaluate.report import summarize, write_report
+from pipeline.evaluate.runner import Progress, RunOptions, evaluate
+from pipeline.llm.cli_args import EXIT_BUDGET_EXCEEDED, EXIT_MODEL_FAILED, add_llm_arguments, client_from_args, print_cost_summary
+
+AGENT_HELP = ("react (AutoEnv's ReAct agent: reasoning in <thinking_memory>, one action in <action>), "
+              "tools (each action a native tool call with typed parameters), random, planner (search over "
+              "snapshots in the sandbox; no model), or your own agent as MODULE:ATTR or path/file.py:ATTR: a class "
+              "(or object, or function) with run(env, env_info), sync or async, as in the AutoEnv benchmark. "
+              "YOUR AGENT RUNS INSIDE THE ENVFORGE PROCESS, unsandboxed, because you chose to run it; the "
+              "environment it steps still runs in the sandbox (default: react)")
+
+
+def register(subparsers) -> None:
+    limits, model = Limits(), ModelOptions()
+    p = subparsers.add_parser(
+        "evaluate", help="score an agent on environments: normalized reward, Table-3 report, plots",
+        description="Run an agent on every level of each environment, --runs times, concurrently, each environment "
+                    "step in a sandbox worker. Normalized reward = total / the level's certified max reward "
+                    "(level_max_rewards.json), clipped at 1. Re-running with the same --out skips finished episodes.")
+    p.add_argument("env_dirs", nargs="+", metavar="ENV_DIR",
+                   help="environment folders, or folders holding them (e.g. generated_envs/reference)")
+    p.add_argument("--agent", default="react", metavar="AGENT", help=AGENT_HELP)
+    p.add_argument("--runs", type=int, default=3, help="runs per level (default 3, as in the paper)")
+    p.add_argument("--split", choices=tuple(layout.LEVEL_SPLITS), default="test",
+                   help="levels/ (test, default) or val_levels/ (val)")
+    p.add_argument("--max-levels", type=int, metavar="N", help="only the first N levels of each environment")
+    p.add_argument("--concurrency", type=int, default=8, metavar="N", help="episodes at once (default 8)")
+    p.add_argument("--out", default="evaluation", metavar="DIR",
+                   help="output folder (default ./evaluation); several agents and models may share one")
+    p.add_argument("--json", action="store_true", help="print the summary as JSON")
+    g = p.add_argument_group("episode limits (0 turns one off; the random agent plays every step, as verify's "
+                             "reliability baseline does, so only --max-steps applies to it)")
+    g.add_argument("--max-steps", type=int, default=limits.max_steps, metavar="N",
+                   help="turns per episode (default: the environment's termination.max_steps)")
+    g.add_argument("--invalid-action-streak", type=int, default=limits.invalid_action_streak, metavar="N",
+                   help=f"stop after N invalid actions in a row (default {limits.invalid_action_streak})")
+    g.add_argument("--format-error-streak", type=int, default=limits.format_error_streak, metavar="N",
+                   help=f"stop after N replies in a row that hold no action (default {limits.format_error_streak})")
+    g.add_argument("--loop-visits", type=int, default=limits.loop_visits, metavar="N",
+                   help=f"stop when the same state comes back N times (default {limits.loop_visits})")
+    g.add_argument("--stagnation-steps", type=int, default=limits.stagnation_steps, metavar="N",
+                   help=f"stop after N steps with no new state and no reward (default {limits.stagnation_steps})")
+    a = p.add_argument_group("agents")
+    a.add_argument("--history", type=int, default=model.history, metavar="N",
+                   help=f"recent turns shown to react/tools each step (default {model.history})")
+    a.add_argument("--max-tokens", type=int, default=model.max_tokens, metavar="N",
+                   help=f"output tokens per model call (default {model.max_tokens})")
+    a.add_argument("--temperature", type=float, metavar="T", help="sampling temperature (default: the provider's)")
+    a.add_argument("--planner-nodes", type=int, default=100_000, metavar="N", help="planner search budget in nodes")
+    a.add_argument("--planner-seconds", type=float, default=20.0, metavar="S", help="planner search budget in seconds")
+    a.add_argument("--call-seconds", type=float, default=10.0, metavar="S",
+                   help="wall-clock limit of one environment reset or step in the sandbox (default 10)")
+    add_llm_arguments(p)
+    p.set_defaults(func=run)
+
+
+def find_targets(paths: list[str], split: str) -> list[EnvTarget]:
+    envs: list[layout.EnvDir] = []
+    for path in paths:
+        found = layout.find_envs(path)
+        if not found:
+            raise UserError(f"{path}: expected an environment folder ({', '.join(layout.REQUIRED_FILES)}) or a folder "
+                            f"holding some, found {'no such folder' if not Path(path).is_dir() else 'none'}")
+        envs += [e for e in found if e.path not in {x.path for x in envs}]
+    names = [e.name for e in envs]
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:
+        raise UserError(f"expected environments with distinct folder names, found {', '.join(twice)} more than once")
+    targets = [EnvTarget.load(e) for e in envs]
+    empty = [t.name for t in targets if not t.dir.levels(split)]
+    if empty:
+        raise UserError(f"--split {split}: expected level files under {layout.LEVEL_SPLITS[split]}/ in every "
+                        f"environment, found none in {', '.join(empty)}")
+    return targets
+
+
+def run(args) -> int:
+    if args.runs < 1 or args.concurrency < 1 or (args.max_levels is not None and args.max_levels < 1):
+        raise UserError("--runs, --concurrency and --max-levels: expected positive numbers")
+    targets = find_targets(args.env_dirs, args.split)
+    client = None
+    if args.agent in MODEL_AGENTS:
+        if args.agent == "tools":
+            bare = [t.name for t in targets if not t.tools]
+            if bare:
+                raise UserError(f"--agent tools: expected actions declared in config.yaml transition.actions, "
+                                f"found none in {', '.join(bare)}")
+        args.max_concurrency = args.max_concurrency or args.concurrency
+        client = client_from_args(args)
+        model = client.spec
+    elif args.agent in BUILT_IN:
+        model = NO_MODEL
+    else:
+        model = args.model or NO_MODEL  # a label only: the user's agent brings its own model, if any
+    player = make_player(args.agent, client=client,
+                         model_options=ModelOptions(args.max_tokens, args.temperature, args.history),
+                         planner_nodes=args.planner_nodes, planner_seconds=args.planner_seconds)
+    limits = Limits(args.max_steps, args.invalid_action_streak, args.format_error_streak, args.loop_visits,
+                    args.stagnation_steps)
+    if args.agent == "random":
+        limits = Limits(args.max_steps, 0, 0, 0, 0)
+    options = RunOptions(args.agent, model, args.runs, args.split, args.max_levels, args.concurrency, limits,
+                         dataclasses.replace(RunOptions.sandbox, call_seconds=args.call_seconds))
+    records = Records(args.out)
+    label = args.agent if model == NO_MODEL else f"{args.agent} {model}"
+
+    async def main():
+        async with (client or contextlib.nullcontext()):
+            return await evaluate(targets, player, options, records, Progress(label))
+
+    try:
+        outcome = asyncio.run(main())
+    finally:
+        if client is not None:
+            print_cost_summary(client, file=sys.stderr if args.json else sys.stdout)
+    records.rewrite_csv()
+    methods = summarize(records.all())
+    written = write_report(records.out, methods)
+    names = {t.name for t in targets}
+    current = next((m for m in methods if (m.agent, m.model) == (args.agent, model)), None)
+    envs = {n: s for n, s in (current.envs.items() if current else []) if n in names}
+    mine = summarize([r for r in records.all() if r.env in names and (r.agent, r.model) == (args.agent, model)])
+    overall = mine[0].overall if mine else {}
+    files = [records.out / EPISODES_JSONL, records.out / EPISODES_CSV] + written
+    if args.json:
+        print(json.dumps({"agent": args.agent, "model": model, "split": args.split, "runs": args.runs,
+                          "envs": {n: dataclasses.asdict(s) for n, s in envs.items()}, "overall": overall,
+                          "episodes_run": len(outcome.finished), "skipped": outcome.skipped,
+                          "not_started": outcome.not_started, "out": str(records.out),
+                          "files": [str(f) for f in files]}, indent=2))
+    else:
+        _print_text(label, args, targets, outcome, envs, overall, files)
+    if outcome.budget_message:
+        print(f"envforge evaluate: {outcome.budget_message.partition(': ')[2]} "
+              f"({outcome.not_started} episode(s) not started; re-run with the same --out to finish)", file=sys.stderr)
+        return EXIT_BUDGET_EXCEEDED
+    failed = sum(r.stop_reason == "model_error" for r in outcome.finished)
+    if failed:
+        print(f"envforge evaluate: {failed} episode(s) ended on a failed model call (left out of the scores; "
+              f"re-run with the same --out to retry them)", file=sys.stderr)
+        return EXIT_MODEL_FAILED
+    return 0
+
+
+def _print_text(label, args, targets, outcome, envs, overall, files) -> None:
+    print(f"evaluate: {label} on {len(targets)} environment(s), split {args.split}, {args.runs} run(s): "
+          f"{outcome.planned} episode(s), {outcome.skipped} already done, {len(outcome.finished)} run now")
+    width = max(len(n) for n in envs) if envs else 0
+    for name, s in envs.items():
+        score = "–" if s.mean_normalized is None else f"{s.mean_normalized * 100:.2f}%"
+        std = f" ±{s.std * 100:.2f}" if s.std is not None else ""
+        stops = ", ".join(f"{k} {v}" for k, v in sorted(s.stop_reasons.items(), key=lambda kv: -kv[1]))
+        extra = f", {s.clipped} clipped" if s.clipped else ""
+        extra += f", {s.null_normalized} without a max reward" if s.null_normalized else ""
+        print(f"  {name:<{width}}  mean normalized {score}{std} over {s.episodes} episode(s), "
+              f"{s.mean_steps} steps{extra}; stop: {stops}")
+    if overall.get("mean_normalized") is not None:
+        std = f" (±{overall['std'] * 100:.2f})" if overall.get("std") is not None else ""
+        print(f"overall: {overall['mean_normalized'] * 100:.2f}%{std}, {overall['mean_steps']} steps per episode, "
+              f"{overall['clipped']} clipped, ${overall['dollars']:.4f}")
+    print("written: " + ", ".join(str(f) for f in files))

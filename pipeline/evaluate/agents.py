@@ -1,0 +1,72 @@
+"""The model-free baselines: a uniform random agent and the search planner.
+
+Agents match the `Agent` protocol (pipeline.evaluate): `await agent.act(turn) -> Decision`.
+One agent object plays one episode; `make(ctx)` builds it from the episode's context.
+"""
+from __future__ import annotations
+
+import asyncio
+import random
+
+from pipeline.actions import random_action
+from pipeline.evaluate.context import EpisodeContext
+from pipeline.evaluate.episode import Decision, Turn
+from pipeline.planner import candidate_actions, search
+
+
+class RandomAgent:
+    """A uniformly random declared action with sampled parameters, seeded by (env, level, run)
+    so a re-run plays the same episode."""
+
+    def __init__(self, ctx: EpisodeContext):
+        self.space = ctx.env.space
+        self.rng = random.Random(f"{ctx.env.name}|{ctx.level}|{ctx.run}")
+
+    async def act(self, turn: Turn) -> Decision:
+        if not self.space:
+            return Decision(error="stop", message="the environment declares no actions to sample from")
+        return Decision(action=random_action(self.space, self.rng))
+
+
+class PlannerAgent:
+    """Search over snapshots in the sandbox worker (pipeline.planner.search), then follow the
+    witness: the action sequence that reached the best total. The search stops early once it
+    reaches the level's certified max reward. When the witness is used up and the episode goes
+    on (a stochastic environment, a search cut short by its budget), it searches again from the
+    current state, up to `replans` times. With nothing left to gain, it stops (agent_stopped).
+
+    The plan from a level's start is deterministic, so it is computed once per evaluation and
+    shared by every run of that level (`plans`)."""
+
+    replans = 3
+
+    def __init__(self, ctx: EpisodeContext, nodes: int, seconds: float, plans: dict):
+        self.ctx, self.nodes, self.seconds, self.plans = ctx, nodes, seconds, plans
+        self.actions = candidate_actions(ctx.env.space)
+        self.plan: list[dict] = []
+        self.searches = 0
+
+    async def act(self, turn: Turn) -> Decision:
+        if not self.plan:
+            if self.searches > self.replans:
+                return Decision(error="stop", message=f"no gain found after {self.searches} searches")
+            self.plan = list(await self._search(first=turn.step == 1))
+            self.searches += 1
+            if not self.plan:
+                return Decision(error="stop", message="the search found nothing more to gain within its budget")
+        return Decision(action=self.plan.pop(0), thought=f"following the search witness ({len(self.plan)} left)")
+
+    async def _search(self, first: bool) -> list[dict]:
+        if not first:  # mid-episode: the reward still reachable is unknown, so no early stop
+            return await self._witness(stop_at=None)
+        key = (self.ctx.env.name, self.ctx.level)
+        if key not in self.plans:
+            self.plans[key] = asyncio.ensure_future(self._witness(stop_at=self.ctx.max_reward))
+        return await asyncio.shield(self.plans[key])
+
+    async def _witness(self, stop_at: float | None) -> list[dict]:
+        # Horizon: the episode's step limit, so the witness fits in the steps the agent has.
+        result = await self.ctx.session.blocking(
+            search, self.ctx.session.worker, self.actions, self.ctx.max_steps, max_nodes=self.nodes,
+            seconds=self.seconds, time_in_key=False, stop_at=stop_at)
+        return result.witness

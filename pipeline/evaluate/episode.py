@@ -1,0 +1,304 @@
+"""One episode: the agent loop, its limits and stop reasons (as data), and its metrics.
+
+    reset -> while no stop reason: agent.act(turn) -> step the env (or count the error) -> check limits
+
+A turn is one agent decision. It either sends an action to the environment (valid or invalid),
+or sends none: a format error (a reply that is not an action of the declared space), a model
+error, a budget stop, or the agent stopping on its own. Every turn counts towards the step
+limit, as in EPOCH-Bench: an agent that answers garbage uses up its episode.
+"""
+from __future__ import annotations
+
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any, Awaitable, Callable
+
+from dsl_schema.actions import Action
+from pipeline.evaluate.records import EpisodeRecord
+from pipeline.sandbox import SandboxFailure
+
+# Why an episode ended. The keys are what records and reports say.
+STOP_REASONS = {
+    "solved": "reached the level's certified max reward",
+    "env_ended": "the environment ended the episode below the max reward",
+    "max_steps": "used every step",
+    "invalid_action_streak": "too many invalid actions in a row",
+    "loop_detected": "came back to the same state too often",
+    "stagnation": "too many steps without a new state or any reward",
+    "format_error_streak": "too many replies in a row that were not an action",
+    "model_error": "a model call failed after its retries",
+    "budget": "a budget cap stopped the model calls",
+    "agent_stopped": "the agent stopped before the episode ended",
+    "agent_error": "the agent's own code raised",
+    "env_error": "the environment failed in the sandbox",
+}
+# Ends that say nothing about the agent: left out of scores, and run again on resume
+# (except env_error, which would fail the same way again).
+INFRASTRUCTURE = ("model_error", "budget", "env_error")
+RERUN_ON_RESUME = ("model_error", "budget")
+
+
+@dataclass(frozen=True)
+class Limits:
+    """When an episode stops early; 0 turns a limit off."""
+
+    max_steps: int = 0  # turns; 0: the environment's termination.max_steps
+    invalid_action_streak: int = 10
+    format_error_streak: int = 5
+    loop_visits: int = 10  # the same state this many times
+    stagnation_steps: int = 20  # steps in a row with no new state and no reward
+
+
+# Checked in this order after every turn that did not end the episode otherwise.
+STREAK_RULES: tuple[tuple[str, Callable[["Tracker", Limits], bool]], ...] = (
+    ("format_error_streak", lambda t, lim: 0 < lim.format_error_streak <= t.format_streak),
+    ("invalid_action_streak", lambda t, lim: 0 < lim.invalid_action_streak <= t.invalid_streak),
+    ("loop_detected", lambda t, lim: 0 < lim.loop_visits <= t.last_visits),
+    ("stagnation", lambda t, lim: 0 < lim.stagnation_steps <= t.stagnant),
+)
+
+
+@dataclass
+class Decision:
+    """What an agent did on its turn: an action, or `error` ("format", "model", "budget",
+    "stop") with a message, plus what the turn cost."""
+
+    action: dict | None = None
+    error: str | None = None
+    message: str = ""
+    thought: str = ""
+    reply: str | None = None  # the model's raw output, when there is one
+    prompt: str | None = None  # the turn's user prompt, when there is one
+    tokens_in: int = 0
+    tokens_out: int = 0
+    dollars: float = 0.0
+    calls: int = 0
+    retries: int = 0
+
+
+@dataclass
+class Turn:
+    """What an agent sees on its turn."""
+
+    step: int  # 1-based
+    max_steps: int
+    observation: Any
+    last_action_result: Any  # the environment's feedback on the previous action, if any
+    history: list[dict]  # recent turns, oldest first (see Tracker.recent)
+
+
+def invalid_reason(action: dict, space: list[Action]) -> str | None:
+    """Why `action` does not fit the declared action space (None when it fits or none is declared)."""
+    declared = {a.name: a for a in space}
+    if not declared:
+        return None
+    spec = declared.get(action.get("action"))
+    if spec is None:
+        return f"unknown action {action.get('action')!r}"
+    params = action.get("params")
+    if not isinstance(params, dict):
+        return "params is not a dictionary"
+    known = {p.name: p for p in spec.params}
+    for name in params:
+        if name not in known:
+            return f"{spec.name} has no parameter {name!r}"
+    for p in spec.params:
+        if p.name not in params:
+            if not p.optional:
+                return f"{spec.name} needs parameter {p.name!r}"
+            continue
+        value = params[p.name]
+        if p.enum is not None and value not in p.enum:
+            return f"{p.name} must be one of {list(p.enum)}, found {value!r}"
+        if p.range is not None:
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not p.range[0] <= value <= p.range[1]:
+                return f"{p.name} must be from {p.range[0]} to {p.range[1]}, found {value!r}"
+    return None
+
+
+@dataclass
+class Tracker:
+    """Counts one episode's turns and decides when it stops."""
+
+    limits: Limits
+    max_steps: int
+    max_reward: float | None
+    space: list[Action] = field(default_factory=list)
+    turns: int = 0
+    env_steps: int = 0
+    total: float = 0.0
+    valid: int = 0
+    invalid: int = 0
+    format_errors: int = 0
+    format_streak: int = 0
+    invalid_streak: int = 0
+    error_streaks: int = 0  # runs of consecutive errors (format or invalid)
+    recovered: int = 0  # ... followed by a valid action
+    in_error: bool = False
+    visits: Counter = field(default_factory=Counter)
+    last_visits: int = 0
+    stagnant: int = 0
+    tokens_in: int = 0
+    tokens_out: int = 0
+    dollars: float = 0.0
+    calls: int = 0
+    retries: int = 0
+    events: Counter = field(default_factory=Counter)
+    turn_log: list[dict] = field(default_factory=list)
+    stop_reason: str | None = None
+    stop_detail: str = ""
+    started: float = field(default_factory=time.monotonic)
+
+    def start(self, first: dict) -> None:
+        self.visits[first.get("state_hash")] += 1
+
+    def decided(self, decision: Decision) -> None:
+        """Count a turn and its cost; a turn with no action ends here."""
+        self.turns += 1
+        self.tokens_in += decision.tokens_in
+        self.tokens_out += decision.tokens_out
+        self.dollars += decision.dollars
+        self.calls += decision.calls
+        self.retries += decision.retries
+        if decision.action is not None:
+            return
+        entry = {"step": self.turns, "action": None, "error": decision.message or decision.error,
+                 "result": None, "reward": 0.0}
+        self.turn_log.append(entry)
+        if decision.error == "format":
+            self.format_errors += 1
+            self.format_streak += 1
+            self._error()
+            self._check()
+        else:
+            reason = {"model": "model_error", "budget": "budget", "stop": "agent_stopped"}.get(decision.error, "agent_error")
+            self.stop(reason, decision.message)
+
+    def stepped(self, action: dict, out: dict) -> None:
+        """Count what the environment made of an action."""
+        self.env_steps += 1
+        reward = float(out.get("reward") or 0.0)
+        self.total += reward
+        events = [str(e) for e in out.get("events") or []]
+        self.events.update(events)
+        why = invalid_reason(action, self.space) or next((f"the environment reported {e!r}" for e in events
+                                                          if e.lower().startswith("invalid")), None)
+        self.format_streak = 0
+        if why:
+            self.invalid += 1
+            self.invalid_streak += 1
+            self._error()
+        else:
+            self.valid += 1
+            self.invalid_streak = 0
+            if self.in_error:
+                self.recovered += 1
+                self.in_error = False
+        # An invalid action leaves the state as it was: that is the invalid streak's business,
+        # so only valid actions count as coming back to a state.
+        key = out.get("state_hash")
+        new_state = key not in self.visits
+        if not why:
+            self.visits[key] += 1
+            self.last_visits = self.visits[key]
+        self.stagnant = 0 if (new_state or reward != 0) else self.stagnant + 1
+        self.turn_log.append({"step": self.turns, "action": action, "result": out.get("last_action_result"),
+                              "reward": reward, "invalid": why, "events": events})
+        if out.get("done"):
+            self.stop(self._end_reason(out))
+        else:
+            self._check()
+
+    def _error(self) -> None:
+        if not self.in_error:
+            self.error_streaks += 1
+            self.in_error = True
+
+    def _end_reason(self, out: dict) -> str:
+        if self.max_reward is not None and self.max_reward > 0 and self.total >= self.max_reward - 1e-9:
+            return "solved"
+        t = out.get("t")
+        return "max_steps" if isinstance(t, int) and t >= self.max_steps else "env_ended"
+
+    def _check(self) -> None:
+        for reason, broken in STREAK_RULES:
+            if broken(self, self.limits):
+                return self.stop(reason)
+        if self.turns >= self.max_steps:
+            self.stop("max_steps")
+
+    def stop(self, reason: str, detail: str = "") -> None:
+        if self.stop_reason is None:
+            self.stop_reason, self.stop_detail = reason, detail
+
+    def recent(self, n: int) -> list[dict]:
+        return self.turn_log[-n:] if n > 0 else []
+
+    def record(self, **identity: Any) -> EpisodeRecord:
+        sent = self.valid + self.invalid
+        return EpisodeRecord.scored(
+            **identity, total_reward=self.total, max_reward=self.max_reward,
+            stop_reason=self.stop_reason or "agent_stopped", stop_detail=self.stop_detail,
+            steps=self.turns, env_steps=self.env_steps, valid_actions=self.valid, invalid_actions=self.invalid,
+            format_errors=self.format_errors,
+            action_validity_rate=_rate(self.turns - self.format_errors, self.turns),
+            invalid_action_rate=_rate(self.invalid, sent),
+            error_streaks=self.error_streaks, recovered_streaks=self.recovered,
+            recovery_rate=_rate(self.recovered, self.error_streaks),
+            distinct_states=len(self.visits), model_calls=self.calls, retries=self.retries,
+            tokens_in=self.tokens_in, tokens_out=self.tokens_out, dollars=round(self.dollars, 6),
+            wall_seconds=round(time.monotonic() - self.started, 3), events=dict(self.events))
+
+
+def _rate(part: int, whole: int) -> float | None:
+    return round(part / whole, 4) if whole else None
+
+
+class Session:
+    """What the loop needs from a sandbox worker (see pipeline.evaluate.session)."""
+
+    async def reset(self, level: str) -> dict: ...
+    async def step(self, action: dict) -> dict: ...
+
+
+async def play(agent, session: Session, level: str, tracker: Tracker, history: int = 10,
+               log: Callable[[dict], None] = lambda line: None) -> Tracker:
+    """Run one episode of `agent` on `level`; the tracker holds its outcome."""
+    try:
+        first = await session.reset(level)
+    except SandboxFailure as f:
+        tracker.stop("env_error", str(f))
+        return tracker
+    tracker.start(first)
+    observation, feedback = first["observation"], None
+    while tracker.stop_reason is None:
+        turn = Turn(tracker.turns + 1, tracker.max_steps, observation, feedback, tracker.recent(history))
+        decision = await agent.act(turn)
+        tracker.decided(decision)
+        out: dict = {}
+        if decision.action is not None:
+            try:
+                out = await session.step(decision.action)
+            except SandboxFailure as f:
+                tracker.stop("env_error", str(f))
+                break
+            tracker.stepped(decision.action, out)
+            observation, feedback = out["observation"], out.get("last_action_result")
+        log(trajectory_line(turn, decision, out, tracker))
+    return tracker
+
+
+def trajectory_line(turn: Turn, decision: Decision, out: dict, tracker: Tracker) -> dict:
+    """One line of the episode's JSONL trajectory."""
+    line = {"type": "turn", "step": turn.step, "observation": turn.observation,
+            "last_action_result": turn.last_action_result, "prompt": decision.prompt, "reply": decision.reply,
+            "thought": decision.thought, "action": decision.action, "error": decision.error,
+            "message": decision.message, "tokens_in": decision.tokens_in, "tokens_out": decision.tokens_out,
+            "dollars": decision.dollars}
+    if out:
+        line.update(reward=out.get("reward"), done=out.get("done"), events=out.get("events"),
+                    result=out.get("last_action_result"), invalid=tracker.turn_log[-1].get("invalid"),
+                    t=out.get("t"), state_hash=out.get("state_hash"))
+    line.update(total=tracker.total, stop_reason=tracker.stop_reason)
+    return line

@@ -1,0 +1,267 @@
+"""Aggregates of episode records and the files a person reads: report.md (Table-3 layout of the
+AutoEnv paper, per-environment table, notes), per_env.png, categories.png and summary.json.
+
+Per environment and method: the mean normalized reward of its episodes, and the standard
+deviation over runs (of each run's mean over the levels; sample std, none with one run). Overall:
+the mean over environments of their means, each environment weighted once, with the std over
+runs of each run's mean over environments. A category column (Binary, Accum., Full, Partial,
+Aligned, Inverse, from the manifest tags) is the mean over the environments that carry the tag.
+Episodes that ended for a reason outside the agent (model_error, budget, env_error) are left out
+and counted; episodes whose level has no usable max reward count for steps but not for scores.
+"""
+from __future__ import annotations
+
+import json
+import statistics
+from collections import Counter, defaultdict
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from pipeline.evaluate.episode import INFRASTRUCTURE, STOP_REASONS
+from pipeline.evaluate.records import NO_MODEL, EpisodeRecord
+
+CATEGORIES = (("reward", "binary", "Binary"), ("reward", "accumulative", "Accum."),
+              ("observation", "full", "Full"), ("observation", "partial", "Partial"),
+              ("semantics", "aligned", "Aligned"), ("semantics", "inverse", "Inverse"))
+REPORT_MD, PER_ENV_PNG, CATEGORIES_PNG, SUMMARY_JSON = "report.md", "per_env.png", "categories.png", "summary.json"
+
+
+@dataclass
+class EnvSummary:
+    mean_normalized: float | None
+    std: float | None
+    episodes: int  # counted (infrastructure failures left out)
+    scored: int  # ... with a normalized reward
+    mean_steps: float | None
+    runs: dict[int, float]  # run -> mean normalized over its levels
+    clipped: int
+    null_normalized: int
+    null_reasons: list[str]
+    excluded: dict[str, int]
+    stop_reasons: dict[str, int]
+    mean_total_reward: float | None
+    action_validity_rate: float | None
+    invalid_action_rate: float | None
+    recovery_rate: float | None
+    tokens_in: int
+    tokens_out: int
+    dollars: float
+    wall_seconds: float
+    tags: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class MethodSummary:
+    agent: str
+    model: str
+    envs: dict[str, EnvSummary]
+    overall: dict
+
+    @property
+    def label(self) -> str:
+        return self.agent if self.model == NO_MODEL else f"{self.agent} {self.model}"
+
+    def to_dict(self) -> dict:
+        return {"agent": self.agent, "model": self.model,
+                "envs": {name: asdict(s) for name, s in self.envs.items()}, "overall": self.overall}
+
+
+def summarize(records: list[EpisodeRecord]) -> list[MethodSummary]:
+    by_method: dict[tuple[str, str], dict[str, list[EpisodeRecord]]] = defaultdict(lambda: defaultdict(list))
+    for r in records:
+        by_method[(r.agent, r.model)][r.env].append(r)
+    out = []
+    for (agent, model), envs in sorted(by_method.items()):
+        summaries = {name: _env_summary(rs) for name, rs in sorted(envs.items())}
+        out.append(MethodSummary(agent, model, summaries, _overall(summaries)))
+    return out
+
+
+def _env_summary(records: list[EpisodeRecord]) -> EnvSummary:
+    counted = [r for r in records if r.stop_reason not in INFRASTRUCTURE]
+    scored = [r for r in counted if r.normalized is not None]
+    per_run: dict[int, list[float]] = defaultdict(list)
+    for r in scored:
+        per_run[r.run].append(r.normalized)
+    runs = {k: statistics.fmean(v) for k, v in sorted(per_run.items())}
+    return EnvSummary(
+        mean_normalized=_round(statistics.fmean(r.normalized for r in scored)) if scored else None,
+        std=_round(statistics.stdev(runs.values())) if len(runs) > 1 else None,
+        episodes=len(counted), scored=len(scored),
+        mean_steps=_round(statistics.fmean(r.steps for r in counted), 2) if counted else None,
+        runs={k: _round(v) for k, v in runs.items()},
+        clipped=sum(r.clipped for r in counted),
+        null_normalized=len(counted) - len(scored),
+        null_reasons=sorted({r.normalized_note for r in counted if r.normalized is None}),
+        excluded=dict(Counter(r.stop_reason for r in records if r.stop_reason in INFRASTRUCTURE)),
+        stop_reasons=dict(Counter(r.stop_reason for r in records)),
+        mean_total_reward=_round(statistics.fmean(r.total_reward for r in counted)) if counted else None,
+        action_validity_rate=_mean(r.action_validity_rate for r in counted),
+        invalid_action_rate=_mean(r.invalid_action_rate for r in counted),
+        recovery_rate=_mean(r.recovery_rate for r in counted),
+        tokens_in=sum(r.tokens_in for r in records), tokens_out=sum(r.tokens_out for r in records),
+        dollars=round(sum(r.dollars for r in records), 6),
+        wall_seconds=round(sum(r.wall_seconds for r in records), 3),
+        tags=next((r.tags for r in records if r.tags), {}),
+    )
+
+
+def _overall(envs: dict[str, EnvSummary]) -> dict:
+    means = {n: s.mean_normalized for n, s in envs.items() if s.mean_normalized is not None}
+    run_ids = sorted({k for s in envs.values() for k in s.runs})
+    run_means = [statistics.fmean(s.runs[k] for s in envs.values() if k in s.runs) for k in run_ids]
+    steps = [(s.mean_steps, s.episodes) for s in envs.values() if s.mean_steps is not None]
+    categories = {}
+    for key, value, _ in CATEGORIES:
+        members = [m for n, m in means.items() if envs[n].tags.get(key) == value]
+        categories[value] = _round(statistics.fmean(members)) if members else None
+    return {
+        "mean_normalized": _round(statistics.fmean(means.values())) if means else None,
+        "std": _round(statistics.stdev(run_means)) if len(run_means) > 1 else None,
+        "environments": len(envs),
+        "episodes": sum(s.episodes for s in envs.values()),
+        "mean_steps": _round(sum(m * n for m, n in steps) / sum(n for _, n in steps), 2) if steps else None,
+        "categories": categories,
+        "clipped": sum(s.clipped for s in envs.values()),
+        "null_normalized": sum(s.null_normalized for s in envs.values()),
+        "excluded": dict(sum((Counter(s.excluded) for s in envs.values()), Counter())),
+        "tokens_in": sum(s.tokens_in for s in envs.values()),
+        "tokens_out": sum(s.tokens_out for s in envs.values()),
+        "dollars": round(sum(s.dollars for s in envs.values()), 6),
+    }
+
+
+def _mean(values) -> float | None:
+    values = [v for v in values if v is not None]
+    return _round(statistics.fmean(values)) if values else None
+
+
+def _round(value: float, digits: int = 4) -> float:
+    return round(value, digits)
+
+
+# -- files ------------------------------------------------------------------------------------
+def write_report(out: Path, methods: list[MethodSummary]) -> list[Path]:
+    """report.md, summary.json and the two plots; returns the paths written."""
+    out = Path(out)
+    written = [out / REPORT_MD, out / SUMMARY_JSON]
+    (out / SUMMARY_JSON).write_text(json.dumps({"methods": [m.to_dict() for m in methods]}, indent=2) + "\n")
+    written += plot(out, methods)
+    (out / REPORT_MD).write_text(markdown(methods, [p.name for p in written if p.suffix == ".png"]))
+    return written
+
+
+def table3(methods: list[MethodSummary]) -> str:
+    """Rows in the layout of the AutoEnv paper's Table 3 (percentages)."""
+    head = ["Method"] + [label for _, _, label in CATEGORIES] + ["Acc", "Std", "Steps"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for m in methods:
+        o = m.overall
+        cells = [m.label] + [_pct(o["categories"][value]) for _, value, _ in CATEGORIES]
+        std = f"(±{o['std'] * 100:.2f})" if o["std"] is not None else "–"
+        cells += [_pct(o["mean_normalized"]), std, _num(o["mean_steps"])]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def per_env_table(methods: list[MethodSummary]) -> str:
+    head = ["Environment", "Tags", "Method", "Acc (±std)", "Episodes", "Steps", "Clipped", "Stop reasons"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    rows = sorted(((name, m, s) for m in methods for name, s in m.envs.items()), key=lambda x: (x[0], x[1].label))
+    for name, m, s in rows:
+        acc = _pct(s.mean_normalized) + (f" (±{s.std * 100:.2f})" if s.std is not None else "")
+        tags = ", ".join(s.tags.get(k, "?") for k in ("reward", "observation", "semantics")) if s.tags else "–"
+        stops = ", ".join(f"{k} {v}" for k, v in sorted(s.stop_reasons.items(), key=lambda kv: -kv[1]))
+        lines.append("| " + " | ".join([name, tags, m.label, acc, str(s.episodes), _num(s.mean_steps),
+                                        str(s.clipped), stops]) + " |")
+    return "\n".join(lines)
+
+
+def markdown(methods: list[MethodSummary], images: list[str]) -> str:
+    episodes = sum(s.episodes + sum(s.excluded.values()) for m in methods for s in m.envs.values())
+    envs = sorted({n for m in methods for n in m.envs})
+    parts = [
+        "# envforge evaluation", "",
+        f"{episodes} episodes, {len(methods)} method(s), {len(envs)} environment(s). Normalized reward = an episode's "
+        "total reward / its level's certified max reward (level_max_rewards.json), clipped at 1; shown in percent.",
+        "", "## Summary (layout of AutoEnv Table 3)", "", table3(methods), "",
+        "Acc: mean normalized reward over environments (each weighted once); Std: standard deviation over runs; "
+        "Steps: mean agent turns per episode. A category with no environment shows –.", "",
+        "## Per environment", "", per_env_table(methods), "", "## Notes", "",
+    ]
+    parts += _notes(methods) or ["- none"]
+    parts += ["", "Stop reasons: " + "; ".join(f"`{k}` {v}" for k, v in STOP_REASONS.items()) + ".", ""]
+    parts += [f"![{Path(name).stem}]({name})" for name in images]
+    return "\n".join(parts) + "\n"
+
+
+def _notes(methods: list[MethodSummary]) -> list[str]:
+    notes = []
+    for m in methods:
+        for name, s in m.envs.items():
+            if s.clipped:
+                notes.append(f"- {m.label} on {name}: {s.clipped} episode(s) scored above the certified max reward "
+                             "and were clipped at 1 (the unclipped value is in episodes.jsonl, `normalized_raw`).")
+            for reason in s.null_reasons:
+                notes.append(f"- {m.label} on {name}: normalized reward left empty: {reason}.")
+            if s.excluded:
+                what = ", ".join(f"{k} {v}" for k, v in s.excluded.items())
+                notes.append(f"- {m.label} on {name}: {sum(s.excluded.values())} episode(s) left out of the scores "
+                             f"({what}); re-running with the same --out retries model_error and budget episodes.")
+    return notes
+
+
+def _pct(value: float | None) -> str:
+    return "–" if value is None else f"{value * 100:.2f}"
+
+
+def _num(value: float | None) -> str:
+    return "–" if value is None else f"{value:.2f}"
+
+
+def plot(out: Path, methods: list[MethodSummary]) -> list[Path]:
+    """Per-environment bars with error bars (std over runs), and category bars, one colour per method."""
+    if not methods:
+        return []
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    envs = sorted({n for m in methods for n in m.envs})
+    groups = {
+        PER_ENV_PNG: ("Normalized reward per environment (error bars: std over runs)", envs,
+                      lambda m, n: (m.envs[n].mean_normalized, m.envs[n].std) if n in m.envs else (None, None)),
+        CATEGORIES_PNG: ("Normalized reward per category", [label for _, _, label in CATEGORIES] + ["Avg."],
+                         lambda m, label: _category_value(m, label)),
+    }
+    written = []
+    for filename, (title, names, value) in groups.items():
+        width = 0.8 / len(methods)
+        fig, ax = plt.subplots(figsize=(min(14.0, max(6.0, 0.9 * len(names) * len(methods) + 2)), 4.2))
+        for i, m in enumerate(methods):
+            pairs = [value(m, n) for n in names]
+            xs = [j + (i - (len(methods) - 1) / 2) * width for j in range(len(names))]
+            heights = [p[0] if p[0] is not None else 0.0 for p in pairs]
+            errors = [p[1] if p[1] is not None else float("nan") for p in pairs]  # nan: no error bar drawn
+            ax.bar(xs, heights, width, yerr=errors, capsize=3, label=m.label)
+            for x, (v, _) in zip(xs, pairs):
+                if v is None:
+                    ax.text(x, 0.01, "n/a", ha="center", va="bottom", fontsize="x-small", rotation=90)
+        ax.set_xticks(range(len(names)), names, rotation=20 if len(names) > 4 else 0, ha="right" if len(names) > 4 else "center")
+        ax.set_ylim(min(0.0, ax.get_ylim()[0]), 1.05)
+        ax.set_ylabel("normalized reward")
+        ax.set_title(title)
+        ax.legend(fontsize="small")
+        fig.tight_layout()
+        fig.savefig(out / filename, dpi=110)
+        plt.close(fig)
+        written.append(out / filename)
+    return written
+
+
+def _category_value(m: MethodSummary, label: str) -> tuple[float | None, float | None]:
+    if label == "Avg.":
+        return m.overall["mean_normalized"], m.overall["std"]
+    value = next(v for _, v, lab in CATEGORIES if lab == label)
+    return m.overall["categories"][value], None

@@ -1,0 +1,172 @@
+"""Run many episodes at once: (env, level, run) for every environment, level and run, skipping
+the ones the output folder already holds.
+
+Episodes are asyncio tasks, at most `concurrency` at a time. Each leases a sandbox worker
+from a pool (reused across episodes of the same environment) and makes every worker call on a
+thread pool of its own, so model calls of all episodes overlap and a slow environment holds up
+only its own episode. A budget cap ends what it covers: a theme cap the episodes of that
+environment, the run cap every episode not yet started.
+"""
+from __future__ import annotations
+
+import asyncio
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Awaitable, Callable
+
+from pipeline.evaluate.context import EnvTarget, EpisodeContext, WorkerSession
+from pipeline.evaluate.episode import INFRASTRUCTURE, RERUN_ON_RESUME, Limits, Tracker
+from pipeline.evaluate.records import EpisodeRecord, Records, Trajectory
+from pipeline.sandbox import Limits as SandboxLimits
+from pipeline.sandbox import SandboxFailure, WorkerPool
+
+DEFAULT_MAX_STEPS = 100  # for an environment whose config.yaml sets no termination.max_steps
+
+# player(ctx, tracker, log) plays one episode; the tracker holds the outcome.
+Player = Callable[[EpisodeContext, Tracker, Callable[[dict], None]], Awaitable[Tracker]]
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    agent: str
+    model: str
+    runs: int = 3
+    split: str = "test"
+    max_levels: int | None = None
+    concurrency: int = 4
+    limits: Limits = Limits()
+    sandbox: SandboxLimits = SandboxLimits(call_seconds=10.0, cpu_seconds=1800)
+
+
+@dataclass(frozen=True)
+class EpisodeSpec:
+    env: EnvTarget
+    level: str
+    run: int
+
+
+@dataclass
+class RunOutcome:
+    planned: int = 0
+    skipped: int = 0  # already in the output folder
+    not_started: int = 0  # left out after a budget cap
+    finished: list[EpisodeRecord] = field(default_factory=list)
+    budget_message: str = ""
+
+
+def plan(targets: list[EnvTarget], options: RunOptions) -> list[EpisodeSpec]:
+    """Run-major order: an interrupted evaluation leaves whole runs behind, not whole levels."""
+    return [EpisodeSpec(t, level, run) for run in range(options.runs) for t in targets
+            for level in t.levels(options.split, options.max_levels)]
+
+
+async def evaluate(targets: list[EnvTarget], player: Player, options: RunOptions, records: Records,
+                   progress=None) -> RunOutcome:
+    specs = plan(targets, options)
+    outcome = RunOutcome(planned=len(specs))
+    pending = []
+    for spec in specs:
+        if records.finished((spec.env.name, spec.level, spec.run, options.agent, options.model), RERUN_ON_RESUME):
+            outcome.skipped += 1
+        else:
+            pending.append(spec)
+    if progress is not None:
+        progress.start(len(pending))
+    slots = asyncio.Semaphore(max(1, options.concurrency))
+    stopped_envs: set[str] = set()
+    stop_all = asyncio.Event()
+    executor = ThreadPoolExecutor(max_workers=options.concurrency + 4, thread_name_prefix="envforge-evaluate")
+    pool = WorkerPool(size=options.concurrency, limits=options.sandbox)
+
+    async def one(spec: EpisodeSpec) -> None:
+        async with slots:
+            if stop_all.is_set() or spec.env.name in stopped_envs:
+                outcome.not_started += 1
+                return
+            record = await _episode(spec, player, options, records, pool, executor)
+        records.add(record)
+        outcome.finished.append(record)
+        if progress is not None:
+            progress.update(record)
+        if record.stop_reason == "budget":
+            outcome.budget_message = record.stop_detail
+            (stop_all.set() if record.stop_detail.startswith("run:") else stopped_envs.add(spec.env.name))
+
+    try:
+        await asyncio.gather(*(one(spec) for spec in pending))
+    finally:
+        await asyncio.get_running_loop().run_in_executor(executor, pool.close)
+        executor.shutdown(wait=False)
+        if progress is not None:
+            progress.close()
+    return outcome
+
+
+async def _episode(spec: EpisodeSpec, player: Player, options: RunOptions, records: Records, pool: WorkerPool,
+                   executor: ThreadPoolExecutor) -> EpisodeRecord:
+    loop = asyncio.get_running_loop()
+    identity = dict(env=spec.env.name, level=spec.level, run=spec.run, agent=options.agent, model=options.model)
+    max_reward = spec.env.max_reward(spec.level)
+    tracker = Tracker(options.limits, options.limits.max_steps or DEFAULT_MAX_STEPS, max_reward, spec.env.space)
+    path = records.trajectory_path(spec.env.name, options.agent, options.model, spec.level, spec.run)
+    trajectory = Trajectory(path)
+    trajectory.write({"type": "episode", **identity, "split": options.split, "max_reward": max_reward,
+                      "env_dir": str(spec.env.dir.path), "limits": vars(options.limits)})
+    lease = pool.lease(spec.env.dir.path)
+    try:
+        worker = await loop.run_in_executor(executor, lease.__enter__)
+    except SandboxFailure as f:
+        tracker.stop("env_error", f"the environment did not load: {f}")
+    else:
+        try:
+            env_steps = worker.info.get("max_steps") or DEFAULT_MAX_STEPS
+            tracker.max_steps = min(options.limits.max_steps, env_steps) if options.limits.max_steps else env_steps
+            ctx = EpisodeContext(spec.env, spec.level, spec.run, tracker.max_steps, max_reward,
+                                 WorkerSession(worker, executor))
+            await player(ctx, tracker, trajectory.write)
+        except SandboxFailure as f:  # e.g. the planner's search failed in the worker
+            tracker.stop("env_error", str(f))
+        finally:
+            await loop.run_in_executor(executor, lease.__exit__, None, None, None)
+    record = tracker.record(**identity, split=options.split, trajectory=str(path.relative_to(records.out)),
+                            tags=spec.env.tags)
+    trajectory.write({"type": "end", "record": record.to_dict()})
+    trajectory.close()
+    return record
+
+
+class Progress:
+    """A progress bar on stderr: episodes done, mean normalized score so far, dollars spent.
+    Shown only when stderr is a terminal; `lines` collects what it would show, for tests."""
+
+    def __init__(self, label: str, enabled: bool | None = None):
+        self.label = label
+        self.enabled = sys.stderr.isatty() if enabled is None else enabled
+        self.scores: list[float] = []
+        self.dollars = 0.0
+        self.done = 0
+        self.bar = None
+
+    def start(self, total: int) -> None:
+        if self.enabled:
+            from tqdm import tqdm
+
+            self.bar = tqdm(total=total, desc=self.label, unit="ep", file=sys.stderr, dynamic_ncols=True)
+
+    def update(self, record: EpisodeRecord) -> None:
+        self.done += 1
+        self.dollars += record.dollars
+        if record.normalized is not None and record.stop_reason not in INFRASTRUCTURE:
+            self.scores.append(record.normalized)
+        if self.bar is not None:
+            self.bar.set_postfix_str(self.postfix(), refresh=False)
+            self.bar.update(1)
+
+    def postfix(self) -> str:
+        mean = f"{sum(self.scores) / len(self.scores):.3f}" if self.scores else "-"
+        return f"mean {mean} | ${self.dollars:.4f}"
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()

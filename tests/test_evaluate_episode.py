@@ -1,0 +1,142 @@
+"""The agent loop's limits and stop reasons, and the ReAct action parser, without a sandbox or a model."""
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from dsl_schema.actions import Action, Param
+from pipeline.evaluate.episode import Decision, Limits, Tracker, invalid_reason, play
+from pipeline.evaluate.model_agents import FormatError, parse_action, thought_of
+from pipeline.evaluate.records import normalize
+
+SPACE = [Action("move", "", (Param("direction", "string", ("north", "south")),)), Action("wait", "", ())]
+NORTH = {"action": "move", "params": {"direction": "north"}}
+WAIT = {"action": "wait", "params": {}}
+
+
+class Corridor:
+    """A fake session: position on a line; north moves up, anything else stays; done at 5, reward 1 there."""
+
+    def __init__(self, length: int = 5, reward_every_step: bool = False):
+        self.pos, self.t, self.length, self.reward_every_step = 0, 0, length, reward_every_step
+
+    async def reset(self, level):
+        return {"observation": "at 0", "state_hash": "0"}
+
+    async def step(self, action):
+        self.t += 1
+        if action == NORTH:
+            self.pos += 1
+        done = self.pos >= self.length
+        return {"observation": f"at {self.pos}", "reward": 1.0 if done or self.reward_every_step else 0.0,
+                "done": done, "events": [], "last_action_result": "ok", "t": self.t, "state_hash": str(self.pos)}
+
+
+class Scripted:
+    def __init__(self, *decisions):
+        self.decisions = list(decisions)
+
+    async def act(self, turn):
+        return self.decisions.pop(0) if len(self.decisions) > 1 else self.decisions[0]
+
+
+def episode(agent, limits=Limits(), max_steps=30, max_reward=1.0, session=None):
+    tracker = Tracker(limits, max_steps, max_reward, SPACE)
+    return asyncio.run(play(agent, session or Corridor(), "levels/level_01.yaml", tracker))
+
+
+def test_reaching_the_max_reward_is_solved():
+    t = episode(Scripted(Decision(action=NORTH)))
+    assert (t.stop_reason, t.turns, t.total) == ("solved", 5, 1.0)
+
+
+def test_an_agent_that_waits_in_place_is_stopped_as_a_loop():
+    t = episode(Scripted(Decision(action=WAIT)), Limits(loop_visits=4, stagnation_steps=0))
+    assert (t.stop_reason, t.turns) == ("loop_detected", 3)  # start + 3 returns = 4 visits
+
+
+def test_no_new_state_and_no_reward_for_n_steps_is_stagnation():
+    t = episode(Scripted(Decision(action=NORTH), Decision(action=NORTH), *[Decision(action=WAIT)] * 3),
+                Limits(loop_visits=0, stagnation_steps=3))
+    assert (t.stop_reason, t.turns) == ("stagnation", 5)
+
+
+def test_invalid_actions_in_a_row_end_the_episode_and_are_not_loops():
+    bad = Decision(action={"action": "move", "params": {"direction": "up"}})
+    t = episode(Scripted(bad), Limits(invalid_action_streak=3, loop_visits=2))
+    assert (t.stop_reason, t.invalid, t.error_streaks, t.recovered) == ("invalid_action_streak", 3, 1, 0)
+
+
+def test_format_errors_use_up_steps_without_touching_the_environment():
+    session = Corridor()
+    t = episode(Scripted(Decision(error="format", message="no action")), Limits(format_error_streak=0),
+                max_steps=7, session=session)
+    assert (t.stop_reason, t.turns, t.env_steps, session.t) == ("max_steps", 7, 0, 0)
+
+
+def test_a_valid_action_after_errors_is_a_recovery():
+    t = episode(Scripted(Decision(error="format"), Decision(action={"action": "fly", "params": {}}),
+                         Decision(action=NORTH), Decision(error="format"), Decision(action=NORTH)))
+    assert (t.error_streaks, t.recovered) == (2, 2)
+    record = t.record(env="e", level="levels/level_01.yaml", run=0, agent="a", model="-", split="test")
+    assert record.recovery_rate == 1.0 and record.format_errors == 2 and record.invalid_actions == 1
+
+
+@pytest.mark.parametrize("error, reason", [("model", "model_error"), ("budget", "budget"), ("stop", "agent_stopped")])
+def test_a_turn_that_cannot_go_on_ends_the_episode_at_once(error, reason):
+    t = episode(Scripted(Decision(action=NORTH), Decision(error=error, message="why")))
+    assert (t.stop_reason, t.stop_detail, t.turns) == (reason, "why", 2)
+
+
+def test_invalid_reason_checks_names_parameters_and_enums():
+    assert invalid_reason(NORTH, SPACE) is None
+    assert invalid_reason({"action": "fly", "params": {}}, SPACE) == "unknown action 'fly'"
+    assert invalid_reason({"action": "move", "params": {}}, SPACE) == "move needs parameter 'direction'"
+    assert invalid_reason({"action": "wait", "params": {"x": 1}}, SPACE) == "wait has no parameter 'x'"
+    assert "must be one of ['north', 'south']" in invalid_reason({"action": "move", "params": {"direction": "up"}}, SPACE)
+    assert invalid_reason({"action": "anything", "params": {}}, []) is None  # nothing declared: the env decides
+
+
+@pytest.mark.parametrize("reply", [
+    '<thinking_memory>go</thinking_memory><action>{"action": "move", "params": {"direction": "north"}}</action>',
+    "<action>\n```json\n{\"action\": \"move\", \"params\": {\"direction\": \"north\"}}\n```\n</action> Done.",
+    "<action>{'action': 'move', 'params': {'direction': 'north'},}</action>",
+    "Sure! <action>{\"action\": \"move\", \"direction\": \"north\"}</action> hope that helps {not json}",
+    "<action>{'action': 'move', 'params': {'direction': 'north'}}",  # never closed
+    "I'll go north.\n```json\n{\"action\": \"move\", \"params\": {\"direction\": \"north\"}}\n```",  # no tags
+])
+def test_parse_action_tolerates_fences_python_quoting_and_prose(reply):
+    assert parse_action(reply) == NORTH
+
+
+def test_parse_action_takes_the_last_action_block_and_json_literals_in_python_quotes():
+    reply = "<action>{'action': 'wait'}</action> no wait: <action>{'action': 'move', 'params': {'run': true}}</action>"
+    assert parse_action(reply) == {"action": "move", "params": {"run": True}}
+    assert parse_action("<action>{\"action\": \"say\", \"params\": {\"text\": \"a } b\"}}</action>")["params"] == {"text": "a } b"}
+
+
+@pytest.mark.parametrize("reply, message", [
+    ("", "found an empty reply"),
+    ("I am thinking", "expected a dictionary with an \"action\" key in the reply, found 'I am thinking'"),
+    ("<action>move north</action>", "inside <action></action>, found '<action>move north</action>'"),
+    ("<action>{'action': 'move', 'params': 'north'}</action>", "expected params as a dictionary, found 'north'"),
+    ("<action>{'action': 3}</action>", "expected the action's name as a string, found 3"),
+])
+def test_parse_action_says_what_it_expected_and_found(reply, message):
+    with pytest.raises(FormatError) as err:
+        parse_action(reply)
+    assert message in str(err.value)
+
+
+def test_thought_is_the_thinking_memory_or_the_text_before_the_action():
+    assert thought_of("<thinking_memory> plan </thinking_memory><action>{}</action>") == "plan"
+    assert thought_of("plan first\n<action>{}</action>") == "plan first"
+
+
+def test_normalized_reward_is_clipped_at_one_and_never_divides_by_zero():
+    assert normalize(0.5, 1.0) == (0.5, 0.5, False, "")
+    assert normalize(3.0, 2.0)[:3] == (1.0, 1.5, True)
+    assert normalize(1.0, None, "levels/level_03.yaml") == (
+        None, None, False, "no max reward for level_03.yaml in level_max_rewards.json")
+    assert normalize(1.0, 0.0, "levels/level_03.yaml")[0] is None
