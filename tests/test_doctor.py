@@ -56,7 +56,7 @@ def test_doctor_without_a_model_reports_the_machine_and_makes_no_call(llm_server
     out = result.stdout
     assert f"python {sys.version.split()[0]}" in out
     assert "anthropic: not configured (set ANTHROPIC_API_KEY)" in out
-    assert "--provider replay --replay DIR" in out
+    assert "--provider replay [--replay DIR] (default: the bundled demos)" in out
     assert "sandbox:" in out and "model check: skipped" in out
     assert llm_server.count() == 0
 
@@ -73,7 +73,7 @@ def test_doctor_reads_keys_and_base_url_from_dot_env(llm_server, tmp_path):
 def test_doctor_with_a_model_but_no_provider_says_how_to_configure_one(tmp_path):
     result = doctor(tmp_path, "--model", "gpt-4o")
     assert result.returncode == 2
-    for hint in ("ANTHROPIC_API_KEY", "OPENAI_API_KEY", "OPENAI_BASE_URL", "--provider replay --replay DIR"):
+    for hint in ("ANTHROPIC_API_KEY", "OPENAI_API_KEY", "OPENAI_BASE_URL", "--provider replay [--replay DIR]", "examples/replay"):
         assert hint in result.stderr
 
 

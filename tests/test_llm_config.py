@@ -18,7 +18,7 @@ def test_without_any_provider_a_command_stops_and_says_how_to_configure_one(llm_
     with pytest.raises(UserError) as error:
         client_from_args(parse("--budget-usd", "1"))
     message = str(error.value)
-    for hint in ("ANTHROPIC_API_KEY", "OPENAI_API_KEY", "OPENAI_BASE_URL", "--provider replay --replay DIR", ".env"):
+    for hint in ("ANTHROPIC_API_KEY", "OPENAI_API_KEY", "OPENAI_BASE_URL", "--provider replay [--replay DIR]", "examples/replay", ".env"):
         assert hint in message
 
 

@@ -87,7 +87,7 @@ def provider_report() -> list[str]:
             lines.append(f"{provider}: configured (no key; OpenAI-compatible server at {base_url})")
         else:
             lines.append(f"{provider}: not configured (set {key_var})")
-    lines.append("replay: available offline with --provider replay --replay DIR")
+    lines.append("replay: available offline with --provider replay [--replay DIR] (default: the bundled demos)")
     return lines
 
 

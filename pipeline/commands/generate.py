@@ -19,7 +19,7 @@ EXIT_ACCEPTED, EXIT_NONE_ACCEPTED = 0, 1
 EPILOG = """exit status: 0 the run finished and accepted at least one environment (or paused as asked);
 1 it finished and accepted none; 2 bad input (themes file, output folder, flags);
 3 the run budget (--budget-usd) was reached: themes not started are listed as skipped.
-Offline demo (no key): envforge generate --themes examples/themes.yaml --provider replay --replay examples/replay"""
+Offline demo (no key): envforge generate --themes examples/themes.txt --provider replay --out runs/demo"""
 
 
 def register(subparsers) -> None:

@@ -6,7 +6,6 @@ behind a `Worker`.
 from __future__ import annotations
 
 import atexit
-import functools
 import itertools
 import json
 import os
@@ -38,7 +37,6 @@ _UNSHARE_SIGKILLED = b"unshare: sigprocmask unblock failed: Invalid argument\n"
 _DIR_PREFIX = "envforge-sbx-"
 
 
-@functools.lru_cache(maxsize=1)
 def _sweep_stale_dirs() -> None:
     """Remove sandbox folders left by envforge processes that were killed (named by their pid)."""
     for path in Path(tempfile.gettempdir()).glob(f"{_DIR_PREFIX}*-*"):
@@ -65,8 +63,11 @@ def _worker_uid() -> int:
 class Worker:
     """One sandboxed process holding one environment (a private copy of `env_dir`)."""
 
-    def __init__(self, env_dir: str | Path, limits: Limits | None = None, env_id: Any = None):
+    def __init__(self, env_dir: str | Path, limits: Limits | None = None, env_id: Any = None,
+                 skin: str | None = None):
+        """`skin`: render with the folder's skins/<skin>.py instead of the env's own render_skin."""
         self.env_dir = Path(env_dir).resolve()
+        self.skin = skin
         self.limits = limits or Limits()
         self.mode = capabilities()["mode"]
         self.output_total = 0
@@ -88,7 +89,7 @@ class Worker:
         self._start()
         _live.add(self)
         try:
-            self.info = self.call("load", env_id=env_id)
+            self.info = self.call("load", env_id=env_id, **({"skin": skin} if skin is not None else {}))
         except SandboxFailure:
             # The caller never gets this worker, so no one else could close it: without this
             # its process (alive after a "load" failure) and temp dir would stay until exit.
