@@ -62,7 +62,10 @@ def plan(targets: list[EnvTarget], options: RunOptions) -> list[EpisodeSpec]:
 
 
 async def evaluate(targets: list[EnvTarget], player: Player, options: RunOptions, records: Records,
-                   progress=None) -> RunOutcome:
+                   progress=None, pool: WorkerPool | None = None) -> RunOutcome:
+    """Play every planned episode not yet in `records`. `pool`: sandbox workers to reuse (a caller
+    that evaluates again and again, e.g. learning, keeps its workers warm; it closes the pool
+    itself); by default a pool of `concurrency` workers lives as long as this call."""
     specs = plan(targets, options)
     outcome = RunOutcome(planned=len(specs))
     pending = []
@@ -77,7 +80,8 @@ async def evaluate(targets: list[EnvTarget], player: Player, options: RunOptions
     stopped_envs: set[str] = set()
     stop_all = asyncio.Event()
     executor = ThreadPoolExecutor(max_workers=options.concurrency + 4, thread_name_prefix="envforge-evaluate")
-    pool = WorkerPool(size=options.concurrency, limits=options.sandbox)
+    own_pool = pool is None
+    pool = pool or WorkerPool(size=options.concurrency, limits=options.sandbox)
 
     async def one(spec: EpisodeSpec) -> None:
         async with slots:
@@ -96,7 +100,8 @@ async def evaluate(targets: list[EnvTarget], player: Player, options: RunOptions
     try:
         await asyncio.gather(*(one(spec) for spec in pending))
     finally:
-        await asyncio.get_running_loop().run_in_executor(executor, pool.close)
+        if own_pool:
+            await asyncio.get_running_loop().run_in_executor(executor, pool.close)
         executor.shutdown(wait=False)
         if progress is not None:
             progress.close()
