@@ -151,3 +151,11 @@ def test_progress_shows_the_mean_score_so_far_and_dollars():
         base.normalized, base.dollars, base.stop_reason = normalized, dollars, stop
         progress.update(base)
     assert progress.postfix() == "mean 0.500 | $0.5300"  # the failed model call costs but does not score
+
+
+def test_invalid_reason_checks_json_types():
+    space = [Action("jump", "", (Param("height", "integer", None, (1, 3)), Param("loud", "boolean", optional=True)))]
+    assert invalid_reason({"action": "jump", "params": {"height": 2}}, space) is None
+    assert invalid_reason({"action": "jump", "params": {"height": "2"}}, space) == "height must be of type integer, found '2'"
+    assert invalid_reason({"action": "jump", "params": {"height": True}}, space) == "height must be of type integer, found True"
+    assert invalid_reason({"action": "jump", "params": {"height": 2, "loud": 1}}, space) == "loud must be of type boolean, found 1"

@@ -27,7 +27,7 @@ AGENT_HELP = ("react (AutoEnv's ReAct agent: reasoning in <thinking_memory>, one
               "snapshots in the sandbox; no model), or your own agent as MODULE:ATTR or path/file.py:ATTR: a class "
               "(or object, or function) with run(env, env_info), sync or async, as in the AutoEnv benchmark. "
               "YOUR AGENT RUNS INSIDE THE ENVFORGE PROCESS, unsandboxed, because you chose to run it; the "
-              "environment it steps still runs in the sandbox (default: react)")
+              "environment it steps still runs in the sandbox; --model then only labels its records (default: react)")
 
 
 def register(subparsers) -> None:
@@ -110,6 +110,8 @@ def run(args) -> int:
         model = client.spec
     elif args.agent in BUILT_IN:
         model = NO_MODEL
+        if args.model:
+            print(f"envforge evaluate: --model is ignored: the {args.agent} agent calls no model", file=sys.stderr)
     else:
         model = args.model or NO_MODEL  # a label only: the user's agent brings its own model, if any
     player = make_player(args.agent, client=client,
@@ -172,10 +174,11 @@ def _print_text(label, args, targets, outcome, envs, overall, files) -> None:
         stops = ", ".join(f"{k} {v}" for k, v in sorted(s.stop_reasons.items(), key=lambda kv: -kv[1]))
         extra = f", {s.clipped} clipped" if s.clipped else ""
         extra += f", {s.null_normalized} without a max reward" if s.null_normalized else ""
+        steps = "–" if s.mean_steps is None else f"{s.mean_steps:g}"
         print(f"  {name:<{width}}  mean normalized {score}{std} over {s.episodes} episode(s), "
-              f"{s.mean_steps} steps{extra}; stop: {stops}")
+              f"{steps} steps{extra}; stop: {stops}")
     if overall.get("mean_normalized") is not None:
         std = f" (±{overall['std'] * 100:.2f})" if overall.get("std") is not None else ""
-        print(f"overall: {overall['mean_normalized'] * 100:.2f}%{std}, {overall['mean_steps']} steps per episode, "
+        print(f"overall: {overall['mean_normalized'] * 100:.2f}%{std}, {overall['mean_steps']:g} steps per episode, "
               f"{overall['clipped']} clipped, ${overall['dollars']:.4f}")
     print("written: " + ", ".join(str(f) for f in files))

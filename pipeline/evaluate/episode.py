@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any, Awaitable, Callable
+from typing import Any, Callable, Protocol
 
 from dsl_schema.actions import Action
 from pipeline.evaluate.records import EpisodeRecord
@@ -88,8 +88,13 @@ class Turn:
     history: list[dict]  # recent turns, oldest first (see Tracker.recent)
 
 
+_JSON_TYPES = {"string": str, "integer": int, "number": (int, float), "boolean": bool, "array": list, "object": dict}
+
+
 def invalid_reason(action: dict, space: list[Action]) -> str | None:
-    """Why `action` does not fit the declared action space (None when it fits or none is declared)."""
+    """Why `action` does not fit the declared action space (None when it fits or none is declared):
+    an unknown name, a missing or unknown parameter, a value of the wrong JSON type, outside its
+    enum or its range."""
     declared = {a.name: a for a in space}
     if not declared:
         return None
@@ -109,6 +114,9 @@ def invalid_reason(action: dict, space: list[Action]) -> str | None:
                 return f"{spec.name} needs parameter {p.name!r}"
             continue
         value = params[p.name]
+        expected = _JSON_TYPES.get(p.type or "")
+        if expected and (not isinstance(value, expected) or (isinstance(value, bool) and p.type != "boolean")):
+            return f"{p.name} must be of type {p.type}, found {value!r}"
         if p.enum is not None and value not in p.enum:
             return f"{p.name} must be one of {list(p.enum)}, found {value!r}"
         if p.range is not None:
@@ -255,10 +263,11 @@ def _rate(part: int, whole: int) -> float | None:
     return round(part / whole, 4) if whole else None
 
 
-class Session:
-    """What the loop needs from a sandbox worker (see pipeline.evaluate.session)."""
+class Session(Protocol):
+    """What the loop needs from a sandbox worker (WorkerSession in pipeline.evaluate.context)."""
 
     async def reset(self, level: str) -> dict: ...
+
     async def step(self, action: dict) -> dict: ...
 
 
