@@ -152,16 +152,18 @@ class OutputDir:
 
 
 def find_envs(path: str | Path) -> list[EnvDir]:
-    """Environment folders at `path`: the folder itself, else the environment folders among its
-    children, else among its grandchildren (e.g. generated_envs/ holding accepted/ and
-    reference/). Folders named `rejected` are never searched."""
+    """Accepted environment folders at `path`: the folder itself, else the environment folders
+    among its children, else among its grandchildren (generated_envs/ holding reference/ and a
+    generation output). Never inside a folder whose name starts with "_" (a generation's
+    _rejected/ and _work/, _generated levels) or is "rejected"."""
     root = EnvDir.at(path)
     if root.is_env():
         return [root]
     for depth in (1, 2):
         pattern = "/".join(["*"] * depth)
         found = [EnvDir.at(p) for p in sorted(root.path.glob(pattern))
-                 if "rejected" not in p.relative_to(root.path).parts and EnvDir.at(p).is_env()]
+                 if not any(part.startswith("_") or part == "rejected" for part in p.relative_to(root.path).parts)
+                 and EnvDir.at(p).is_env()]
         if found:
             return found
     return []

@@ -166,3 +166,15 @@ def test_user_agent_runs_in_process_over_a_proxy_env(tmp_path, capsys):
     crashed = [r for r in records(out) if r["agent"].endswith(":crash")][0]
     assert crashed["stop_reason"] == "agent_error" and "my agent broke" in crashed["stop_detail"]
     assert crashed["env_steps"] == 1
+
+
+def test_a_generation_output_is_searched_for_accepted_environments_only(tmp_path, capsys):
+    out = tmp_path / "generated"
+    for where in ("_rejected/broken", "_work/half_done"):
+        shutil.copytree(REFERENCE / "crate_dock", out / where, ignore=shutil.ignore_patterns("__pycache__", "_generated"))
+    assert main(["evaluate", str(out), "--agent", "random"]) == 2
+    assert "found none" in capsys.readouterr().err
+    shutil.copytree(REFERENCE / "tide_pool", out / "tide_pool", ignore=shutil.ignore_patterns("__pycache__", "_generated"))
+    assert main(["evaluate", str(out), "--agent", "random", "--max-levels", "1", "--runs", "1",
+                 "--out", str(tmp_path / "eval"), "--json"]) == 0
+    assert list(json.loads(capsys.readouterr().out)["envs"]) == ["tide_pool"]
