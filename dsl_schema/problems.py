@@ -9,11 +9,14 @@ Severity = Literal["error", "warning"]
 
 @dataclass(frozen=True)
 class Problem:
-    """One finding. `str(problem)` is `FILE: path.to.field: expected …, found …`.
+    """One finding, located: in a DSL document at a field path, or in an environment's files at
+    a line. The one problem type of envforge: the DSL checker, `envforge check`, the static scan
+    and the repair loop all speak it.
 
-    `path` is a dotted path with list indices (`reward.events[2].value_key`); problems about the
-    file itself use `(file)`, about the whole document `(document)`, and YAML syntax errors
-    `line N, column M`. `line` is the 1-based line of the field when the document came from text.
+    `str(problem)` is `FILE: path.to.field: expected …, found …` for a field of a structured file
+    (`path` is a dotted path with list indices, `reward.events[2].value_key`; `(file)` and
+    `(document)` for the file or document as a whole; YAML syntax errors `line N, column M`), and
+    `FILE:LINE: expected …, found …` for a line of code. `line` is 1-based.
     """
 
     file: str
@@ -22,9 +25,13 @@ class Problem:
     found: str
     severity: Severity = "error"
     line: int | None = None
+    check: str = ""  # which check found it (envforge check: layout, static, levels, ...)
 
     def __str__(self) -> str:
-        return f"{self.file}: {self.path}: expected {self.expected}, found {self.found}"
+        if self.path:
+            return f"{self.file}: {self.path}: expected {self.expected}, found {self.found}"
+        where = f"{self.file}:{self.line}" if self.line else self.file
+        return f"{where}: expected {self.expected}, found {self.found}"
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -7,6 +7,7 @@ loop feeds these messages back to the model, so they must say what to fix.
 """
 from __future__ import annotations
 
+import dataclasses
 import random
 import time
 from dataclasses import dataclass, field
@@ -16,7 +17,7 @@ import yaml
 
 from pipeline import layout
 from pipeline.actions import declared_actions, random_action, sample_params
-from pipeline.problems import Problem
+from dsl_schema.problems import Problem
 from pipeline import rollout
 from pipeline.sandbox import Limits, SandboxFailure, Worker
 from pipeline.sandbox.static import scan_env
@@ -55,7 +56,7 @@ class _Checker:
     # -- problems --------------------------------------------------------------------
     def problem(self, file: str, expected: str, found: str, check: str, line: int | None = None,
                 severity: str = "error", path: str = "") -> None:
-        self.report.problems.append(Problem(file, line, expected, found, check, severity, path))
+        self.report.problems.append(Problem(file, path, expected, found, severity, line, check))
 
     def failure(self, failure: SandboxFailure, expected: str, check: str, file: str = layout.ENV_MAIN) -> None:
         where, line = file, None
@@ -138,7 +139,7 @@ class _Checker:
         from dsl_schema.check import check_file
 
         for p in check_file(self.env.file(layout.CONFIG)):
-            self.problem(layout.CONFIG, p.expected, p.found, "dsl", p.line, "warning", p.path)
+            self.report.problems.append(dataclasses.replace(p, file=layout.CONFIG, severity="warning", check="dsl"))
 
     def episode_starts(self) -> list[dict]:
         """Where episodes start: the shipped levels, else levels generated from fixed seeds

@@ -74,7 +74,7 @@ def test_json_output_lists_problems_and_a_summary(tmp_path):
     assert report["summary"] == {"files": 2, "files_with_errors": 1, "errors": 1, "warnings": 2}
     [error] = [p for p in report["problems"] if p["severity"] == "error"]
     assert error["file"] == "broken.yaml" and error["expected"] == "valid YAML" and error["line"] == 2
-    assert set(error) == {"file", "path", "expected", "found", "severity", "line"}
+    assert set(error) == {"file", "path", "expected", "found", "severity", "line", "check"}
 
 
 @pytest.mark.parametrize("text", ["", "[1, 2]\n", "just a string\n"])

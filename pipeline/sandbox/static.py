@@ -8,7 +8,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from pipeline.problems import Problem
+from dsl_schema.problems import Problem
 
 FORBIDDEN_MODULES = {
     "subprocess": "starting processes", "socket": "network access", "ctypes": "foreign calls",
@@ -38,12 +38,12 @@ def scan_file(path: Path, rel: str) -> list[Problem]:
     try:
         tree = ast.parse(path.read_text(encoding="utf-8", errors="replace"), filename=rel)
     except SyntaxError as e:
-        return [Problem(rel, e.lineno, "valid Python", f"SyntaxError: {e.msg}", "static")]
+        return [Problem(rel, "", "valid Python", f"SyntaxError: {e.msg}", line=e.lineno, check="static")]
     problems = []
 
     def flag(node: ast.AST, found: str, severity: str = "error") -> None:
-        problems.append(Problem(rel, node.lineno, "no process, network, exit, environment or foreign calls",
-                                found, "static", severity))
+        problems.append(Problem(rel, "", "no process, network, exit, environment or foreign calls",
+                                found, severity, node.lineno, "static"))
 
     def module(node: ast.AST, name: str, text: str) -> None:
         top = name.split(".")[0]
