@@ -41,7 +41,9 @@ class Outcome:
 
 @dataclass
 class Run:
-    client: LLMClient
+    # None when no model stage will run (`envforge review retry --from verify`): a retry that only
+    # re-verifies edited files must work without a provider configured.
+    client: LLMClient | None
     out: layout.OutputDir
     options: Options
     db: RunDB
@@ -55,7 +57,7 @@ class Run:
     def say(self, name: str, what: str) -> None:
         done = len(self.outcomes)
         accepted = sum(o.status == "accepted" for o in self.outcomes)
-        spent = self.client.ledger.run.cost_usd
+        spent = self.client.ledger.run.cost_usd if self.client else 0.0
         print(f"[{done}/{self.total} done, {accepted} accepted, ${spent:.2f}] {name}: {what}", file=sys.stderr, flush=True)
 
     # -- one theme -----------------------------------------------------------------------
@@ -137,13 +139,7 @@ class Run:
         return None
 
     def _record(self, name: str) -> dict:
-        stages: dict[str, dict] = {}
-        for a in self.db.attempts(name):
-            if a["status"] in ("done", "rejected"):
-                stages[a["stage"]] = {"status": a["status"], "usd": a["usd"] or 0.0, "input_tokens": a["input_tokens"],
-                                      "output_tokens": a["output_tokens"], "steps": a["steps"],
-                                      "seconds": round((a["ended"] or a["started"]) - a["started"], 2)}
-        return {"stages": stages}
+        return self.db.stage_record(name)
 
     def _finish(self, outcome: Outcome) -> Outcome:
         self.outcomes.append(outcome)
@@ -161,7 +157,7 @@ class Run:
             rates[column] = round(passed / n, 3) if n else None
         accepted = [o.name for o in self.outcomes if o.status == "accepted"]
         rates["overall"] = round(len(accepted) / n, 3) if n else None
-        cost = self.client.ledger.run.cost_usd
+        cost = self.client.ledger.run.cost_usd if self.client else 0.0
         return {
             "out": str(self.out.root),
             "themes": self.total,
@@ -170,7 +166,7 @@ class Run:
             "paused": [o.name for o in self.outcomes if o.status == "paused"],
             "skipped": {o.name: o.reason for o in self.outcomes if o.status == "skipped"},
             "rates": rates,
-            "model_calls": {"made": self.client.ledger.run.calls,
+            "model_calls": {"made": self.client.ledger.run.calls if self.client else 0,
                             "from_journal": sum(j.served for j in self.journals)},
             "cost_usd": round(cost, 6),
             "cost_per_accepted_usd": round(cost / len(accepted), 6) if accepted else None,
@@ -178,8 +174,8 @@ class Run:
         }
 
 
-def _theme_totals(client: LLMClient, name: str) -> tuple[float, int, int]:
-    t = client.ledger.by_theme.get(name)
+def _theme_totals(client: LLMClient | None, name: str) -> tuple[float, int, int]:
+    t = client.ledger.by_theme.get(name) if client else None
     return (t.cost_usd, t.usage.input_tokens, t.usage.output_tokens) if t else (0.0, 0, 0)
 
 

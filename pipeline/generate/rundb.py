@@ -59,6 +59,13 @@ class RunDB:
                                 (name,)).fetchone()
         return dict(zip(("name", "theme", "source", "status", "stage", "reason"), row)) if row else None
 
+    def run_args(self, theme: str) -> dict:
+        """The arguments of the run that last worked on `theme` ({} when unknown): a retry reuses
+        its level count and seed."""
+        row = self.conn.execute("SELECT runs.args FROM themes JOIN runs ON runs.id = themes.run_id WHERE themes.name=?",
+                                (theme,)).fetchone()
+        return json.loads(row[0]) if row and row[0] else {}
+
     def themes(self) -> list[dict]:
         rows = self.conn.execute("SELECT name, theme, source, status, stage, reason FROM themes ORDER BY name")
         return [dict(zip(("name", "theme", "source", "status", "stage", "reason"), r)) for r in rows]
@@ -90,6 +97,16 @@ class RunDB:
                "FROM stage_attempts" + (" WHERE theme=?" if theme else "") + " ORDER BY id")
         keys = ("theme", "stage", "started", "ended", "status", "error", "input_tokens", "output_tokens", "usd", "steps")
         return [dict(zip(keys, r)) for r in self.conn.execute(sql, (theme,) if theme else ())]
+
+    def stage_record(self, theme: str) -> dict:
+        """The latest finished attempt of each stage, as manifest.json and rejection.json keep it."""
+        stages: dict[str, dict] = {}
+        for a in self.attempts(theme):
+            if a["status"] in ("done", "rejected"):
+                stages[a["stage"]] = {"status": a["status"], "usd": a["usd"] or 0.0, "input_tokens": a["input_tokens"],
+                                      "output_tokens": a["output_tokens"], "steps": a["steps"],
+                                      "seconds": round((a["ended"] or a["started"]) - a["started"], 2)}
+        return {"stages": stages}
 
     # -- artefacts ---------------------------------------------------------------------
     def record_artifacts(self, theme: str, stage: str, hashes: dict[str, str]) -> None:
