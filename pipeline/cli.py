@@ -21,6 +21,7 @@ COMMAND_MODULES = [
     "pipeline.commands.dsl",
     "pipeline.commands.verify",
     "pipeline.commands.evaluate",
+    "pipeline.commands.review",
 ]
 
 

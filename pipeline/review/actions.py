@@ -1,0 +1,182 @@
+"""What a reviewer does to an environment: accept or reject it by hand, or retry it from a stage.
+
+Each moves the theme's folder with one rename at a time (never leaving a half-written folder
+among the accepted ones), through the same packaging code `envforge generate` uses, and
+records the step in the run database as a run of its own.
+
+A human decision is kept in manifest.json as `human_review: {decision, reason, at}`. The
+pipeline's own verdict stays readable: a folder accepted by hand keeps the rejection.json the
+pipeline wrote; one rejected by hand keeps the manifest of its acceptance. Deciding the way the
+pipeline did undoes an override.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from dsl_schema.check import check_text
+from dsl_schema.problems import errors
+from pipeline import layout
+from pipeline.errors import UserError
+from pipeline.generate import package
+from pipeline.generate.context import Options, Rejected, ThemeContext
+from pipeline.generate.journal import JournaledClient
+from pipeline.generate.run import STAGE_RUNNERS, Outcome, Run
+from pipeline.generate.themes import Theme
+from pipeline.review.catalog import Catalog, Entry, read_json
+
+RETRY_STAGES = tuple(STAGE_RUNNERS)  # design, dsl, code, repair, verify
+MODEL_FREE_STAGES = ("verify",)
+# What verification writes; a retry re-verifies, so what an earlier verification left goes.
+VERIFY_OUTPUTS = (layout.VERIFICATION, layout.LEVEL_MAX_REWARDS, layout.LEVELS, layout.VAL_LEVELS, layout.MANIFEST)
+
+
+def decide(catalog: Catalog, name: str, decision: str, reason: str) -> Entry:
+    """Accept or reject `name` by hand; returns the entry as it now is."""
+    assert decision in ("accepted", "rejected")
+    if not reason.strip():
+        raise UserError("--reason: expected a few words saying why (they are kept in the manifest), found nothing")
+    entry = catalog.get(name)
+    if entry.status not in ("accepted", "rejected") or entry.place not in ("accepted", "rejected"):
+        raise UserError(f"{name} is {entry.status or 'unknown'} (folder: {entry.folder or 'missing'}); only a finished "
+                        f"environment can be accepted or rejected: finish it with `envforge generate --resume` or "
+                        f"`envforge review retry {name} --from STAGE`")
+    if entry.status == decision:
+        raise UserError(f"{name} is already {entry.label}" + (f" ({entry.reason})" if entry.reason else ""))
+    undo = entry.by_hand  # deciding as the pipeline did
+    out, db = catalog.out, catalog.db
+    work = _to_work(catalog, entry)
+    theme = _theme(work, entry)
+    manifest = read_json(work / layout.MANIFEST)
+    at = time.strftime("%Y-%m-%d %H:%M:%S")
+    if undo:
+        manifest.pop("human_review", None)
+    else:
+        manifest["human_review"] = {"decision": decision, "reason": reason.strip(), "at": at}
+    _write_json(work / layout.MANIFEST, manifest)
+    run_id = db.start_run({"command": f"review {decision[:-2]}", "name": name, "reason": reason.strip()})
+    record = db.stage_record(name)
+    if decision == "accepted":
+        if undo:
+            (work / layout.REJECTION).unlink(missing_ok=True)  # it was the hand rejection
+        ctx = ThemeContext(theme, work, None, Options(model=str(manifest.get("model") or _model(work))))
+        package.accept(ctx, out, record)
+        stage, why = (entry.stage, f"accepted by hand: {reason.strip()}") if not undo else ("package", "accepted")
+    else:
+        if undo:  # the pipeline's rejection, kept when it was accepted by hand
+            machine = read_json(work / layout.REJECTION)
+            stage, why, details = machine.get("stage", entry.stage), machine.get("reason", ""), machine.get("details")
+        else:
+            stage, why, details = "review", f"rejected by hand: {reason.strip()}", {}
+        package.reject(work, out, name, Rejected(stage, why, details), record)
+    db.set_theme(run_id, name, theme.text, theme.where, decision, stage, why)
+    attempt = db.start_stage(run_id, name, "review")
+    db.end_stage(attempt, f"{decision} by hand" if not undo else f"{decision} (override undone)", reason.strip())
+    db.finish_run(run_id, "finished", {"name": name, "decision": decision, "undo": undo})
+    return catalog.get(name)
+
+
+@dataclass
+class RetryPlan:
+    entry: Entry
+    start: str  # the first stage to run again
+    stages: tuple[str, ...]  # it and every later stage
+
+    @property
+    def needs_model(self) -> bool:
+        return self.start not in MODEL_FREE_STAGES
+
+
+def plan_retry(catalog: Catalog, name: str, start: str) -> RetryPlan:
+    """Check that `name` can be retried from `start`, before anything is moved or a client built."""
+    entry = catalog.get(name)
+    if start not in RETRY_STAGES:
+        raise UserError(f"--from {start}: expected one of {', '.join(RETRY_STAGES)}")
+    if not entry.folder:
+        raise UserError(f"{name}: expected its folder under {catalog.out.root}, found none (was it moved or deleted?)")
+    stages = RETRY_STAGES[RETRY_STAGES.index(start):]
+    for earlier in RETRY_STAGES[: RETRY_STAGES.index(start)]:
+        if not catalog.db.stage_done(name, earlier):
+            raise UserError(f"{name}: --from {start} keeps the stages before it, but {earlier} has not passed "
+                            f"(it stopped at {entry.stage or 'an earlier stage'}); retry --from {earlier} or an "
+                            f"earlier stage")
+    if start not in ("design", "dsl"):
+        config = entry.path / layout.CONFIG
+        problems = errors(check_text(config.read_text(encoding="utf-8"), layout.CONFIG)) if config.is_file() else []
+        if not config.is_file() or problems:
+            found = "no file" if not config.is_file() else f"{len(problems)} error(s); first: {problems[0]}"
+            raise UserError(f"{config}: expected a valid DSL document before retrying --from {start}, found {found}; "
+                            f"fix it (`envforge dsl check {config}`) or retry --from dsl")
+    return RetryPlan(entry, start, stages)
+
+
+async def retry(catalog: Catalog, plan: RetryPlan, client) -> Outcome:
+    """Run the theme again from `plan.start` with the files as they are now. `client` is None
+    when no model stage runs (a retry from verify)."""
+    name, out, db = plan.entry.name, catalog.out, catalog.db
+    work = _to_work(catalog, plan.entry)
+    for output in (layout.REJECTION, *VERIFY_OUTPUTS):
+        target = work / output
+        if target.is_dir():
+            shutil.rmtree(target)
+        else:
+            target.unlink(missing_ok=True)
+    db.forget_stages(name, plan.stages)
+    journal = JournaledClient(client, work / layout.CALL_JOURNAL, name)
+    for stage in plan.stages:
+        journal.restart(stage)
+    previous = db.run_args(name)
+    options = Options(levels=int(previous.get("levels") or 15), seed=int(previous.get("seed") or 0),
+                      model=client.spec if client else _model(work))
+    run_id = db.start_run({"command": "review retry", "name": name, "from": plan.start, "levels": options.levels,
+                           "seed": options.seed, "model": options.model})
+    job = Run(client, out, options, db, run_id, 1)
+    try:
+        return await job.theme(_theme(work, plan.entry), resume=True)
+    finally:
+        db.finish_run(run_id, "finished", job.summary())
+
+
+def _to_work(catalog: Catalog, entry: Entry) -> Path:
+    """Move the folder back to OUT/_work/<name> (one rename), where the pipeline works on it."""
+    work = catalog.out.work(entry.name)
+    if entry.place == "work":
+        return work
+    if work.exists():
+        raise UserError(f"{work}: expected no work folder for {entry.name} while its folder is {entry.folder}, found "
+                        f"one; remove whichever is stale")
+    work.parent.mkdir(parents=True, exist_ok=True)
+    os.replace(entry.path, work)
+    return work
+
+
+def _theme(work: Path, entry: Entry) -> Theme:
+    data = read_json(work / layout.THEME_FILE)
+    tags = data.get("tags") if isinstance(data.get("tags"), dict) else {}
+    return Theme(entry.name, str(data.get("theme") or entry.theme), str(data.get("where") or entry.source), tags,
+                 str(data.get("notes") or ""))
+
+
+def _model(work: Path) -> str:
+    """The model that wrote the environment: the latest response in its call journal."""
+    model = ""
+    try:
+        lines = (work / layout.CALL_JOURNAL).read_text(encoding="utf-8").splitlines()
+    except OSError:
+        return model
+    for line in lines:
+        try:
+            model = json.loads(line)["response"].get("model") or model
+        except (ValueError, KeyError, TypeError, AttributeError):
+            continue
+    return model
+
+
+def _write_json(path: Path, data: dict) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(data, indent=2, default=str) + "\n", encoding="utf-8")
+    tmp.replace(path)

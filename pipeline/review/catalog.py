@@ -1,0 +1,181 @@
+"""The environments of one `envforge generate` output folder, as a person reviewing it sees them.
+
+The run database says what happened to each theme (status, stage, reason, attempts, costs);
+the folders say where it is now and hold the human decision (manifest.json `human_review`).
+An entry joins the two. Reading never changes either.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from pipeline import layout
+from pipeline.errors import UserError
+from pipeline.generate.rundb import RunDB
+from pipeline.review import history
+
+# Where a theme's folder is: the three places of layout.OutputDir.
+ACCEPTED, REJECTED, WORK = "accepted", "rejected", "work"
+STATUS_FILTERS = ("accepted", "rejected", "paused", "running", "by-hand")
+SORT_KEYS = ("name", "status", "stage", "cost", "steps", "theme")
+# Sorting by stage follows the pipeline ("review": rejected by hand after passing them all).
+STAGE_ORDER = ("input", "design", "dsl", "code", "repair", "verify", "execution", "levels", "reliability", "review",
+               "package")
+
+
+@dataclass
+class Entry:
+    name: str
+    theme: str
+    source: str  # where the theme came from: "themes.txt:3"
+    status: str  # accepted | rejected | paused | running
+    stage: str  # the stage the pipeline reached (where it stopped, or "package" when it passed all)
+    reason: str
+    folder: str  # "" when the folder is gone
+    place: str  # accepted | rejected | work | ""
+    human: dict | None = None  # manifest.json human_review: {decision, reason, at}
+    repair_steps: int | None = None  # model calls of the latest repair attempt; None if repair never ran
+    cost_usd: float = 0.0  # every attempt of every stage, superseded ones too: money spent is spent
+    attempts: list[dict] = field(default_factory=list, repr=False)
+
+    @property
+    def by_hand(self) -> bool:
+        return bool(self.human)
+
+    @property
+    def label(self) -> str:
+        """The status as every view shows it: "accepted (by hand)" for a human override."""
+        return f"{self.status} (by hand)" if self.by_hand and self.status in ("accepted", "rejected") else self.status
+
+    @property
+    def machine_status(self) -> str:
+        """What the pipeline itself decided (a human override reverses it)."""
+        if self.by_hand and self.status in ("accepted", "rejected"):
+            return "rejected" if self.status == "accepted" else "accepted"
+        return self.status
+
+    @property
+    def path(self) -> Path:
+        return Path(self.folder)
+
+    def to_dict(self) -> dict:
+        data = asdict(self)
+        data.pop("attempts")
+        data.update(label=self.label, by_hand=self.by_hand, machine_status=self.machine_status)
+        return data
+
+
+class Catalog:
+    """An opened output folder: its run database and its environment folders."""
+
+    def __init__(self, out: layout.OutputDir, db: RunDB):
+        self.out, self.db = out, db
+
+    @classmethod
+    def open(cls, root: str | Path) -> "Catalog":
+        out = layout.OutputDir(Path(root).resolve())
+        if not out.root.is_dir():
+            raise UserError(f"--out {root}: expected the output folder of `envforge generate`, found "
+                            + ("a file" if out.root.exists() else "no such folder"))
+        if not out.db.is_file():
+            raise UserError(f"--out {root}: expected a run database ({layout.RUN_DB}) written by `envforge generate`, "
+                            f"found none; pass the folder you gave `envforge generate --out`")
+        return cls(out, RunDB(out.db))
+
+    def close(self) -> None:
+        self.db.close()
+
+    def __enter__(self) -> "Catalog":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def names(self) -> list[str]:
+        return [row["name"] for row in self.db.themes()]
+
+    def entries(self) -> list[Entry]:
+        attempts: dict[str, list[dict]] = {}
+        for a in self.db.attempts():
+            attempts.setdefault(a["theme"], []).append(a)
+        return [self._entry(row, attempts.get(row["name"], [])) for row in self.db.themes()]
+
+    def get(self, name: str) -> Entry:
+        row = self.db.theme(name)
+        if row is None:
+            known = self.names()
+            raise UserError(f"no environment named {name!r} in {self.out.root}; expected one of: "
+                            + (", ".join(known) if known else "(none: the run database lists no themes)"))
+        return self._entry(row, self.db.attempts(name))
+
+    def locate(self, name: str) -> tuple[str, Path | None]:
+        for place, path in ((WORK, self.out.work(name)), (ACCEPTED, self.out.accepted(name)),
+                            (REJECTED, self.out.rejected(name))):
+            if path.is_dir():
+                return place, path
+        return "", None
+
+    def _entry(self, row: dict, attempts: list[dict]) -> Entry:
+        place, path = self.locate(row["name"])
+        human = None
+        if path is not None:
+            manifest = read_json(path / layout.MANIFEST)
+            human = manifest.get("human_review") if isinstance(manifest.get("human_review"), dict) else None
+        return Entry(name=row["name"], theme=row["theme"] or "", source=row["source"] or "", status=row["status"] or "",
+                     stage=row["stage"] or "", reason=row["reason"] or "", folder=str(path) if path else "",
+                     place=place, human=human, repair_steps=_repair_steps(path, attempts),
+                     cost_usd=round(sum(a["usd"] or 0.0 for a in attempts), 6), attempts=attempts)
+
+
+def select(entries: list[Entry], status: str | None = None, stage: str | None = None, reason: str | None = None,
+           sort: str = "name", reverse: bool = False) -> list[Entry]:
+    """Filter (status, exact stage, reason text case-insensitively) and sort the entries."""
+    if status == "by-hand":
+        entries = [e for e in entries if e.by_hand]
+    elif status:
+        entries = [e for e in entries if e.status == status]
+    if stage:
+        entries = [e for e in entries if e.stage == stage]
+    if reason:
+        entries = [e for e in entries if reason.lower() in e.reason.lower()]
+    key = {"name": lambda e: e.name, "status": lambda e: (e.label, e.name), "stage": lambda e: (_stage_order(e.stage), e.name),
+           "cost": lambda e: (e.cost_usd, e.name), "steps": lambda e: (e.repair_steps if e.repair_steps is not None else -1, e.name),
+           "theme": lambda e: (e.theme.lower(), e.name)}[sort]
+    return sorted(entries, key=key, reverse=reverse)
+
+
+def count_labels(entries: list[Entry]) -> dict[str, int]:
+    """How many entries show each status label ("accepted", "rejected (by hand)", ...)."""
+    counts: dict[str, int] = {}
+    for e in entries:
+        counts[e.label] = counts.get(e.label, 0) + 1
+    return dict(sorted(counts.items()))
+
+
+def _stage_order(stage: str) -> int:
+    return STAGE_ORDER.index(stage) if stage in STAGE_ORDER else len(STAGE_ORDER)
+
+
+def _repair_steps(path: Path | None, attempts: list[dict]) -> int | None:
+    repairs = [a for a in attempts if a["stage"] == "repair" and a["status"] != "running"]
+    if not repairs:
+        return None
+    if repairs[-1]["steps"] is not None:
+        return repairs[-1]["steps"]
+    # A rejected repair stage records no steps in the database; its trajectory has them.
+    runs = [a for a in history.agent_attempts(path / layout.TRAJECTORY) if a.stage == "repair"] if path else []
+    return len(runs[-1].steps) if runs else None
+
+
+def read_json(path: Path) -> dict:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def shorten(text: str, width: int) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= width else text[: width - 1].rstrip() + "…"

@@ -1,0 +1,97 @@
+"""Everything known about one environment, gathered once for `review show` and the HTML report:
+its files, why it failed, what the coding agent did, verification figures, cost by stage."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pipeline import layout
+from pipeline.review import history
+from pipeline.review.edits import hand_edits
+from pipeline.review.catalog import Entry, read_json
+
+# The files a reviewer reads, in reading order (what the agent is told comes after the code).
+SHOWN_FILES = (layout.DESIGN, layout.CONFIG, *layout.CODE_FILES, layout.AGENT_INSTRUCTION, layout.ACTION_SPACE)
+
+
+@dataclass
+class StageCost:
+    stage: str
+    attempts: int = 0
+    status: str = ""  # of the latest attempt
+    input_tokens: int = 0
+    output_tokens: int = 0
+    usd: float = 0.0
+    seconds: float = 0.0
+    steps: int | None = None  # of the latest attempt
+
+
+@dataclass
+class Details:
+    entry: Entry
+    theme: dict
+    files: dict[str, str]  # name -> text, for the SHOWN_FILES that exist
+    rejection: dict  # rejection.json, {} when there is none
+    verification: dict  # verification.json, {} when verify never ran
+    manifest: dict
+    agent: list[history.AgentAttempt]
+    costs: list[StageCost]
+    attempts: list[dict] = field(default_factory=list)  # every stage attempt, oldest first
+    edits: dict[str, str] = field(default_factory=dict)  # file -> diff from the model's version
+
+    @property
+    def problems(self) -> list[str]:
+        """The failing check: the located problems behind the rejection."""
+        details = self.rejection.get("details") or {}
+        return [str(p) for p in details.get("problems") or []]
+
+    @property
+    def traceback(self) -> str:
+        return str((self.rejection.get("details") or {}).get("traceback") or "")
+
+    @property
+    def verification_failure(self) -> dict:
+        """The verification output behind a rejection at execution, levels or reliability."""
+        return (self.rejection.get("details") or {}).get("verification") or {}
+
+    @property
+    def figures(self) -> dict:
+        """Verification figures per stage (execution, levels, reliability, total)."""
+        return (self.verification or self.verification_failure).get("stages") or {}
+
+    def to_dict(self) -> dict:
+        return {"entry": self.entry.to_dict(), "theme": self.theme, "files": self.files, "rejection": self.rejection,
+                "problems": self.problems, "verification": self.verification or self.verification_failure,
+                "human_review": self.entry.human,
+                "agent": [{"stage": a.stage, "attempt": a.number, "steps": len(a.steps), "changed": a.changed,
+                           "checks": a.checks,
+                           "actions": [{"step": s.number, "text": s.text, "tools": [t.summary() for t in s.tools]}
+                                       for s in a.steps]} for a in self.agent],
+                "edited_by_hand": self.edits, "costs": [vars(c) for c in self.costs], "attempts": self.attempts}
+
+
+def gather(entry: Entry) -> Details:
+    folder = Path(entry.folder) if entry.folder else None
+    read = (lambda name: read_json(folder / name)) if folder else (lambda name: {})
+    files = {}
+    for name in SHOWN_FILES:
+        if folder and (folder / name).is_file():
+            files[name] = (folder / name).read_text(encoding="utf-8", errors="replace")
+    agent = history.agent_attempts(folder / layout.TRAJECTORY) if folder else []
+    return Details(entry, read(layout.THEME_FILE) or {"theme": entry.theme, "where": entry.source}, files,
+                   read(layout.REJECTION), read(layout.VERIFICATION), read(layout.MANIFEST), agent,
+                   stage_costs(entry.attempts), entry.attempts, hand_edits(folder, agent) if folder else {})
+
+
+def stage_costs(attempts: list[dict]) -> list[StageCost]:
+    costs: dict[str, StageCost] = {}
+    for a in attempts:
+        c = costs.setdefault(a["stage"], StageCost(a["stage"]))
+        c.attempts += 1
+        c.status, c.steps = a["status"] or "", a["steps"]
+        c.input_tokens += a["input_tokens"] or 0
+        c.output_tokens += a["output_tokens"] or 0
+        c.usd = round(c.usd + (a["usd"] or 0.0), 6)
+        c.seconds = round(c.seconds + max(0.0, (a["ended"] or a["started"]) - a["started"]), 2)
+    return list(costs.values())
+

@@ -1,0 +1,117 @@
+"""The coding agent's history of one theme, read back from its trajectory.jsonl.
+
+The trajectory holds, in order, every model reply ({stage, step, text, tool_calls}) and every
+tool result ({stage, step, tool, error, result}) of the code and repair stages. A stage that
+ran again (a retry) starts again at step 1, which is where one attempt ends and the next begins.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+
+@dataclass
+class ToolUse:
+    name: str
+    arguments: dict
+    result: str = ""
+    error: bool = False
+
+    def summary(self) -> str:
+        """One line saying what the call did: the file it changed, or what the check found."""
+        args = self.arguments
+        if self.name == "write_file":
+            text = args.get("content") if isinstance(args.get("content"), str) else ""
+            what = f"wrote {args.get('path')} ({text.count(chr(10)) + 1} lines)"
+        elif self.name == "edit_file":
+            what = f"edited {args.get('path')}: {_clip(args.get('old'))!r} -> {_clip(args.get('new'))!r}"
+        elif self.name == "run_check":
+            what = "ran check: " + check_verdict(self.result)
+        elif self.name == "finish":
+            what = f"finished: {_clip(args.get('summary'), 120)!r}"
+        elif self.name in ("read_file", "list_files"):
+            what = f"{self.name.replace('_', ' ')} {args.get('path', '')}".rstrip()
+        else:
+            what = self.name
+        return what + (f"  [failed: {_clip(self.result, 160)}]" if self.error else "")
+
+
+@dataclass
+class Step:
+    number: int
+    text: str
+    tools: list[ToolUse] = field(default_factory=list)
+
+
+@dataclass
+class AgentAttempt:
+    stage: str  # code | repair
+    number: int  # 1 for the first time the stage ran, 2 after a retry, ...
+    steps: list[Step] = field(default_factory=list)
+
+    @property
+    def changed(self) -> list[str]:
+        """The files the agent wrote or edited, in the order it first touched them."""
+        seen: list[str] = []
+        for step in self.steps:
+            for tool in step.tools:
+                path = tool.arguments.get("path")
+                if tool.name in ("write_file", "edit_file") and not tool.error and path not in seen:
+                    seen.append(path)
+        return seen
+
+    @property
+    def checks(self) -> list[str]:
+        """What each check the agent ran found."""
+        return [check_verdict(t.result) for s in self.steps for t in s.tools if t.name == "run_check"]
+
+
+def agent_attempts(trajectory: Path) -> list[AgentAttempt]:
+    attempts: list[AgentAttempt] = []
+    current: dict[str, AgentAttempt] = {}
+    for entry in _entries(trajectory):
+        stage, number = str(entry.get("stage", "")), entry.get("step")
+        if "tool" in entry:  # a tool result: it belongs to the last call of that name in the step
+            step = current[stage].steps[-1] if stage in current and current[stage].steps else None
+            pending = [t for t in (step.tools if step else []) if t.name == entry["tool"] and not t.result]
+            if pending:
+                pending[0].result, pending[0].error = str(entry.get("result", "")), bool(entry.get("error"))
+            continue
+        if stage not in current or number == 1:
+            current[stage] = AgentAttempt(stage, sum(a.stage == stage for a in attempts) + 1)
+            attempts.append(current[stage])
+        tools = [ToolUse(str(c.get("name")), c.get("arguments") if isinstance(c.get("arguments"), dict) else {})
+                 for c in entry.get("tool_calls") or []]
+        current[stage].steps.append(Step(int(number or 0), str(entry.get("text") or ""), tools))
+    return attempts
+
+
+def check_verdict(result: str) -> str:
+    """"passed" or "failed: N error(s); first: ..." from the check output the agent read."""
+    lines = result.strip().splitlines()
+    if not lines:
+        return "(no output)"
+    if lines[0].startswith("check passed"):
+        return "passed"
+    first = next((ln.removeprefix("error: ") for ln in lines[1:] if ln.startswith("error: ")), "")
+    return lines[0].removeprefix("check ").rstrip(".") + (f"; first: {first}" if first else "")
+
+
+def _entries(trajectory: Path):
+    try:
+        lines = trajectory.read_text(encoding="utf-8", errors="replace").splitlines()
+    except OSError:
+        return
+    for line in lines:
+        try:
+            entry = json.loads(line)
+        except ValueError:
+            continue  # a line cut by a kill
+        if isinstance(entry, dict):
+            yield entry
+
+
+def _clip(value, width: int = 60) -> str:
+    text = " ".join(str(value or "").split())
+    return text if len(text) <= width else text[: width - 1] + "…"

@@ -1,0 +1,49 @@
+"""Level previews for the report: the first observation of a few levels, rendered by the
+environment itself in a sandbox worker (its code is never imported here)."""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from pipeline import layout
+from pipeline.sandbox import SandboxFailure, Worker
+
+
+@dataclass
+class Preview:
+    level: str  # "levels/level_01.yaml", or "seed 0" for a level generated on the spot
+    observation: str = ""
+    error: str = ""  # why it could not be rendered (the environment failed)
+    max_reward: float | None = None
+
+
+def previews(folder: Path, count: int) -> list[Preview]:
+    """The first `count` test levels (validation levels when there are none; levels generated from
+    seeds 0, 1, ... when the folder has no level files, e.g. a theme rejected before verification)."""
+    env = layout.EnvDir.at(folder)
+    if count <= 0 or env.missing_required():
+        return []
+    levels = (env.levels("test") or env.levels("val"))[:count]
+    wanted = levels or [None] * count
+    maxima = env.max_rewards()
+    shown: list[Preview] = []
+    try:
+        with Worker(env.path) as worker:
+            for i, level in enumerate(wanted):
+                label = level or f"seed {i}"
+                try:
+                    first = (worker.call("reset", level=level, seed=0) if level
+                             else worker.call("reset", generate=True, seed=i))
+                    shown.append(Preview(label, _text(first.get("observation")),
+                                         max_reward=maxima.get(layout.level_key(level)) if level else None))
+                except SandboxFailure as failure:
+                    shown.append(Preview(label, error=f"reset failed: {failure}"))
+                    break  # a worker that failed once is gone
+    except SandboxFailure as failure:
+        shown.append(Preview("(loading the environment)", error=f"the environment did not load: {failure}"))
+    return shown
+
+
+def _text(observation) -> str:
+    return observation if isinstance(observation, str) else json.dumps(observation, indent=2, default=str)

@@ -1,0 +1,148 @@
+"""`envforge review html OUT_DIR`: a static site to browse a generate run, opened from disk.
+
+index.html holds the counts in the paper's Table 2 columns and a table of every environment;
+envs/<name>.html holds one environment: its errors, what the coding agent and people changed,
+verification and evaluation figures with plots, level previews and every file, highlighted.
+Pages are Jinja2 templates (templates/report/) with autoescape on: everything shown was written
+by a model. No script, no external file: CSS is inline and plots are data: URIs.
+"""
+from __future__ import annotations
+
+import functools
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import jinja2
+
+from pipeline.errors import UserError
+from pipeline.generate.run import TABLE2
+from pipeline.paths import TEMPLATES_DIR
+from pipeline.review import plots
+from pipeline.review.catalog import Catalog, Entry, count_labels, shorten
+from pipeline.review.details import Details, gather
+from pipeline.review.highlight import highlight
+from pipeline.review.previews import previews
+
+ENV_PAGES = "envs"
+PREVIEW_WORKERS = 4
+
+
+@functools.lru_cache(maxsize=1)
+def _templates() -> jinja2.Environment:
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(TEMPLATES_DIR / "report")),
+                             undefined=jinja2.StrictUndefined, autoescape=True, trim_blocks=True,
+                             lstrip_blocks=True)
+    env.filters.update(highlight=lambda text, name: highlight(name, text), shorten=shorten, pct=_pct, num=_num)
+    return env
+
+
+def write_report(catalog: Catalog, site: str | Path, evaluations: list[str] = (), previews: int = 3) -> Path:
+    """Write the site into `site`; returns the path of index.html."""
+    root = Path(site)
+    try:
+        (root / ENV_PAGES).mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise UserError(f"{site}: expected a folder the report can be written to, found: {e.strerror or e}") from None
+    scores = evaluation_scores(evaluations)
+    entries = catalog.entries()
+    with ThreadPoolExecutor(PREVIEW_WORKERS) as pool:  # each preview is a sandbox worker: run a few at once
+        shown = dict(zip((e.name for e in entries),
+                         pool.map(lambda e: _previews(e, previews), entries)))
+    generated = time.strftime("%Y-%m-%d %H:%M:%S")
+    templates = _templates()
+    for entry in entries:
+        page = templates.get_template("env.html.j2").render(
+            **_env_page(gather(entry), shown[entry.name], scores.get(entry.name, [])), generated=generated,
+            run=str(catalog.out.root))
+        (root / ENV_PAGES / f"{entry.name}.html").write_text(page, encoding="utf-8")
+    index = root / "index.html"
+    index.write_text(templates.get_template("index.html.j2").render(
+        entries=entries, table2=table2(entries), plot=_table2_plot(entries), counts=count_labels(entries),
+        generated=generated, run=str(catalog.out.root), pages=ENV_PAGES, evaluations=list(evaluations)),
+        encoding="utf-8")
+    return index
+
+
+def table2(entries: list[Entry]) -> dict:
+    """The paper's Table 2 from the pipeline's own verdicts (a human override does not count):
+    a theme passes a column unless it was rejected at or before it."""
+    finished = [e for e in entries if e.machine_status in ("accepted", "rejected")]
+    failed_at: set[str] = set()
+    columns = {}
+    for column, stages in TABLE2.items():
+        failed_at |= set(stages)
+        passed = sum(e.machine_status == "accepted" or e.stage not in failed_at for e in finished)
+        stopped = sum(e.machine_status == "rejected" and e.stage in stages for e in finished)
+        columns[column] = {"passed": passed, "stopped_here": stopped}
+    accepted = sum(e.machine_status == "accepted" for e in finished)
+    columns["overall"] = {"passed": accepted, "stopped_here": None}
+    for c in columns.values():
+        c["rate"] = c["passed"] / len(finished) if finished else None
+    return {"columns": columns, "finished": len(finished), "unfinished": len(entries) - len(finished)}
+
+
+def evaluation_scores(folders: list[str]) -> dict[str, list[dict]]:
+    """Environment name -> one row per evaluated method (agent and model), from `envforge evaluate` folders."""
+    if not folders:
+        return {}
+    from pipeline.evaluate.records import EPISODES_JSONL, Records
+    from pipeline.evaluate.report import summarize
+
+    records = []
+    for folder in folders:
+        if not (Path(folder) / EPISODES_JSONL).is_file():
+            raise UserError(f"--evaluation {folder}: expected the output folder of `envforge evaluate` "
+                            f"(with {EPISODES_JSONL}), found " + ("no such folder" if not Path(folder).is_dir()
+                                                                  else f"no {EPISODES_JSONL}"))
+        records += Records(folder).all()
+    rows: dict[str, list[dict]] = {}
+    for method in summarize(records):
+        for name, s in method.envs.items():
+            rows.setdefault(name, []).append({"method": method.label, "mean": s.mean_normalized, "std": s.std,
+                                              "episodes": s.episodes, "steps": s.mean_steps,
+                                              "stops": s.stop_reasons, "dollars": s.dollars})
+    return rows
+
+
+def _env_page(d: Details, shown: list, scores: list[dict]) -> dict:
+    verification = d.verification or d.verification_failure
+    stages = verification.get("stages") or {}
+    per_level = (stages.get("reliability") or {}).get("per_level") or {}
+    level_plot = plots.bars("Reliability: mean normalized reward per level", list(per_level),
+                            {"random agent": [v.get("random_normalized") for v in per_level.values()],
+                             "search planner": [v.get("planner_normalized") for v in per_level.values()]},
+                            "normalized reward") if per_level else None
+    eval_plot = plots.bars("Evaluation: mean normalized reward", [r["method"] for r in scores],
+                           {"mean": [r["mean"] for r in scores]}, "normalized reward") if scores else None
+    figures = {stage: {k: v for k, v in f.items() if not isinstance(v, (dict, list)) or k == "failures_by_kind"}
+               for stage, f in stages.items() if isinstance(f, dict)}
+    return {"d": d, "e": d.entry, "verification": verification, "figures": figures, "per_level": per_level,
+            "level_plot": level_plot, "scores": scores, "eval_plot": eval_plot, "previews": shown,
+            "agent": d.agent, "files": d.files, "edits": d.edits, "costs": d.costs}
+
+
+def _previews(entry: Entry, count: int) -> list:
+    return previews(Path(entry.folder), count) if entry.folder else []
+
+
+def _table2_plot(entries: list[Entry]) -> str | None:
+    t = table2(entries)
+    if not t["finished"]:
+        return None
+    columns = t["columns"]
+    return plots.bars(f"Themes passing each column (n = {t['finished']})", list(columns),
+                      {"passed": [c["rate"] for c in columns.values()]}, "share passed", size=(5.0, 2.8))
+
+
+def _pct(value) -> str:
+    return "-" if value is None else f"{100 * value:.0f}%"
+
+
+def _num(value, digits: int = 3) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:.{digits}f}".rstrip("0").rstrip(".") if value != int(value) else f"{value:g}"
+    return str(value)
+

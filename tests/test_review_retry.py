@@ -1,0 +1,56 @@
+"""`envforge review retry` from a model stage, offline with the replay provider: the coding agent
+gave up on a bug; a person fixes it and retries from repair; the environment is accepted."""
+from __future__ import annotations
+
+import json
+import sqlite3
+
+import pytest
+
+import replay_kit
+from test_review import envforge, row
+
+BUG = {"env_main.py": ("step = 1 if", "step = 1 iff")}  # a syntax error: check stops at the import
+
+
+@pytest.fixture
+def broken(tmp_path):
+    """A corridor whose bug the coding agent cannot find: rejected at repair."""
+    replay = tmp_path / "replay"
+    replay_kit.record_corridor(replay, "broken", replace=BUG, give_up=True)
+    (tmp_path / "themes.yaml").write_text("- {name: broken, theme: A corridor walk whose bug the agent cannot fix}\n")
+    done = envforge("generate", "--themes", str(tmp_path / "themes.yaml"), "--out", str(tmp_path / "out"),
+                    "--provider", "replay", "--replay", str(replay), "--levels", "6", tmp=tmp_path)
+    assert done.returncode == 1, done.stdout + done.stderr
+    return tmp_path / "out", replay
+
+
+def test_retry_from_repair_after_a_fix_turns_the_rejected_env_into_an_accepted_one(broken, tmp_path):
+    out, replay = broken
+    assert "rejected  repair  check still fails after 2 repair step(s): env_main.py:8" in row(
+        envforge("review", "--out", str(out), tmp=tmp_path).stdout, "broken")
+
+    early = envforge("review", "retry", "broken", "--from", "verify", "--out", str(out), tmp=tmp_path)
+    assert early.returncode == 2
+    assert "broken: --from verify keeps the stages before it, but repair has not passed" in early.stderr
+    assert (out / "_rejected" / "broken").is_dir()  # nothing moved
+
+    code = out / "_rejected" / "broken" / "env_main.py"
+    code.write_text(code.read_text().replace(*reversed(BUG["env_main.py"])))
+    retried = envforge("review", "retry", "broken", "--from", "repair", "--out", str(out), "--provider", "replay",
+                       "--replay", str(replay), "--json", tmp=tmp_path)
+    assert retried.returncode == 0, retried.stdout + retried.stderr
+    entry = json.loads(retried.stdout)
+    assert (entry["label"], entry["stage"], entry["folder"], entry["repair_steps"]) == \
+        ("accepted", "package", str(out / "broken"), 0)  # the check passed, so the agent was not asked
+    assert json.loads((out / "broken" / "manifest.json").read_text())["verification"]["accepted"] is True
+
+    db = sqlite3.connect(out / "envforge.sqlite")
+    attempts = list(db.execute("SELECT stage, status FROM stage_attempts WHERE theme='broken' ORDER BY id"))
+    assert attempts == [("design", "done"), ("dsl", "done"), ("code", "done"), ("repair", "rejected"),
+                        ("repair", "done"), ("verify", "done")]
+    journal = [json.loads(line) for line in (out / "broken" / "calls.jsonl").read_text().splitlines()]
+    assert [c["stage"] for c in journal] == ["design", "dsl", "code", "code", "code"]  # repair's old calls forgotten
+    shown = envforge("review", "show", "broken", "--out", str(out), tmp=tmp_path).stdout
+    assert "repair, attempt 1: 2 step(s); changed nothing" in shown
+    assert "-            step = 1 iff" in shown and "+            step = 1 if" in shown
