@@ -212,6 +212,22 @@ def test_report_is_static_and_self_contained(site):
     assert 'src="data:image/png;base64,' in page  # the reliability plot, inline
 
 
+def test_report_shows_evaluation_scores_of_the_envs(demo, tmp_path):
+    evaluated = envforge("evaluate", str(demo), "--agent", "random", "--runs", "1", "--max-levels", "2", "--out",
+                         str(tmp_path / "eval"), tmp=tmp_path)
+    assert evaluated.returncode == 0, evaluated.stderr
+    done = envforge("review", "html", str(tmp_path / "site"), "--out", str(demo), "--evaluation", str(tmp_path / "eval"),
+                    "--previews", "0", tmp=tmp_path)
+    assert done.returncode == 0, done.stderr
+    page = (tmp_path / "site" / "envs" / f"{ACCEPTED[1]}.html").read_text()
+    section = page[page.index('<h2 id="evaluation">'):page.index('<h2 id="levels">')]
+    assert "<td>random</td>" in section and '<td class="num">2</td>' in section  # 2 episodes
+    assert 'alt="evaluation scores" src="data:image/png;base64,' in section
+    missing = envforge("review", "html", str(tmp_path / "site"), "--out", str(demo), "--evaluation",
+                       str(tmp_path / "none"), tmp=tmp_path)
+    assert missing.returncode == 2 and "expected the output folder of `envforge evaluate`" in missing.stderr
+
+
 def _png_size(path: Path) -> tuple[int, int]:
     data = path.read_bytes()
     assert data[:8] == b"\x89PNG\r\n\x1a\n", f"{path} is not a PNG"

@@ -54,3 +54,19 @@ def test_retry_from_repair_after_a_fix_turns_the_rejected_env_into_an_accepted_o
     shown = envforge("review", "show", "broken", "--out", str(out), tmp=tmp_path).stdout
     assert "repair, attempt 1: 2 step(s); changed nothing" in shown
     assert "-            step = 1 iff" in shown and "+            step = 1 if" in shown
+
+
+
+def test_retrying_an_env_accepted_by_hand_lets_the_pipeline_decide_with_the_runs_level_count(broken, tmp_path):
+    out, replay = broken
+    accepted = envforge("review", "accept", "broken", "--reason", "I will fix it", "--out", str(out), tmp=tmp_path)
+    assert accepted.returncode == 0, accepted.stderr
+    code = out / "broken" / "env_main.py"
+    code.write_text(code.read_text().replace(*reversed(BUG["env_main.py"])))
+    retried = envforge("review", "retry", "broken", "--from", "repair", "--out", str(out), "--provider", "replay",
+                       "--replay", str(replay), tmp=tmp_path)
+    assert retried.returncode == 0, retried.stdout + retried.stderr
+    assert retried.stdout.startswith(f"broken: accepted -> {out / 'broken'}")  # by the pipeline now, not by hand
+    assert "human_review" not in json.loads((out / "broken" / "manifest.json").read_text())
+    assert len(list((out / "broken" / "levels").glob("*.yaml"))) == 4  # generate's --levels 6: 4 test, 2 validation
+    assert len(list((out / "broken" / "val_levels").glob("*.yaml"))) == 2

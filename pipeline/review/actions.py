@@ -58,12 +58,16 @@ def decide(catalog: Catalog, name: str, decision: str, reason: str) -> Entry:
     else:
         manifest["human_review"] = {"decision": decision, "reason": reason.strip(), "at": at}
     _write_json(work / layout.MANIFEST, manifest)
-    run_id = db.start_run({"command": f"review {decision[:-2]}", "name": name, "reason": reason.strip()})
+    # The level count and seed pass on, so a later retry verifies as the generate run did.
+    previous = db.run_args(name)
+    run_id = db.start_run({"command": f"review {decision[:-2]}", "name": name, "reason": reason.strip(),
+                           "levels": previous.get("levels"), "seed": previous.get("seed")})
     record = db.stage_record(name)
     if decision == "accepted":
         if undo:
             (work / layout.REJECTION).unlink(missing_ok=True)  # it was the hand rejection
-        ctx = ThemeContext(theme, work, None, Options(model=str(manifest.get("model") or _model(work))))
+        ctx = ThemeContext(theme, work, None, Options(seed=int(previous.get("seed") or 0),
+                                                       model=str(manifest.get("model") or _model(work))))
         package.accept(ctx, out, record)
         stage, why = (entry.stage, f"accepted by hand: {reason.strip()}") if not undo else ("package", "accepted")
     else:

@@ -22,8 +22,10 @@ def previews(folder: Path, count: int) -> list[Preview]:
     """The first `count` test levels (validation levels when there are none; levels generated from
     seeds 0, 1, ... when the folder has no level files, e.g. a theme rejected before verification)."""
     env = layout.EnvDir.at(folder)
-    if count <= 0 or env.missing_required():
+    if count <= 0:
         return []
+    if env.missing_required():
+        return [Preview("(none)", error=f"the folder has no {', '.join(env.missing_required())} to render levels with")]
     levels = (env.levels("test") or env.levels("val"))[:count]
     wanted = levels or [None] * count
     maxima = env.max_rewards()

@@ -79,6 +79,8 @@ def explain(d: Details, full: bool = False) -> str:
             out += ["  " + ln for ln in lines]
 
     _section(out, "stage attempts (oldest first)")
+    if not d.attempts:
+        add("  (none: the theme never reached a stage)")
     for a in d.attempts:
         when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(a["started"])) if a["started"] else "?"
         add((f"  {when}  {a['stage']:<8} {a['status']:<20}" + (f" {shorten(a['error'], 110)}" if a["error"] else "")).rstrip())
