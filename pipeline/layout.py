@@ -12,11 +12,14 @@
       val_levels/*.yaml      validation levels
       level_max_rewards.json certified max reward per level
       manifest.json          theme, tags, hashes, costs, verification results
+      skins/<name>.py        extra renderings over the same dynamics: render(omega, env) -> str
+                             (envforge reskin; listed under manifest.json "skins")
 """
 from __future__ import annotations
 
 import hashlib
 import json
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -33,6 +36,8 @@ GENERATED_LEVELS = "_generated"  # where the runtime saves levels made from a se
 LEVEL_MAX_REWARDS = "level_max_rewards.json"
 MANIFEST = "manifest.json"
 VERIFICATION = "verification.json"
+SKINS = "skins"
+SKIN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]*")  # skins/<name>.py
 
 # What the coding agent writes (the rules of the world and what the agent is told).
 AGENT_FILES = (ENV_MAIN, ENV_OBS, ENV_GENERATE, ENV_VALIDATOR, AGENT_INSTRUCTION, ACTION_SPACE)
@@ -84,6 +89,14 @@ class EnvDir:
 
     def python_files(self) -> list[Path]:
         return sorted(p for p in self.path.rglob("*.py") if "__pycache__" not in p.parts)
+
+    def skins(self) -> list[str]:
+        """Names of the folder's skins (skins/<name>.py; names starting with '_' are not skins)."""
+        folder = self.path / SKINS
+        return sorted(p.stem for p in folder.glob("*.py") if not p.name.startswith("_")) if folder.is_dir() else []
+
+    def skin_file(self, name: str) -> Path:
+        return self.path / SKINS / f"{name}.py"
 
     def read_json(self, name: str) -> dict | None:
         p = self.path / name

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import copy
 import importlib
+import importlib.util
 import inspect
 import json
 import math
@@ -63,11 +64,14 @@ class EnvHost:
             return _failure("exception", f"{type(e).__name__}: {e}", _where(), traceback.format_exc(limit=-8))
 
     # -- operations ------------------------------------------------------------------
-    def op_load(self, env_id: Any = None) -> dict:
+    def op_load(self, env_id: Any = None, skin: str | None = None) -> dict:
+        """Instantiate the env class of env_main.py; with `skin`, rendered by skins/<skin>.py."""
         sys.path[:0] = [str(self.env_dir), COMPAT_DIR]
         try:
             module = importlib.import_module(layout.ENV_MAIN.removesuffix(".py"))
             cls = _find_env_class(module)
+            if skin is not None:
+                cls = _skinned(cls, skin, self.env_dir)
             self.env = _instantiate(cls, self.env_dir.name if env_id is None else env_id)
         except Failure as f:
             raise Failure("load", f.detail, f.where)
@@ -75,7 +79,7 @@ class EnvHost:
             if isinstance(e, MemoryError):
                 raise
             raise Failure("load", f"{type(e).__name__}: {e}", _where())
-        return {"class": cls.__name__, "max_steps": _max_steps(self.env)}
+        return {"class": cls.__name__, "max_steps": _max_steps(self.env), **({"skin": skin} if skin else {})}
 
     def op_reset(self, level: str | None = None, seed: int | None = None, generate: bool = False,
                  want_state: bool = False) -> dict:
@@ -120,10 +124,18 @@ class EnvHost:
         self.snapshots[handle] = self._capture()
         return {"handle": handle, "state_hash": state_hash(getattr(self.env, "_state", None))}
 
-    def op_restore(self, handle: int) -> dict:
+    def op_restore(self, handle: int, reseed: int | None = None) -> dict:
+        """Restore a snapshot. With `reseed`, then reseed the global RNG and any random.Random the
+        env holds, so one state can be continued along other random paths (a stochastic env's
+        possible next observations, as derived prediction tests sample them)."""
         if handle not in self.snapshots:
             raise Failure("usage", f"no snapshot {handle}")
         self._apply(self.snapshots[handle])
+        if reseed is not None:
+            random.seed(reseed)
+            for value in vars(self.env).values():
+                if isinstance(value, random.Random):
+                    value.seed(reseed)
         return {"state_hash": state_hash(getattr(self.env, "_state", None))}
 
     def op_drop(self, handles: list[int] | None = None) -> dict:
@@ -328,6 +340,31 @@ def _find_env_class(module) -> type:
     if not (own or candidates):
         raise Failure("load", f"{layout.ENV_MAIN}: expected a concrete subclass of SkinEnv, found none", layout.ENV_MAIN)
     return (own or candidates)[-1]
+
+
+def _skinned(cls: type, skin: str, env_dir: Path) -> type:
+    """A subclass of the env class rendered by skins/<skin>.py's `render(omega, env)`.
+
+    A skin replaces only `render_skin`; `env.base_render(omega)` still gives the env's own
+    rendering. It stays a subclass in env_main's module, so the env finds its folder and
+    config as before; whether the dynamics really stay the same is checked by
+    pipeline.reskin.identity, not assumed.
+    """
+    rel = f"{layout.SKINS}/{skin}.py"
+    path = env_dir / rel
+    if not layout.SKIN_NAME.fullmatch(str(skin)) or not path.is_file():
+        raise Failure("load", f"no skin {skin!r}: expected the file {rel}", rel)
+    spec = importlib.util.spec_from_file_location(f"envforge_skin_{skin}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    render = getattr(module, "render", None)
+    if not callable(render):
+        raise Failure("load", f"{rel}: expected a function render(omega, env), found none", rel)
+    return type(cls.__name__, (cls,), {
+        "__module__": cls.__module__,
+        "render_skin": lambda self, omega: render(omega, self),
+        "base_render": lambda self, omega: cls.render_skin(self, omega),
+    })
 
 
 def _instantiate(cls: type, env_id: Any):
