@@ -1,0 +1,126 @@
+"""`envforge reskin`: a new rendering (SkinEnv) over the same BaseEnv, checked dynamics-identical.
+
+    styles.py    the template skins: json, narrative, inverse (AutoEnv E.3)
+    model.py     a skin in any other style, written by the model and repaired from check feedback
+    identity.py  the dynamics-identity check (base and skinned env side by side on every level)
+
+A skin lives in the env folder as skins/<name>.py and is listed in manifest.json under "skins"
+(style, file, sha256, the identity check's figures). A skin that fails the check is moved to
+skins/_rejected/<name>.py, where no worker will load it, and is not listed.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+from dataclasses import dataclass
+from pathlib import Path
+
+from pipeline import layout
+from pipeline.actions import random_action
+from pipeline.reskin.identity import IdentityReport, check_identity
+from pipeline.reskin.styles import TEMPLATE_STYLES, template_source
+from pipeline.sandbox import Limits, Worker
+from pipeline.verify.context import Context
+
+REJECTED = "_rejected"
+
+
+@dataclass
+class Reskinned:
+    name: str
+    style: str
+    file: Path
+    report: IdentityReport
+
+    def to_dict(self) -> dict:
+        return {"name": self.name, "style": self.style, "file": str(self.file), "identity": self.report.to_dict()}
+
+
+def observation_samples(ctx: Context, episodes: int = 1, seed: int = 0, limits: Limits | None = None) -> list[dict]:
+    """Semantic observations of every level: the reset and a random episode's steps."""
+    rng = random.Random(seed)
+    samples = []
+    with Worker(ctx.env.path, limits) as worker:
+        for level in ctx.env.all_levels():
+            samples.append(worker.call("reset", level=level, seed=seed, want_state=True)["raw_obs"])
+            for _ in range(episodes):
+                for _ in range(ctx.max_steps):
+                    out = worker.call("step", action=random_action(ctx.space, rng), want_state=True)
+                    samples.append(out["raw_obs"])
+                    if out["done"]:
+                        break
+                worker.call("reset", level=level, seed=seed)
+    return [s for s in samples if isinstance(s, dict)]
+
+
+def install(ctx: Context, name: str, style: str, source: str, **check) -> Reskinned:
+    """Write skins/<name>.py, check it, and list it in the manifest; a failing skin goes to skins/_rejected/."""
+    path = ctx.env.skin_file(name)
+    path.parent.mkdir(exist_ok=True)
+    tmp = path.with_suffix(".py.tmp")
+    tmp.write_text(source, encoding="utf-8")
+    tmp.replace(path)
+    report = check_identity(ctx, name, **check)
+    return Reskinned(name, style, _settle(ctx.env, name, style, report), report)
+
+
+def reskin_template(ctx: Context, style: str, name: str | None = None, hint: bool = False, **check) -> Reskinned:
+    """A json, narrative or inverse skin, written from its template (no model)."""
+    name = name or style
+    samples = observation_samples(ctx) if style == "inverse" else None
+    source = template_source(style, ctx.env.name, name, samples, hint=hint)
+    return install(ctx, name, style, source, **check)
+
+
+def recheck(ctx: Context, name: str, **check) -> Reskinned:
+    """Check an existing skin again (e.g. one written or edited by hand), with the same consequences."""
+    style = ((ctx.env.read_json(layout.MANIFEST) or {}).get("skins") or {}).get(name, {}).get("style", "hand-written")
+    report = check_identity(ctx, name, **check)
+    return Reskinned(name, style, _settle(ctx.env, name, style, report), report)
+
+
+def _settle(env: layout.EnvDir, name: str, style: str, report: IdentityReport) -> Path:
+    """List a passing skin in the manifest; move a failing one to skins/_rejected/ and unlist it."""
+    path = env.skin_file(name)
+    if report.ok:
+        _list(env, name, style, report)
+        return path
+    rejected = path.parent / REJECTED / path.name
+    rejected.parent.mkdir(exist_ok=True)
+    path.replace(rejected)
+    _unlist(env, name)
+    return rejected
+
+
+def _list(env: layout.EnvDir, name: str, style: str, report: IdentityReport) -> None:
+    manifest = env.read_json(layout.MANIFEST) or {"name": env.name}
+    rel = f"{layout.SKINS}/{name}.py"
+    digest = hashlib.sha256(env.skin_file(name).read_bytes()).hexdigest()
+    manifest.setdefault("skins", {})[name] = {
+        "style": style, "file": rel, "sha256": digest,
+        "identity": {k: getattr(report, k) for k in ("levels", "sequences", "steps", "renderings",
+                                                    "renderings_differing")},
+    }
+    if isinstance(manifest.get("files"), dict):
+        manifest["files"][rel] = digest
+    _write(env, manifest)
+
+
+def _unlist(env: layout.EnvDir, name: str) -> None:
+    manifest = env.read_json(layout.MANIFEST)
+    if manifest and name in (manifest.get("skins") or {}):
+        del manifest["skins"][name]
+        (manifest.get("files") or {}).pop(f"{layout.SKINS}/{name}.py", None)
+        _write(env, manifest)
+
+
+def _write(env: layout.EnvDir, manifest: dict) -> None:
+    path = env.file(layout.MANIFEST)
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
+    tmp.replace(path)
+
+
+__all__ = ["IdentityReport", "Reskinned", "TEMPLATE_STYLES", "check_identity", "install", "observation_samples",
+           "recheck", "reskin_template"]

@@ -1,0 +1,65 @@
+"""A skin in any named style ("noir", "pirate radio", "terse"), written by the model.
+
+The model sees the agent instruction and a few semantic observations with the env's own rendering,
+and replies with skins/<name>.py. The dynamics-identity check decides; its reason (a load error,
+an exception with file and line, the first state that differed, identical renderings) goes back to
+the model for another attempt, up to `attempts` in all.
+"""
+from __future__ import annotations
+
+import json
+import re
+
+from pipeline import layout
+from pipeline.llm import LLMClient, Message
+from pipeline.prompts import render
+from pipeline.reskin import Reskinned, install
+from pipeline.sandbox import Limits, Worker
+from pipeline.verify.context import Context
+
+_CODE = re.compile(r"```(?:python|py)?[ \t]*\n(.*?)```", re.S)
+
+
+async def reskin_with_model(ctx: Context, client: LLMClient, style: str, name: str, attempts: int = 3,
+                            examples: int = 3, limits: Limits | None = None, **check) -> Reskinned:
+    messages = [Message.system(render("skins/write_system.j2")),
+                Message.user(render("skins/write_task.j2", style=style, env_name=ctx.env.name,
+                                    instruction=_instruction(ctx), examples=rendering_examples(ctx, examples, limits)))]
+    result: Reskinned | None = None
+    for _ in range(max(1, attempts)):
+        response = await client.complete(messages, theme=ctx.env.name, stage=f"reskin:{name}", max_tokens=4096)
+        messages.append(Message.assistant(response.text))
+        source = extract_code(response.text)
+        if source is None:
+            messages.append(Message.user(render("skins/write_feedback.j2", reason=(
+                "expected the skin file in one ```python block, found no code block"))))
+            continue
+        header = f'# Skin "{name}" in the style {style!r}, written by {client.spec} (envforge reskin).\n'
+        result = install(ctx, name, f"model: {style}", header + source, **check)
+        if result.report.ok:
+            return result
+        messages.append(Message.user(render("skins/write_feedback.j2", reason=result.report.reason)))
+    if result is None:
+        raise ValueError(f"the model replied {attempts} time(s) without a ```python block")
+    return result
+
+
+def extract_code(text: str) -> str | None:
+    """The longest fenced code block of a reply (the file), or None."""
+    blocks = _CODE.findall(text or "")
+    return max(blocks, key=len).strip() + "\n" if blocks else None
+
+
+def rendering_examples(ctx: Context, count: int, limits: Limits | None = None) -> list[dict]:
+    """The resets of the first `count` levels: omega (as JSON) and the env's own rendering."""
+    out = []
+    with Worker(ctx.env.path, limits) as worker:
+        for level in ctx.env.all_levels()[:count]:
+            first = worker.call("reset", level=level, seed=0, want_state=True)
+            out.append({"omega": json.dumps(first["raw_obs"], sort_keys=True), "observation": first["observation"]})
+    return out
+
+
+def _instruction(ctx: Context) -> str:
+    path = ctx.env.file(layout.AGENT_INSTRUCTION)
+    return path.read_text(encoding="utf-8").strip() if path.is_file() else "(no agent_instruction.txt)"
