@@ -20,6 +20,7 @@ COMMAND_MODULES = [
     "pipeline.commands.play",
     "pipeline.commands.dsl",
     "pipeline.commands.verify",
+    "pipeline.commands.probe",
     "pipeline.commands.reskin",
     "pipeline.commands.evaluate",
     "pipeline.commands.review",

@@ -1,0 +1,95 @@
+"""What every probe maker shares: the env, its actions and levels, a worker, and playing sequences."""
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+
+from pipeline import layout
+from pipeline.errors import UserError
+from pipeline.probe.items import Start
+from pipeline.sandbox import Limits, Worker
+from pipeline.verify.context import Context, Options, Rejected
+
+
+@dataclass
+class Session:
+    ctx: Context
+    worker: Worker
+    skin: str | None
+    rng: random.Random
+    dropped: dict[str, int] = field(default_factory=dict)  # reason -> items given up
+    cache: dict = field(default_factory=dict)  # facts about the env found once (e.g. stochastic)
+
+    @property
+    def levels(self) -> list[str]:
+        return self.ctx.env.all_levels()
+
+    @property
+    def instruction(self) -> str:
+        path = self.ctx.env.file(layout.AGENT_INSTRUCTION)
+        return path.read_text(encoding="utf-8").strip() if path.is_file() else ""
+
+    def item_fields(self, kind: str, number: int, start: Start) -> dict:
+        return {"id": f"{self.ctx.env.name}/{kind}/{number:04d}", "env": self.ctx.env.name,
+                "env_dir": str(self.ctx.env.path), "skin": self.skin, "instruction": self.instruction,
+                "start": start}
+
+    def drop(self, reason: str) -> None:
+        self.dropped[reason] = self.dropped.get(reason, 0) + 1
+
+    def random_actions(self, count: int, choices: list[dict] | None = None) -> list[dict]:
+        return [self.rng.choice(choices or self.ctx.candidates) for _ in range(count)]
+
+    def begin(self, start: Start, worker: Worker | None = None) -> dict | None:
+        """Reset to `start` and play its prefix: the last reply (its observation), or None when the
+        episode ended during the prefix."""
+        worker = worker or self.worker
+        out = worker.call("reset", level=start.level, seed=start.seed, want_state=True)
+        for action in start.prefix:
+            out = worker.call("step", action=action, want_state=True)
+            if out["done"]:
+                return None
+        return out
+
+    def stochastic(self, levels: int = 2, length: int = 10) -> bool:
+        """Whether the same actions from the same levels give other observations under other seeds
+        (found once, with the session's RNG left as it was)."""
+        if "stochastic" not in self.cache:
+            rng_state = self.rng.getstate()
+            runs = set()
+            for level in self.levels[:levels]:
+                actions = self.random_actions(length)
+                for seed in (0, 1, 2):
+                    first = self.begin(Start(level, seed, []))
+                    runs.add((level, first["observation"], tuple(r["observation"] for r in self.play(actions))))
+            self.rng.setstate(rng_state)
+            self.cache["stochastic"] = len(runs) > len(self.levels[:levels])
+        return self.cache["stochastic"]
+
+    def play(self, actions: list[dict], worker: Worker | None = None) -> list[dict]:
+        """Step `actions` from the current state; the replies, fewer when the episode ends."""
+        worker = worker or self.worker
+        replies = []
+        for action in actions:
+            replies.append(worker.call("step", action=action, want_state=True))
+            if replies[-1]["done"]:
+                break
+        return replies
+
+
+def open_env(env_dir: str, skin: str | None) -> Context:
+    """The env's context, or a UserError saying what is missing (folder, levels, skin)."""
+    try:
+        ctx = Context.open(env_dir, Options())
+    except Rejected as e:
+        raise UserError(e.reason) from None
+    if not ctx.env.all_levels():
+        raise UserError(f"{ctx.env.path}: expected level files under levels/ or val_levels/, found none")
+    if skin is not None and skin not in ctx.env.skins():
+        raise UserError(f"--skin {skin}: expected skins/{skin}.py in {ctx.env.path}, found "
+                        f"{', '.join(ctx.env.skins()) or 'no skins'} (make one with envforge reskin)")
+    return ctx
+
+
+def open_session(ctx: Context, skin: str | None, seed: int, limits: Limits | None = None) -> Session:
+    return Session(ctx, Worker(ctx.env.path, limits, skin=skin), skin, random.Random(seed))
