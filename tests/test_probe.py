@@ -88,7 +88,7 @@ def test_change_items_have_the_first_divergence_as_t_star(made):
     items = [i for i in read_items(out) if isinstance(i, ChangeItem)]
     with Worker(REFERENCE / name) as original:
         for item in items:
-            with mutated(REFERENCE / name, item.mutation) as changed:
+            with mutated(REFERENCE / name, item.mutation) as changed:  # a fresh copy: nothing shared with the maker
                 base = [start(original, item)["observation"]] + [original.call("step", action=a)["observation"]
                                                                   for a in item.actions]
                 other = [start(changed, item)["observation"]] + [changed.call("step", action=a)["observation"]
@@ -134,3 +134,17 @@ def test_probe_rejects_unknown_kind_and_missing_skin(tmp_path):
     assert bad.returncode == 2 and "--kind: expected some of predict, plan, change" in bad.stderr
     bad = probe(REFERENCE / "crate_dock", "--skin", "nope", "--out", str(tmp_path / "x.jsonl"))
     assert bad.returncode == 2 and "skins/nope.py" in bad.stderr
+
+
+def test_evaluate_probes_prints_the_table_and_writes_the_report(made, tmp_path, capsys):
+    """What `envforge evaluate --probes FILE --agent oracle` runs."""
+    from argparse import Namespace
+
+    from pipeline.commands.probe import evaluate_probes
+
+    name, out, _ = made
+    assert evaluate_probes(Namespace(probes=str(out), agent="oracle", out=str(tmp_path), json=False)) == 0
+    table = capsys.readouterr().out
+    assert f"| {name} | plan | all | 8 | 1.000 |" in table and f"| {name} | predict | 2 |" in table
+    report = json.loads((tmp_path / "probes-oracle.json").read_text())
+    assert report["agent"] == "oracle" and len(report["items"]) == 24

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from pipeline.reskin.model import reskin_with_model
+from pipeline.reskin.styles import template_source
 from pipeline.sandbox import SandboxFailure, Worker
 from pipeline.verify.context import Context, Options
 from llm_server import Reply
@@ -29,8 +30,7 @@ def copy_of(name: str, tmp_path: Path) -> Path:
     return Path(shutil.copytree(REFERENCE / name, tmp_path / name, ignore=shutil.ignore_patterns("__pycache__")))
 
 
-@pytest.mark.parametrize("name, style", [("crate_dock", "json"), ("crate_dock", "inverse"),
-                                         ("tide_pool", "json"), ("tide_pool", "inverse")])
+@pytest.mark.parametrize("name, style", [("crate_dock", "json"), ("tide_pool", "inverse")])
 def test_template_skin_passes_the_identity_check_and_is_listed(name, style, tmp_path):
     env = copy_of(name, tmp_path)
     result = reskin(env, "--style", style)
@@ -52,7 +52,8 @@ def test_template_skin_passes_the_identity_check_and_is_listed(name, style, tmp_
 def test_inverse_skin_inverts_the_drawn_map_and_keeps_the_legend(tmp_path):
     """AutoEnv E.3: symbols swapped (wall <-> floor on crate_dock), the legend still claims the originals."""
     env = copy_of("crate_dock", tmp_path)
-    assert reskin(env, "--style", "inverse", "--hint").returncode == 0
+    result = reskin(env, "--style", "inverse", "--hint")
+    assert result.returncode == 0 and "dynamics identical on 15 levels" in result.stdout
     source = (env / "skins" / "inverse.py").read_text()
     assert "SWAP = ('#', '.')" in source and "'#' and '.' trade places" in source
     with Worker(env) as plain, Worker(env, skin="inverse") as skinned:
@@ -117,3 +118,18 @@ def test_model_written_skin_is_repaired_from_the_check_feedback(make_llm_client,
     feedback = json.dumps(llm_server.requests[1]["body"])
     assert "state_hash differs" in feedback and "the skin changes the dynamics" in feedback
     assert json.loads((env / "manifest.json").read_text())["skins"]["radio"]["style"] == "model: terse radio"
+
+
+def test_probe_renders_its_items_with_a_skin(tmp_path):
+    env = copy_of("crate_dock", tmp_path)
+    (env / "skins").mkdir()
+    (env / "skins" / "json.py").write_text(template_source("json", "crate_dock", "json"))
+    out = tmp_path / "items.jsonl"
+    result = subprocess.run([sys.executable, "-m", "pipeline.cli", "probe", str(env), "--kind", "predict,change",
+                             "--n", "3", "--skin", "json", "--out", str(out)], capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stdout + result.stderr
+    for line in out.read_text().splitlines():
+        item = json.loads(line)
+        assert item["skin"] == "json"
+        for text in item.get("candidates", []) + item.get("observations", []):
+            assert "board" in json.loads(text)["observation"]

@@ -11,7 +11,7 @@ import contextlib
 import shutil
 import tempfile
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Iterator
 
 import yaml
 
