@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 
 from pipeline import __version__
@@ -23,6 +24,7 @@ COMMAND_MODULES = [
     "pipeline.commands.probe",
     "pipeline.commands.reskin",
     "pipeline.commands.evaluate",
+    "pipeline.commands.learn",
     "pipeline.commands.review",
 ]
 
@@ -53,6 +55,10 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"envforge {args.command}: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        # The reader went away (`envforge review | head`): stop quietly, as Unix tools do.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
 
 
 if __name__ == "__main__":
