@@ -23,9 +23,11 @@ def _signature(env_dir: Path) -> tuple:
 
 
 class WorkerPool:
-    def __init__(self, size: int = 2, limits: Limits | None = None):
+    def __init__(self, size: int = 2, limits: Limits | None = None, host: str = "env"):
+        """`host`: what the workers hold (see Worker): environments, or learned agents."""
         self.size = max(1, int(size))
         self.limits = limits or Limits()
+        self.host = host
         self._slots = threading.BoundedSemaphore(self.size)
         self._lock = threading.Lock()
         self._idle: dict[tuple, list[Worker]] = defaultdict(list)
@@ -40,7 +42,7 @@ class WorkerPool:
         with self._slots:
             worker = self._take(key)
             if worker is None:
-                worker = Worker(env_dir, self.limits)
+                worker = Worker(env_dir, self.limits, host=self.host)
                 self.started += 1
             try:
                 yield worker

@@ -19,13 +19,15 @@ import threading
 import time
 import weakref
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from pipeline.sandbox.capabilities import UNSHARE_ARGS, capabilities
 from pipeline.sandbox.failures import SandboxFailure
 from pipeline.sandbox.limits import EXIT_ALARM, EXIT_CPU, Limits, worker_environment
 
 _uid_counter = itertools.count()
+# on_request(kind, args) -> answer (plain JSON): the parent's side of a worker's request.
+OnRequest = Callable[[str, dict], Any]
 _live: "weakref.WeakSet[Worker]" = weakref.WeakSet()
 _OUTPUT_TAIL = 4096
 # When its child dies from SIGKILL, `unshare` (util-linux 2.38) fails to re-raise it on itself
@@ -64,10 +66,13 @@ class Worker:
     """One sandboxed process holding one environment (a private copy of `env_dir`)."""
 
     def __init__(self, env_dir: str | Path, limits: Limits | None = None, env_id: Any = None,
-                 skin: str | None = None):
-        """`skin`: render with the folder's skins/<skin>.py instead of the env's own render_skin."""
+                 skin: str | None = None, host: str = "env"):
+        """`skin`: render with the folder's skins/<skin>.py instead of the env's own render_skin.
+        `host`: what the worker holds, "env" (an environment) or "agent" (a learned agent's
+        agent.py, see agent_host.py)."""
         self.env_dir = Path(env_dir).resolve()
         self.skin = skin
+        self.host = host
         self.limits = limits or Limits()
         self.mode = capabilities()["mode"]
         self.output_total = 0
@@ -105,7 +110,7 @@ class Worker:
             sys.executable, "-s", "-P", "-m", "pipeline.sandbox.worker",
             "--base", self.base, "--mode", self.mode, "--uid", str(_worker_uid()),
             "--fds", f"{request_r},{reply_w}", "--limits", json.dumps(self.limits.to_dict()),
-        ]
+        ] + (["--host", self.host] if self.host != "env" else [])
         try:
             self.proc = subprocess.Popen(
                 cmd, cwd=self.base, env=worker_environment(home="/tmp"), stdin=subprocess.DEVNULL,
@@ -118,15 +123,22 @@ class Worker:
             os.set_blocking(fd, False)
 
     # -- calls -----------------------------------------------------------------------
-    def call(self, op: str, timeout: float | None = None, **args: Any) -> Any:
-        """Run one operation in the worker; raise SandboxFailure on any failure."""
+    def call(self, op: str, timeout: float | None = None, on_request: OnRequest | None = None, **args: Any) -> Any:
+        """Run one operation in the worker; raise SandboxFailure on any failure.
+
+        While it handles the call, the worker may ask the parent for something only the parent
+        may do (a learned agent's model call: the key stays here). Each such request line,
+        {"request": kind, "args": {...}}, is passed to `on_request(kind, args)`, whose JSON
+        answer goes back as {"answer": ...}; the worker waits for it. The call's time limit
+        does not run while the parent answers. A call without `on_request` takes no requests:
+        one is a protocol failure."""
         with self._lock:
             if self._closed or self.proc.poll() is not None:
                 raise SandboxFailure("usage", f"worker is closed; cannot {op}", op=op)
             seconds = timeout or self.limits.call_seconds
             try:
                 self._send({"op": op, "args": args, "timeout": seconds})
-                reply = self._receive(op, seconds)
+                reply = self._receive(op, seconds, on_request)
             except SandboxFailure as failure:
                 failure.op = failure.op or op
                 failure.output = failure.output or self.output_text()
@@ -149,7 +161,7 @@ class Worker:
         except BrokenPipeError:
             raise self._death(request["op"]) from None
 
-    def _receive(self, op: str, seconds: float) -> dict:
+    def _receive(self, op: str, seconds: float, on_request: OnRequest | None = None) -> dict:
         deadline = time.monotonic() + seconds
         buf = bytearray()
         limit = self.limits.message_mb * 1024 * 1024
@@ -175,9 +187,28 @@ class Worker:
                         raise SandboxFailure("protocol", f"reply to '{op}' is larger than {self.limits.message_mb} MB")
                     if buf.endswith(b"\n"):
                         try:
-                            return json.loads(buf)
+                            message = json.loads(buf)
                         except ValueError:
                             raise SandboxFailure("protocol", f"reply to '{op}' is not JSON") from None
+                        if not (isinstance(message, dict) and "request" in message):
+                            return message
+                        started = time.monotonic()
+                        self._answer(op, message, on_request)
+                        deadline += time.monotonic() - started
+                        buf.clear()
+
+    def _answer(self, op: str, message: dict, on_request: OnRequest | None) -> None:
+        if on_request is None:
+            raise SandboxFailure("protocol", f"the worker asked the parent for {message['request']!r} during "
+                                             f"'{op}', which takes no requests")
+        try:
+            answer = on_request(str(message["request"]), message.get("args") or {})
+        except BaseException:
+            # The worker waits for an answer it will never get: it cannot serve another call.
+            self.failed = True
+            self._kill()
+            raise
+        self._send({"answer": answer, "op": op})
 
     @staticmethod
     def _read(fd: int) -> bytes | None:

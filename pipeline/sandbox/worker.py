@@ -1,7 +1,9 @@
 """Entry point of a sandbox worker process: confine, then answer requests until EOF.
 
 Started only by pipeline.sandbox.process.Worker. Requests and replies are JSON lines on
-two inherited pipes (not stdin/stdout, which the environment may print to).
+two inherited pipes (not stdin/stdout, which the environment may print to). While handling a
+request, a host may ask the parent for something (`ask`): it writes a request line on the
+reply pipe and reads the parent's answer from the request pipe before it goes on.
 """
 from __future__ import annotations
 
@@ -11,7 +13,7 @@ import math
 import os
 import signal
 
-from pipeline.sandbox import confine, host
+from pipeline.sandbox import agent_host, confine, host
 from pipeline.sandbox.limits import EXIT_ALARM, Limits
 
 # A worker enforces its own deadline too, a little after the parent's, so that a worker
@@ -26,13 +28,24 @@ def main() -> None:
     parser.add_argument("--uid", type=int, required=True)
     parser.add_argument("--fds", required=True)
     parser.add_argument("--limits", required=True)
+    parser.add_argument("--host", choices=("env", "agent"), default="env")
     args = parser.parse_args()
     request_fd, reply_fd = (int(x) for x in args.fds.split(","))
     env_dir = confine.confine(args.mode, args.base, args.uid, Limits(**json.loads(args.limits)))
     limits = Limits(**json.loads(args.limits))
-    env_host = host.EnvHost(env_dir)
     signal.signal(signal.SIGALRM, lambda *_: os._exit(EXIT_ALARM))
     with os.fdopen(request_fd, "rb") as requests:
+        def ask(kind: str, payload: dict):
+            """The parent's answer to a request; the deadline of the call waits meanwhile."""
+            left = signal.alarm(0)
+            _write(reply_fd, (json.dumps({"request": kind, "args": payload}, allow_nan=False) + "\n").encode())
+            line = requests.readline()
+            signal.alarm(left or 1)
+            if not line:
+                os._exit(0)  # the parent is gone
+            return json.loads(line).get("answer")
+
+        env_host = agent_host.AgentHost(env_dir, ask) if args.host == "agent" else host.EnvHost(env_dir)
         for line in requests:
             try:
                 request = json.loads(line)
@@ -42,10 +55,13 @@ def main() -> None:
                 signal.alarm(math.ceil(request.get("timeout") or limits.call_seconds) + GRACE_SECONDS)
                 reply = env_host.handle(request)
                 signal.alarm(0)
-            data = host.encode(reply)
-            view = memoryview(data)
-            while view:
-                view = view[os.write(reply_fd, view):]
+            _write(reply_fd, host.encode(reply))
+
+
+def _write(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
 
 
 if __name__ == "__main__":

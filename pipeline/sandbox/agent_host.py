@@ -1,0 +1,126 @@
+"""Worker-side host of a learned agent: the `agent_code` component of `envforge learn`.
+
+Runs inside the sandbox, after confinement, in a worker started with `Worker(folder, host="agent")`
+whose folder holds the candidate's `agent.py`. The agent's contract (learning/seed_agent.py is
+the seed):
+
+    class Agent:
+        def __init__(self, env: dict, llm): ...       # env: name, instruction, action_space, actions, max_steps
+        def act(self, turn: dict) -> dict: ...        # {"action": {...}, "thought": ...} or {"error": "format", ...}
+
+`llm(messages, max_tokens=None) -> str` is the only way out: it asks the parent, which makes the
+model call with its own key and sends back the text. No key, client or network is here.
+
+Operations: load (import agent.py, find the class), start (a fresh agent for one episode, from
+a fresh import, so nothing carries over between episodes), act (one turn).
+"""
+from __future__ import annotations
+
+import importlib.util
+import inspect
+import itertools
+import sys
+import traceback
+from pathlib import Path
+from typing import Any, Callable
+
+AGENT_FILE = "agent.py"
+_modules = itertools.count()
+
+
+class ModelUnavailable(RuntimeError):
+    """The parent made no model call for the agent (a budget cap, a failed call, a limit)."""
+
+
+class AgentHost:
+    def __init__(self, folder: str, ask: Callable[[str, dict], Any]):
+        self.folder = Path(folder)
+        self.ask = ask
+        self.agent = None
+
+    def handle(self, request: dict) -> dict:
+        op = request.get("op")
+        method = getattr(self, f"op_{op}", None)
+        if method is None:
+            return _failure("usage", f"unknown operation {op!r}")
+        if op == "act" and self.agent is None:
+            return _failure("usage", "'act' before 'start'")
+        try:
+            return {"ok": True, "result": method(**request.get("args", {}))}
+        except _Failure as f:
+            return _failure(f.kind, str(f), f.where)
+        except MemoryError:
+            return _failure("memory", "MemoryError: the agent exceeded its memory limit", _where())
+        except SystemExit as e:
+            return _failure("exit", f"the agent called exit({e.code!r})", _where())
+        except BaseException as e:  # noqa: BLE001 - any error in agent code is a typed failure
+            return _failure("exception", f"{type(e).__name__}: {e}", _where(), traceback.format_exc(limit=-6))
+
+    def op_load(self, env_id: Any = None) -> dict:
+        return {"class": self._agent_class().__name__}
+
+    def op_start(self, env: dict) -> dict:
+        cls = self._agent_class()
+        self.agent = cls(env, self.llm)
+        return {"class": cls.__name__}
+
+    def op_act(self, turn: dict) -> Any:
+        return self.agent.act(turn)
+
+    def op_ping(self) -> dict:
+        return {"pong": True}
+
+    def llm(self, messages: Any, max_tokens: int | None = None) -> str:
+        """One model call, made by the parent. `messages`: a string (one user message) or a list
+        of {"role": "system" | "user" | "assistant", "content": str}."""
+        if isinstance(messages, str):
+            messages = [{"role": "user", "content": messages}]
+        plain = [{"role": str(m.get("role", "user")), "content": str(m.get("content", ""))} for m in messages]
+        answer = self.ask("model", {"messages": plain, "max_tokens": int(max_tokens) if max_tokens else None})
+        if not isinstance(answer, dict) or "text" not in answer:
+            detail = answer.get("message", "") if isinstance(answer, dict) else ""
+            raise ModelUnavailable(f"no model answer: {detail or answer!r}")
+        return str(answer["text"])
+
+    def _agent_class(self) -> type:
+        """The agent class of a fresh import of agent.py: `Agent`, else the last class with `act`."""
+        path = self.folder / AGENT_FILE
+        if not path.is_file():
+            raise _Failure("load", f"expected the file {AGENT_FILE}, found none", AGENT_FILE)
+        name = f"envforge_agent_{next(_modules)}"
+        spec = importlib.util.spec_from_file_location(name, path)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        try:
+            spec.loader.exec_module(module)
+        except BaseException as e:  # noqa: BLE001
+            if isinstance(e, MemoryError):
+                raise
+            raise _Failure("load", f"{type(e).__name__}: {e}", _where()) from None
+        finally:
+            sys.modules.pop(name, None)
+        classes = [c for c in vars(module).values()
+                   if inspect.isclass(c) and c.__module__ == name and callable(getattr(c, "act", None))]
+        chosen = next((c for c in classes if c.__name__ == "Agent"), classes[-1] if classes else None)
+        if chosen is None:
+            raise _Failure("load", f"{AGENT_FILE}: expected a class with an act(turn) method, found none", AGENT_FILE)
+        return chosen
+
+
+class _Failure(Exception):
+    def __init__(self, kind: str, detail: str, where: str = ""):
+        super().__init__(detail)
+        self.kind, self.where = kind, where
+
+
+def _where() -> str:
+    """agent.py:line of the innermost traceback frame in the agent's file."""
+    where = ""
+    for frame, lineno in traceback.walk_tb(sys.exc_info()[2]):
+        if Path(frame.f_code.co_filename).name == AGENT_FILE:
+            where = f"{AGENT_FILE}:{lineno}"
+    return where
+
+
+def _failure(kind: str, detail: str, where: str = "", trace: str = "") -> dict:
+    return {"ok": False, "kind": kind, "detail": detail, "where": where, "traceback": trace}
