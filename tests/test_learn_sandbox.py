@@ -5,9 +5,12 @@ from __future__ import annotations
 import json
 import textwrap
 import time
+from pathlib import Path
 
 import pytest
 
+from llm_server import Reply
+from pipeline.cli import main
 from pipeline.sandbox import SandboxFailure, Worker
 
 CANARY = "sk-canary-7f3e9a"
@@ -95,7 +98,8 @@ def test_a_parent_callback_that_raises_kills_the_waiting_worker(tmp_path):
 
 
 def test_agent_code_that_raises_is_a_typed_failure_with_its_line(tmp_path):
-    source = "class Agent:\n    def __init__(self, env, llm):\n        pass\n\n    def act(self, turn):\n        return 1 / 0\n"
+    source = ("class Agent:\n    def __init__(self, env, llm):\n        pass\n\n"
+              "    def act(self, turn):\n        return 1 / 0\n")
     with Worker(agent_folder(tmp_path, source), host="agent") as worker:
         worker.call("start", env={})
         with pytest.raises(SandboxFailure) as failure:
@@ -108,3 +112,29 @@ def test_a_folder_without_an_agent_class_does_not_load(tmp_path):
     with pytest.raises(SandboxFailure) as failure:
         Worker(agent_folder(tmp_path, "x = 1\n"), host="agent")
     assert failure.value.kind == "load" and "expected a class with an act(turn) method" in failure.value.detail
+
+
+def test_evaluating_learned_agent_code_sends_its_model_calls_through_the_parent_only(tmp_path, llm_server, llm_env,
+                                                                                      monkeypatch, capsys):
+    """End to end: `evaluate --agent learned:PATH` with agent.py; the loopback server sees the
+    agent's messages (no key in them) and the key only in the parent's HTTP headers."""
+    monkeypatch.setenv("OPENAI_API_KEY", CANARY)
+    learned = tmp_path / "learned"
+    learned.mkdir()
+    (learned / "agent.py").write_text(SNOOPING_AGENT)
+    (learned / "prompt.txt").write_text("Push the crates onto the docks.")
+    (learned / "learned.json").write_text(json.dumps({"env": "crate_dock"}))
+    llm_server.rule = lambda n: Reply("east")
+    env = Path(__file__).resolve().parent.parent / "generated_envs" / "reference" / "crate_dock"
+    status = main(["evaluate", str(env), "--agent", f"learned:{learned}", "--model", "openai/gpt-4o-mini",
+                   "--base-url", llm_server.openai_url, "--no-cache", "--max-levels", "1", "--runs", "1", "--max-steps", "3",
+                   "--out", str(tmp_path / "out"), "--json"])
+    assert status == 0, capsys.readouterr().err
+    (record,) = [json.loads(x) for x in (tmp_path / "out" / "episodes.jsonl").read_text().splitlines()]
+    assert record["steps"] == 3 and record["valid_actions"] == 3 and record["model_calls"] == 3
+    assert len(llm_server.requests) == 3
+    assert all(CANARY not in json.dumps(r["body"]) for r in llm_server.requests)
+    assert all(CANARY in r["headers"].get("Authorization", r["headers"].get("authorization", ""))
+               for r in llm_server.requests)
+    trajectory = (tmp_path / "out" / record["trajectory"]).read_text()
+    assert CANARY not in trajectory

@@ -16,16 +16,18 @@ from pathlib import Path
 
 from pipeline import layout
 from pipeline.errors import UserError
-from pipeline.evaluate import BUILT_IN, MODEL_AGENTS, EnvTarget, Limits, ModelOptions, make_player
+from pipeline.evaluate import BUILT_IN, LEARNED, MODEL_AGENTS, EnvTarget, Limits, ModelOptions, make_player
 from pipeline.evaluate.records import EPISODES_CSV, EPISODES_JSONL, NO_MODEL, Records
 from pipeline.evaluate.report import summarize, write_report
 from pipeline.evaluate.runner import Progress, RunOptions, evaluate
 from pipeline.llm.cli_args import EXIT_BUDGET_EXCEEDED, EXIT_MODEL_FAILED, add_llm_arguments, client_from_args, print_cost_summary
 
 AGENT_HELP = ("react (AutoEnv's ReAct agent: reasoning in <thinking_memory>, one action in <action>), "
-              "tools (each action a native tool call with typed parameters), random, planner (search over "
-              "snapshots in the sandbox; no model), or your own agent as MODULE:ATTR or path/file.py:ATTR: a class "
-              "(or object, or function) with run(env, env_info), sync or async, as in the AutoEnv benchmark. "
+              "tools (each action a native tool call with typed parameters), learned:PATH (the best candidate of "
+              "envforge learn, PATH its exported folder; learned agent code runs in the sandbox), random, planner "
+              "(search over snapshots in the sandbox; no model), or your own agent as MODULE:ATTR or "
+              "path/file.py:ATTR: a class (or object, or function) with run(env, env_info), sync or async, as in "
+              "the AutoEnv benchmark. "
               "YOUR AGENT RUNS INSIDE THE ENVFORGE PROCESS, unsandboxed, because you chose to run it; the "
               "environment it steps still runs in the sandbox; --model then only labels its records (default: react)")
 
@@ -99,7 +101,7 @@ def run(args) -> int:
         raise UserError("--runs, --concurrency and --max-levels: expected positive numbers")
     targets = find_targets(args.env_dirs, args.split)
     client = None
-    if args.agent in MODEL_AGENTS:
+    if args.agent in MODEL_AGENTS or args.agent.startswith(LEARNED):
         if args.agent == "tools":
             bare = [t.name for t in targets if not t.tools]
             if bare:

@@ -70,6 +70,10 @@ class WorkerSession:
         return await asyncio.get_running_loop().run_in_executor(self.executor, functools.partial(fn, *args, **kwargs))
 
     async def reset(self, level: str) -> dict:
+        """`level`: a level file of the folder, or "seed:N", the level the env's generator makes
+        from seed N (verify's convention; envforge learn trains on such levels)."""
+        if level.startswith("seed:"):
+            return await self.blocking(self.worker.call, "reset", generate=True, seed=int(level[5:]))
         return await self.blocking(self.worker.call, "reset", level=level)
 
     async def step(self, action: dict) -> dict:

@@ -44,11 +44,13 @@ class FormatError(ValueError):
 class ModelAgent:
     system_template = ""
 
-    def __init__(self, ctx: EpisodeContext, client: LLMClient, options: ModelOptions):
+    def __init__(self, ctx: EpisodeContext, client: LLMClient, options: ModelOptions, instruction: str | None = None):
+        """`instruction`: shown in place of the environment's own (a learned prompt, envforge learn)."""
         self.ctx, self.client, self.options = ctx, client, options
         self.names = {a.name for a in ctx.env.space}
         example = ctx.env.space[0].name if ctx.env.space else "<action_name>"
-        self.system = render(self.system_template, instruction=ctx.env.instruction,
+        instruction = ctx.env.instruction if instruction is None else instruction
+        self.system = render(self.system_template, instruction=instruction,
                              action_space=ctx.env.action_space, example_name=example)
 
     async def act(self, turn: Turn) -> Decision:

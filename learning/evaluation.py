@@ -1,0 +1,160 @@
+"""Evaluation (AutoEnv §4.2, F_e): a candidate plays levels through pipeline.evaluate — the same
+episode loop, limits, records and trajectories as `envforge evaluate` — and its metrics are the
+aggregates of its episode records (normalized reward, tokens, dollars, steps).
+
+Training levels are made fresh for every iteration: the environment's generator with new seeds
+(SEED_BASE + SEED_STRIDE·iteration + i), each level accepted by the env's validator, unlike every
+test and validation level and every other training level, and given a max reward certified by
+search exactly as `envforge verify` certifies one (pipeline.verify.levels.certify). All methods
+meet the same levels at a given iteration: they are compared on equal terms, and each level is
+certified once (levels/<env>/iteration_NN.json). The test levels are the environment's levels/
+(the first --test-levels of them): fixed, never seen during learning.
+
+An evaluation is all or nothing: its folder is emptied before it starts, and it counts once it
+is complete (a budget cap that stops it raises BudgetStop and it is redone on resume).
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from learning.calls import ACT, StageClient
+from learning.candidates import CANDIDATES, Candidate, Evaluation, Metrics
+from learning.code_agent import code_player, write_code
+from learning.settings import Settings
+from pipeline.errors import UserError
+from pipeline.evaluate import EnvTarget, make_player
+from pipeline.evaluate.records import Records
+from pipeline.evaluate.report import summarize
+from pipeline.evaluate.runner import RunOptions, evaluate
+from pipeline.sandbox import Limits, SandboxFailure, WorkerPool
+from pipeline.verify.context import Context, Options, Rejected
+from pipeline.verify.levels import certify
+
+SEED_BASE, SEED_STRIDE = 100_000, 1_000
+SEEDS_PER_LEVEL = 10  # seeds tried per training level wanted before giving up
+SANDBOX = Limits(call_seconds=10.0, cpu_seconds=3600)
+EPISODES = "episodes"
+
+
+class BudgetStop(Exception):
+    """A budget cap stopped an evaluation or an optimization call."""
+
+
+@dataclass
+class LevelSet(EnvTarget):
+    """An environment with a given list of levels: one iteration's training levels."""
+
+    sources: list[str] = field(default_factory=list)
+
+    def levels(self, split: str, limit: int | None) -> list[str]:
+        return self.sources[:limit] if limit else list(self.sources)
+
+
+class TrainingLevels:
+    def __init__(self, out: Path, settings: Settings):
+        self.out, self.count, self.last = out, settings.train_levels, settings.iterations
+        self.options = Options(search_nodes=settings.search_nodes, search_seconds=settings.search_seconds,
+                               limits=SANDBOX)
+        self._made: dict[tuple[str, int], asyncio.Future] = {}
+
+    async def get(self, target: EnvTarget, iteration: int) -> LevelSet:
+        """Iteration `iteration`'s levels; the next iteration's are made meanwhile, in the background."""
+        for t in (iteration, iteration + 1):
+            if (target.name, t) not in self._made and t <= self.last:
+                self._made[target.name, t] = asyncio.ensure_future(asyncio.to_thread(self._load_or_make, target, t))
+        levels = await asyncio.shield(self._made[target.name, iteration])
+        return LevelSet(**{**vars(target), "max_rewards": {lv["source"]: lv["max_reward"] for lv in levels},
+                           "sources": [lv["source"] for lv in levels]})
+
+    def path(self, env: str, iteration: int) -> Path:
+        return self.out / "levels" / env / f"iteration_{iteration:02d}.json"
+
+    def _load_or_make(self, target: EnvTarget, iteration: int) -> list[dict]:
+        path = self.path(target.name, iteration)
+        if path.is_file():
+            return json.loads(path.read_text(encoding="utf-8"))["levels"]
+        levels = self._make(target, iteration)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps({"env": target.name, "iteration": iteration, "levels": levels}, indent=1) + "\n")
+        return levels
+
+    def _make(self, target: EnvTarget, iteration: int) -> list[dict]:
+        ctx = Context.open(target.dir.path, self.options)
+        first_seed = SEED_BASE + SEED_STRIDE * iteration
+        kept: list[dict] = []
+        try:
+            with ctx.worker() as worker:
+                seen = {worker.call("reset", level=lv)["state_hash"] for lv in target.dir.all_levels()}
+                for seed in range(first_seed, first_seed + self.count * SEEDS_PER_LEVEL):
+                    if len(kept) == self.count:
+                        break
+                    first = worker.call("reset", generate=True, seed=seed, want_state=True)
+                    if first["state_hash"] in seen:
+                        continue
+                    seen.add(first["state_hash"])
+                    verdict = worker.call("validate", state=first["state"])
+                    if not verdict["ok"]:
+                        continue
+                    try:
+                        lm = certify(ctx, worker, f"seed:{seed}", verdict["max_reward"], verdict["state_hash"])
+                    except Rejected:
+                        continue  # the witness did not replay: not a level to score on
+                    if not lm.unfit:
+                        kept.append({"source": f"seed:{seed}", "seed": seed, "state_hash": first["state_hash"],
+                                     "max_reward": lm.max_reward, "calculation_method": lm.calculation_method})
+        except (SandboxFailure, Rejected) as e:
+            raise UserError(f"{target.name}: expected the generator to make training levels, found {e}") from None
+        if len(kept) < self.count:
+            raise UserError(f"{target.name}: expected {self.count} fit training levels from seeds {first_seed}.."
+                            f"{first_seed + self.count * SEEDS_PER_LEVEL - 1}, found {len(kept)}")
+        return kept
+
+
+def metrics_of(records: Records) -> Metrics:
+    rows = records.all()
+    summary = summarize(rows)
+    s = next(iter(summary[0].envs.values())) if summary else None
+    return Metrics(reward=s.mean_normalized if s else None, std=s.std if s else None,
+                   episodes=s.episodes if s else 0, scored=s.scored if s else 0, steps=s.mean_steps if s else None,
+                   tokens=(s.tokens_in + s.tokens_out) if s else 0, dollars=s.dollars if s else 0.0,
+                   calls=sum(r.model_calls for r in rows), stop_reasons=s.stop_reasons if s else {})
+
+
+@dataclass
+class Evaluator:
+    out: Path  # the study folder
+    client: object  # the execution model's LLMClient
+    settings: Settings
+    envs: WorkerPool  # environment workers, shared by every evaluation of the study
+    agents: WorkerPool  # agent_code workers
+    sequential: bool  # recording or replaying: one episode at a time, so calls keep their order
+
+    async def __call__(self, candidate: Candidate, target: EnvTarget, split: str, iteration: int, run: Path,
+                       theme: str, counters: dict[str, int]) -> Evaluation:
+        """Play `candidate` on `target`'s levels of `split`; records go to run/episodes/<id>-<split>/."""
+        folder = run / EPISODES / f"{candidate.id}-{split}"
+        if folder.exists():
+            shutil.rmtree(folder)  # what an interrupted evaluation left: it starts over
+        client = StageClient(self.client, theme, ACT, counters)
+        s = self.settings
+        max_levels = s.test_levels if split == "test" else None
+        options = RunOptions(candidate.id, self.client.spec, s.runs, split, max_levels,
+                             1 if self.sequential else s.concurrency, s.limits, SANDBOX)
+        records = Records(folder)
+        outcome = await evaluate([target], self._player(candidate, client, run), options, records, pool=self.envs)
+        records.rewrite_csv()
+        if outcome.budget_message:
+            raise BudgetStop(outcome.budget_message)
+        return Evaluation(split, iteration, target.levels(split, max_levels), str(folder.relative_to(self.out)),
+                          metrics_of(records))
+
+    def _player(self, candidate: Candidate, client: StageClient, run: Path):
+        c = candidate.components
+        if c.agent_code is None:
+            return make_player("react", client=client, model_options=self.settings.model_options, instruction=c.prompt)
+        code = write_code(run / CANDIDATES / candidate.id, c.agent_code)
+        return code_player(code, c.prompt, client, self.settings.model_options, self.agents)

@@ -1,0 +1,48 @@
+"""The best candidate of a run, exported so that `envforge evaluate --agent learned:PATH` runs it.
+
+    PATH/learned.json   env, method, candidate id, lineage, train and test rewards, model
+    PATH/prompt.txt     the learned instruction
+    PATH/agent.py       the learned agent code (only for agent_code candidates; it runs in the sandbox)
+"""
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+from learning.candidates import Pool
+from learning.code_agent import code_player
+from pipeline.errors import UserError
+from pipeline.evaluate import ModelOptions, make_player
+from pipeline.sandbox.agent_host import AGENT_FILE
+
+LEARNED_JSON, PROMPT_TXT = "learned.json", "prompt.txt"
+
+
+def export(pool: Pool, folder: Path, model: str) -> Path:
+    c = pool.get(pool.final)
+    if folder.exists():
+        shutil.rmtree(folder)
+    folder.mkdir(parents=True)
+    (folder / PROMPT_TXT).write_text(c.components.prompt, encoding="utf-8")
+    if c.components.agent_code is not None:
+        (folder / AGENT_FILE).write_text(c.components.agent_code, encoding="utf-8")
+    test = c.evaluations.get("test")
+    (folder / LEARNED_JSON).write_text(json.dumps({
+        "env": pool.env, "method": pool.method, "candidate": c.id, "lineage": pool.lineage(c.id),
+        "iteration": c.iteration, "execution_model": model, "agent_code": c.components.agent_code is not None,
+        "train_reward": c.reward, "test_reward": test.metrics.reward if test else None}, indent=1) + "\n")
+    return folder
+
+
+def learned_player(path: str, client, options: ModelOptions):
+    """A Player for `--agent learned:PATH` (PATH: the exported folder or its learned.json)."""
+    folder = Path(path)
+    folder = folder.parent if folder.name == LEARNED_JSON else folder
+    if not (folder / LEARNED_JSON).is_file() or not (folder / PROMPT_TXT).is_file():
+        raise UserError(f"--agent learned:{path}: expected a folder exported by envforge learn "
+                        f"({LEARNED_JSON}, {PROMPT_TXT}), found none at {folder}")
+    prompt = (folder / PROMPT_TXT).read_text(encoding="utf-8")
+    if (folder / AGENT_FILE).is_file():
+        return code_player(folder.resolve(), prompt, client, options)
+    return make_player("react", client=client, model_options=options, instruction=prompt)

@@ -1,0 +1,108 @@
+"""A learning study: every method on every environment, their shared baseline, the report.
+
+    OUT/study.json                         environments, methods, settings, models (for --resume)
+    OUT/levels/<env>/iteration_NN.json     the training levels of each iteration
+    OUT/runs/<env>/baseline/               c0 on iteration 0's training levels and on the test levels
+    OUT/runs/<env>/<method>/pool.json      the run's candidates with lineage (+ lineage.md, candidates/)
+    OUT/runs/<env>/<method>/episodes/      records and trajectories of every evaluation
+    OUT/runs/<env>/<method>/best/          the final candidate, for `evaluate --agent learned:PATH`
+    OUT/report/                            table5.md, table5.csv, figure3.png, results.json
+
+Runs of different (environment, method) pairs go on side by side; the baselines come first, as
+every run starts from its environment's c0. A budget cap or a failed model call stops the runs
+it reaches (the others go on); what was done stays in the pools, and re-running continues it.
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from learning.calls import theme
+from learning.candidates import POOL_JSON, Pool
+from learning.code_agent import AGENT_LIMITS
+from learning.evaluation import SANDBOX, BudgetStop, Evaluator, TrainingLevels
+from learning.learner import Run, Tools, baseline_run, learn
+from learning.methods import Method
+from learning.optimization import Optimizer
+from learning.report import write_report
+from learning.results import collect
+from learning.settings import Settings
+from pipeline.errors import UserError
+from pipeline.evaluate import EnvTarget
+from pipeline.llm import BudgetExceeded, LLMError
+from pipeline.sandbox import WorkerPool
+
+STUDY_JSON, RUNS, REPORT, BASELINE = "study.json", "runs", "report", "baseline"
+
+
+@dataclass
+class Outcome:
+    stopped: dict[str, str] = field(default_factory=dict)  # "env method" -> why it stopped early
+    report: list[Path] = field(default_factory=list)
+
+    @property
+    def budget(self) -> bool:
+        return any(why.startswith("budget") for why in self.stopped.values())
+
+
+def open_study(out: Path, data: dict, resume: bool) -> dict:
+    """The study's description: `data` for a new one; for an existing one, its saved description
+    (with --resume) or `data` if it is the same (a plain re-run continues it too)."""
+    path = out / STUDY_JSON
+    if path.is_file():
+        saved = json.loads(path.read_text(encoding="utf-8"))
+        if resume:
+            return saved
+        if saved != data:
+            changed = sorted(k for k in set(saved) | set(data) if saved.get(k) != data.get(k))
+            raise UserError(f"{out} holds a study with other {', '.join(changed)}: pass --resume to continue it "
+                            f"as it was, or choose another --out")
+        return saved
+    if resume:
+        raise UserError(f"--resume: expected a study in {out} ({STUDY_JSON}), found none")
+    out.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
+    return data
+
+
+async def run_study(out: Path, targets: list[EnvTarget], methods: list[Method], settings: Settings, client,
+                    optimizer_client, sequential: bool, say: Callable[[str], None] = print) -> Outcome:
+    envs = WorkerPool(size=settings.concurrency, limits=SANDBOX)
+    agents = WorkerPool(size=settings.concurrency, limits=AGENT_LIMITS, host="agent")
+    tools = Tools(settings, Optimizer(optimizer_client, out, settings, agents),
+                  Evaluator(out, client, settings, envs, agents, sequential), TrainingLevels(out, settings), say)
+    outcome = Outcome()
+    try:
+        baselines = {t.name: Pool.open(out / RUNS / t.name / BASELINE, t.name, BASELINE) for t in targets}
+        await asyncio.gather(*(_guarded(outcome, f"{t.name} {BASELINE}", baselines[t.name], say,
+                                        baseline_run(t, baselines[t.name], tools, theme(t.name, BASELINE)))
+                               for t in targets))
+        runs = [Run(t, m, Pool.open(out / RUNS / t.name / m.name, t.name, m.name), theme(t.name, m.name))
+                for t in targets for m in methods if f"{t.name} {BASELINE}" not in outcome.stopped]
+        await asyncio.gather(*(_guarded(outcome, f"{r.env.name} {r.method.name}", r.pool, say,
+                                        learn(r, tools, baselines[r.env.name])) for r in runs))
+    finally:
+        await asyncio.to_thread(envs.close)
+        await asyncio.to_thread(agents.close)
+    results = collect(out, targets, methods, settings, client.spec, optimizer_client.spec)
+    outcome.report = write_report(out / REPORT, results)
+    return outcome
+
+
+async def _guarded(outcome: Outcome, name: str, pool: Pool, say: Callable[[str], None], work) -> None:
+    """Run `work`; a budget cap or a failed model call stops this run only, and is recorded."""
+    try:
+        await work
+        pool.stopped = ""
+    except (BudgetStop, BudgetExceeded) as e:
+        pool.stopped = f"budget: {e}"
+    except LLMError as e:
+        pool.stopped = f"model: {type(e).__name__}: {e}"
+    if pool.stopped:
+        outcome.stopped[name] = pool.stopped
+        say(f"{name}: stopped ({pool.stopped})")
+    if (pool.folder / POOL_JSON).is_file() or pool.candidates:
+        pool.save()
