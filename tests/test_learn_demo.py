@@ -1,0 +1,87 @@
+"""The bundled offline demo of `envforge learn`, run as a newcomer without a key runs it:
+
+    envforge learn generated_envs/reference/* --provider replay --methods all --iterations 2
+
+The recording (examples/replay/learn-*, made by scripts/record_learn_demo.py with the product
+itself) plays both models; everything else is real: training levels generated and certified,
+episodes in the sandbox, learned agent code in the sandbox, selection, the report.
+"""
+from __future__ import annotations
+
+import csv
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from learning.methods import ALL
+
+ROOT = Path(__file__).resolve().parent.parent
+ENVFORGE = str(Path(sys.executable).parent / "envforge")
+ENVS = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "generated_envs" / "reference").iterdir() if p.is_dir())
+DEMO = ["learn", *ENVS, "--provider", "replay", "--methods", "all", "--iterations", "2"]
+SECRETS = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_BASE_URL", "OPENAI_API_KEY",
+           "OPENAI_BASE_URL", "ENVFORGE_MODEL")
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("learn_demo")
+    env = {k: v for k, v in os.environ.items() if k not in SECRETS}
+    env.update(ENVFORGE_CACHE=str(tmp / "cache.sqlite"), ENVFORGE_DOTENV=str(tmp / ".env"))
+    started = time.monotonic()
+    done = subprocess.run([ENVFORGE, *DEMO, "--out", str(tmp / "study")], cwd=ROOT, env=env, capture_output=True,
+                          text=True, timeout=300)
+    print(f"the learn demo took {time.monotonic() - started:.1f} s")
+    return done, tmp / "study"
+
+
+def test_demo_exits_zero_and_prints_table5_with_eight_methods_and_three_upper_bounds(demo):
+    done, _ = demo
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "| Method | crate_dock | tide_pool | Avg. Acc |" in done.stdout
+    table = done.stdout.split("| Method |", 1)[1]
+    for row in ("| IO (replay/replay) |", "| *Best Selection* |", "| *Pareto Selection* |",
+                "| UpperBound (best) |", "| UpperBound (pareto) |", "| UpperBound (all) |"):
+        assert row in table
+    for label in {m.label for m in ALL}:
+        assert table.count(f"| {label} |") == 2  # once under each selection
+    assert "call(s) replayed from recordings (no cost)" in done.stdout
+    assert "stopped" not in done.stderr
+
+
+def test_demo_report_files_hold_every_method_on_every_environment(demo):
+    _, study = demo
+    report = study / "report"
+    rows = list(csv.DictReader((report / "table5.csv").open()))
+    assert [r["kind"] for r in rows] == ["baseline"] + ["method"] * 8 + ["upper_bound"] * 3
+    assert {r["method"] for r in rows if r["kind"] == "method"} == {m.name for m in ALL}
+    assert all(r["crate_dock"] != "" and r["tide_pool"] != "" for r in rows)
+    results = json.loads((report / "results.json").read_text())
+    for method, row in results["runs"].items():
+        for env, run in row.items():
+            assert run["iterations_done"] == 2 and run["final"] and run["stopped"] == "", (method, env)
+    bounds = results["upper_bounds"]
+    assert bounds["all"]["mean"] >= max(bounds["best"]["mean"], bounds["pareto"]["mean"])
+    table = (report / "table5.md").read_text()
+    assert "## Environment-adaptive selection (successive halving)" in table
+    assert "## Upper bound against the number of methods M" in table
+    assert (report / "figure3.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_demo_learned_agent_code_ran_in_the_sandbox_and_was_exported(demo):
+    _, study = demo
+    code_runs = [study / "runs" / env / m.name for env in ("crate_dock", "tide_pool") for m in ALL
+                 if m.component == "agent_code"]
+    evaluated_code = 0
+    for run in code_runs:
+        pool = json.loads((run / "pool.json").read_text())
+        evaluated_code += sum(1 for c in pool["candidates"][1:] if c["status"] == "evaluated")
+        learned = json.loads((run / "best" / "learned.json").read_text())
+        assert learned["candidate"] == pool["final"]
+        assert (run / "best" / "agent.py").is_file() == learned["agent_code"]
+    assert evaluated_code >= 8
