@@ -4,8 +4,9 @@
                   all), the adaptive learner next to the best single method, the upper bound
                   against the number of methods, each run's final candidate
     table5.csv    the same rows as data
-    figure3.png   left: top-k gain over the baseline per method; right: top-k incremental gain of
-                  the upper bound with M methods over a single one (matplotlib, Agg)
+    figure3.png   left: top-k gain over the baseline per method; middle: top-k incremental gain of
+                  the upper bound with M methods over a single one; right: the upper bound against M
+                  (matplotlib, Agg)
     results.json  every number (learning.results)
 """
 from __future__ import annotations
@@ -130,7 +131,7 @@ def figure3(path: Path, results: dict) -> Path | None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4.5))
+    fig, (left, right, by_m) = plt.subplots(1, 3, figsize=(17, 4.5), gridspec_kw={"width_ratios": [3, 3, 2]})
     for name, series in fig3["top_k_gain"].items():
         style = dict(color="black", linewidth=2.2) if name == "upper bound" else dict(linewidth=1.2)
         left.plot(range(1, len(series) + 1), [v * 100 for v in series], marker="o", label=name, **style)
@@ -141,8 +142,13 @@ def figure3(path: Path, results: dict) -> Path | None:
         right.plot(range(1, len(series) + 1), [v * 100 for v in series], marker="o", label=f"M={size}")
     right.set(title="Top-k incremental gain of the upper bound (vs single method)",
               xlabel="Environment count (top-k)", ylabel="Gain (normalized reward points)")
+    sizes = list(fig3["bound_by_m"])
+    by_m.plot(sizes, [fig3["bound_by_m"][m] * 100 for m in sizes], marker="o", color="black")
+    by_m.set(title="Upper bound vs number of methods", xlabel="Number of methods M (mean over subsets)",
+             ylabel="Mean normalized reward (%)")
     for ax in (left, right):
         ax.legend(fontsize=7)
+    for ax in (left, right, by_m):
         ax.xaxis.get_major_locator().set_params(integer=True)
     fig.tight_layout()
     fig.savefig(path, dpi=110)

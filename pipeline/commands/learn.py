@@ -10,6 +10,7 @@ with (DIR/learn/settings.json, which --record writes): a replay asks the recordi
 """
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 from pathlib import Path
@@ -98,11 +99,13 @@ async def _study(args, client: LLMClient, out: Path, methods) -> int:
     settings = _settings(args, client)
     optimizer = _optimizer_client(args, client)
     description = {"envs": [str(Path(p).resolve()) for p in args.env_dirs], "methods": [vars(m) for m in methods],
-                   "settings": settings.to_dict(), "execution_model": client.spec, "optimizer_model": optimizer.spec}
+                   "settings": _study_settings(settings), "execution_model": client.spec,
+                   "optimizer_model": optimizer.spec}
     description = open_study(out, description, args.resume)
     targets = find_targets(description["envs"], "test")
     methods = [method_space.Method(**m).check() for m in description["methods"]]
-    settings = Settings.from_dict(description["settings"])
+    # How many episodes run at once is not part of what the study is: it may change on every run.
+    settings = Settings.from_dict({**description["settings"], "concurrency": settings.concurrency})
     if (description["execution_model"], description["optimizer_model"]) != (client.spec, optimizer.spec):
         raise UserError(f"{out}: the study uses {description['execution_model']} (optimizer "
                         f"{description['optimizer_model']}); found {client.spec} (optimizer {optimizer.spec})")
@@ -139,17 +142,18 @@ def _settings(args, client: LLMClient) -> Settings:
     if client.config.record_dir is not None:
         path = client.config.record_dir / RECORDED_SETTINGS
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(settings.to_dict(), indent=1) + "\n", encoding="utf-8")
+        path.write_text(json.dumps(_study_settings(settings), indent=1) + "\n", encoding="utf-8")
     return settings
+
+
+def _study_settings(settings: Settings) -> dict:
+    return {k: v for k, v in settings.to_dict().items() if k != "concurrency"}
 
 
 def _optimizer_client(args, client: LLMClient) -> LLMClient:
     """The optimizer's client, on the execution client's ledger (one budget, one cost summary)."""
     if client.config.provider == "replay" or not (args.optimizer_model or args.optimizer_base_url):
         return client
-    model, base_url = args.model, args.base_url
-    args.model, args.base_url = args.optimizer_model or args.model, args.optimizer_base_url or args.base_url
-    try:
-        return LLMClient(config_from_args(args), ledger=client.ledger)
-    finally:
-        args.model, args.base_url = model, base_url
+    own = argparse.Namespace(**{**vars(args), "model": args.optimizer_model or args.model,
+                                "base_url": args.optimizer_base_url or args.base_url})
+    return LLMClient(config_from_args(own), ledger=client.ledger)
