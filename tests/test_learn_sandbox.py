@@ -138,3 +138,29 @@ def test_evaluating_learned_agent_code_sends_its_model_calls_through_the_parent_
                for r in llm_server.requests)
     trajectory = (tmp_path / "out" / record["trajectory"]).read_text()
     assert CANARY not in trajectory
+
+
+def test_the_check_passes_the_seed_agent_and_refuses_code_that_fails_or_answers_nothing(tmp_path):
+    from learning.candidates import SEED_AGENT
+    from learning.code_agent import AGENT_LIMITS, check_code
+    from pipeline.sandbox import WorkerPool
+
+    env = {"name": "crate_dock", "instruction": "Push the crates.", "action_space": "move(direction)",
+           "actions": ["move", "wait"], "max_steps": 30}
+    turn = {"step": 1, "max_steps": 30, "observation": "#@$o#", "last_action_result": None, "history": []}
+    reply = '<thinking_memory>go</thinking_memory>\n<action>{"action": "move", "params": {"direction": "east"}}</action>'
+    cases = {"seed": (SEED_AGENT.read_text(), ""),
+             "raises": ("class Agent:\n    def __init__(self, env, llm):\n        self.llm = llm\n\n"
+                        "    def act(self, turn):\n        return {}[0]\n", "agent.py at agent.py:6: exception: KeyError"),
+             "no action": ("class Agent:\n    def __init__(self, env, llm):\n        pass\n\n"
+                           "    def act(self, turn):\n        return {\"thought\": \"hmm\"}\n",
+                           "given a well-formed reply, returned no action"),
+             "forbidden": ("import socket\n\nclass Agent:\n    def act(self, turn):\n        return {}\n",
+                           "agent.py:1: expected no process, network")}
+    with WorkerPool(2, AGENT_LIMITS, host="agent") as agents:
+        for name, (source, expected) in cases.items():
+            folder = tmp_path / name.replace(" ", "_")
+            folder.mkdir()
+            (folder / "agent.py").write_text(source)
+            problem = check_code(folder, env, turn, reply, {"move", "wait"}, agents)
+            assert (problem == "") if not expected else (expected in problem), (name, problem)
