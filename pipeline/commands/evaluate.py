@@ -39,8 +39,14 @@ def register(subparsers) -> None:
         description="Run an agent on every level of each environment, --runs times, concurrently, each environment "
                     "step in a sandbox worker. Normalized reward = total / the level's certified max reward "
                     "(level_max_rewards.json), clipped at 1. Re-running with the same --out skips finished episodes.")
-    p.add_argument("env_dirs", nargs="+", metavar="ENV_DIR",
+    p.add_argument("env_dirs", nargs="*", metavar="ENV_DIR",
                    help="environment folders, or folders holding them (e.g. generated_envs/reference)")
+    p.add_argument("--probes", metavar="FILE",
+                   help="score --agent (random, oracle, react, tools) on derived world-model test items "
+                        "(envforge probe) instead of playing episodes; the items name their environments")
+    p.add_argument("--skin", metavar="NAME",
+                   help="render every environment through its skin NAME (envforge reskin; listed in its manifest); "
+                        "the agent label becomes AGENT@NAME")
     p.add_argument("--agent", default="react", metavar="AGENT", help=AGENT_HELP)
     p.add_argument("--runs", type=int, default=3, help="runs per level (default 3, as in the paper)")
     p.add_argument("--split", choices=tuple(layout.LEVEL_SPLITS), default="test",
@@ -97,9 +103,20 @@ def find_targets(paths: list[str], split: str) -> list[EnvTarget]:
 
 
 def run(args) -> int:
+    if args.probes:
+        from pipeline.commands.probe import evaluate_probes
+
+        return evaluate_probes(args)
+    if not args.env_dirs:
+        raise UserError("expected at least one ENV_DIR (or --probes FILE)")
     if args.runs < 1 or args.concurrency < 1 or (args.max_levels is not None and args.max_levels < 1):
         raise UserError("--runs, --concurrency and --max-levels: expected positive numbers")
     targets = find_targets(args.env_dirs, args.split)
+    if args.skin:
+        unskinned = [t.name for t in targets if args.skin not in t.dir.skins()]
+        if unskinned:
+            raise UserError(f"--skin {args.skin}: expected the skin in every environment (make it with "
+                            f"`envforge reskin ENV_DIR --style {args.skin}`), found it missing in {', '.join(unskinned)}")
     client = None
     if args.agent in MODEL_AGENTS or args.agent.startswith(LEARNED):
         if args.agent == "tools":
@@ -123,10 +140,12 @@ def run(args) -> int:
                     args.stagnation_steps)
     if args.agent == "random":
         limits = Limits(args.max_steps, 0, 0, 0, 0)
-    options = RunOptions(args.agent, model, args.runs, args.split, args.max_levels, args.concurrency, limits,
-                         dataclasses.replace(RunOptions.sandbox, call_seconds=args.call_seconds))
+    agent = args.agent + (f"@{args.skin}" if args.skin else "")  # how the records and report name it
+    options = RunOptions(agent, model, args.runs, args.split,
+                         args.max_levels, args.concurrency, limits,
+                         dataclasses.replace(RunOptions.sandbox, call_seconds=args.call_seconds), args.skin)
     records = Records(args.out)
-    label = args.agent if model == NO_MODEL else f"{args.agent} {model}"
+    label = agent if model == NO_MODEL else f"{agent} {model}"
 
     async def main():
         async with (client or contextlib.nullcontext()):
@@ -141,13 +160,13 @@ def run(args) -> int:
     methods = summarize(records.all())
     written = write_report(records.out, methods)
     names = {t.name for t in targets}
-    current = next((m for m in methods if (m.agent, m.model) == (args.agent, model)), None)
+    current = next((m for m in methods if (m.agent, m.model) == (agent, model)), None)
     envs = {n: s for n, s in (current.envs.items() if current else []) if n in names}
-    mine = summarize([r for r in records.all() if r.env in names and (r.agent, r.model) == (args.agent, model)])
+    mine = summarize([r for r in records.all() if r.env in names and (r.agent, r.model) == (agent, model)])
     overall = mine[0].overall if mine else {}
     files = [records.out / EPISODES_JSONL, records.out / EPISODES_CSV] + written
     if args.json:
-        print(json.dumps({"agent": args.agent, "model": model, "split": args.split, "runs": args.runs,
+        print(json.dumps({"agent": agent, "model": model, "split": args.split, "runs": args.runs,
                           "envs": {n: dataclasses.asdict(s) for n, s in envs.items()}, "overall": overall,
                           "episodes_run": len(outcome.finished), "skipped": outcome.skipped,
                           "not_started": outcome.not_started, "out": str(records.out),

@@ -37,6 +37,7 @@ class RunOptions:
     concurrency: int = 4
     limits: Limits = Limits()
     sandbox: SandboxLimits = SandboxLimits(call_seconds=10.0, cpu_seconds=1800)
+    skin: str | None = None  # render every environment through its skins/<skin>.py
 
 
 @dataclass(frozen=True)
@@ -81,7 +82,7 @@ async def evaluate(targets: list[EnvTarget], player: Player, options: RunOptions
     stop_all = asyncio.Event()
     executor = ThreadPoolExecutor(max_workers=options.concurrency + 4, thread_name_prefix="envforge-evaluate")
     own_pool = pool is None
-    pool = pool or WorkerPool(size=options.concurrency, limits=options.sandbox)
+    pool = pool or WorkerPool(size=options.concurrency, limits=options.sandbox, skin=options.skin)
 
     async def one(spec: EpisodeSpec) -> None:
         async with slots:

@@ -23,11 +23,13 @@ def _signature(env_dir: Path) -> tuple:
 
 
 class WorkerPool:
-    def __init__(self, size: int = 2, limits: Limits | None = None, host: str = "env"):
-        """`host`: what the workers hold (see Worker): environments, or learned agents."""
+    def __init__(self, size: int = 2, limits: Limits | None = None, host: str = "env", skin: str | None = None):
+        """`host`: what the workers hold (see Worker): environments, or learned agents.
+        `skin`: every environment renders through its skins/<skin>.py."""
         self.size = max(1, int(size))
         self.limits = limits or Limits()
         self.host = host
+        self.skin = skin
         self._slots = threading.BoundedSemaphore(self.size)
         self._lock = threading.Lock()
         self._idle: dict[tuple, list[Worker]] = defaultdict(list)
@@ -42,7 +44,7 @@ class WorkerPool:
         with self._slots:
             worker = self._take(key)
             if worker is None:
-                worker = Worker(env_dir, self.limits, host=self.host)
+                worker = Worker(env_dir, self.limits, skin=self.skin, host=self.host)
                 self.started += 1
             try:
                 yield worker
