@@ -1,0 +1,107 @@
+"""Worker-side search over in-process snapshots: the planner behind verification, the planner
+agent and derived tests. Runs inside the sandbox, next to the environment it searches."""
+from __future__ import annotations
+
+import random
+import time
+
+from pipeline.runtime.levels import state_hash
+from pipeline.sandbox.host import EnvHost, Failure, _max_steps, _where
+
+
+def breadth_first(host: EnvHost, actions: list[dict], max_steps: int | None = None, max_nodes: int = 50_000,
+                  seconds: float = 30.0, time_in_key: bool = True, stop_at: float | None = None,
+                  max_mb: float = 256.0) -> dict:
+    """Breadth-first search from the current state over in-process snapshots.
+
+    Every node is one step of the environment's own `step`, from a copy of the parent's
+    attributes and global RNG (a snapshot, as op_snapshot takes), so the search plays
+    exactly the rules an agent meets. Nodes are merged by (hash of `_state`, total reward so far, `_t` unless
+    time_in_key is false, global RNG state when it differs from the root's): `_state` is
+    the true state by the runtime contract, the reward is in the key so a richer path to
+    the same state is never dropped, `_t` because an environment may read the step counter
+    (a tide on a clock, a deadline), so the same state at another time can have another
+    future, and the RNG because a stochastic environment's future depends on it (for a
+    deterministic one it never changes, so it costs nothing). Returns the best total
+    reward reached within `max_steps` of the episode, the actions reaching it (the
+    witness), the nodes stepped and whether the whole space was searched. With `stop_at`,
+    the search ends after the layer (action-sequence length) in which the best total first
+    reaches it: a better sequence of that length is still found, a longer one is not.
+    `max_mb` bounds the snapshots held (the worker's memory limit must not end a search).
+    `stopped` says which budget ended it, if any. The env is left in the state it had when
+    the search began.
+    """
+    started = time.monotonic()
+    horizon = int(max_steps or _max_steps(host.env) or 100)
+    t0 = getattr(host.env, "_t", 0) or 0
+    root = host._capture()
+    parents: list[tuple[int, int]] = [(-1, -1)]  # node -> (parent node, action index)
+    layer = [(0, root, 0.0)]
+    seen = {(state_hash(getattr(host.env, "_state", None)), 0.0, t0 if time_in_key else None, None)}
+    best, best_node, nodes, exhausted, stopped = 0.0, 0, 0, False, None
+    held, layer_bytes = 0, 0  # bytes of snapshots in the next layer, in the current one
+    depth = t0
+    try:
+        while layer and depth < horizon:
+            if stop_at is not None and best >= stop_at:
+                raise _Budget("bound")
+            next_layer, layer_bytes, held = [], held, 0
+            for node, snap, total in layer:
+                for index, action in enumerate(actions):
+                    if nodes >= max_nodes:
+                        raise _Budget("nodes")
+                    if time.monotonic() - started > seconds:
+                        raise _Budget("seconds")
+                    if layer_bytes + held > max_mb * 1024 * 1024:
+                        raise _Budget("memory")
+                    host._apply(snap)
+                    try:
+                        out = host.op_step(action)
+                    except Failure as f:
+                        raise Failure(f.kind, f"{f.detail} (after {_path(parents, node, actions) + [action]})", f.where)
+                    except Exception as e:  # noqa: BLE001 - env code failed mid-search
+                        raise Failure("exception", f"{type(e).__name__}: {e} (after "
+                                      f"{_path(parents, node, actions) + [action]})", _where()) from None
+                    nodes += 1
+                    parents.append((node, index))
+                    child = len(parents) - 1
+                    reached = total + out["reward"]
+                    if reached > best:
+                        best, best_node = reached, child
+                    rng = random.getstate()
+                    key = (out["state_hash"], round(reached, 9), out["t"] if time_in_key else None,
+                           None if rng == root[1] else hash(rng))
+                    if out["done"] or key in seen:
+                        continue
+                    seen.add(key)
+                    captured = host._capture(like=snap)
+                    next_layer.append((child, captured, reached))
+                    held += _snapshot_bytes(captured, snap)
+            layer = next_layer
+            depth += 1
+        exhausted = True
+    except _Budget as budget:
+        stopped = str(budget)
+    finally:
+        host._apply(root)
+    return {"best_reward": best, "witness": _path(parents, best_node, actions), "nodes": nodes,
+            "exhausted": exhausted, "stopped": stopped, "distinct_states": len(seen), "depth": depth - t0,
+            "seconds": round(time.monotonic() - started, 3)}
+
+
+class _Budget(Exception):
+    """The search ran out of nodes or time."""
+
+
+def _snapshot_bytes(snapshot: tuple, parent: tuple) -> int:
+    """About what a snapshot holds: its pickle, or a guess for deep copies, plus an unshared RNG state."""
+    attrs, rng = snapshot
+    return (len(attrs) if isinstance(attrs, bytes) else 4096) + (0 if rng is parent[1] else 20_000)
+
+
+def _path(parents: list[tuple[int, int]], node: int, actions: list[dict]) -> list[dict]:
+    path = []
+    while node > 0:
+        node, index = parents[node]
+        path.append(actions[index])
+    return path[::-1]
