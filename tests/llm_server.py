@@ -12,6 +12,7 @@ Run it by hand for manual checks, e.g. a server that answers 429 to every other 
 from __future__ import annotations
 
 import argparse
+import inspect
 import json
 import threading
 import time
@@ -50,7 +51,7 @@ def rate_limited(retry_after: str = "0") -> Fault:
 class LLMServer:
     def __init__(self) -> None:
         self.script: list[Reply | Fault] = []
-        self.rule: Callable[[int], Reply | Fault | None] | None = None
+        self.rule: Callable[..., Reply | Fault | None] | None = None
         self.requests: list[dict[str, Any]] = []  # {"path", "body", "headers"}
         self.in_flight = 0
         self.max_in_flight = 0
@@ -80,7 +81,10 @@ class LLMServer:
         """Record `request` and choose its answer, under one lock so numbering is exact."""
         with self._lock:
             self.requests.append(request)
-            step = self.rule(len(self.requests)) if self.rule else None
+            step = None
+            if self.rule:  # rule(n), or rule(n, request) to answer by what was asked (the model, say)
+                wants_request = len(inspect.signature(self.rule).parameters) > 1
+                step = self.rule(len(self.requests), request) if wants_request else self.rule(len(self.requests))
             if step is None and self.script:
                 step = self.script.pop(0)
             self.in_flight += 1

@@ -3,15 +3,23 @@
 Execution, levels and reliability (pipeline/verify/), all in the sandbox. Prints the verdict
 and the figures of each stage (or, with --json, {"accepted", "stage", "reason", "stages"}),
 writes the same to the folder's verification.json, and exits 0 when accepted, 1 when rejected.
-The LLM-driven forms (agent rollouts, --agent-models) are not wired yet.
+Given models, the model-driven forms follow (pipeline/verify/models.py): a short ReAct rollout
+(`--model`) and the differential test of a weaker against a stronger model (`--agent-models`).
 """
 from __future__ import annotations
 
+import argparse
+import asyncio
 import dataclasses
 import json
+import sys
+from pathlib import Path
 
 from pipeline.errors import UserError
-from pipeline.verify import STAGES, Options, verify_env
+from pipeline.llm.cli_args import add_llm_arguments, client_from_args, print_cost_summary
+from pipeline.verify import STAGES, Options, record, verify_env
+from pipeline.verify import models
+from pipeline.verify.context import Rejected
 
 
 def register(subparsers) -> None:
@@ -42,6 +50,13 @@ def register(subparsers) -> None:
                    help=f"wall-clock limit of one reset or step; longer is a hang (default "
                         f"{defaults.limits.call_seconds:g})")
     p.add_argument("--seed", type=int, default=0, help="seed of the random agents (default 0)")
+    m = p.add_argument_group("model-driven checks (after the model-free stages; need a provider)")
+    m.add_argument("--agent-models", metavar="WEAK,STRONG",
+                   help="the differential test: reject when the weaker model's ReAct agent scores at least as high "
+                        "as the stronger's in every run")
+    m.add_argument("--agent-runs", type=int, default=2, metavar="N", help="runs per model (default 2)")
+    m.add_argument("--agent-levels", type=int, default=5, metavar="N", help="test levels each model plays (default 5)")
+    add_llm_arguments(p)
     p.set_defaults(func=run)
 
 
@@ -53,7 +68,10 @@ def run(args) -> int:
     options = Options(margin=args.margin, search_nodes=args.search_nodes, search_seconds=args.search_seconds,
                       random_episodes=args.random_episodes, write_levels=args.write_levels, seed=args.seed,
                       limits=dataclasses.replace(Options().limits, call_seconds=args.call_seconds))
+    pair = _model_pair(args)
     result = verify_env(args.env_dir, stages, options)
+    if result.accepted and (args.model or pair):
+        _model_checks(args, pair, result)
     if args.json:
         print(json.dumps(result.to_dict(), indent=2))
         return 0 if result.accepted else 1
@@ -66,6 +84,50 @@ def run(args) -> int:
     return 1
 
 
+def _model_pair(args) -> tuple[str, str] | None:
+    if not args.agent_models:
+        return None
+    pair = tuple(s.strip() for s in args.agent_models.split(","))
+    if len(pair) != 2 or not all(pair):
+        raise UserError(f"--agent-models: expected WEAK,STRONG (two model specs), found {args.agent_models!r}")
+    return pair
+
+
+def _model_checks(args, pair, result) -> None:
+    """Run the model-driven forms; a rejection updates the verdict and verification.json."""
+    clients = {}
+    if args.model:
+        clients["rollout"] = client_from_args(args)
+    if pair:
+        for role, spec in zip(("weak", "strong"), pair):
+            clients[role] = client_from_args(argparse.Namespace(**{**vars(args), "model": spec}))
+
+    async def main() -> tuple[str, str] | None:
+        stage = "execution"
+        try:
+            if "rollout" in clients:
+                result.stages["execution_react"] = await models.react_rollout(args.env_dir, clients["rollout"])
+            stage = "reliability"
+            if pair:
+                result.stages["reliability_models"] = await models.differential(
+                    args.env_dir, clients["weak"], clients["strong"], args.agent_runs, args.agent_levels)
+        except Rejected as rejection:
+            return stage, rejection.reason
+        finally:
+            for client in clients.values():
+                await client.aclose()
+        return None
+
+    try:
+        rejected = asyncio.run(main())
+    finally:
+        for client in clients.values():
+            print_cost_summary(client, file=sys.stderr if args.json else sys.stdout)
+    if rejected:
+        result.accepted, (result.stage, result.reason) = False, rejected
+    record(Path(args.env_dir), result)
+
+
 def _summary(stage: str, f: dict) -> str:
     time = f"{f.get('wall_seconds', 0):g}s wall, {f.get('cpu_seconds', 0):g}s CPU"
     if stage == "execution":
@@ -76,6 +138,12 @@ def _summary(stage: str, f: dict) -> str:
                 f"duplicates, {f.get('rejected_by_validator', 0)} rejected by the validator, {f.get('unfit', 0)} unfit; "
                 f"{len(f.get('levels_scored') or [])} levels scored, {f.get('corrected', 0)} max reward(s) corrected; "
                 f"search {f.get('search_nodes', 0)} nodes in {f.get('search_seconds', 0):g}s; {time}")
+    if stage == "execution_react":
+        return (f"ReAct rollout with {f.get('model')}: {f.get('steps', 0)} step(s) on {f.get('level')}, "
+                f"stopped: {f.get('stop_reason')}, reward {f.get('total_reward')}")
+    if stage == "reliability_models":
+        return (f"{f.get('weak')} {f.get('weak_normalized')} vs {f.get('strong')} {f.get('strong_normalized')} "
+                f"normalized over {f.get('runs')} run(s) of {f.get('levels')} level(s)")
     if stage == "reliability":
         return (f"random agent {f.get('random_normalized', '?')} vs planner {f.get('planner_normalized', '?')} "
                 f"normalized (margin {f.get('margin')}), {f.get('episodes', 0)} episodes; {time}")

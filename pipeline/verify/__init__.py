@@ -31,7 +31,7 @@ from pipeline.verify.context import Clock, Context, Options, Rejected, failure_t
 
 STAGES = ("execution", "levels", "reliability")
 
-__all__ = ["STAGES", "Options", "VerificationResult", "verify_env"]
+__all__ = ["STAGES", "Options", "VerificationResult", "record", "verify_env"]
 
 
 @dataclass
@@ -79,11 +79,12 @@ def verify_env(env_dir: str | Path, stages: tuple[str, ...] = STAGES, options: O
     result.stages["total"] = clock.figures()
     if not result.reason:
         result.reason = "accepted: " + ", ".join(s for s in STAGES if s in stages) + " passed"
-    _write(Path(env_dir), result)
+    record(Path(env_dir), result)
     return result
 
 
-def _write(env_dir: Path, result: VerificationResult) -> None:
+def record(env_dir: Path, result: VerificationResult) -> None:
+    """Write verification.json and the manifest's verification summary and difficulty baseline."""
     if not env_dir.is_dir():
         return
     env = layout.EnvDir.at(env_dir)

@@ -1,0 +1,78 @@
+"""The model-driven forms of verification (AutoEnv §3.2), run after the model-free stages when
+`envforge verify` is given models. Both reuse `envforge evaluate`'s ReAct agent and episode loop,
+so the environment's code stays in the sandbox and the model's key stays in this process.
+
+* execution (`--model SPEC`): a short ReAct rollout on the first test level; the environment must
+  run a real agent's actions without failing. An `env_error` stop rejects; a model that cannot be
+  reached is reported, not blamed on the environment.
+* reliability (`--agent-models WEAK,STRONG`): the paper's differential test. Each model plays the
+  first `levels` test levels `runs` times; the environment is rejected when the weaker model's mean
+  normalized reward is at least the stronger one's in every run — the reward does not tell them apart.
+A model that cannot be reached ends the command with an error and leaves the model-free verdict as it was.
+"""
+from __future__ import annotations
+
+import statistics
+import tempfile
+from collections import defaultdict
+from pathlib import Path
+
+from pipeline import layout
+from pipeline.errors import UserError
+from pipeline.evaluate import Limits, make_player
+from pipeline.evaluate.context import EnvTarget
+from pipeline.evaluate.records import Records
+from pipeline.evaluate.runner import RunOptions, evaluate
+from pipeline.verify.context import Rejected
+
+ROLLOUT_STEPS = 10
+UNREACHABLE = ("model_error", "budget")
+
+
+async def _play(env_dir: Path, client, runs: int, levels: int, limits: Limits) -> list:
+    target = EnvTarget.load(layout.EnvDir.at(env_dir))
+    options = RunOptions("react", client.spec, runs=runs, split="test", max_levels=levels, concurrency=4,
+                         limits=limits)
+    with tempfile.TemporaryDirectory(prefix="envforge-verify-") as out:
+        outcome = await evaluate([target], make_player("react", client=client), options, Records(out))
+    return outcome.finished
+
+
+async def react_rollout(env_dir: Path, client) -> dict:
+    [record] = await _play(env_dir, client, runs=1, levels=1, limits=Limits(max_steps=ROLLOUT_STEPS)) or [None]
+    if record is None:
+        return {"model": client.spec, "ran": False, "note": "no test level to play"}
+    figures = {"model": client.spec, "ran": record.stop_reason not in UNREACHABLE, "level": record.level,
+               "steps": record.steps, "stop_reason": record.stop_reason, "total_reward": record.total_reward,
+               "format_errors": record.format_errors}
+    if record.stop_reason == "env_error":
+        raise Rejected(f"expected the environment to run a ReAct agent's actions ({client.spec}), found it failing "
+                       f"on {record.level} after {record.steps} step(s): {record.stop_detail or 'env_error'}")
+    return figures
+
+
+async def differential(env_dir: Path, weak, strong, runs: int, levels: int) -> dict:
+    means: dict[str, dict[int, float]] = {}
+    for client in (weak, strong):
+        per_run: dict[int, list[float]] = defaultdict(list)
+        for record in await _play(env_dir, client, runs, levels, Limits()):
+            if record.stop_reason in UNREACHABLE:  # the provider's fault, not the environment's
+                raise UserError(f"the differential test could not run: {client.spec} stopped with "
+                                f"{record.stop_reason}: {record.stop_detail}")
+            if record.normalized is not None:
+                per_run[record.run].append(record.normalized)
+        if not per_run:
+            raise UserError(f"the differential test could not score {client.spec}: no test level has a certified "
+                            f"max reward (run `envforge verify` without models first)")
+        means[client.spec] = {run: statistics.fmean(scores) for run, scores in sorted(per_run.items())}
+    weak_runs, strong_runs = means[weak.spec], means[strong.spec]
+    figures = {"weak": weak.spec, "strong": strong.spec, "runs": runs, "levels": levels,
+               "weak_normalized": round(statistics.fmean(weak_runs.values()), 4),
+               "strong_normalized": round(statistics.fmean(strong_runs.values()), 4),
+               "per_run": {str(r): {"weak": round(weak_runs.get(r, 0.0), 4), "strong": round(strong_runs.get(r, 0.0), 4)}
+                           for r in sorted(set(weak_runs) | set(strong_runs))}}
+    if all(weak_runs.get(r, 0.0) >= strong_runs.get(r, 0.0) for r in strong_runs):
+        raise Rejected(f"expected the stronger model ({strong.spec}) to score higher than the weaker ({weak.spec}) "
+                       f"in some run, found {figures['strong_normalized']} vs {figures['weak_normalized']} with the "
+                       f"weaker at least as high in all {runs} run(s): the reward does not measure skill")
+    return figures
