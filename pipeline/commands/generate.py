@@ -1,6 +1,7 @@
 """envforge generate --themes FILE: themes in, verified environments out."""
 from __future__ import annotations
 
+import argparse
 import asyncio
 import json
 import sys
@@ -28,7 +29,7 @@ def register(subparsers) -> None:
         description="Each theme goes through design, DSL, code, repair (up to 40 check-driven steps), "
                     "verification (execution, levels, reliability) and lands in OUT/<name>/ or "
                     "OUT/_rejected/<name>/ with the stage and reason.",
-        epilog=EPILOG, formatter_class=__import__("argparse").RawDescriptionHelpFormatter)
+        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--themes", required=True, metavar="FILE",
                    help="one theme per line (blank lines and # comments ignored), or a YAML list of "
                         "themes or of {theme, name, tags, notes}")
