@@ -1,14 +1,11 @@
 """What every generation stage gets: the theme, its work folder, the model, the options."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from pipeline.generate.journal import JournaledClient
 from pipeline.generate.themes import Theme
-
-STAGES = ("design", "dsl", "code", "repair", "verify", "package")
-
 
 @dataclass(frozen=True)
 class Options:
@@ -20,7 +17,6 @@ class Options:
     repair_steps: int = 40  # model calls to make `check` pass (paper: up to 40)
     verify_search_seconds: float = 20.0
     model: str = ""
-    extra: dict = field(default_factory=dict)
 
 
 class Rejected(Exception):
