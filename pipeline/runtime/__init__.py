@@ -1,8 +1,9 @@
 """The environment runtime: the contract generated environments fill in.
 
-    from pipeline.runtime import SkinEnv
+    from pipeline.runtime import SkinEnv        # write transition, reward, done, render_skin
+    from pipeline.runtime import EventEnv       # or: rules(state, action) only; reward from the DSL
 """
-from pipeline.runtime.env import BaseEnv, ObsEnv, SkinEnv
+from pipeline.runtime.env import BaseEnv, EventEnv, ObsEnv, SkinEnv, event_rewards
 from pipeline.runtime.levels import load_level, save_level, state_hash
 from pipeline.runtime.observation import (
     EgocentricCrop,
@@ -15,7 +16,7 @@ from pipeline.runtime.observation import (
 )
 
 __all__ = [
-    "BaseEnv", "ObsEnv", "SkinEnv", "ObservationPolicy", "FullObservation", "RadiusObservation",
+    "BaseEnv", "ObsEnv", "SkinEnv", "EventEnv", "event_rewards", "ObservationPolicy", "FullObservation", "RadiusObservation",
     "EgocentricCrop", "LineOfSight", "RandomMask", "policy_from_config", "load_level",
     "save_level", "state_hash",
 ]

@@ -145,6 +145,56 @@ class SkinEnv(ObsEnv):
         return s_next, reward, if_done, info
 
 
+def event_rewards(config: dict[str, Any] | None) -> dict[str, float]:
+    """Event name -> reward, from the DSL's `reward.events` (trigger + value_key naming a value
+    map, or an inline `value`). A value map is keyed by trigger; a map with a single value (the
+    paper's B.4 form, `win_rewards: {agent_victory: 1.0}`) pays that value."""
+    section = (config or {}).get("reward") or {}
+    values: dict[str, float] = {}
+    for event in section.get("events") or []:
+        if not isinstance(event, dict) or "trigger" not in event:
+            continue
+        trigger = event["trigger"]
+        if "value" in event:
+            values[trigger] = float(event["value"])
+            continue
+        table = section.get(event.get("value_key"))
+        if isinstance(table, dict) and trigger in table:
+            values[trigger] = float(table[trigger])
+        elif isinstance(table, dict) and len(table) == 1:
+            values[trigger] = float(next(iter(table.values())))
+    return values
+
+
+class EventEnv(SkinEnv):
+    """The shortest form of an environment: its rules as one pure function, its reward from the DSL.
+
+    A subclass defines `rules(state, action) -> (next_state, events, message)` — a function of plain
+    data that does not mutate `state`, so a validator or a search can play exactly the same rules —
+    and usually `done` and `render_skin`. The runtime applies the rules in `transition`, and
+    `reward` pays each event the value config.yaml's `reward` section gives it, so the code and
+    the DSL cannot disagree.
+    """
+
+    def __init__(self, env_id: Any = 0, obs_policy: ObservationPolicy | None = None):
+        super().__init__(env_id, obs_policy)
+        self.event_values = event_rewards(self.configs)
+        self._events: list[str] = []  # written by transition, read by reward
+
+    @staticmethod
+    @abstractmethod
+    def rules(state: dict[str, Any], action: dict[str, Any]) -> tuple[dict[str, Any], list[str], str]:
+        """One step: (next state, event names, what happened — the agent reads it)."""
+
+    def transition(self, action: dict[str, Any]) -> dict[str, Any]:
+        self._state, self._events, self._last_action_result = self.rules(self._state, action)
+        return self._state
+
+    def reward(self, action: dict[str, Any]) -> tuple[float, list[str], dict[str, Any]]:
+        paid = [e for e in self._events if e in self.event_values]
+        return sum(self.event_values[e] for e in paid), list(self._events), {"rewarded_events": paid}
+
+
 def _template_values(omega: dict[str, Any], env: SkinEnv) -> dict[str, Any]:
     values = {"max_steps": env.max_steps, "remaining_steps": env.max_steps - env._t}
     for key, value in omega.items():

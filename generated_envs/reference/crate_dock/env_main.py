@@ -8,16 +8,10 @@ from __future__ import annotations
 from typing import Any
 
 from env_obs import make_policy
-from pipeline.runtime import SkinEnv
+from pipeline.runtime import EventEnv
 
 DIRECTIONS = {"north": (0, -1), "south": (0, 1), "east": (1, 0), "west": (-1, 0)}
 VALID_ACTIONS = "valid actions: move with direction north/south/east/west, or wait"
-
-
-def reward_values(config: dict[str, Any]) -> dict[str, float]:
-    """Event name -> reward, read from the DSL so code and config.yaml cannot disagree."""
-    section = config["reward"]
-    return {e["trigger"]: float(section[e["value_key"]][e["trigger"]]) for e in section["events"]}
 
 
 def apply_action(state: dict[str, Any], action: Any) -> tuple[dict[str, Any], list[str], str]:
@@ -67,21 +61,14 @@ def apply_action(state: dict[str, Any], action: Any) -> tuple[dict[str, Any], li
     return next_state, events, result
 
 
-class CrateDockEnv(SkinEnv):
+class CrateDockEnv(EventEnv):
+    """The runtime applies `rules` and pays each event what config.yaml's reward section says."""
+
+    rules = staticmethod(apply_action)
+
     def __init__(self, env_id=0):
         super().__init__(env_id)
         self.obs_policy = make_policy(self.configs["observation"])
-        self._rewards = reward_values(self.configs)
-        # Events of the step in progress: written by transition, read by reward.
-        self._events: list[str] = []
-
-    def transition(self, action):
-        self._state, self._events, self._last_action_result = apply_action(self._state, action)
-        return self._state
-
-    def reward(self, action):
-        paid = [e for e in self._events if e in self._rewards]
-        return sum(self._rewards[e] for e in paid), list(self._events), {"rewarded_events": paid}
 
     def done(self, state=None):
         state = state or self._state

@@ -11,7 +11,8 @@ from typing import Any
 
 import yaml
 
-from env_main import DIRECTIONS, apply_action, reward_values
+from pipeline.runtime import event_rewards
+from env_main import DIRECTIONS, apply_action
 
 CONFIG = yaml.safe_load((Path(__file__).with_name("config.yaml")).read_text(encoding="utf-8"))
 MAX_STEPS = int(CONFIG["termination"]["max_steps"])
@@ -85,4 +86,4 @@ def validate_level(state: dict[str, Any]) -> tuple[bool, list[str]]:
 
 def max_reward(state: dict[str, Any]) -> float:
     """Binary reward: the solve reward if the level can be solved in time, else 0."""
-    return reward_values(CONFIG)["all_crates_docked"] if solve(state) is not None else 0.0
+    return event_rewards(CONFIG)["all_crates_docked"] if solve(state) is not None else 0.0

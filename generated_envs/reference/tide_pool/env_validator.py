@@ -11,11 +11,12 @@ from typing import Any
 
 import yaml
 
-from env_main import DIRECTIONS, apply_action, height, reward_values
+from pipeline.runtime import event_rewards
+from env_main import DIRECTIONS, apply_action, height
 
 CONFIG = yaml.safe_load((Path(__file__).with_name("config.yaml")).read_text(encoding="utf-8"))
 MAX_STEPS = int(CONFIG["termination"]["max_steps"])
-REWARDS = reward_values(CONFIG)
+REWARDS = event_rewards(CONFIG)
 ACTIONS = [{"action": "move", "params": {"direction": d}} for d in DIRECTIONS] + [{"action": "wait", "params": {}}]
 
 
