@@ -20,7 +20,7 @@ from pipeline.actions import declared_actions, random_action, sample_params
 from dsl_schema.problems import Problem
 from pipeline import rollout
 from pipeline.sandbox import Limits, SandboxFailure, Worker
-from pipeline.sandbox.static import scan_env
+from pipeline.sandbox.static import other_python_files, scan_env
 
 GENERATOR_SEEDS = (1, 2, 3)
 GENERATED_START_SEEDS = (101, 102)
@@ -125,6 +125,7 @@ class _Checker:
         self.check_dsl()
         for problem in scan_env(self.env.path):
             self.report.problems.append(problem)
+        self.report.stats["not_imported"] = other_python_files(self.env.path)
         if not self.env.all_levels() and not self.env.file(layout.ENV_GENERATE).exists():
             self.problem(layout.LEVELS + "/", f"at least one level file (*.yaml) or a generator in {layout.ENV_GENERATE}",
                          "neither", "levels")

@@ -25,6 +25,8 @@ def run(args) -> int:
     for problem in report.problems:
         tag = "" if problem.severity == "error" else "warning: "
         print(f"{tag}{problem}")
+    if report.stats.get("not_imported"):
+        print(f"note: not imported by the environment, so not checked: {', '.join(report.stats['not_imported'])}")
     errors = sum(p.severity == "error" for p in report.problems)
     warnings = len(report.problems) - errors
     stats = report.stats

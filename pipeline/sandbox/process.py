@@ -57,6 +57,15 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
+def _owner_writable(root: str) -> None:
+    """The private copy is the env's to write (generators save levels there), even when the
+    folder it was copied from is read-only, as shared benchmark folders often are."""
+    for dirpath, dirnames, filenames in os.walk(root):
+        for name in [dirpath] + [os.path.join(dirpath, n) for n in dirnames + filenames]:
+            if not os.path.islink(name):
+                os.chmod(name, os.stat(name).st_mode | 0o200)
+
+
 def _worker_uid() -> int:
     """A uid no one else uses, so per-uid limits (process count) bind this worker alone."""
     return 200_000 + (os.getpid() * 4099 + next(_uid_counter)) % 500_000
@@ -90,6 +99,7 @@ class Worker:
         except (OSError, shutil.Error) as e:
             shutil.rmtree(self.base, ignore_errors=True)
             raise SandboxFailure("load", f"cannot copy {self.env_dir}: {e}", op="load") from None
+        _owner_writable(os.path.join(self.base, "env"))
         os.mkdir(os.path.join(self.base, "root"))
         self._start()
         _live.add(self)

@@ -31,7 +31,10 @@ FORBIDDEN_ATTRS = {
 }
 DISCOURAGED_ATTRS = {("os", "remove"), ("os", "unlink"), ("os", "rmdir"), ("os", "removedirs")}
 FORBIDDEN_PREFIXES = {("os", "exec"), ("os", "spawn"), ("os", "posix_spawn")}
-FORBIDDEN_BUILTINS = {"eval", "exec", "compile", "__import__", "exit", "quit", "breakpoint"}
+FORBIDDEN_BUILTINS = {"exec", "compile", "__import__", "exit", "quit", "breakpoint"}
+# eval() is how model-written code often parses its own data ("(0, 1)"); it runs confined like
+# everything else, so it is a warning that names the safe form.
+DISCOURAGED_BUILTINS = {"eval": "text run as code; ast.literal_eval reads data"}
 
 
 def scan_file(path: Path, rel: str) -> list[Problem]:
@@ -71,6 +74,8 @@ def scan_file(path: Path, rel: str) -> list[Problem]:
         elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
             if node.func.id in FORBIDDEN_BUILTINS:
                 flag(node, f"{node.func.id}()")
+            elif node.func.id in DISCOURAGED_BUILTINS:
+                flag(node, f"{node.func.id}() ({DISCOURAGED_BUILTINS[node.func.id]})", "warning")
     return sorted(problems, key=lambda p: p.line or 0)
 
 
@@ -80,7 +85,59 @@ def _forbidden_attr(module: str, attr: str) -> bool:
 
 
 def scan_env(env_dir: Path) -> list[Problem]:
+    """Scan the environment's own code: the files envforge loads and everything they import
+    from the folder. Other scripts beside it (a helper it never imports) are not the env."""
     problems = []
-    for path in sorted(p for p in env_dir.rglob("*.py") if "__pycache__" not in p.parts):
-        problems += scan_file(path, str(path.relative_to(env_dir)))
+    for rel in import_closure(env_dir):
+        problems += scan_file(env_dir / rel, rel)
     return problems
+
+
+def import_closure(env_dir: Path) -> list[str]:
+    """The folder's Python files reachable by import from the files envforge loads."""
+    from pipeline import layout
+
+    todo = [name for name in layout.CODE_FILES if (env_dir / name).is_file()]
+    todo += sorted(str(p.relative_to(env_dir)) for p in (env_dir / layout.SKINS).glob("*.py")
+                   if p.is_file() and not p.is_symlink())
+    seen: list[str] = []
+    while todo:
+        rel = todo.pop(0)
+        if rel in seen:
+            continue
+        seen.append(rel)
+        todo += [m for m in _local_imports(env_dir, rel) if m not in seen]
+    return seen
+
+
+def other_python_files(env_dir: Path) -> list[str]:
+    """Python files in the folder that the environment never imports (listed, not scanned)."""
+    closure = set(import_closure(env_dir))
+    return sorted(rel for rel in (str(p.relative_to(env_dir)) for p in env_dir.rglob("*.py")
+                                  if "__pycache__" not in p.parts) if rel not in closure)
+
+
+def _local_imports(env_dir: Path, rel: str) -> list[str]:
+    try:
+        tree = ast.parse((env_dir / rel).read_text(encoding="utf-8", errors="replace"))
+    except (SyntaxError, OSError, ValueError):
+        return []
+    names = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names += [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            names.append(node.module)
+            names += [f"{node.module}.{a.name}" for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level:
+            base = str(Path(rel).parent).replace("/", ".").strip(".")
+            module = ".".join(x for x in (base, node.module or "") if x and x != ".")
+            names += [module] + [f"{module}.{a.name}".strip(".") for a in node.names]
+    found = []
+    for name in names:
+        parts = [p for p in name.split(".") if p]
+        for candidate in ("/".join(parts) + ".py", "/".join(parts + ["__init__.py"])):
+            path = env_dir / candidate
+            if parts and path.is_file() and not path.is_symlink():
+                found.append(candidate)
+    return found
