@@ -12,6 +12,7 @@ import sys
 
 from pipeline import __version__
 from pipeline.errors import UserError
+from pipeline.sandbox.failures import SandboxFailure
 
 # Add a module here to add a subcommand.
 COMMAND_MODULES = [
@@ -52,6 +53,11 @@ def main(argv: list[str] | None = None) -> int:
     except UserError as exc:
         print(f"envforge {args.command}: error: {exc}", file=sys.stderr)
         return 2
+    except SandboxFailure as exc:
+        # An environment the command needed failed in the sandbox: a finding about that
+        # environment, said in one located line, not a traceback.
+        print(f"envforge {args.command}: the environment failed in the sandbox: {exc}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         print(f"envforge {args.command}: interrupted", file=sys.stderr)
         return 130

@@ -48,3 +48,19 @@ def make_llm_client(llm_server, llm_env, monkeypatch):
 
     return make
 # --- end of LLM layer fixtures ---
+
+
+# --- the `slow` marker: whole demos, verification searches and sandboxed studies ---
+# Listed here, in one place, from measured durations (`python -m pytest --durations=40`), so that
+# `python -m pytest -m "not slow"` is a quick edit-test loop. The README's test command runs all.
+SLOW_MODULES = {
+    "test_verify", "test_verify_models", "test_learn_demo", "test_learn", "test_review", "test_reskin",
+    "test_generate", "test_generate_demo", "test_probe", "test_probe_stochastic", "test_sandbox_orphans",
+    "test_evaluate", "test_evaluate_hooks", "test_check_hostile",
+}
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if item.module.__name__.rpartition(".")[2] in SLOW_MODULES:
+            item.add_marker(_llm_pytest.mark.slow)

@@ -74,10 +74,14 @@ def test_replay_needs_an_existing_folder_and_never_uses_the_cache(llm_env):
     assert resolve(replay_dir=str(llm_env)).cache_path is None
 
 
-def test_flag_values_are_checked(llm_env, monkeypatch):
+def test_flag_values_are_checked(llm_env, monkeypatch, capsys):
     monkeypatch.setenv("OPENAI_API_KEY", "k")
-    with pytest.raises(UserError, match="--budget-usd: expected a non-negative"):
-        client_from_args(parse("--budget-usd", "-1"))
+    with pytest.raises(SystemExit) as exited:  # at parse time, before anything runs
+        parse("--budget-usd", "-1")
+    assert exited.value.code == 2
+    assert "argument --budget-usd: expected a number >= 0, found '-1'" in capsys.readouterr().err
+    with pytest.raises(UserError, match="--budget-usd: expected a non-negative"):  # the Python API path
+        resolve(model="openai/gpt-4o", run_budget_usd=-1)
     with pytest.raises(UserError, match="--prices missing.yaml: no such file"):
         client_from_args(parse("--prices", "missing.yaml"))
     with pytest.raises(UserError, match="same folder"):

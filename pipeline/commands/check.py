@@ -4,6 +4,7 @@ from __future__ import annotations
 import json
 
 from pipeline.check import check_env
+from pipeline.argtypes import SEED
 
 
 def register(subparsers) -> None:
@@ -13,7 +14,7 @@ def register(subparsers) -> None:
                     "generator, validator and determinism — all in the sandbox. Exit 0 when clean, 1 otherwise.")
     p.add_argument("env_dir", metavar="ENV_DIR", help="environment folder (env_main.py, config.yaml, levels/)")
     p.add_argument("--json", action="store_true", help="print the report as JSON (what the repair loop reads)")
-    p.add_argument("--seed", type=int, default=0, help="seed of the random actions (default 0)")
+    p.add_argument("--seed", type=SEED, default=0, help="seed of the random actions (default 0)")
     p.set_defaults(func=run)
 
 

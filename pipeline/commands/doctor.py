@@ -8,13 +8,15 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import platform
 import sys
 import time
 from importlib import metadata
 
 from pipeline import __version__
-from pipeline.llm.cli_args import add_llm_arguments, client_from_args, print_cost_summary
+from pipeline.llm.cli_args import add_llm_arguments, config_from_args, print_cost_summary
+from pipeline.llm.client import LLMClient
 from pipeline.llm.config import BASE_URL_VARS, KEY_VARS, environment
 from pipeline.llm.errors import LLMError
 from pipeline.llm.messages import Message
@@ -45,8 +47,11 @@ def run(args: argparse.Namespace) -> int:
         print("model check: skipped (pass --model SPEC to make one call)")
         return 0
     args.no_cache = True  # a cached answer would prove nothing about the provider
-    client = client_from_args(args)
-    return asyncio.run(check_model(client))
+    config = config_from_args(args)
+    # A check should answer within a few attempts' time, not after the 15 minutes a run may
+    # spend retrying one call: an unreachable host (no DNS, no route) is reported quickly.
+    retry = dataclasses.replace(config.retry, max_elapsed=max(2 * config.timeout, 10.0))
+    return asyncio.run(check_model(LLMClient(dataclasses.replace(config, retry=retry))))
 
 
 def _version(package: str) -> str:

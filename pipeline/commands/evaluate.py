@@ -21,6 +21,7 @@ from pipeline.evaluate.records import EPISODES_CSV, EPISODES_JSONL, NO_MODEL, Re
 from pipeline.evaluate.report import summarize, write_report
 from pipeline.evaluate.runner import Progress, RunOptions, evaluate
 from pipeline.llm.cli_args import EXIT_BUDGET_EXCEEDED, EXIT_MODEL_FAILED, add_llm_arguments, client_from_args, print_cost_summary
+from pipeline.argtypes import COUNT, LIMIT, SECONDS, number, out_dir
 
 AGENT_HELP = ("react (AutoEnv's ReAct agent: reasoning in <thinking_memory>, one action in <action>), "
               "tools (each action a native tool call with typed parameters), learned:PATH (the best candidate of "
@@ -48,35 +49,35 @@ def register(subparsers) -> None:
                    help="render every environment through its skin NAME (envforge reskin; listed in its manifest); "
                         "the agent label becomes AGENT@NAME")
     p.add_argument("--agent", default="react", metavar="AGENT", help=AGENT_HELP)
-    p.add_argument("--runs", type=int, default=3, help="runs per level (default 3, as in the paper)")
+    p.add_argument("--runs", type=COUNT, default=3, help="runs per level (default 3, as in the paper)")
     p.add_argument("--split", choices=tuple(layout.LEVEL_SPLITS), default="test",
                    help="levels/ (test, default) or val_levels/ (val)")
-    p.add_argument("--max-levels", type=int, metavar="N", help="only the first N levels of each environment")
-    p.add_argument("--concurrency", type=int, default=8, metavar="N", help="episodes at once (default 8)")
-    p.add_argument("--out", default="evaluation", metavar="DIR",
+    p.add_argument("--max-levels", type=COUNT, metavar="N", help="only the first N levels of each environment")
+    p.add_argument("--concurrency", type=COUNT, default=8, metavar="N", help="episodes at once (default 8)")
+    p.add_argument("--out", type=out_dir, default="evaluation", metavar="DIR",
                    help="output folder (default ./evaluation); several agents and models may share one")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     g = p.add_argument_group("episode limits (0 turns one off; the random agent plays every step, as verify's "
                              "reliability baseline does, so only --max-steps applies to it)")
-    g.add_argument("--max-steps", type=int, default=limits.max_steps, metavar="N",
+    g.add_argument("--max-steps", type=COUNT, default=limits.max_steps, metavar="N",
                    help="turns per episode (default: the environment's termination.max_steps)")
-    g.add_argument("--invalid-action-streak", type=int, default=limits.invalid_action_streak, metavar="N",
+    g.add_argument("--invalid-action-streak", type=LIMIT, default=limits.invalid_action_streak, metavar="N",
                    help=f"stop after N invalid actions in a row (default {limits.invalid_action_streak})")
-    g.add_argument("--format-error-streak", type=int, default=limits.format_error_streak, metavar="N",
+    g.add_argument("--format-error-streak", type=LIMIT, default=limits.format_error_streak, metavar="N",
                    help=f"stop after N replies in a row that hold no action (default {limits.format_error_streak})")
-    g.add_argument("--loop-visits", type=int, default=limits.loop_visits, metavar="N",
+    g.add_argument("--loop-visits", type=LIMIT, default=limits.loop_visits, metavar="N",
                    help=f"stop when the same state comes back N times (default {limits.loop_visits})")
-    g.add_argument("--stagnation-steps", type=int, default=limits.stagnation_steps, metavar="N",
+    g.add_argument("--stagnation-steps", type=LIMIT, default=limits.stagnation_steps, metavar="N",
                    help=f"stop after N steps with no new state and no reward (default {limits.stagnation_steps})")
     a = p.add_argument_group("agents")
-    a.add_argument("--history", type=int, default=model.history, metavar="N",
+    a.add_argument("--history", type=LIMIT, default=model.history, metavar="N",
                    help=f"recent turns shown to react/tools each step (default {model.history})")
-    a.add_argument("--max-tokens", type=int, default=model.max_tokens, metavar="N",
+    a.add_argument("--max-tokens", type=COUNT, default=model.max_tokens, metavar="N",
                    help=f"output tokens per model call (default {model.max_tokens})")
-    a.add_argument("--temperature", type=float, metavar="T", help="sampling temperature (default: the provider's)")
-    a.add_argument("--planner-nodes", type=int, default=100_000, metavar="N", help="planner search budget in nodes")
-    a.add_argument("--planner-seconds", type=float, default=20.0, metavar="S", help="planner search budget in seconds")
-    a.add_argument("--call-seconds", type=float, default=10.0, metavar="S",
+    a.add_argument("--temperature", type=number(0.0, 2.0), metavar="T", help="sampling temperature (default: the provider's)")
+    a.add_argument("--planner-nodes", type=COUNT, default=100_000, metavar="N", help="planner search budget in nodes")
+    a.add_argument("--planner-seconds", type=SECONDS, default=20.0, metavar="S", help="planner search budget in seconds")
+    a.add_argument("--call-seconds", type=SECONDS, default=10.0, metavar="S",
                    help="wall-clock limit of one environment reset or step in the sandbox (default 10)")
     add_llm_arguments(p)
     p.set_defaults(func=run)

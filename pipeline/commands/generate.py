@@ -14,6 +14,7 @@ from pipeline.generate.rundb import RunDB
 from pipeline.generate.run import Run, prepare_output, print_summary
 from pipeline.generate.themes import load_themes
 from pipeline.llm.cli_args import EXIT_BUDGET_EXCEEDED, add_llm_arguments, run_with_client
+from pipeline.argtypes import COUNT, SEED, out_dir
 
 EXIT_ACCEPTED, EXIT_NONE_ACCEPTED = 0, 1
 
@@ -33,15 +34,15 @@ def register(subparsers) -> None:
     p.add_argument("--themes", required=True, metavar="FILE",
                    help="one theme per line (blank lines and # comments ignored), or a YAML list of "
                         "themes or of {theme, name, tags, notes}")
-    p.add_argument("--out", default=str(paths.GENERATED_ENVS_DIR), metavar="DIR",
+    p.add_argument("--out", type=out_dir, default=str(paths.GENERATED_ENVS_DIR), metavar="DIR",
                    help="output folder (default: generated_envs/)")
-    p.add_argument("--concurrency", type=int, default=2, metavar="N", help="themes in progress at once (default 2)")
+    p.add_argument("--concurrency", type=COUNT, default=2, metavar="N", help="themes in progress at once (default 2)")
     p.add_argument("--resume", action="store_true", help="continue the run in --out: finished stages are not redone")
     p.add_argument("--pause-after", choices=("design", "dsl"),
                    help="supervised mode: stop every theme after this stage so a person can edit its files")
-    p.add_argument("--levels", type=int, default=15, metavar="N",
+    p.add_argument("--levels", type=COUNT, default=15, metavar="N",
                    help="verified levels per environment, 2/3 test and 1/3 validation (default 15)")
-    p.add_argument("--seed", type=int, default=0, help="seed of level generation and verification (default 0)")
+    p.add_argument("--seed", type=SEED, default=0, help="seed of level generation and verification (default 0)")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     add_llm_arguments(p)
     p.set_defaults(func=run)
@@ -53,8 +54,9 @@ def run(args) -> int:
     if args.levels < 3:
         raise UserError(f"--levels: expected at least 3 (two thirds test, one third validation), found {args.levels}")
     themes = load_themes(args.themes)
-    out = prepare_output(Path(args.out), args.resume)
-    return run_with_client(args, lambda client: generate(client, themes, out, args))
+    # The output folder is made only once the provider is configured: a bad flag writes nothing.
+    return run_with_client(args, lambda client: generate(client, themes, prepare_output(Path(args.out), args.resume),
+                                                         args))
 
 
 async def generate(client, themes, out, args) -> int:

@@ -22,6 +22,7 @@ from learning.selection import SELECTIONS
 from learning.settings import Settings
 from learning.study import open_study, run_study
 from pipeline.commands.evaluate import find_targets
+from pipeline.argtypes import out_dir
 from pipeline.errors import UserError
 from pipeline.llm import LLMClient
 from pipeline.llm.cli_args import EXIT_BUDGET_EXCEEDED, EXIT_MODEL_FAILED, add_llm_arguments, config_from_args, run_with_client
@@ -62,7 +63,7 @@ def register(subparsers) -> None:
     s = p.add_argument_group("study")
     for field, (flag, kind, text) in FLAGS.items():
         s.add_argument(flag, dest=field, type=kind, metavar="N" if kind is int else "X", help=text)
-    s.add_argument("--out", default="runs/learn", metavar="DIR", help="study folder (default runs/learn)")
+    s.add_argument("--out", type=out_dir, default="runs/learn", metavar="DIR", help="study folder (default runs/learn)")
     s.add_argument("--resume", action="store_true",
                    help="continue the study in --out as it was started (its environments, methods and settings)")
     o = p.add_argument_group("optimizer model (default: the execution model, --model)")

@@ -10,6 +10,7 @@ from pipeline import layout
 from pipeline.actions import declared_actions, describe, parse_action
 from pipeline.errors import UserError
 from pipeline.sandbox import SandboxFailure, Worker
+from pipeline.argtypes import SEED
 
 HELP = "Type an action (e.g. `move north`, `move direction=north` or JSON), `?` for the actions, `quit` to stop."
 
@@ -21,7 +22,7 @@ def register(subparsers) -> None:
     p.add_argument("env_dir", metavar="ENV_DIR")
     which = p.add_mutually_exclusive_group()
     which.add_argument("--level", help="level id: level_01, levels/level_01.yaml or val_levels/level_11 (default: the first test level)")
-    which.add_argument("--seed", type=int, help="play a level generated from this seed instead")
+    which.add_argument("--seed", type=SEED, help="play a level generated from this seed instead")
     p.add_argument("--actions", metavar="FILE", help="replay actions from FILE, one per line, non-interactively")
     p.set_defaults(func=run)
 

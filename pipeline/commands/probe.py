@@ -21,6 +21,7 @@ from pipeline.probe import (
 )
 from pipeline.probe.agents import ModelProbeAgent
 from pipeline.probe.items import ChangeItem, PlanItem, PredictItem, random_change, random_predict
+from pipeline.argtypes import COUNT, SEED, out_file, whole
 
 
 def register(subparsers) -> None:
@@ -34,14 +35,14 @@ def register(subparsers) -> None:
     p.add_argument("env_dir", metavar="ENV_DIR", help="environment folder")
     p.add_argument("--kind", default="predict", help=f"comma-separated kinds among {', '.join(KINDS)}, or all "
                                                       "(default predict)")
-    p.add_argument("--n", type=int, default=50, help="items of each kind (default 50)")
-    p.add_argument("--seed", type=int, default=0, help="seed of every random choice (default 0)")
-    p.add_argument("--out", metavar="FILE", help="JSONL file to write (default ./<env>[.<skin>].<kinds>.jsonl)")
+    p.add_argument("--n", type=COUNT, default=50, help="items of each kind (default 50)")
+    p.add_argument("--seed", type=SEED, default=0, help="seed of every random choice (default 0)")
+    p.add_argument("--out", type=out_file, metavar="FILE", help="JSONL file to write (default ./<env>[.<skin>].<kinds>.jsonl)")
     p.add_argument("--skin", metavar="NAME", help="render observations with skins/NAME.py (see envforge reskin)")
     g = p.add_argument_group("predict")
-    g.add_argument("--max-k", type=int, default=PredictOptions.max_k, help="actions per item: 1..K in turn (default 3)")
-    g.add_argument("--choices", type=int, default=PredictOptions.choices, help="candidates per item, 4-6 (default 5)")
-    g.add_argument("--samples", type=int, default=PredictOptions.samples,
+    g.add_argument("--max-k", type=COUNT, default=PredictOptions.max_k, help="actions per item: 1..K in turn (default 3)")
+    g.add_argument("--choices", type=whole(4, 6), default=PredictOptions.choices, help="candidates per item, 4-6 (default 5)")
+    g.add_argument("--samples", type=COUNT, default=PredictOptions.samples,
                    help="renderings of the truth from different RNG states; items with more than one truth are "
                         "dropped (default 3)")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")

@@ -17,6 +17,7 @@ from pipeline.llm.cli_args import add_llm_arguments, run_with_client
 from pipeline.reskin import TEMPLATE_STYLES, recheck, reskin_template
 from pipeline.reskin.identity import IdentityReport
 from pipeline.verify.context import Context, Options, Rejected
+from pipeline.argtypes import COUNT, SEED
 
 
 def register(subparsers) -> None:
@@ -36,11 +37,11 @@ def register(subparsers) -> None:
     p.add_argument("--name", help="skin name (default: the style)")
     p.add_argument("--hint", action="store_true",
                    help="inverse: start every observation with E.3's warning that semantics may be inverted")
-    p.add_argument("--sequences", type=int, default=2, metavar="N",
+    p.add_argument("--sequences", type=COUNT, default=2, metavar="N",
                    help="random action sequences per level in the identity check, besides the planner's (default 2)")
-    p.add_argument("--attempts", type=int, default=3, metavar="N",
+    p.add_argument("--attempts", type=COUNT, default=3, metavar="N",
                    help="model-written skins: attempts, each after the check's feedback (default 3)")
-    p.add_argument("--seed", type=int, default=0, help="seed of the random sequences (default 0)")
+    p.add_argument("--seed", type=SEED, default=0, help="seed of the random sequences (default 0)")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     add_llm_arguments(p)
     p.set_defaults(func=run)

@@ -15,6 +15,7 @@ from pipeline.llm.cli_args import add_llm_arguments, run_with_client
 from pipeline.review import actions, catalog, show
 from pipeline.review.catalog import Catalog
 from pipeline.review.details import gather
+from pipeline.argtypes import LIMIT, SEED, out_dir
 
 EXIT_ACCEPTED, EXIT_REJECTED = 0, 1
 
@@ -56,7 +57,7 @@ def register(subparsers) -> None:
     _out_argument(q)
     which = q.add_mutually_exclusive_group()
     which.add_argument("--level", help="level id (default: the first test level, else a level from seed 0)")
-    which.add_argument("--seed", type=int, help="play a level generated from this seed")
+    which.add_argument("--seed", type=SEED, help="play a level generated from this seed")
     q.add_argument("--actions", metavar="FILE", help="replay actions from FILE, one per line")
     q.set_defaults(func=run_play)
 
@@ -85,12 +86,12 @@ def register(subparsers) -> None:
     _out_argument(q)
     q.add_argument("--evaluation", action="append", default=[], metavar="DIR",
                    help="an `envforge evaluate --out` folder whose scores to show (repeatable)")
-    q.add_argument("--previews", type=int, default=3, metavar="N", help="levels rendered per environment (default 3)")
+    q.add_argument("--previews", type=LIMIT, default=3, metavar="N", help="levels rendered per environment (default 3)")
     q.set_defaults(func=run_html)
 
 
 def _out_argument(parser, default=argparse.SUPPRESS) -> None:
-    parser.add_argument("--out", default=default, metavar="DIR",
+    parser.add_argument("--out", type=out_dir, default=default, metavar="DIR",
                         help="the output folder of `envforge generate` (default: generated_envs/)")
 
 

@@ -20,6 +20,7 @@ from pipeline.llm.cli_args import add_llm_arguments, client_from_args, print_cos
 from pipeline.verify import STAGES, Options, record, verify_env
 from pipeline.verify import models
 from pipeline.verify.context import Rejected
+from pipeline.argtypes import COUNT, SECONDS, SEED, number
 
 
 def register(subparsers) -> None:
@@ -37,25 +38,25 @@ def register(subparsers) -> None:
     p.add_argument("--write-levels", action="store_true",
                    help="replace levels/ and val_levels/ by the generated set (default: verify it in the "
                         "sandbox only and keep the folder's levels)")
-    p.add_argument("--margin", type=float, default=defaults.margin,
+    p.add_argument("--margin", type=number(0.0, 1.0), default=defaults.margin,
                    help=f"reliability: reject when the random agent's mean normalized reward is >= the planner's "
                         f"minus this (default {defaults.margin})")
-    p.add_argument("--search-nodes", type=int, default=defaults.search_nodes,
+    p.add_argument("--search-nodes", type=COUNT, default=defaults.search_nodes,
                    help=f"search budget per level and pass, in nodes (default {defaults.search_nodes})")
-    p.add_argument("--search-seconds", type=float, default=defaults.search_seconds,
+    p.add_argument("--search-seconds", type=SECONDS, default=defaults.search_seconds,
                    help=f"search budget per level and pass, in seconds (default {defaults.search_seconds:g})")
-    p.add_argument("--random-episodes", type=int, default=defaults.random_episodes,
+    p.add_argument("--random-episodes", type=COUNT, default=defaults.random_episodes,
                    help=f"random-agent episodes per level (default {defaults.random_episodes})")
-    p.add_argument("--call-seconds", type=float, default=defaults.limits.call_seconds,
+    p.add_argument("--call-seconds", type=SECONDS, default=defaults.limits.call_seconds,
                    help=f"wall-clock limit of one reset or step; longer is a hang (default "
                         f"{defaults.limits.call_seconds:g})")
-    p.add_argument("--seed", type=int, default=0, help="seed of the random agents (default 0)")
+    p.add_argument("--seed", type=SEED, default=0, help="seed of the random agents (default 0)")
     m = p.add_argument_group("model-driven checks (after the model-free stages; need a provider)")
     m.add_argument("--agent-models", metavar="WEAK,STRONG",
                    help="the differential test: reject when the weaker model's ReAct agent scores at least as high "
                         "as the stronger's in every run")
-    m.add_argument("--agent-runs", type=int, default=2, metavar="N", help="runs per model (default 2)")
-    m.add_argument("--agent-levels", type=int, default=5, metavar="N", help="test levels each model plays (default 5)")
+    m.add_argument("--agent-runs", type=COUNT, default=2, metavar="N", help="runs per model (default 2)")
+    m.add_argument("--agent-levels", type=COUNT, default=5, metavar="N", help="test levels each model plays (default 5)")
     add_llm_arguments(p)
     p.set_defaults(func=run)
 

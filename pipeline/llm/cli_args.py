@@ -22,6 +22,7 @@ from typing import Awaitable, Callable
 from pipeline.llm.client import LLMClient
 from pipeline.llm.config import PROVIDERS, LLMConfig, resolve
 from pipeline.llm.errors import BudgetExceeded, LLMError
+from pipeline.argtypes import COUNT, SECONDS, USD, out_dir
 
 EXIT_MODEL_FAILED = 1
 EXIT_BUDGET_EXCEEDED = 3
@@ -37,15 +38,15 @@ def add_llm_arguments(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--api-key-env", metavar="VAR",
                    help="read the API key from this environment variable instead of the provider's usual one")
     g.add_argument("--replay", metavar="DIR", help="serve recorded responses from DIR (with --provider replay)")
-    g.add_argument("--record", metavar="DIR", help="write every call and its response to DIR")
+    g.add_argument("--record", type=out_dir, metavar="DIR", help="write every call and its response to DIR")
     g.add_argument("--no-cache", action="store_true", help="neither read nor write the response cache")
     g.add_argument("--cache", metavar="PATH",
                    help="response cache file (default: $ENVFORGE_CACHE or ~/.cache/envforge/responses.sqlite)")
-    g.add_argument("--budget-usd", type=float, metavar="USD", help="stop before the run spends more than USD")
-    g.add_argument("--theme-budget-usd", type=float, metavar="USD", help="stop a theme before it spends more than USD")
+    g.add_argument("--budget-usd", type=USD, metavar="USD", help="stop before the run spends more than USD")
+    g.add_argument("--theme-budget-usd", type=USD, metavar="USD", help="stop a theme before it spends more than USD")
     g.add_argument("--prices", metavar="FILE", help="price table overriding the shipped one (same YAML format)")
-    g.add_argument("--max-concurrency", type=int, metavar="N", help="model calls in flight at once (default 8)")
-    g.add_argument("--timeout", type=float, metavar="SECONDS", help="limit for one call attempt (default 300)")
+    g.add_argument("--max-concurrency", type=COUNT, metavar="N", help="model calls in flight at once (default 8)")
+    g.add_argument("--timeout", type=SECONDS, metavar="SECONDS", help="limit for one call attempt (default 300)")
 
 
 def config_from_args(args: argparse.Namespace) -> LLMConfig:

@@ -129,6 +129,10 @@ def resolve(
             provider = "anthropic"
         elif env.get("OPENAI_API_KEY") or env.get("OPENAI_BASE_URL"):
             provider = "openai"
+        elif "/" in spec:
+            raise UserError(f"--model {spec}: expected {', '.join(p + '/<model>' for p in PROVIDERS)}, found "
+                            f"provider {spec.partition('/')[0]!r} (for a model name with a slash, e.g. an "
+                            f"OpenRouter model, add --provider openai)")
         else:
             raise UserError(HOW_TO_CONFIGURE)
     base_url = base_url or env.get(BASE_URL_VARS.get(provider, "")) or None

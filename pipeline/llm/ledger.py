@@ -38,9 +38,10 @@ class Totals:
         self.from_cache += source == "cache"
         self.replayed += source == "replay"
         self.retries += retries
-        self.cost_usd += cost
-        if source == "provider":  # tokens paid for; cache hits and replays cost nothing
-            self.usage = self.usage + usage
+        self.cost_usd += cost  # only provider calls cost; cache hits and replays are free
+        # Tokens are what the answers took, whatever their source: a replayed or cached run
+        # reports the same token counts as the run that was recorded.
+        self.usage = self.usage + usage
 
 
 def estimate_tokens(request: Request) -> int:
@@ -142,21 +143,18 @@ class Ledger:
     def summary(self) -> str:
         """The cost summary every model-calling command prints at the end."""
         lines = ["cost summary:"]
-        header = f"  {'':<16} {'calls':>5} {'cached':>6} {'retries':>7} {'input':>9} {'output':>8} {'cache r/w':>13} {'usd':>10}"
-        lines.append(header)
-
-        def row(label: str, t: Totals) -> str:
+        rows = [(f"stage {stage or '-'}", totals) for stage, totals in sorted(self.by_stage.items())]
+        if len(self.by_theme) > 1 or (self.by_theme and "" not in self.by_theme):
+            rows += [(f"theme {theme or '-'}", totals) for theme, totals in sorted(self.by_theme.items())]
+        rows.append(("total", self.run))
+        width = max(16, *(len(label) for label, _ in rows))  # labels whole: themes differ only at the end
+        lines.append(f"  {'':<{width}} {'calls':>5} {'cached':>6} {'retries':>7} {'input':>9} {'output':>8} "
+                     f"{'cache r/w':>13} {'usd':>10}")
+        for label, t in rows:
             u = t.usage
             cache = f"{u.cache_read_tokens}/{u.cache_write_tokens}"
-            return (f"  {label[:16]:<16} {t.calls:>5} {t.from_cache:>6} {t.retries:>7} {u.input_tokens:>9} "
-                    f"{u.output_tokens:>8} {cache:>13} {t.cost_usd:>10.6f}")
-
-        for stage, totals in sorted(self.by_stage.items()):
-            lines.append(row(f"stage {stage or '-'}", totals))
-        if len(self.by_theme) > 1 or (self.by_theme and "" not in self.by_theme):
-            for theme, totals in sorted(self.by_theme.items()):
-                lines.append(row(f"theme {theme or '-'}", totals))
-        lines.append(row("total", self.run))
+            lines.append(f"  {label:<{width}} {t.calls:>5} {t.from_cache:>6} {t.retries:>7} {u.input_tokens:>9} "
+                         f"{u.output_tokens:>8} {cache:>13} {t.cost_usd:>10.6f}")
         if self.run.replayed:
             lines.append(f"  {self.run.replayed} call(s) replayed from recordings (no cost)")
         caps = [f"run ${self.run_cap_usd:.2f}" if self.run_cap_usd is not None else "",

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import fnmatch
+import math
 import os
 import re
 from dataclasses import dataclass
@@ -63,6 +64,9 @@ def _read(path: Path) -> dict[str, Price]:
         data = yaml.safe_load(path.read_text()) or {}
     except OSError as exc:
         raise UserError(f"price table {path}: cannot read: {exc.strerror}") from exc
+    except UnicodeDecodeError as exc:
+        raise UserError(f"price table {path}: expected UTF-8 YAML text, found byte {exc.object[exc.start]:#04x} "
+                        f"at offset {exc.start}") from exc
     except yaml.YAMLError as exc:
         raise UserError(f"price table {path}: not valid YAML: {exc}") from exc
     models = data.get("models") if isinstance(data, dict) else None
@@ -71,7 +75,10 @@ def _read(path: Path) -> dict[str, Price]:
     entries: dict[str, Price] = {}
     for key, value in models.items():
         try:
-            entries[str(key)] = Price(**{k: float(v) for k, v in value.items()})
+            price = Price(**{k: float(v) for k, v in value.items()})
+            if not all(math.isfinite(x) and x >= 0 for x in vars(price).values() if x is not None):
+                raise ValueError("prices must be finite and >= 0")
+            entries[str(key)] = price
         except (TypeError, ValueError, AttributeError) as exc:
             raise UserError(
                 f"price table {path}: models.{key}: expected {{input: N, output: N[, cache_read: N, "

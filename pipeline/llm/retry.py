@@ -25,6 +25,7 @@ class RetryPolicy:
     base_delay: float = 1.0  # seconds; the n-th retry waits about base_delay * 2**n
     max_delay: float = 60.0
     max_retry_after: float = 300.0  # longest server-requested wait we accept before giving up
+    max_elapsed: float = 900.0  # seconds one call may spend failing and waiting before giving up
 
 
 def reason_of(exc: BaseException | None) -> str:
@@ -40,6 +41,7 @@ async def call_with_retries(
 ) -> tuple[T, tuple[str, ...]]:
     """Run `attempt` until it succeeds; return its result and why earlier attempts failed."""
     reasons: list[str] = []
+    out_of_time: list[float] = []
     backoff = wait_exponential_jitter(
         multiplier=policy.base_delay, max=policy.max_delay, jitter=policy.base_delay
     )
@@ -49,13 +51,17 @@ async def call_with_retries(
         if isinstance(exc, TransientError) and exc.retry_after is not None:
             # The server said how long; a little jitter spreads concurrent callers apart.
             return exc.retry_after + random.uniform(0, 0.1 * policy.base_delay)
-        return backoff(state)
+        # Never sleep past the call's time limit: the last attempt comes as the limit runs out.
+        return min(backoff(state), max(0.0, policy.max_elapsed - state.seconds_since_start))
 
     def stop(state: RetryCallState) -> bool:
         exc = state.outcome.exception() if state.outcome else None
         if isinstance(exc, MalformedResponse):
             return reasons.count("malformed response") + 1 >= policy.malformed_attempts
         if isinstance(exc, TransientError) and (exc.retry_after or 0) > policy.max_retry_after:
+            return True
+        if state.seconds_since_start >= policy.max_elapsed:
+            out_of_time.append(state.seconds_since_start)
             return True
         return state.attempt_number >= policy.max_attempts
 
@@ -75,8 +81,10 @@ async def call_with_retries(
                 result = await attempt()
     except TransientError as exc:
         reasons.append(exc.reason)
+        limit = (f" and {out_of_time[0]:.0f} s, the limit for one call being {policy.max_elapsed:g} s"
+                 if out_of_time else "")
         raise RetriesExhausted(
-            f"{exc} — gave up after {len(reasons)} attempts ({', '.join(reasons)})", reasons
+            f"{exc} — gave up after {len(reasons)} attempts{limit} ({', '.join(reasons)})", reasons
         ) from exc
     except MalformedResponse as exc:
         reasons.append("malformed response")

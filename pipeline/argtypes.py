@@ -1,0 +1,72 @@
+"""Validated types for command-line flags: every number a user types is checked once, here.
+
+argparse turns the `ArgumentTypeError` these raise into one line naming the flag, with exit 2:
+`envforge evaluate: error: argument --max-steps: expected a whole number >= 1, found '-5'`.
+"""
+from __future__ import annotations
+
+import argparse
+import math
+from pathlib import Path
+from typing import Callable
+
+
+def whole(minimum: int = 1, maximum: int | None = None) -> Callable[[str], int]:
+    """A whole number in [minimum, maximum]."""
+    def parse(text: str) -> int:
+        try:
+            value = int(text, 10)
+        except ValueError:
+            value = None
+        if value is None or value < minimum or (maximum is not None and value > maximum):
+            raise argparse.ArgumentTypeError(f"expected {_range('a whole number', minimum, maximum)}, found {text!r}")
+        return value
+    parse.__name__ = "whole number"
+    return parse
+
+
+def number(minimum: float = 0.0, maximum: float | None = None, *, above: bool = False) -> Callable[[str], float]:
+    """A finite number >= minimum (> minimum with `above`), <= maximum."""
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            value = math.nan
+        low_ok = value > minimum if above else value >= minimum
+        if not math.isfinite(value) or not low_ok or (maximum is not None and value > maximum):
+            what = _range("a number", minimum, maximum, strict=above)
+            raise argparse.ArgumentTypeError(f"expected {what}, found {text!r}")
+        return value
+    parse.__name__ = "number"
+    return parse
+
+
+def _range(kind: str, minimum: float, maximum: float | None, strict: bool = False) -> str:
+    low = f"> {minimum:g}" if strict else f">= {minimum:g}"
+    return f"{kind} {low}" + (f" and <= {maximum:g}" if maximum is not None else "")
+
+
+# The common cases, named for what they count.
+COUNT = whole(1)          # runs, levels, nodes, episodes: at least one
+LIMIT = whole(0)          # a limit where 0 turns it off
+SEED = whole(-2**63, 2**63 - 1)
+SECONDS = number(0.0, above=True)
+USD = number(0.0)
+
+
+def out_dir(text: str) -> str:
+    """A folder to write into: new, or an existing folder — never an existing file."""
+    path = Path(text)
+    if path.exists() and not path.is_dir():
+        raise argparse.ArgumentTypeError(f"expected a folder to write into, found a file: {text!r}")
+    return text
+
+
+def out_file(text: str) -> str:
+    """A file to write: new, or an existing regular file — never a folder."""
+    path = Path(text)
+    if path.is_dir():
+        raise argparse.ArgumentTypeError(f"expected a file to write, found a folder: {text!r}")
+    if path.exists() and not path.is_file():
+        raise argparse.ArgumentTypeError(f"expected a regular file to write, found a special file: {text!r}")
+    return text

@@ -1,0 +1,117 @@
+"""Careless input as a new user types it (issue 16, cases 5-7): one clear line, the right exit
+code, nothing written, never a traceback."""
+from __future__ import annotations
+
+import shutil
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+ENVFORGE = str(Path(sys.executable).parent / "envforge")
+CRATE_DOCK = ROOT / "generated_envs" / "reference" / "crate_dock"
+THEMES = ROOT / "examples" / "themes.txt"
+
+
+def envforge(*argv: str, cwd: Path, env: dict | None = None) -> subprocess.CompletedProcess:
+    done = subprocess.run([ENVFORGE, *argv], cwd=cwd, capture_output=True, text=True, timeout=600, env=env)
+    assert "Traceback" not in done.stdout + done.stderr, done.stdout + done.stderr
+    return done
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["evaluate", str(CRATE_DOCK), "--max-steps", "-5"], "argument --max-steps: expected a whole number >= 1, found '-5'"),
+    (["evaluate", str(CRATE_DOCK), "--planner-nodes", "0"], "argument --planner-nodes: expected a whole number >= 1, found '0'"),
+    (["evaluate", str(CRATE_DOCK), "--budget-usd", "-1"], "argument --budget-usd: expected a number >= 0, found '-1'"),
+    (["evaluate", str(CRATE_DOCK), "--runs", "three"], "argument --runs: expected a whole number >= 1, found 'three'"),
+    (["evaluate", str(CRATE_DOCK), "--call-seconds", "nan"], "argument --call-seconds: expected a number > 0, found 'nan'"),
+    (["verify", str(CRATE_DOCK), "--margin", "-1"], "argument --margin: expected a number >= 0 and <= 1, found '-1'"),
+    (["verify", str(CRATE_DOCK), "--random-episodes", "0"], "argument --random-episodes: expected a whole number >= 1, found '0'"),
+    (["probe", str(CRATE_DOCK), "--choices", "9"], "argument --choices: expected a whole number >= 4 and <= 6, found '9'"),
+    (["generate", "--themes", str(THEMES), "--concurrency", "0"], "argument --concurrency: expected a whole number >= 1, found '0'"),
+])
+def test_a_flag_out_of_range_is_refused_before_anything_runs(tmp_path, argv, message):
+    done = envforge(*argv, cwd=tmp_path)
+    assert done.returncode == 2
+    assert message in done.stderr
+    assert list(tmp_path.iterdir()) == []  # nothing written
+
+
+def test_evaluate_out_naming_a_file_is_refused(tmp_path):
+    (tmp_path / "results").write_text("mine\n")
+    done = envforge("evaluate", str(CRATE_DOCK), "--agent", "random", "--out", "results", cwd=tmp_path)
+    assert done.returncode == 2
+    assert "argument --out: expected a folder to write into, found a file: 'results'" in done.stderr
+    assert (tmp_path / "results").read_text() == "mine\n"
+
+
+def test_probe_out_naming_a_folder_is_refused_and_leaves_nothing(tmp_path):
+    (tmp_path / "items").mkdir()
+    done = envforge("probe", str(CRATE_DOCK), "--n", "2", "--out", "items", cwd=tmp_path)
+    assert done.returncode == 2
+    assert "argument --out: expected a file to write, found a folder: 'items'" in done.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["items"]  # no items.tmp
+
+
+def test_probe_on_an_env_that_does_not_load_names_the_file_and_line(tmp_path):
+    env = tmp_path / "broken"
+    shutil.copytree(CRATE_DOCK, env)
+    with (env / "env_main.py").open("a") as f:
+        f.write("\ndef (\n")
+    done = envforge("probe", str(env), "--n", "2", "--out", "items.jsonl", cwd=tmp_path)
+    assert done.returncode == 1
+    assert "SyntaxError" in done.stderr and "env_main.py" in done.stderr
+    assert not (tmp_path / "items.jsonl").exists()
+
+
+def test_a_binary_price_table_is_a_one_line_error_and_no_run_folder(tmp_path):
+    (tmp_path / "prices.yaml").write_bytes(b"models:\n  \xd0\xff\xfe: {}\n")
+    done = envforge("generate", "--themes", str(THEMES), "--provider", "replay", "--prices", "prices.yaml",
+                    "--out", "run", cwd=tmp_path)
+    assert done.returncode == 2
+    assert "price table prices.yaml: expected UTF-8 YAML text, found byte 0xd0 at offset 10" in done.stderr
+    assert not (tmp_path / "run").exists()
+
+
+def test_a_price_that_is_not_a_finite_number_is_refused(tmp_path):
+    (tmp_path / "prices.yaml").write_text("models:\n  m: {input: .nan, output: 1}\n")
+    done = envforge("generate", "--themes", str(THEMES), "--provider", "replay", "--prices", "prices.yaml",
+                    "--out", "run", cwd=tmp_path)
+    assert done.returncode == 2
+    assert "price table prices.yaml: models.m: expected {input: N, output: N" in done.stderr
+
+
+def test_doctor_names_an_unknown_provider_instead_of_saying_none_is_configured(tmp_path):
+    env = {k: v for k, v in __import__("os").environ.items() if not k.endswith(("_API_KEY", "_BASE_URL"))}
+    env["ENVFORGE_DOTENV"] = str(tmp_path / ".env")
+    done = envforge("doctor", "--model", "foo/bar", cwd=tmp_path, env=env)
+    assert done.returncode == 2
+    assert "--model foo/bar: expected anthropic/<model>, openai/<model>, replay/<model>, found provider 'foo'" in done.stderr
+    assert "no model provider is configured" not in done.stderr
+
+
+@pytest.mark.slow
+def test_doctor_gives_up_on_an_unreachable_host_at_its_time_limit(tmp_path):
+    with socket.socket() as s:  # a loopback port nobody listens on: every connection is refused
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = dict(__import__("os").environ, OPENAI_API_KEY="k", ENVFORGE_DOTENV=str(tmp_path / ".env"))
+    done = envforge("doctor", "--model", "openai/gpt-4o", "--base-url", f"http://127.0.0.1:{port}/v1",
+                    "--timeout", "1", cwd=tmp_path, env=env)
+    assert done.returncode == 1
+    # The mechanism: the per-call retry time limit (2 x --timeout, at least 10 s), not the attempt count.
+    assert "the limit for one call being 10 s" in done.stderr + done.stdout
+
+
+def test_cost_rows_keep_whole_theme_names_and_replayed_tokens(tmp_path):
+    done = envforge("generate", "--themes", str(THEMES), "--provider", "replay", "--out", "run", cwd=tmp_path)
+    themes = [line.strip() for line in THEMES.read_text().splitlines() if line.strip() and not line.startswith("#")]
+    rows = [line for line in done.stdout.splitlines() if line.startswith("  theme ")]
+    assert len(rows) == len(themes)
+    assert len({row.split()[1] for row in rows}) == len(themes)  # no two rows cut to the same label
+    total = next(line for line in done.stdout.splitlines() if line.startswith("  total"))
+    calls, cached, retries, tokens_in, tokens_out = (int(x) for x in total.split()[1:6])
+    assert calls > 0 and tokens_in > 0 and tokens_out > 0  # the recordings carry usage; replay reports it
