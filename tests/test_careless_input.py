@@ -115,3 +115,15 @@ def test_cost_rows_keep_whole_theme_names_and_replayed_tokens(tmp_path):
     total = next(line for line in done.stdout.splitlines() if line.startswith("  total"))
     calls, cached, retries, tokens_in, tokens_out = (int(x) for x in total.split()[1:6])
     assert calls > 0 and tokens_in > 0 and tokens_out > 0  # the recordings carry usage; replay reports it
+
+
+def test_verify_on_a_folder_that_is_no_environment_is_a_usage_error_and_writes_nothing(tmp_path):
+    (tmp_path / "notes").mkdir()
+    (tmp_path / "notes" / "readme.txt").write_text("not an env\n")
+    done = envforge("verify", "notes", cwd=tmp_path)
+    assert done.returncode == 2
+    assert "notes: expected an environment folder (env_main.py, config.yaml), found neither file" in done.stderr
+    assert "REJECTED" not in done.stdout
+    assert sorted(p.name for p in (tmp_path / "notes").iterdir()) == ["readme.txt"]
+    missing = envforge("verify", "missing", cwd=tmp_path)
+    assert missing.returncode == 2 and "missing: expected an environment folder, found no such folder" in missing.stderr

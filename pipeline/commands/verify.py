@@ -20,6 +20,7 @@ from pipeline.llm.cli_args import add_llm_arguments, client_from_args, print_cos
 from pipeline.verify import STAGES, Options, record, verify_env
 from pipeline.verify import models
 from pipeline.verify.context import Rejected
+from pipeline import layout
 from pipeline.argtypes import COUNT, SECONDS, SEED, number
 
 
@@ -70,6 +71,7 @@ def run(args) -> int:
                       random_episodes=args.random_episodes, write_levels=args.write_levels, seed=args.seed,
                       limits=dataclasses.replace(Options().limits, call_seconds=args.call_seconds))
     pair = _model_pair(args)
+    _require_env_folder(args.env_dir)
     result = verify_env(args.env_dir, stages, options)
     if result.accepted and (args.model or pair):
         _model_checks(args, pair, result)
@@ -83,6 +85,16 @@ def run(args) -> int:
         return 0
     print(f"REJECTED at {result.stage}: {result.reason}")
     return 1
+
+
+def _require_env_folder(path: str) -> None:
+    """A path that holds no environment at all is a usage error (exit 2), not a rejection, and
+    nothing is written into it; a folder missing only some files is an environment with a flaw."""
+    env = layout.EnvDir.at(path)
+    if not env.path.is_dir():
+        raise UserError(f"{path}: expected an environment folder, found {'a file' if env.path.exists() else 'no such folder'}")
+    if len(env.missing_required()) == len(layout.REQUIRED_FILES):
+        raise UserError(f"{path}: expected an environment folder ({', '.join(layout.REQUIRED_FILES)}), found neither file")
 
 
 def _model_pair(args) -> tuple[str, str] | None:
