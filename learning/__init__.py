@@ -5,7 +5,7 @@
     methods.py       Method = (selection, signal, component); the paper's eight (ALL)
     optimization.py  signal (dynamics analysis / instruction diagnosis) -> analysis -> rewrite; code check
     evaluation.py    fresh training levels per iteration, the fixed test levels; candidates over pipeline.evaluate
-    code_agent.py    agent_code candidates: their act() in the sandbox, their model calls answered by the parent
+    code_agent.py    the check new agent code passes in the sandbox before it is evaluated
     calls.py         the (theme, stage) of every model call of a run, numbered for replay and resume
     learner.py       the loop of one environment and one method (Algorithm 2); the baseline c0
     study.py         every method on every environment, the study folder, resume
@@ -14,7 +14,6 @@
     adaptive.py      environment-adaptive method choice by successive halving
     report.py        Table 5 (Markdown, CSV) and Figure 3 (PNG)
     export.py        the best candidate for `envforge evaluate --agent learned:PATH`
-    seed_agent.py    where agent_code starts: the ReAct agent as one class
 """
 from learning.candidates import Candidate, Components, Metrics, Pool
 from learning.methods import ALL, Method

@@ -18,12 +18,14 @@ import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from pipeline.evaluate.hosted import SEED_SOURCE
+
 COMPONENTS = ("prompt", "agent_code")
 POOL_JSON, LINEAGE_MD, CANDIDATES = "pool.json", "lineage.md", "candidates"
 # A candidate is "new" until its training evaluation is complete, then "evaluated"; "rejected"
 # when its optimization produced nothing runnable (it keeps its place in the lineage).
 STATUSES = ("new", "evaluated", "rejected")
-SEED_AGENT = Path(__file__).with_name("seed_agent.py")  # where agent_code starts: the ReAct agent as a class
+SEED_AGENT = SEED_SOURCE  # where agent_code starts: envforge's ReAct agent (pipeline/evaluate/react.py)
 
 
 def agent_source(components: "Components") -> str:
@@ -34,7 +36,7 @@ def agent_source(components: "Components") -> str:
 @dataclass
 class Components:
     prompt: str
-    agent_code: str | None = None  # None: the built-in ReAct agent (pipeline.evaluate.model_agents)
+    agent_code: str | None = None  # None: the built-in ReAct agent (pipeline/evaluate/react.py)
 
     def get(self, name: str) -> str | None:
         return getattr(self, name)

@@ -23,10 +23,10 @@ from pathlib import Path
 
 from learning.calls import ACT, StageClient
 from learning.candidates import CANDIDATES, Candidate, Evaluation, Metrics
-from learning.code_agent import code_player, write_code
 from learning.settings import Settings
 from pipeline.errors import UserError
 from pipeline.evaluate import EnvTarget, make_player
+from pipeline.evaluate.hosted import code_player, write_code
 from pipeline.evaluate.records import Records
 from pipeline.evaluate.report import summarize
 from pipeline.evaluate.runner import RunOptions, evaluate

@@ -11,12 +11,13 @@ import shutil
 from pathlib import Path
 
 from learning.candidates import Pool
-from learning.code_agent import code_player
 from pipeline.errors import UserError
 from pipeline.evaluate import ModelOptions, make_player
+from pipeline.evaluate.hosted import code_player
 from pipeline.sandbox.agent_host import AGENT_FILE
 
 LEARNED_JSON, PROMPT_TXT = "learned.json", "prompt.txt"
+LEARNED = "learned:"  # --agent learned:PATH (registered by pipeline/commands/evaluate.py)
 
 
 def export(pool: Pool, folder: Path, model: str) -> Path:

@@ -20,11 +20,12 @@ from pathlib import Path
 
 from learning.calls import ANALYZE, REWRITE, StageClient, add_usage
 from learning.candidates import CANDIDATES, Candidate, Pool, agent_source
-from learning.code_agent import MAX_CALLS_PER_TURN, check_code, write_code
+from learning.code_agent import check_code
 from learning.methods import Method
 from learning.selection import spread
 from learning.settings import Settings
 from pipeline.evaluate import EnvTarget
+from pipeline.evaluate.hosted import MAX_CALLS_PER_TURN, write_code
 from pipeline.evaluate.records import Records
 from pipeline.evaluate.runner import DEFAULT_MAX_STEPS
 from pipeline.llm import Message

@@ -22,7 +22,6 @@ from typing import Callable
 
 from learning.calls import theme
 from learning.candidates import POOL_JSON, Pool
-from learning.code_agent import AGENT_LIMITS
 from learning.evaluation import SANDBOX, BudgetStop, Evaluator, TrainingLevels
 from learning.learner import Run, Tools, baseline_run, learn
 from learning.methods import Method
@@ -32,6 +31,7 @@ from learning.results import collect
 from learning.settings import Settings
 from pipeline.errors import UserError
 from pipeline.evaluate import EnvTarget
+from pipeline.evaluate.hosted import AGENT_LIMITS
 from pipeline.llm import BudgetExceeded, LLMError
 from pipeline.sandbox import WorkerPool
 

@@ -102,8 +102,8 @@ def add_rules(code: str, rules: list[str]) -> str:
     """The agent code with `rules` in a LEARNED_RULES list shown in its system prompt."""
     if "LEARNED_RULES = [" not in code:
         code = code.replace("\n\nclass Agent:", "\n\nLEARNED_RULES = [\n]\n\n\nclass Agent:", 1)
-        code = code.replace("            OUTPUT_FORMAT,\n        ])\n",
-                            "            OUTPUT_FORMAT,\n        ])\n        self.system += \"\\n\\nAgent rules "
+        code = code.replace("        self.system = env[\"system\"]\n",
+                            "        self.system = env[\"system\"]\n        self.system += \"\\n\\nAgent rules "
                             "(Plan first: think two moves ahead):\\n\" + \"\\n\".join(LEARNED_RULES)\n", 1)
     for rule in rules:
         if json.dumps(rule) not in code:

@@ -7,7 +7,7 @@ import pytest
 
 from dsl_schema.actions import Action, Param
 from pipeline.evaluate.episode import Decision, Limits, Tracker, invalid_reason, play
-from pipeline.evaluate.model_agents import FormatError, parse_action, thought_of
+from pipeline.evaluate.react import FormatError, parse_action, thought_of
 from pipeline.evaluate.records import normalize
 
 SPACE = [Action("move", "", (Param("direction", "string", ("north", "south")),)), Action("wait", "", ())]

@@ -16,7 +16,8 @@ from pathlib import Path
 
 from pipeline import layout
 from pipeline.errors import UserError
-from pipeline.evaluate import BUILT_IN, LEARNED, MODEL_AGENTS, EnvTarget, Limits, ModelOptions, make_player
+from learning.export import LEARNED, learned_player
+from pipeline.evaluate import EnvTarget, Limits, ModelOptions, kind_of, make_player, register_prefix
 from pipeline.evaluate.records import EPISODES_CSV, EPISODES_JSONL, NO_MODEL, Records
 from pipeline.evaluate.report import summarize, write_report
 from pipeline.evaluate.runner import Progress, RunOptions, evaluate
@@ -31,6 +32,11 @@ AGENT_HELP = ("react (AutoEnv's ReAct agent: reasoning in <thinking_memory>, one
               "the AutoEnv benchmark. "
               "YOUR AGENT RUNS INSIDE THE ENVFORGE PROCESS, unsandboxed, because you chose to run it; the "
               "environment it steps still runs in the sandbox; --model then only labels its records (default: react)")
+
+
+# envforge learn's exported candidates: registered here, in the command layer, so that
+# pipeline.evaluate never imports learning.
+register_prefix(LEARNED, lambda path, o: learned_player(path, o.client, o.model_options))
 
 
 def register(subparsers) -> None:
@@ -119,7 +125,8 @@ def run(args) -> int:
             raise UserError(f"--skin {args.skin}: expected the skin in every environment (make it with "
                             f"`envforge reskin ENV_DIR --style {args.skin}`), found it missing in {', '.join(unskinned)}")
     client = None
-    if args.agent in MODEL_AGENTS or args.agent.startswith(LEARNED):
+    kind, _ = kind_of(args.agent)
+    if kind.model == "calls":
         if args.agent == "tools":
             bare = [t.name for t in targets if not t.tools]
             if bare:
@@ -128,7 +135,7 @@ def run(args) -> int:
         args.max_concurrency = args.max_concurrency or args.concurrency
         client = client_from_args(args)
         model = client.spec
-    elif args.agent in BUILT_IN:
+    elif kind.model == "none":
         model = NO_MODEL
         if args.model:
             print(f"envforge evaluate: --model is ignored: the {args.agent} agent calls no model", file=sys.stderr)

@@ -1,8 +1,8 @@
 """Worker-side host of a learned agent: the `agent_code` component of `envforge learn`.
 
 Runs inside the sandbox, after confinement, in a worker started with `Worker(folder, host="agent")`
-whose folder holds the candidate's `agent.py`. The agent's contract (learning/seed_agent.py is
-the seed):
+whose folder holds the candidate's `agent.py`. The agent's contract (pipeline/evaluate/react.py, the
+built-in ReAct agent, is the seed and documents it in full):
 
     class Agent:
         def __init__(self, env: dict, llm): ...       # env: name, instruction, action_space, actions, max_steps
@@ -71,16 +71,7 @@ class AgentHost:
         return {"pong": True}
 
     def llm(self, messages: Any, max_tokens: int | None = None) -> str:
-        """One model call, made by the parent. `messages`: a string (one user message) or a list
-        of {"role": "system" | "user" | "assistant", "content": str}."""
-        if isinstance(messages, str):
-            messages = [{"role": "user", "content": messages}]
-        plain = [{"role": str(m.get("role", "user")), "content": str(m.get("content", ""))} for m in messages]
-        answer = self.ask("model", {"messages": plain, "max_tokens": int(max_tokens) if max_tokens else None})
-        if not isinstance(answer, dict) or "text" not in answer:
-            detail = answer.get("message", "") if isinstance(answer, dict) else ""
-            raise ModelUnavailable(f"no model answer: {detail or answer!r}")
-        return str(answer["text"])
+        return ask_model(self.ask, messages, max_tokens)
 
     def _agent_class(self) -> type:
         """The agent class of a fresh import of agent.py: `Agent`, else the last class with `act`."""
@@ -105,6 +96,19 @@ class AgentHost:
         if chosen is None:
             raise _Failure("load", f"{AGENT_FILE}: expected a class with an act(turn) method, found none", AGENT_FILE)
         return chosen
+
+
+def ask_model(ask: Callable[[str, dict], Any], messages: Any, max_tokens: int | None = None) -> str:
+    """One model call, made by the parent through `ask`: the `llm` an agent gets. `messages`: a
+    string (one user message) or a list of {"role": "system" | "user" | "assistant", "content": str}."""
+    if isinstance(messages, str):
+        messages = [{"role": "user", "content": messages}]
+    plain = [{"role": str(m.get("role", "user")), "content": str(m.get("content", ""))} for m in messages]
+    answer = ask("model", {"messages": plain, "max_tokens": int(max_tokens) if max_tokens else None})
+    if not isinstance(answer, dict) or "text" not in answer:
+        detail = answer.get("message", "") if isinstance(answer, dict) else ""
+        raise ModelUnavailable(f"no model answer: {detail or answer!r}")
+    return str(answer["text"])
 
 
 class _Failure(Exception):

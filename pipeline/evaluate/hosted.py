@@ -1,0 +1,150 @@
+"""Agents that act by a blocking call, their model requests answered here, where the key is:
+envforge's ReAct agent (react.py, the built-in `react`) in this process, and agent code (a
+learned agent.py) in a sandbox worker (pipeline/sandbox/agent_host.py). Both get the same `env`
+and `turn` (model_agents.agent_env, agent_turn), ask for models the same way (`llm`), and their
+answers become Decisions the same way, so the seed of envforge learn's agent-code methods is
+exactly the built-in agent.
+
+    HostedAgent   the Agent protocol (`await act(turn) -> Decision`) over `act(turn, on_request)`:
+                  each model request the agent makes during a turn is answered by the parent's
+                  client (at most MAX_CALLS_PER_TURN)
+    react_player  a Player of the built-in ReAct agent
+    code_player   a Player of the agent code in a folder holding agent.py
+"""
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import traceback
+from pathlib import Path
+from typing import Any, Callable
+
+from pipeline.evaluate import react
+from pipeline.evaluate.context import EpisodeContext
+from pipeline.evaluate.episode import Decision, Turn, play
+from pipeline.evaluate.model_agents import ModelOptions, TurnError, agent_env, agent_turn, call_model, decision_of
+from pipeline.llm import Message
+from pipeline.sandbox import Limits, SandboxFailure, Worker, WorkerPool
+from pipeline.sandbox.agent_host import AGENT_FILE, ask_model
+
+MAX_CALLS_PER_TURN = 5
+AGENT_LIMITS = Limits(call_seconds=10.0, cpu_seconds=600, memory_mb=1024)
+ROLES = {"system": Message.system, "user": Message.user, "assistant": Message.assistant}
+SEED_SOURCE = Path(react.__file__)  # the agent code envforge learn starts from
+OnRequest = Callable[[str, dict], dict]
+
+
+def write_code(folder: Path, source: str) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / AGENT_FILE
+    if not path.is_file() or path.read_text(encoding="utf-8") != source:
+        path.write_text(source, encoding="utf-8")
+    return folder
+
+
+class HostedAgent:
+    def __init__(self, act: Callable[[dict, OnRequest], Any], ctx: EpisodeContext, client, options: ModelOptions,
+                 name: str = AGENT_FILE):
+        """`act(turn, on_request)`: one turn of the agent (blocking; raises SandboxFailure).
+        `name`: what its failures call it."""
+        self._act, self.ctx, self.client, self.options, self.name = act, ctx, client, options, name
+        self.names = {a.name for a in ctx.env.space}
+
+    async def act(self, turn: Turn) -> Decision:
+        loop = asyncio.get_running_loop()
+        spent: dict = {"calls": 0}
+        refused: list[tuple[str, str]] = []  # (error kind, message) of requests not answered
+
+        def on_request(kind: str, args: dict) -> dict:  # on the evaluation's thread; the call runs on the loop
+            if kind != "model":
+                return {"error": "usage", "message": f"unknown request {kind!r}"}
+            if spent["calls"] >= MAX_CALLS_PER_TURN:
+                return {"error": "limit", "message": f"at most {MAX_CALLS_PER_TURN} model calls per turn"}
+            return asyncio.run_coroutine_threadsafe(self._model(args, spent, refused), loop).result()
+
+        try:
+            out = await self.ctx.session.blocking(self._act, agent_turn(turn), on_request)
+        except SandboxFailure as f:
+            out = f
+        errors = dict(refused)
+        if "budget" in errors:
+            return Decision(error="budget", message=errors["budget"], **spent)
+        if isinstance(out, SandboxFailure):
+            if "model" in errors:
+                return Decision(error="model", message=errors["model"], **spent)
+            where = f" at {out.where}" if out.where else ""
+            return Decision(error="agent", message=f"{self.name} failed{where}: {out.kind}: {out.detail}", **spent)
+        return decision_of(out, self.names, spent)
+
+    async def _model(self, args: dict, spent: dict, refused: list) -> dict:
+        messages = [ROLES.get(m["role"], Message.user)(m["content"]) for m in args.get("messages") or []]
+        asked = args.get("max_tokens")
+        try:
+            response = await call_model(self.ctx, self.client, self.options, messages, spent,
+                                        max_tokens=asked if isinstance(asked, int) and asked > 0 else None)
+        except TurnError as e:
+            refused.append((e.kind, str(e)))
+            return {"error": e.kind, "message": str(e)}
+        return {"text": response.text}
+
+
+class InProcess:
+    """envforge's own ReAct agent class, run in this process as the agent host runs agent code in
+    the sandbox (it is envforge's code, not a model's)."""
+
+    def __init__(self, env: dict):
+        self.on_request: OnRequest | None = None
+        self.agent = react.Agent(env, lambda messages, max_tokens=None: ask_model(self.on_request, messages, max_tokens))
+
+    def act(self, turn: dict, on_request: OnRequest) -> Any:
+        self.on_request = on_request
+        try:
+            return self.agent.act(turn)
+        except Exception as e:  # noqa: BLE001 - typed as a worker's failure would be
+            frame = traceback.extract_tb(e.__traceback__)[-1]
+            raise SandboxFailure("exception", f"{type(e).__name__}: {e}", f"{Path(frame.filename).name}:{frame.lineno}") from None
+
+
+def react_player(client, options: ModelOptions, instruction: str | None = None):
+    """Episodes of the built-in ReAct agent. `instruction`: shown in place of the environment's own."""
+
+    async def player(ctx: EpisodeContext, tracker, log):
+        agent = InProcess(agent_env(ctx, instruction))
+        return await play(HostedAgent(agent.act, ctx, client, options, "the ReAct agent"), ctx.session, ctx.level, tracker,
+                          options.history, log)
+
+    return player
+
+
+@contextlib.contextmanager
+def _agent_worker(folder: Path, agents: WorkerPool | None):
+    if agents is not None:
+        with agents.lease(folder) as worker:
+            yield worker
+    else:
+        with Worker(folder, AGENT_LIMITS, host="agent") as worker:
+            yield worker
+
+
+def code_player(folder: Path, instruction: str, client, options: ModelOptions, agents: WorkerPool | None = None):
+    """Episodes of the agent in `folder`/agent.py, in the sandbox. `agents`: a pool of agent
+    workers to reuse (the learner's); without one, each episode starts its own worker."""
+
+    async def player(ctx: EpisodeContext, tracker, log):
+        lease = _agent_worker(folder, agents)
+        try:
+            worker = await ctx.session.blocking(lease.__enter__)
+        except SandboxFailure as f:
+            tracker.stop("agent_error", f"agent.py did not load: {f.kind}: {f.detail}")
+            return tracker
+        try:
+            await ctx.session.blocking(worker.call, "start", env=agent_env(ctx, instruction))
+            act = lambda turn, on_request: worker.call("act", turn=turn, on_request=on_request)  # noqa: E731
+            return await play(HostedAgent(act, ctx, client, options), ctx.session, ctx.level, tracker, options.history, log)
+        except SandboxFailure as f:
+            tracker.stop("agent_error", f"agent.py failed to start: {f.kind}: {f.detail}")
+            return tracker
+        finally:
+            await ctx.session.blocking(lease.__exit__, None, None, None)
+
+    return player
