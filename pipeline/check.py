@@ -83,7 +83,15 @@ class _Checker:
             except SandboxFailure as f:
                 self.failure(f, "env_main.py to import and its SkinEnv subclass to instantiate", "load")
                 return None
+            self.report_dropped(self.worker.dropped)
         return self.worker
+
+    def report_dropped(self, dropped: list[tuple[str, str]]) -> None:
+        """Each file the sandbox's copy of the folder left out, said once."""
+        for path, what in dropped:
+            if not any(p.check == "sandbox_copy" and p.file == path for p in self.report.problems):
+                self.problem(path, "a regular file or folder inside the environment folder",
+                             f"{what}; the sandbox's copy leaves it out", "sandbox_copy", severity="warning")
 
     def close_worker(self) -> None:
         if self.worker is not None:

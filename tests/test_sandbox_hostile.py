@@ -226,7 +226,7 @@ def test_hostile_env_ends_as_typed_failure_and_host_is_untouched(case: Case, hos
         assert worker.alive, "the env raised, yet the worker process is gone"
         if NAMESPACES:
             written.update(files_under(Path(f"/proc/{worker.inner_pid()}/root/tmp")))
-        written.update(files_under(Path(worker.base) / "env"))
+        written.update(files_under(worker.writable_folder()))
     if case.kind == "exception":
         replies.append(worker.call("observe", want_state=True))
     pids = worker.pids()
@@ -402,7 +402,7 @@ def test_env_writes_go_to_a_private_copy_of_its_folder(counter):
     with Worker(counter, LIMITS) as worker:
         worker.call("reset", level=LEVEL)
         worker.call("step", action={"action": "scribble"})
-        copy = Path(worker.base) / "env"
+        copy = worker.writable_folder()
         assert (copy / "notes.txt").read_text() == "mine"
         assert (copy / LEVEL).read_text() == "n: 1000\n"
     assert files_under(counter) == original

@@ -2,9 +2,11 @@
 
 In "namespaces" mode the worker was started by `unshare --net --mount --pid` as root.
 It then builds a minimal root file system in a tmpfs — read-only binds of the system
-and Python directories, a private /tmp, /dev/null & co, a fresh /proc and the private
-copy of the environment at /env, read-write — chroots into it, sets resource limits,
-and becomes a uid of its own with no supplementary groups, no capabilities and
+and Python directories, a private /tmp, /dev/null & co, a fresh /proc and the environment
+at /env: an overlay of the (shared, read-only) copy of its folder under a private writable
+layer. That layer and /tmp live on one tmpfs capped in size and inodes, so whatever the env
+writes is bounded and vanishes with its mount namespace. It chroots into it, sets resource
+limits, and becomes a uid of its own with no supplementary groups, no capabilities and
 no_new_privs. In "plain" mode (not root, or no namespaces) only the resource limits apply.
 """
 from __future__ import annotations
@@ -65,12 +67,17 @@ def readable_paths() -> list[str]:
     return out
 
 
-def build_root(root: str, env_dir: str, tmp_mb: int) -> None:
+def build_root(root: str, rw: str, folder: str, uid: int, limits: Limits) -> None:
     _mount(None, "/", None, MS_REC | MS_PRIVATE)
+    _mount("tmpfs", rw, "tmpfs", MS_NOSUID | MS_NODEV,
+           f"mode=700,size={limits.disk_mb}m,nr_inodes={limits.disk_inodes}")
+    for name in ("upper", "work", "tmp"):
+        os.mkdir(os.path.join(rw, name))
+    os.chown(os.path.join(rw, "upper"), uid, uid)
+    os.chmod(os.path.join(rw, "tmp"), 0o1777)
     _mount("tmpfs", root, "tmpfs", MS_NOSUID | MS_NODEV, "mode=755,size=8m")
     # The private /tmp first: a checkout under /tmp is bound on top of it, not hidden by it.
-    os.makedirs(root + "/tmp", exist_ok=True)
-    _mount("tmpfs", root + "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, f"mode=1777,size={tmp_mb}m")
+    _bind(os.path.join(rw, "tmp"), root + "/tmp", readonly=False)
     for d in SYSTEM_DIRS:
         if os.path.islink(d):
             os.symlink(os.readlink(d), root + d)
@@ -84,7 +91,9 @@ def build_root(root: str, env_dir: str, tmp_mb: int) -> None:
             _bind("/dev/" + dev, f"{root}/dev/{dev}", readonly=False)
     os.makedirs(root + "/proc", exist_ok=True)
     _mount("proc", root + "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
-    _bind(env_dir, root + ENV_MOUNT, readonly=False)
+    os.makedirs(root + ENV_MOUNT)
+    _mount("overlay", root + ENV_MOUNT, "overlay", MS_NOSUID | MS_NODEV,
+           f"lowerdir={folder},upperdir={rw}/upper,workdir={rw}/work")
     os.chroot(root)
     os.chdir(ENV_MOUNT)
 
@@ -111,18 +120,14 @@ def drop_privileges(uid: int) -> None:
     _libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
 
 
-def confine(mode: str, base: str, uid: int, limits: Limits) -> str:
-    """Confine this process; return the environment folder's path as seen afterwards."""
-    env_dir = os.path.join(base, "env")
+def confine(mode: str, base: str, folder: str, uid: int, limits: Limits) -> str:
+    """Confine this process; return the environment folder's path as seen afterwards.
+    `folder`: the host's copy of the environment folder (in plain mode, this worker's own)."""
     if mode != "namespaces":
-        os.chdir(env_dir)
+        os.chdir(folder)
         set_limits(limits, single_process=False)
-        return env_dir
-    for dirpath, dirnames, filenames in os.walk(env_dir):
-        for name in dirnames + filenames:
-            os.lchown(os.path.join(dirpath, name), uid, uid)
-    os.lchown(env_dir, uid, uid)
-    build_root(os.path.join(base, "root"), env_dir, limits.tmp_mb)
+        return folder
+    build_root(os.path.join(base, "root"), os.path.join(base, "rw"), folder, uid, limits)
     set_limits(limits, single_process=True)
     drop_privileges(uid)
     return ENV_MOUNT

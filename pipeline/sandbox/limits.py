@@ -20,7 +20,10 @@ class Limits:
     open_files: int = 64
     output_kb: int = 1024  # stdout + stderr over the worker's life; more kills it
     message_mb: int = 32  # largest reply
-    tmp_mb: int = 64  # its private /tmp
+    disk_mb: int = 64  # what it may write: changes to its folder and its private /tmp, together
+    disk_inodes: int = 8192  # files and folders it may create there
+    folder_mb: int = 512  # largest environment folder copied into the sandbox
+    folder_files: int = 10_000  # most files and folders in it
 
     def to_dict(self) -> dict:
         return asdict(self)

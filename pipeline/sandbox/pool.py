@@ -3,7 +3,8 @@
 A worker is handed back to the pool only if it is alive, never failed, and has CPU
 budget left; a worker that failed once is closed, since its environment may be in any
 state. Workers are keyed by the environment folder's path and content signature, so an
-edited folder never reuses a worker holding the old code.
+edited folder never reuses a worker holding the old code. The workers of one key share one
+copy of the folder (each writes to a private layer over it), made once.
 """
 from __future__ import annotations
 
@@ -13,13 +14,10 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Iterator
 
+from pipeline.sandbox.capabilities import capabilities
+from pipeline.sandbox.folder import FolderCopy, signature
 from pipeline.sandbox.limits import Limits
 from pipeline.sandbox.process import Worker
-
-
-def _signature(env_dir: Path) -> tuple:
-    files = sorted(p for p in env_dir.rglob("*") if p.is_file() and "__pycache__" not in p.parts)
-    return (str(env_dir), tuple((str(p), p.stat().st_mtime_ns, p.stat().st_size) for p in files))
 
 
 class WorkerPool:
@@ -33,6 +31,8 @@ class WorkerPool:
         self._slots = threading.BoundedSemaphore(self.size)
         self._lock = threading.Lock()
         self._idle: dict[tuple, list[Worker]] = defaultdict(list)
+        self._copies: dict[tuple, FolderCopy] = {}
+        self._copying = threading.Lock()
         self.started = 0
         self.reused = 0
 
@@ -40,16 +40,24 @@ class WorkerPool:
     def lease(self, env_dir: str | Path) -> Iterator[Worker]:
         """A worker holding `env_dir`, loaded and ready; returned to the pool afterwards."""
         env_dir = Path(env_dir).resolve()
-        key = _signature(env_dir)
+        key = signature(str(env_dir))
         with self._slots:
             worker = self._take(key)
             if worker is None:
-                worker = Worker(env_dir, self.limits, skin=self.skin, host=self.host)
+                worker = Worker(env_dir, self.limits, skin=self.skin, host=self.host, folder=self._copy(key, env_dir))
                 self.started += 1
             try:
                 yield worker
             finally:
                 self._give_back(key, worker)
+
+    def _copy(self, key: tuple, env_dir: Path) -> FolderCopy | None:
+        if capabilities()["mode"] != "namespaces":
+            return None  # each worker writes to its own copy
+        with self._copying:
+            if key not in self._copies:
+                self._copies[key] = FolderCopy(str(env_dir), self.limits.folder_mb, self.limits.folder_files).acquire()
+            return self._copies[key]
 
     def _take(self, key: tuple) -> Worker | None:
         with self._lock:
@@ -77,6 +85,11 @@ class WorkerPool:
             self._idle.clear()
         for worker in workers:
             worker.close()
+        with self._copying:
+            copies = list(self._copies.values())
+            self._copies.clear()
+        for copy in copies:
+            copy.release()  # removed once its last worker closes
 
     def __enter__(self) -> "WorkerPool":
         return self

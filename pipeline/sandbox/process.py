@@ -10,7 +10,6 @@ import itertools
 import json
 import os
 import selectors
-import shutil
 import signal
 import subprocess
 import sys
@@ -22,7 +21,9 @@ from pathlib import Path
 from typing import Any, Callable
 
 from pipeline.sandbox.capabilities import UNSHARE_ARGS, capabilities
+from pipeline.sandbox.confine import ENV_MOUNT
 from pipeline.sandbox.failures import SandboxFailure
+from pipeline.sandbox.folder import DIR_PREFIX, FolderCopy, private_dir, remove_tree
 from pipeline.sandbox.limits import EXIT_ALARM, EXIT_CPU, Limits, worker_environment
 
 _uid_counter = itertools.count()
@@ -36,15 +37,17 @@ _OUTPUT_TAIL = 4096
 _UNSHARE_SIGKILLED = b"unshare: sigprocmask unblock failed: Invalid argument\n"
 
 
-_DIR_PREFIX = "envforge-sbx-"
-
-
 def _sweep_stale_dirs() -> None:
-    """Remove sandbox folders left by envforge processes that were killed (named by their pid)."""
-    for path in Path(tempfile.gettempdir()).glob(f"{_DIR_PREFIX}*-*"):
-        pid = path.name[len(_DIR_PREFIX):].split("-")[0]
+    """Remove sandbox folders left by envforge processes that were killed (named by their pid).
+    Never raises: a folder it cannot remove stays for a later sweep."""
+    try:
+        stale = list(Path(tempfile.gettempdir()).glob(f"{DIR_PREFIX}*-*"))
+    except OSError:
+        return
+    for path in stale:
+        pid = path.name[len(DIR_PREFIX):].split("-")[0]
         if pid.isdigit() and not _pid_alive(int(pid)):
-            shutil.rmtree(path, ignore_errors=True)
+            remove_tree(str(path))
 
 
 def _pid_alive(pid: int) -> bool:
@@ -57,15 +60,6 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
-def _owner_writable(root: str) -> None:
-    """The private copy is the env's to write (generators save levels there), even when the
-    folder it was copied from is read-only, as shared benchmark folders often are."""
-    for dirpath, dirnames, filenames in os.walk(root):
-        for name in [dirpath] + [os.path.join(dirpath, n) for n in dirnames + filenames]:
-            if not os.path.islink(name):
-                os.chmod(name, os.stat(name).st_mode | 0o200)
-
-
 def _worker_uid() -> int:
     """A uid no one else uses, so per-uid limits (process count) bind this worker alone."""
     return 200_000 + (os.getpid() * 4099 + next(_uid_counter)) % 500_000
@@ -75,10 +69,11 @@ class Worker:
     """One sandboxed process holding one environment (a private copy of `env_dir`)."""
 
     def __init__(self, env_dir: str | Path, limits: Limits | None = None, env_id: Any = None,
-                 skin: str | None = None, host: str = "env"):
+                 skin: str | None = None, host: str = "env", folder: FolderCopy | None = None):
         """`skin`: render with the folder's skins/<skin>.py instead of the env's own render_skin.
         `host`: what the worker holds, "env" (an environment) or "agent" (a learned agent's
-        agent.py, see agent_host.py)."""
+        agent.py, see agent_host.py). `folder`: a copy of `env_dir` shared with other workers
+        (namespaces mode only: each sees it through a private writable layer)."""
         self.env_dir = Path(env_dir).resolve()
         self.skin = skin
         self.host = host
@@ -91,16 +86,13 @@ class Worker:
         self._lock = threading.Lock()
         self._closed = False
         _sweep_stale_dirs()
-        self.base = tempfile.mkdtemp(prefix=f"{_DIR_PREFIX}{os.getpid()}-")
-        os.chmod(self.base, 0o755)
-        try:
-            shutil.copytree(self.env_dir, os.path.join(self.base, "env"), symlinks=False,
-                            ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
-        except (OSError, shutil.Error) as e:
-            shutil.rmtree(self.base, ignore_errors=True)
-            raise SandboxFailure("load", f"cannot copy {self.env_dir}: {e}", op="load") from None
-        _owner_writable(os.path.join(self.base, "env"))
-        os.mkdir(os.path.join(self.base, "root"))
+        if folder is None or self.mode != "namespaces":
+            folder = FolderCopy(str(self.env_dir), self.limits.folder_mb, self.limits.folder_files)
+        self.folder = folder.acquire()
+        self.dropped = folder.dropped  # what the copy left out: (path, what it is)
+        self.base = private_dir()
+        for name in ("root", "rw"):
+            os.mkdir(os.path.join(self.base, name))
         self._start()
         _live.add(self)
         try:
@@ -118,7 +110,7 @@ class Worker:
         prefix = list(UNSHARE_ARGS) if self.mode == "namespaces" else []
         cmd = prefix + [
             sys.executable, "-s", "-P", "-m", "pipeline.sandbox.worker",
-            "--base", self.base, "--mode", self.mode, "--uid", str(_worker_uid()),
+            "--base", self.base, "--folder", self.folder.path, "--mode", self.mode, "--uid", str(_worker_uid()),
             "--fds", f"{request_r},{reply_w}", "--limits", json.dumps(self.limits.to_dict()),
         ] + (["--host", self.host] if self.host != "env" else [])
         try:
@@ -301,7 +293,14 @@ class Worker:
                 os.close(fd)
             except OSError:
                 pass
-        shutil.rmtree(self.base, ignore_errors=True)
+        remove_tree(self.base)
+        self.folder.release()
+
+    def writable_folder(self) -> Path:
+        """The folder as the worker sees and changes it (for tests and inspection, while it lives)."""
+        if self.mode != "namespaces":
+            return Path(self.folder.path)
+        return Path(f"/proc/{_children(self.proc.pid)[0]}/root{ENV_MOUNT}")
 
     def __enter__(self) -> "Worker":
         return self

@@ -24,6 +24,7 @@ GRACE_SECONDS = 5
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--base", required=True)
+    parser.add_argument("--folder", required=True)
     parser.add_argument("--mode", required=True)
     parser.add_argument("--uid", type=int, required=True)
     parser.add_argument("--fds", required=True)
@@ -31,8 +32,8 @@ def main() -> None:
     parser.add_argument("--host", choices=("env", "agent"), default="env")
     args = parser.parse_args()
     request_fd, reply_fd = (int(x) for x in args.fds.split(","))
-    env_dir = confine.confine(args.mode, args.base, args.uid, Limits(**json.loads(args.limits)))
     limits = Limits(**json.loads(args.limits))
+    env_dir = confine.confine(args.mode, args.base, args.folder, args.uid, limits)
     signal.signal(signal.SIGALRM, lambda *_: os._exit(EXIT_ALARM))
     with os.fdopen(request_fd, "rb") as requests:
         def ask(kind: str, payload: dict):
