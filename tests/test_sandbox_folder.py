@@ -15,7 +15,7 @@ import pytest
 from pipeline.sandbox import Limits, SandboxFailure, Worker, WorkerPool
 from pipeline.sandbox.folder import FolderCopy, remove_tree
 from test_sandbox_hostile import (  # noqa: F401 - `host` is a fixture
-    CANARY, LEVEL, LIMITS, NAMESPACES, NOT_CONFINED, STEP, Host, RecordingWorker, assert_no_canary,
+    CANARY, LEVEL, NAMESPACES, NOT_CONFINED, STEP, Host, RecordingWorker, assert_no_canary,
     assert_nothing_left, files_under, host)
 
 ENVFORGE = [str(Path(sys.executable).parent / "envforge")]
@@ -55,7 +55,7 @@ def test_links_and_special_files_give_the_env_nothing_and_are_named(host: Host):
     env_dir = host.env("read_linked_files")
     plant_links(host, env_dir)
     with pytest.raises(SandboxFailure) as caught:
-        worker = RecordingWorker(env_dir, LIMITS)
+        worker = RecordingWorker(env_dir, SLOW)
         worker.call("reset", level=LEVEL)
         worker.call("step", action=STEP)
     worker = RecordingWorker.started[-1]
@@ -81,7 +81,7 @@ def test_a_file_its_owner_cannot_read_is_left_out(host: Host):
     for path in [env_dir, *env_dir.rglob("*")]:
         if path != root_only:
             os.chown(path, 4242, 4242)
-    with Worker(env_dir, LIMITS) as worker:
+    with Worker(env_dir, SLOW) as worker:
         assert worker.dropped == [("leak_root_only", "a file of uid 0 that the folder's owner (uid 4242) cannot read")]
         worker.call("reset", level=LEVEL)
         with pytest.raises(SandboxFailure, match=r"loot: \{\}$"):
@@ -146,7 +146,7 @@ def test_closing_removes_a_3000_deep_chain_without_permissions(host: Host):
     worker.close()
     assert_nothing_left(worker, pids)
     assert not Path(worker.folder.home).exists()
-    with Worker(env_dir, LIMITS) as again:  # a later run is clean
+    with Worker(env_dir, SLOW) as again:  # a later run is clean
         assert again.call("reset", level=LEVEL)["observation"]
 
 
@@ -179,7 +179,7 @@ def test_stale_sweep_removes_a_deep_folder_of_a_dead_process(host: Host, monkeyp
     dead.wait()
     stale = Path(tempfile.gettempdir()) / f"envforge-sbx-{dead.pid}-stale"
     _deep_chain(stale, 3000)
-    with Worker(host.env("deep_chain"), LIMITS) as worker:  # each new worker sweeps
+    with Worker(host.env("deep_chain"), SLOW) as worker:  # each new worker sweeps
         assert worker.call("ping") == {"pong": True}
     assert not stale.exists()
 
