@@ -2,7 +2,6 @@
 import os
 import subprocess
 import sys
-import time
 
 from llm_server import Fault, Reply
 
@@ -33,13 +32,11 @@ def test_doctor_retries_a_server_that_rate_limits_every_other_request(llm_server
 
 def test_doctor_stops_at_once_on_authentication_failure_with_the_servers_message(llm_server, tmp_path):
     llm_server.rule = lambda n: Fault(status=401, message="Incorrect API key provided: sk-wrong")
-    started = time.monotonic()
     result = doctor(tmp_path, "--model", "openai/gpt-4o-mini", "--base-url", llm_server.openai_url,
                     OPENAI_API_KEY="sk-wrong")
     assert result.returncode == 1
     assert "HTTP 401: Incorrect API key provided: sk-wrong" in result.stderr
-    assert llm_server.count() == 1
-    assert time.monotonic() - started < 10
+    assert llm_server.count() == 1  # the mechanism: a 401 is not retried
 
 
 def test_doctor_checks_anthropic_through_the_messages_api(llm_server, tmp_path):

@@ -72,10 +72,10 @@ def test_gives_up_after_the_configured_number_of_attempts(llm_server, make_llm_c
 
 def test_a_slow_answer_times_out_and_is_retried(llm_server, make_llm_client):
     llm_server.script = [Reply("too late", delay=2.0), Reply("in time")]
-    started = time.monotonic()
     response = ask(make_llm_client(no_cache=True, timeout=0.3))
+    # The mechanism: the first attempt hit the client-side timeout and the retry answered.
     assert response.text == "in time" and response.retries == ("timeout",)
-    assert time.monotonic() - started < 1.5
+    assert llm_server.count() == 2
 
 
 def test_concurrency_is_limited_per_provider(llm_server, make_llm_client):

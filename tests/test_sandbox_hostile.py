@@ -204,19 +204,16 @@ def test_hostile_env_ends_as_typed_failure_and_host_is_untouched(case: Case, hos
         pytest.skip(NOT_CONFINED)
     env_dir = host.env(case.name)
     original = files_under(env_dir)
-    started = time.monotonic()
     replies = []
     with pytest.raises(SandboxFailure) as caught:
         worker = RecordingWorker(env_dir, case.limits)
         replies.append(worker.call("reset", level=LEVEL))
         replies.append(worker.call("step", action=STEP))
     failure = caught.value
-    elapsed = time.monotonic() - started
     worker = RecordingWorker.started[-1]
 
     assert (failure.kind, failure.op) == (case.kind, case.op), str(failure)
     assert re.search(case.detail, failure.detail), failure.detail
-    assert elapsed < 10, f"took {elapsed:.1f}s to fail"
     if case.kind in ("exception", "memory", "invalid_reward"):
         assert failure.where.startswith("env_main.py:"), failure.where
 
