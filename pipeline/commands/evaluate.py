@@ -20,7 +20,7 @@ from learning.export import LEARNED, learned_player
 from pipeline.evaluate import EnvTarget, Limits, ModelOptions, kind_of, make_player, register_prefix
 from pipeline.evaluate.records import EPISODES_CSV, EPISODES_JSONL, NO_MODEL, Records
 from pipeline.evaluate.report import summarize, write_report
-from pipeline.evaluate.runner import Progress, RunOptions, evaluate
+from pipeline.evaluate.runner import Progress, RunOptions, RunOutcome, evaluate
 from pipeline.llm.cli_args import EXIT_BUDGET_EXCEEDED, EXIT_MODEL_FAILED, add_llm_arguments, client_from_args, print_cost_summary
 from pipeline.argtypes import COUNT, LIMIT, SECONDS, number, out_dir
 
@@ -114,6 +114,67 @@ def run(args) -> int:
         from pipeline.commands.probe import evaluate_probes
 
         return evaluate_probes(args)
+    job = prepare(args)
+    try:
+        result = asyncio.run(execute(job))
+    finally:
+        if job.client is not None:
+            print_cost_summary(job.client, file=sys.stderr if args.json else sys.stdout)
+    if args.json:
+        print(json.dumps(result.to_json(), indent=2))
+    else:
+        _print_text(result)
+    outcome = result.outcome
+    if outcome.budget_message:
+        print(f"envforge evaluate: {outcome.budget_message.partition(': ')[2]} "
+              f"({outcome.not_started} episode(s) not started; re-run with the same --out to finish)", file=sys.stderr)
+        return EXIT_BUDGET_EXCEEDED
+    failed = sum(r.stop_reason == "model_error" for r in outcome.finished)
+    if failed:
+        print(f"envforge evaluate: {failed} episode(s) ended on a failed model call (left out of the scores; "
+              f"re-run with the same --out to retry them)", file=sys.stderr)
+        return EXIT_MODEL_FAILED
+    return 0
+
+
+@dataclasses.dataclass
+class Job:
+    """An evaluation ready to run: what `envforge evaluate` and `envforge.evaluate()` share."""
+
+    args: object
+    targets: list[EnvTarget]
+    client: object
+    player: object
+    options: RunOptions
+    records: Records
+    label: str
+
+
+@dataclasses.dataclass
+class Evaluation:
+    """What an evaluation found: its episode records and per-environment and overall scores."""
+
+    agent: str
+    model: str
+    split: str
+    runs: int
+    envs: dict  # env name -> EnvSummary (pipeline.evaluate.report)
+    overall: dict
+    episodes: list  # EpisodeRecord of this agent and model on these environments
+    outcome: RunOutcome
+    out: Path
+    files: list[Path]
+    environments: int
+
+    def to_json(self) -> dict:
+        return {"agent": self.agent, "model": self.model, "split": self.split, "runs": self.runs,
+                "envs": {n: dataclasses.asdict(s) for n, s in self.envs.items()}, "overall": self.overall,
+                "episodes_run": len(self.outcome.finished), "skipped": self.outcome.skipped,
+                "not_started": self.outcome.not_started, "out": str(self.out), "files": [str(f) for f in self.files]}
+
+
+def prepare(args) -> Job:
+    """Check the arguments and build the evaluation (UserError for bad input)."""
     if not args.env_dirs:
         raise UserError("expected at least one ENV_DIR (or --probes FILE)")
     if args.runs < 1 or args.concurrency < 1 or (args.max_levels is not None and args.max_levels < 1):
@@ -152,49 +213,33 @@ def run(args) -> int:
     options = RunOptions(agent, model, args.runs, args.split,
                          args.max_levels, args.concurrency, limits,
                          dataclasses.replace(RunOptions.sandbox, call_seconds=args.call_seconds), args.skin)
-    records = Records(args.out)
     label = agent if model == NO_MODEL else f"{agent} {model}"
+    return Job(args, targets, client, player, options, Records(args.out), label)
 
-    async def main():
-        async with (client or contextlib.nullcontext()):
-            return await evaluate(targets, player, options, records, Progress(label))
 
-    try:
-        outcome = asyncio.run(main())
-    finally:
-        if client is not None:
-            print_cost_summary(client, file=sys.stderr if args.json else sys.stdout)
+async def execute(job: Job) -> Evaluation:
+    """Play the job's episodes, then write the report; the scores of this agent and model."""
+    async with (job.client or contextlib.nullcontext()):
+        outcome = await evaluate(job.targets, job.player, job.options, job.records, Progress(job.label))
+    records = job.records
     records.rewrite_csv()
     methods = summarize(records.all())
     written = write_report(records.out, methods)
-    names = {t.name for t in targets}
+    names = {t.name for t in job.targets}
+    agent, model = job.options.agent, job.options.model
     current = next((m for m in methods if (m.agent, m.model) == (agent, model)), None)
     envs = {n: s for n, s in (current.envs.items() if current else []) if n in names}
-    mine = summarize([r for r in records.all() if r.env in names and (r.agent, r.model) == (agent, model)])
-    overall = mine[0].overall if mine else {}
+    episodes = [r for r in records.all() if r.env in names and (r.agent, r.model) == (agent, model)]
+    mine = summarize(episodes)
     files = [records.out / EPISODES_JSONL, records.out / EPISODES_CSV] + written
-    if args.json:
-        print(json.dumps({"agent": agent, "model": model, "split": args.split, "runs": args.runs,
-                          "envs": {n: dataclasses.asdict(s) for n, s in envs.items()}, "overall": overall,
-                          "episodes_run": len(outcome.finished), "skipped": outcome.skipped,
-                          "not_started": outcome.not_started, "out": str(records.out),
-                          "files": [str(f) for f in files]}, indent=2))
-    else:
-        _print_text(label, args, targets, outcome, envs, overall, files)
-    if outcome.budget_message:
-        print(f"envforge evaluate: {outcome.budget_message.partition(': ')[2]} "
-              f"({outcome.not_started} episode(s) not started; re-run with the same --out to finish)", file=sys.stderr)
-        return EXIT_BUDGET_EXCEEDED
-    failed = sum(r.stop_reason == "model_error" for r in outcome.finished)
-    if failed:
-        print(f"envforge evaluate: {failed} episode(s) ended on a failed model call (left out of the scores; "
-              f"re-run with the same --out to retry them)", file=sys.stderr)
-        return EXIT_MODEL_FAILED
-    return 0
+    return Evaluation(agent, model, job.options.split, job.options.runs, envs, mine[0].overall if mine else {},
+                      episodes, outcome, records.out, files, len(job.targets))
 
 
-def _print_text(label, args, targets, outcome, envs, overall, files) -> None:
-    print(f"evaluate: {label} on {len(targets)} environment(s), split {args.split}, {args.runs} run(s): "
+def _print_text(result: Evaluation) -> None:
+    outcome, envs, overall = result.outcome, result.envs, result.overall
+    label = result.agent if result.model == NO_MODEL else f"{result.agent} {result.model}"
+    print(f"evaluate: {label} on {result.environments} environment(s), split {result.split}, {result.runs} run(s): "
           f"{outcome.planned} episode(s), {outcome.skipped} already done, {len(outcome.finished)} run now")
     width = max(len(n) for n in envs) if envs else 0
     for name, s in envs.items():
@@ -210,4 +255,4 @@ def _print_text(label, args, targets, outcome, envs, overall, files) -> None:
         std = f" (±{overall['std'] * 100:.2f})" if overall.get("std") is not None else ""
         print(f"overall: {overall['mean_normalized'] * 100:.2f}%{std}, {overall['mean_steps']:g} steps per episode, "
               f"{overall['clipped']} clipped, ${overall['dollars']:.4f}")
-    print("written: " + ", ".join(str(f) for f in files))
+    print("written: " + ", ".join(str(f) for f in result.files))

@@ -60,6 +60,19 @@ def run(args) -> int:
 
 
 async def generate(client, themes, out, args) -> int:
+    summary = await run_themes(client, themes, out, args)
+    if args.json:
+        print(json.dumps(summary, indent=2))
+    else:
+        print_summary(summary)
+    if summary["stopped"]:
+        print(f"envforge generate: {summary['stopped'].removeprefix('not started: ')}", file=sys.stderr)
+        return EXIT_BUDGET_EXCEEDED
+    return EXIT_ACCEPTED if summary["accepted"] or summary["paused"] else EXIT_NONE_ACCEPTED
+
+
+async def run_themes(client, themes, out, args) -> dict:
+    """Every theme through the stages, `args.concurrency` at a time; the run's summary."""
     options = Options(levels=args.levels, seed=args.seed, pause_after=args.pause_after, model=client.spec)
     db = RunDB(out.db)
     run_id = db.start_run({k: v for k, v in vars(args).items() if k != "func"})
@@ -76,11 +89,4 @@ async def generate(client, themes, out, args) -> int:
         summary = job.summary()
         db.finish_run(run_id, "budget exceeded" if job.stopped else "finished", summary)
         db.close()
-    if args.json:
-        print(json.dumps(summary, indent=2))
-    else:
-        print_summary(summary)
-    if job.stopped:
-        print(f"envforge generate: {job.stopped.removeprefix('not started: ')}", file=sys.stderr)
-        return EXIT_BUDGET_EXCEEDED
-    return EXIT_ACCEPTED if summary["accepted"] or summary["paused"] else EXIT_NONE_ACCEPTED
+    return summary

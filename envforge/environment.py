@@ -1,0 +1,172 @@
+"""An environment folder from Python: read it as data, and play it step by step in the sandbox.
+
+    env = envforge.open("generated_envs/reference/crate_dock")
+    with env.session() as s:
+        first = s.reset("level_01")
+        step = s.step("move north")          # or {"action": "move", "params": {...}}
+        step.reward, step.terminated, step.truncated
+
+The folder's files are read on the host as data; its code runs only in a sandbox worker.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from dsl_schema.actions import Action
+from pipeline import layout
+from pipeline.actions import describe, parse_action
+from pipeline.commands.play import resolve_level
+from pipeline.errors import UserError
+from pipeline.evaluate.context import EnvTarget
+from pipeline.evaluate.runner import DEFAULT_MAX_STEPS
+from pipeline.sandbox import Limits, Worker
+
+
+class Environment:
+    """An environment folder, read once on the host (its code is never imported here)."""
+
+    def __init__(self, path: str | Path):
+        env = layout.EnvDir.at(path)
+        if not env.is_env():
+            found = "no such folder" if not env.path.is_dir() else "missing " + ", ".join(env.missing_required())
+            raise UserError(f"{path}: expected an environment folder with {', '.join(layout.REQUIRED_FILES)}, "
+                            f"found {found}")
+        self._target = EnvTarget.load(env)
+
+    name = property(lambda self: self._target.name)
+    path = property(lambda self: self._target.dir.path)
+    config = property(lambda self: self._target.config)
+    instruction = property(lambda self: self._target.instruction)
+    action_text = property(lambda self: self._target.action_space)
+    actions: list[Action] = property(lambda self: self._target.space)
+    target = property(lambda self: self._target)  # the evaluation's view of the folder (EnvTarget)
+    tags = property(lambda self: self._target.tags)
+
+    @property
+    def max_steps(self) -> int:
+        """The episode's step cap: config.yaml's termination.max_steps (100 when absent)."""
+        termination = self.config.get("termination")
+        value = termination.get("max_steps") if isinstance(termination, dict) else None
+        return value if isinstance(value, int) and not isinstance(value, bool) and value >= 1 else DEFAULT_MAX_STEPS
+
+    def levels(self, split: str = "test") -> list[str]:
+        """Level ids of a split ("test": levels/, "val": val_levels/), e.g. "levels/level_01.yaml"."""
+        if split not in layout.LEVEL_SPLITS:
+            raise UserError(f"split: expected one of {', '.join(layout.LEVEL_SPLITS)}, found {split!r}")
+        return self._target.dir.levels(split)
+
+    def level(self, name: str) -> str:
+        """The level id for "level_01", "levels/level_01.yaml" or "val_levels/level_11"."""
+        return resolve_level(self._target.dir, name)
+
+    def max_reward(self, level: str) -> float | None:
+        """The level's certified max reward (level_max_rewards.json), None when it has none."""
+        return self._target.max_reward(level)
+
+    def skins(self) -> list[str]:
+        return self._target.dir.skins()
+
+    def parse_action(self, action: str | dict) -> dict:
+        """An action dict from what `play` accepts (`move north`, `move direction=north`, JSON)
+        or from a dict; ValueError says what was expected."""
+        if isinstance(action, dict):
+            if not isinstance(action.get("action"), str):
+                raise ValueError('expected {"action": NAME, "params": {...}}')
+            return {"action": action["action"], "params": dict(action.get("params") or {})}
+        return parse_action(str(action), self.actions)
+
+    def describe_actions(self) -> str:
+        return describe(self.actions)
+
+    def session(self, skin: str | None = None, limits: Limits | None = None) -> "Session":
+        """A sandbox worker holding this environment; close it (or use `with`) when done."""
+        if skin is not None and skin not in self.skins():
+            raise UserError(f"skin: expected one of {', '.join(self.skins()) or '(none)'}, found {skin!r}")
+        return Session(self, skin, limits)
+
+    def __repr__(self) -> str:
+        return f"Environment({str(self.path)!r})"
+
+
+def open(path: str | Path) -> Environment:  # noqa: A001 - envforge.open(path) reads as intended
+    return Environment(path)
+
+
+@dataclass
+class Step:
+    """What the agent sees after a reset or a step."""
+
+    observation: Any  # the rendered observation (text)
+    info: Any = None  # the structured observation (omega) the text was rendered from
+    reward: float = 0.0
+    total_reward: float = 0.0
+    terminated: bool = False  # the environment reached an end state
+    truncated: bool = False  # the step cap (max_steps) was reached first
+    steps: int = 0
+    events: list[str] = field(default_factory=list)
+    last_action_result: Any = None
+    action: dict | None = None
+
+    @property
+    def done(self) -> bool:
+        return self.terminated or self.truncated
+
+
+class Session:
+    """One sandbox worker playing episodes of one environment, step by step."""
+
+    def __init__(self, env: Environment, skin: str | None = None, limits: Limits | None = None):
+        self.env = env
+        self.worker = Worker(env.path, limits or Limits(call_seconds=10.0), skin=skin)
+        self.level: str | None = None
+        self.steps = 0
+        self.total = 0.0
+        self.last: Step | None = None
+
+    def reset(self, level: str | None = None, seed: int | None = None) -> Step:
+        """Start an episode on `level` (a level id; default: the first test level), or with
+        `level=None` and a `seed` on the level the environment's generator makes from it."""
+        if level is None and seed is not None:
+            reply = self.worker.call("reset", generate=True, seed=seed, want_state=True)
+            self.level = f"seed:{seed}"
+        else:
+            self.level = self.env.level(level) if level is not None else self._first_level()
+            reply = self.worker.call("reset", level=self.level, seed=seed or 0, want_state=True)
+        self.steps, self.total = 0, 0.0
+        self.last = Step(reply.get("observation"), reply.get("raw_obs"))
+        return self.last
+
+    def step(self, action: str | dict) -> Step:
+        if self.last is None:
+            raise RuntimeError("step before reset: call reset() first")
+        if self.last.done:
+            raise RuntimeError("the episode has ended: call reset() for a new one")
+        action = self.env.parse_action(action)
+        reply = self.worker.call("step", action=action, want_state=True)
+        self.steps += 1
+        reward = float(reply["reward"])
+        self.total += reward
+        # The cap is the runtime's, so a done() that only says "out of steps" is a truncation.
+        truncated = self.steps >= self.env.max_steps
+        self.last = Step(reply.get("observation"), reply.get("raw_obs"), reward, self.total,
+                         bool(reply["done"]) and not truncated, truncated, self.steps,
+                         [str(e) for e in reply.get("events") or []], reply.get("last_action_result"), action)
+        return self.last
+
+    def _first_level(self) -> str:
+        levels = self.env.levels("test")
+        if not levels:
+            raise UserError(f"{self.env.path}: expected level files under {layout.LEVELS}/, found none; "
+                            "reset with a seed instead")
+        return levels[0]
+
+    def close(self) -> None:
+        self.worker.close()
+
+    def __enter__(self) -> "Session":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()

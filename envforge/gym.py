@@ -1,0 +1,219 @@
+"""envforge environments as Gymnasium environments (`pip install 'envforge[gym]'`).
+
+    env = envforge.make("generated_envs/reference/crate_dock")
+    obs, info = env.reset(seed=0)                 # obs: the rendered text; info["observation"]: the data
+    obs, reward, terminated, truncated, info = env.step(env.action_space.sample())
+
+The observation is the text the environment renders (its skin), the structured observation it was
+rendered from is `info["observation"]`. The action space comes from config.yaml's declared actions:
+`Discrete(n)` over every (action, parameter values) combination when the DSL types every parameter
+with finitely many values (an enum, a boolean or an integer range), else a `Text` action parsed as
+`envforge play` parses what a person types (`move north`, `move direction=north` or JSON).
+`env.actions[i]` is the action dict of a Discrete index. The environment's code runs in a sandbox
+worker, started at the first reset and stopped by `close()`.
+"""
+from __future__ import annotations
+
+import copy
+import itertools
+import string
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import gymnasium
+import numpy as np
+from gymnasium import spaces
+
+from dsl_schema.actions import Action, Param
+from pipeline import layout
+from pipeline.errors import UserError
+from pipeline.sandbox import Limits
+
+from envforge.environment import Environment, Session, Step
+
+MAX_DISCRETE_ACTIONS = 10_000  # more combinations than this: a Text action space instead
+MAX_TEXT_ACTION = 512
+DEFAULT_MAX_OBSERVATION_CHARS = 65_536
+ID_PREFIX = "envforge"
+_PRINTABLE = "".join(c for c in string.printable if c not in "\x0b\x0c")
+_ABSENT = object()  # an optional parameter left out
+
+
+class RenderedText(spaces.Text):
+    """Text of any characters (an environment draws boards with whatever it likes) up to
+    `max_length`; samples are drawn from printable ASCII."""
+
+    def __init__(self, max_length: int, seed: int | None = None):
+        super().__init__(max_length, min_length=0, charset=_PRINTABLE, seed=seed)
+
+    def contains(self, x: Any) -> bool:
+        return isinstance(x, str) and self.min_length <= len(x) <= self.max_length
+
+    def __repr__(self) -> str:
+        return f"RenderedText({self.max_length})"
+
+
+def discrete_actions(space: list[Action]) -> list[dict] | None:
+    """Every action dict of the declared space, or None when some parameter is untyped,
+    has infinitely many values, or there are more than MAX_DISCRETE_ACTIONS of them."""
+    out: list[dict] = []
+    for action in space:
+        choices = [_values(p) for p in action.params]
+        if any(c is None for c in choices):
+            return None
+        count = int(np.prod([len(c) for c in choices])) if choices else 1
+        if len(out) + count > MAX_DISCRETE_ACTIONS:
+            return None
+        for combo in itertools.product(*choices):
+            out.append({"action": action.name,
+                        "params": {p.name: v for p, v in zip(action.params, combo) if v is not _ABSENT}})
+    return out or None
+
+
+def _values(param: Param) -> list | None:
+    if param.enum is not None:
+        values = list(param.enum)
+    elif param.type == "boolean":
+        values = [False, True]
+    elif param.type == "integer" and param.range is not None:
+        lo, hi = param.range
+        if int(lo) != lo or int(hi) != hi or hi - lo >= MAX_DISCRETE_ACTIONS:
+            return None
+        values = list(range(int(lo), int(hi) + 1))
+    else:
+        return None
+    return values + [_ABSENT] if param.optional else values
+
+
+class EnvforgeEnv(gymnasium.Env):
+    """One envforge environment folder behind Gymnasium's `reset`/`step`/`render`/`close`."""
+
+    metadata = {"render_modes": ["ansi"], "render_fps": 4}  # ansi: render() returns the text
+
+    def __init__(self, path: str | Path, level: str | None = None, split: str = "test", skin: str | None = None,
+                 action_space: str = "auto", render_mode: str | None = None,
+                 max_observation_chars: int = DEFAULT_MAX_OBSERVATION_CHARS, limits: Limits | None = None):
+        """`level`: always this level (an id such as "level_01"); else `reset` draws one of the
+        split's levels ("test" or "val") with the env's RNG, or generates one from the seed when the
+        folder has no levels. `skin`: render through skins/<skin>.py. `action_space`: "auto"
+        (Discrete where the DSL allows it, else Text) or "text"."""
+        if render_mode is not None and render_mode not in self.metadata["render_modes"]:
+            raise UserError(f"render_mode: expected one of {self.metadata['render_modes']}, found {render_mode!r}")
+        if action_space not in ("auto", "text"):
+            raise UserError(f"action_space: expected 'auto' or 'text', found {action_space!r}")
+        self.env = Environment(path)
+        self.fixed_level = self.env.level(level) if level is not None else None
+        self.split_levels = self.env.levels(split)
+        self.skin, self.limits = skin, limits
+        if skin is not None and skin not in self.env.skins():
+            raise UserError(f"skin: expected one of {', '.join(self.env.skins()) or '(none)'}, found {skin!r}")
+        self.render_mode = render_mode
+        self.max_steps = self.env.max_steps
+        self.actions = discrete_actions(self.env.actions) if action_space == "auto" else None
+        self.action_space = (spaces.Discrete(len(self.actions)) if self.actions is not None
+                             else spaces.Text(MAX_TEXT_ACTION, min_length=1, charset=_PRINTABLE))
+        self.observation_space = RenderedText(max_observation_chars)
+        self.session: Session | None = None
+        self.last: Step | None = None
+        self.level: str | None = None
+
+    def reset(self, *, seed: int | None = None, options: dict | None = None) -> tuple[str, dict]:
+        """`options`: {"level": id} plays that level; {"generate": True} a level generated from
+        the seed (drawn from the env's RNG when `seed` is None)."""
+        super().reset(seed=seed)
+        options = options or {}
+        level = options.get("level") or self.fixed_level
+        if level is None and self.split_levels and not options.get("generate"):
+            level = self.split_levels[int(self.np_random.integers(len(self.split_levels)))]
+        env_seed = int(self.np_random.integers(2**31 - 1))
+        if self.session is None:
+            self.session = self.env.session(self.skin, self.limits)
+        self.last = self.session.reset(level, seed=env_seed)
+        self.level = self.session.level
+        return self._observation(self.last), self._info(self.last)
+
+    def step(self, action: Any) -> tuple[str, float, bool, bool, dict]:
+        if self.session is None or self.last is None:
+            raise RuntimeError("step before reset: call reset() first")
+        try:
+            decoded = self.decode(action)
+        except ValueError as e:
+            # Text that is not an action uses up a step and changes nothing, as in evaluate.
+            self.session.steps += 1
+            truncated = self.session.steps >= self.max_steps
+            self.last = Step(self.last.observation, self.last.info, 0.0, self.session.total, False, truncated,
+                             self.session.steps, [], f"not an action: {e}", None)
+            info = self._info(self.last) | {"invalid_action": str(e)}
+            return self._observation(self.last), 0.0, False, truncated, info
+        self.last = self.session.step(decoded)
+        return (self._observation(self.last), self.last.reward, self.last.terminated, self.last.truncated,
+                self._info(self.last))
+
+    def decode(self, action: Any) -> dict:
+        """The action dict of an element of the action space (or of a dict or text action)."""
+        if isinstance(action, dict):
+            return self.env.parse_action(action)
+        if self.actions is not None and not isinstance(action, str):
+            index = int(action)
+            if not 0 <= index < len(self.actions):
+                raise ValueError(f"expected an action index from 0 to {len(self.actions) - 1}, found {index}")
+            return self.actions[index]
+        return self.env.parse_action(str(action))
+
+    def render(self) -> str | None:
+        if self.render_mode == "ansi":
+            return self._observation(self.last) if self.last is not None else None
+        return None
+
+    def close(self) -> None:
+        if self.session is not None:
+            self.session.close()
+            self.session = None
+        super().close()
+
+    def _observation(self, step: Step) -> str:
+        text = step.observation if isinstance(step.observation, str) else str(step.observation)
+        if not self.observation_space.contains(text):
+            raise ValueError(f"{self.env.name}: the observation has {len(text)} characters, more than the "
+                             f"observation space's {self.observation_space.max_length}; pass max_observation_chars")
+        return text
+
+    def _info(self, step: Step) -> dict:
+        # A copy each time: a caller may keep and change what it was given.
+        return copy.deepcopy({"observation": step.info, "level": self.level, "steps": step.steps, "total_reward": step.total_reward,
+                "max_reward": self.env.max_reward(self.level) if self.level and not self.level.startswith("seed:") else None,
+                "events": step.events, "last_action_result": step.last_action_result, "action": step.action})
+
+
+def make(path: str | Path, level: str | None = None, split: str = "test", skin: str | None = None,
+         **kwargs: Any) -> EnvforgeEnv:
+    """A Gymnasium environment for the envforge environment folder at `path` (see EnvforgeEnv)."""
+    return EnvforgeEnv(path, level=level, split=split, skin=skin, **kwargs)
+
+
+def make_vec(path: str | Path, num_envs: int, vectorization_mode: str = "sync", **kwargs: Any):
+    """`num_envs` copies at once, each with its own sandbox worker: a Gymnasium vector env."""
+    factories = [partial(make, path, **kwargs) for _ in range(num_envs)]
+    if vectorization_mode == "async":
+        return gymnasium.vector.AsyncVectorEnv(factories, shared_memory=False)
+    if vectorization_mode != "sync":
+        raise UserError(f"vectorization_mode: expected 'sync' or 'async', found {vectorization_mode!r}")
+    return gymnasium.vector.SyncVectorEnv(factories)
+
+
+def env_id(path: str | Path) -> str:
+    return f"{ID_PREFIX}/{Path(path).resolve().name}-v0"
+
+
+def register(root: str | Path = "generated_envs") -> list[str]:
+    """Register every accepted environment under `root` (not _rejected/ or _work/) with Gymnasium
+    as `envforge/<name>-v0`, so `gymnasium.make("envforge/crate_dock-v0")` works; returns the ids."""
+    envs = layout.find_envs(root)
+    if not envs:
+        raise UserError(f"{root}: expected environment folders ({', '.join(layout.REQUIRED_FILES)}), found none")
+    ids = []
+    for env in envs:
+        ids.append(env_id(env.path))
+        gymnasium.register(id=ids[-1], entry_point=f"{__name__}:EnvforgeEnv", kwargs={"path": str(env.path)})
+    return ids

@@ -1,0 +1,163 @@
+"""envforge environments as Inspect AI tasks (`pip install 'envforge[inspect]'`).
+
+    inspect eval envforge/env -T path=generated_envs/reference/crate_dock --model anthropic/claude-…
+    inspect view                                # the transcripts, from ./logs (or $INSPECT_LOG_DIR)
+
+`path` is an environment folder or a folder holding some. Each level of the split is a sample.
+The model acts through one tool per declared action, with the action's typed parameters, one
+action per turn; the environment steps in a sandbox worker. The episode runs under envforge
+evaluate's loop and limits (pipeline.evaluate.episode): the env's max_steps, and a stop after
+too many turns without a tool call or too many invalid actions. The score is the normalized
+reward (total / the level's certified max reward, clipped at 1) and whether the level was solved.
+The package registers these tasks with Inspect through the `inspect_ai` entry point.
+"""
+from __future__ import annotations
+
+import asyncio
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from inspect_ai import Task, task
+from inspect_ai.dataset import MemoryDataset, Sample
+from inspect_ai.model import ChatMessageTool, ChatMessageUser, get_model
+from inspect_ai.scorer import Score, Target, mean, scorer
+from inspect_ai.solver import Generate, TaskState, solver
+from inspect_ai.tool import ToolInfo
+
+from pipeline import layout
+from pipeline.errors import UserError
+from pipeline.evaluate.context import WorkerSession
+from pipeline.evaluate.episode import Decision, Limits, Tracker, Turn, play
+from pipeline.evaluate.records import NO_MODEL
+from pipeline.sandbox import Limits as SandboxLimits
+from pipeline.sandbox import SandboxFailure, Worker
+
+from envforge.environment import Environment
+
+EPISODE = "envforge_episode"  # the store key of the episode's record
+CALL_ONE_TOOL = "Call exactly one of the tools: one action per turn."
+
+
+@task
+def env(path: str = "generated_envs", split: str = "test", max_levels: int | None = None,
+        skin: str | None = None) -> Task:
+    """Every level of the environment(s) at `path` as a sample (see the module docstring)."""
+    envs = [Environment(e.path) for e in layout.find_envs(path)]
+    if not envs:
+        raise UserError(f"{path}: expected an environment folder ({', '.join(layout.REQUIRED_FILES)}) or a folder "
+                        f"holding some, found none")
+    samples = []
+    for e in envs:
+        levels = e.levels(split)[:max_levels] if max_levels else e.levels(split)
+        for level in levels:
+            samples.append(Sample(
+                input=f"{e.instruction}\n\n{e.action_text}".strip(), id=f"{e.name}/{layout.level_key(level)}",
+                metadata={"env": str(e.path), "level": level, "split": split, "max_reward": e.max_reward(level),
+                          "skin": skin}))
+    if not samples:
+        raise UserError(f"{path}: expected level files under {layout.LEVEL_SPLITS[split]}/, found none")
+    return Task(dataset=MemoryDataset(samples, name=f"envforge-{layout.EnvDir.at(path).name}"),
+                solver=episode(), scorer=normalized_reward(), name=f"envforge_{layout.EnvDir.at(path).name}")
+
+
+@solver
+def episode(history: int = 10):
+    """Play the sample's level: the model's tool calls are the actions; the record goes to the store."""
+
+    async def solve(state: TaskState, generate: Generate) -> TaskState:
+        meta = state.metadata
+        environment = Environment(meta["env"])
+        target = environment.target
+        tracker = Tracker(Limits(), environment.max_steps, meta.get("max_reward"), target.space)
+        executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="envforge-inspect")
+        loop = asyncio.get_running_loop()
+        agent = ToolAgent(state, [ToolInfo.model_validate(t) for t in target.tools])
+        try:
+            worker = await loop.run_in_executor(
+                executor, lambda: Worker(target.dir.path, SandboxLimits(call_seconds=10.0), skin=meta.get("skin")))
+        except SandboxFailure as f:
+            executor.shutdown(wait=False)
+            tracker.stop("env_error", f"the environment did not load: {f}")
+        else:
+            session = LastStep(worker, executor)
+            try:
+                await play(agent, session, meta["level"], tracker, history)
+            finally:
+                await loop.run_in_executor(executor, worker.close)
+                executor.shutdown(wait=False)
+            agent.finish(tracker, session.last)
+        record = tracker.record(env=target.name, level=meta["level"], run=state.epoch - 1, agent="inspect",
+                                model=str(state.model) or NO_MODEL, split=meta["split"], tags=target.tags)
+        state.store.set(EPISODE, record.to_dict())
+        return state
+
+    return solve
+
+
+class ToolAgent:
+    """One model turn per agent turn, in the task's message list: the observation goes back as
+    the result of the previous tool call; a reply with no tool call is a format error."""
+
+    def __init__(self, state: TaskState, tools: list[ToolInfo]):
+        self.state, self.tools = state, tools
+        self.pending: list[Any] = []  # the last reply's tool calls, still to be answered
+
+    async def act(self, turn: Turn) -> Decision:
+        self._answer(turn.observation, turn.last_action_result)
+        output = await get_model().generate(self.state.messages, tools=self.tools)
+        self.state.output = output
+        self.state.messages.append(output.message)
+        usage = output.usage
+        cost = dict(reply=output.completion, tokens_in=usage.input_tokens if usage else 0,
+                    tokens_out=usage.output_tokens if usage else 0, calls=1)
+        self.pending = list(output.message.tool_calls or [])
+        if not self.pending:
+            return Decision(error="format", message="the reply called no tool", **cost)
+        call = self.pending[0]
+        return Decision(action={"action": call.function, "params": dict(call.arguments or {})}, **cost)
+
+    def _answer(self, observation: Any, feedback: Any) -> None:
+        text = f"{feedback}\n\n{observation}" if feedback else str(observation)
+        if not self.pending:
+            if self.state.messages and self.state.messages[-1].role == "assistant":
+                text = f"{CALL_ONE_TOOL}\n\n{text}"
+            self.state.messages.append(ChatMessageUser(content=text))
+            return
+        first, *rest = self.pending
+        self.state.messages.append(ChatMessageTool(content=text, tool_call_id=first.id, function=first.function))
+        for call in rest:
+            self.state.messages.append(ChatMessageTool(content=f"ignored: {CALL_ONE_TOOL}", tool_call_id=call.id,
+                                                       function=call.function))
+        self.pending = []
+
+    def finish(self, tracker: Tracker, last: dict) -> None:
+        """Answer the last tool calls, so the transcript ends with what the episode came to."""
+        if self.pending:
+            self._answer(f"{last.get('observation')}\n\nThe episode ended: {tracker.stop_reason}",
+                         last.get("last_action_result"))
+
+
+class LastStep(WorkerSession):
+    """A worker session that keeps the environment's last reply (the transcript's last word)."""
+
+    last: dict = {}
+
+    async def step(self, action: dict) -> dict:
+        self.last = await super().step(action)
+        return self.last
+
+
+@scorer(metrics={"normalized": [mean()], "solved": [mean()]})
+def normalized_reward():
+    """The episode's normalized reward (0 when the level has no usable max reward; the explanation
+    says so) and whether it was solved (reached the certified max reward)."""
+
+    async def score(state: TaskState, target: Target) -> Score:
+        record = state.store.get(EPISODE)
+        normalized = record["normalized"]
+        note = record["normalized_note"] or f"total reward {record['total_reward']:g} of max {record['max_reward']}"
+        return Score(value={"normalized": normalized if normalized is not None else 0.0,
+                            "solved": 1.0 if record["stop_reason"] == "solved" else 0.0},
+                     answer=record["stop_reason"], explanation=f"{record['stop_reason']}: {note}", metadata=record)
+
+    return score

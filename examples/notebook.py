@@ -1,0 +1,45 @@
+"""envforge from a notebook: run it as `python examples/notebook.py` (or paste the cells into Jupyter).
+
+Everything below runs inside a running event loop, as a notebook cell does, so it shows that the
+sync calls work there. Needs the Gymnasium extra: pip install -e '.[test,gym,inspect]'.
+"""
+import asyncio
+from pathlib import Path
+
+import envforge
+from gymnasium.utils.env_checker import check_env
+
+CRATE_DOCK = Path(__file__).resolve().parent.parent / "generated_envs" / "reference" / "crate_dock"
+
+
+async def notebook() -> None:
+    # %% Open an environment folder (read as data; its code only ever runs in the sandbox).
+    env = envforge.open(CRATE_DOCK)
+    print(f"{env.name}: {len(env.levels())} test levels, max_steps {env.max_steps}")
+    print(env.describe_actions())
+
+    # %% A Gymnasium environment: play a seeded episode with random actions.
+    gym_env = envforge.make(CRATE_DOCK)
+    gym_env.action_space.seed(7)
+    observation, info = gym_env.reset(seed=7)
+    print(f"level {info['level']}, action space {gym_env.action_space}\n{observation}")
+    total, terminated, truncated, steps = 0.0, False, False, 0
+    while not (terminated or truncated):
+        action = gym_env.action_space.sample()
+        observation, reward, terminated, truncated, info = gym_env.step(action)
+        total, steps = total + reward, steps + 1
+    print(f"episode: {steps} steps, total reward {total:g}, terminated={terminated}, truncated={truncated}")
+
+    # %% Gymnasium's own checker.
+    check_env(gym_env)
+    gym_env.close()
+    print("check_env: passed")
+
+    # %% Evaluate agents through the Python API (the sync form works inside this running loop).
+    for agent in ("random", "planner"):
+        result = envforge.evaluate(CRATE_DOCK, agent=agent, max_levels=2)
+        print(f"{agent}: mean normalized reward {result.overall['mean_normalized']:.3f} over "
+              f"{len(result.episodes)} episodes; stops: {[e.stop_reason for e in result.episodes]}")
+
+
+asyncio.run(notebook())

@@ -1,0 +1,74 @@
+"""The public Python API (`import envforge`): open, play step by step, evaluate, read records,
+all callable from inside a running event loop (a notebook), with the env's code in the sandbox."""
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+
+import envforge
+
+ROOT = Path(__file__).resolve().parent.parent
+CRATE_DOCK = ROOT / "generated_envs" / "reference" / "crate_dock"
+SOLUTION = ROOT / "examples" / "crate_dock_level_01.actions"
+
+
+def _solution() -> list[str]:
+    return [ln for ln in SOLUTION.read_text().splitlines() if ln.strip() and not ln.startswith("#")]
+
+
+def test_open_reads_the_folder_as_data():
+    env = envforge.open(CRATE_DOCK)
+    assert env.name == "crate_dock" and env.max_steps == 30
+    assert [a.name for a in env.actions] == ["move", "wait"]
+    assert len(env.levels("test")) == 10 and env.levels("test")[0] == "levels/level_01.yaml"
+    assert env.max_reward("levels/level_01.yaml") == 1.0
+    assert env.parse_action("move north") == {"action": "move", "params": {"direction": "north"}}
+
+
+def test_open_refuses_a_folder_that_is_not_an_environment(tmp_path):
+    with pytest.raises(envforge.UserError, match="expected an environment folder"):
+        envforge.open(tmp_path)
+
+
+def test_session_plays_the_known_solution_to_a_terminated_episode():
+    with envforge.open(CRATE_DOCK).session() as s:
+        first = s.reset("level_01")
+        assert "Step 0/30" in first.observation and first.info["crate_count"] >= 1
+        for line in _solution():
+            step = s.step(line)
+        assert step.total_reward == 1.0
+        assert step.terminated and not step.truncated
+        assert step.info["status"] == "SOLVED"
+        with pytest.raises(RuntimeError, match="the episode has ended"):
+            s.step("wait")
+
+
+def test_session_truncates_at_max_steps():
+    with envforge.open(CRATE_DOCK).session() as s:
+        s.reset("level_01")
+        steps = [s.step({"action": "wait", "params": {}}) for _ in range(30)]
+    assert not any(st.done for st in steps[:-1])
+    assert steps[-1].truncated and not steps[-1].terminated and steps[-1].steps == 30
+
+
+def test_evaluate_inside_a_running_event_loop(tmp_path):
+    async def notebook_cell():
+        random = envforge.evaluate(CRATE_DOCK, agent="random", max_levels=2, out=tmp_path / "random")
+        planner = await envforge.evaluate_async(CRATE_DOCK, agent="planner", max_levels=2, out=tmp_path / "planner")
+        return random, planner
+
+    random, planner = asyncio.run(notebook_cell())
+    assert sorted(e.level for e in planner.episodes) == ["levels/level_01.yaml", "levels/level_02.yaml"]
+    assert all(e.stop_reason == "solved" and e.normalized == 1.0 for e in planner.episodes)
+    assert planner.overall["mean_normalized"] == 1.0
+    assert len(random.episodes) == 2 and all(0.0 <= e.normalized <= 1.0 for e in random.episodes)
+    # the records on disk read back as the same objects
+    assert sorted(e.key for e in envforge.episodes(tmp_path / "planner")) == sorted(e.key for e in planner.episodes)
+    assert (tmp_path / "planner" / "report.md").is_file()
+
+
+def test_evaluate_rejects_bad_options_with_one_line(tmp_path):
+    with pytest.raises(envforge.UserError, match="expected at least one ENV_DIR|expected an environment folder"):
+        envforge.evaluate(tmp_path / "missing", agent="random", out=tmp_path / "o")
