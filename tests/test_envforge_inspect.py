@@ -43,12 +43,12 @@ print(json.dumps({"status": log.status, "error": str(log.error or ""), "location
 """
 
 
-def _run(tmp_path: Path, moves: list[str], **task_args):
+def _run(tmp_path: Path, moves: list[str], path: Path = CRATE_DOCK, **task_args):
     from inspect_ai.log import read_eval_log
 
     work = tmp_path / "work"
     work.mkdir()
-    done = subprocess.run([sys.executable, "-c", RUN, json.dumps(moves), json.dumps({"path": str(CRATE_DOCK), **task_args})],
+    done = subprocess.run([sys.executable, "-c", RUN, json.dumps(moves), json.dumps({"path": str(path), **task_args})],
                           cwd=work, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     result = json.loads(done.stdout.strip().splitlines()[-1])
@@ -80,3 +80,9 @@ def test_tool_calls_are_the_actions_and_a_solved_level_scores_1(tmp_path):
     tools = [m for m in sample.messages if m.role == "tool"]
     assert len(tools) == len(moves) and "SOLVED" in tools[-1].text
     assert score.metadata["env_steps"] == len(moves) and score.metadata["tokens_in"] == 10 * len(moves)
+
+
+def test_a_folder_of_environments_is_one_task(tmp_path):
+    log = _run(tmp_path, [], path=ROOT / "generated_envs" / "reference", max_levels=1, split="val")
+    assert sorted(s.id for s in log.samples) == ["crate_dock/level_11.yaml", "tide_pool/level_11.yaml"]
+    assert {s.metadata["level"] for s in log.samples} == {"val_levels/level_11.yaml"}
