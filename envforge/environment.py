@@ -143,7 +143,7 @@ class Session:
             raise RuntimeError("step before reset: call reset() first")
         if self.last.done:
             raise RuntimeError("the episode has ended: call reset() for a new one")
-        action = self.env.parse_action(action)
+        action = action if isinstance(action, dict) else self.env.parse_action(action)
         reply = self.worker.call("step", action=action, want_state=True)
         self.steps += 1
         reward = float(reply["reward"])

@@ -136,19 +136,16 @@ class EnvforgeEnv(gymnasium.Env):
     def step(self, action: Any) -> tuple[str, float, bool, bool, dict]:
         if self.session is None or self.last is None:
             raise RuntimeError("step before reset: call reset() first")
+        invalid = None
         try:
             decoded = self.decode(action)
         except ValueError as e:
-            # Text that is not an action uses up a step and changes nothing, as in evaluate.
-            self.session.steps += 1
-            truncated = self.session.steps >= self.max_steps
-            self.last = Step(self.last.observation, self.last.info, 0.0, self.session.total, False, truncated,
-                             self.session.steps, [], f"not an action: {e}", None)
-            info = self._info(self.last) | {"invalid_action": str(e)}
-            return self._observation(self.last), 0.0, False, truncated, info
+            # Not an action of the space: the environment gets it as an unknown action, as it gets
+            # what any agent sends, so it uses up a step and the episode's cap stays the runtime's.
+            invalid, decoded = str(e), {"action": str(action), "params": {}}
         self.last = self.session.step(decoded)
-        return (self._observation(self.last), self.last.reward, self.last.terminated, self.last.truncated,
-                self._info(self.last))
+        info = self._info(self.last) | ({"invalid_action": invalid} if invalid else {})
+        return self._observation(self.last), self.last.reward, self.last.terminated, self.last.truncated, info
 
     def decode(self, action: Any) -> dict:
         """The action dict of an element of the action space (or of a dict or text action)."""

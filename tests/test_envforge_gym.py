@@ -94,10 +94,12 @@ def test_seeded_reset_is_repeatable_and_steps_report_terminated_and_truncated_ap
 def test_text_that_is_not_an_action_uses_a_step_and_changes_nothing():
     env = envforge.make(CRATE_DOCK, action_space="text", level="level_01")
     try:
-        before, _ = env.reset(seed=0)
+        _, before = env.reset(seed=0)
         obs, reward, terminated, truncated, info = env.step("move north south east")
-        assert obs == before and reward == 0.0 and not terminated
-        assert "expected NAME=VALUE" in info["invalid_action"] and info["steps"] == 1
+        assert reward == 0.0 and not terminated and info["steps"] == 1
+        assert info["observation"]["board"] == before["observation"]["board"]
+        assert "expected NAME=VALUE" in info["invalid_action"]
+        assert "unknown action" in obs  # what the environment itself made of it
     finally:
         env.close()
 
