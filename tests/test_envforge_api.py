@@ -3,6 +3,8 @@ all callable from inside a running event loop (a notebook), with the env's code 
 from __future__ import annotations
 
 import asyncio
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -72,3 +74,14 @@ def test_evaluate_inside_a_running_event_loop(tmp_path):
 def test_evaluate_rejects_bad_options_with_one_line(tmp_path):
     with pytest.raises(envforge.UserError, match="expected at least one ENV_DIR|expected an environment folder"):
         envforge.evaluate(tmp_path / "missing", agent="random", out=tmp_path / "o")
+
+
+def test_the_core_api_needs_no_extra_and_make_says_which_to_install():
+    code = ("import sys; sys.modules['gymnasium'] = None; sys.modules['inspect_ai'] = None\n"
+            "import envforge\n"
+            "print(envforge.open(sys.argv[1]).name)\n"
+            "try:\n    envforge.make(sys.argv[1])\nexcept ModuleNotFoundError as e:\n    print(e)\n")
+    done = subprocess.run([sys.executable, "-c", code, str(CRATE_DOCK)], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == [
+        "crate_dock", "envforge.make: expected Gymnasium to be installed, found none: pip install 'envforge[gym]'"]
