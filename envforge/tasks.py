@@ -118,10 +118,8 @@ class ToolAgent:
 
     def _answer(self, observation: Any, feedback: Any) -> None:
         text = f"{feedback}\n\n{observation}" if feedback else str(observation)
-        if not self.pending:
-            if self.state.messages and self.state.messages[-1].role == "assistant":
-                text = f"{CALL_ONE_TOOL}\n\n{text}"
-            self.state.messages.append(ChatMessageUser(content=text))
+        if not self.pending:  # the first turn, or a reply that called no tool
+            self.state.messages.append(ChatMessageUser(content=f"{CALL_ONE_TOOL}\n\n{text}"))
             return
         first, *rest = self.pending
         self.state.messages.append(ChatMessageTool(content=text, tool_call_id=first.id, function=first.function))
