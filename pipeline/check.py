@@ -61,8 +61,8 @@ class _Checker:
     def failure(self, failure: SandboxFailure, expected: str, check: str, file: str = layout.ENV_MAIN) -> None:
         where, line = file, None
         if failure.where:
-            where, _, num = failure.where.rpartition(":")
-            line = int(num) if num.isdigit() else None
+            head, _, num = failure.where.rpartition(":")
+            where, line = (head, int(num)) if head and num.isdigit() else (failure.where, None)
         found = f"{failure.kind}: {failure.detail}"
         if failure.output.strip() and failure.kind in ("exception", "load", "exit", "crash"):
             found += f" (output: {failure.output.strip()[-300:]!r})"
@@ -226,10 +226,15 @@ class _Checker:
                 return
             try:
                 result = worker.call("reset", generate=True, seed=seed, want_state=True)
-                verdict = worker.call("validate", state=result["state"])
             except SandboxFailure as f:
                 file = layout.ENV_GENERATE if self.env.file(layout.ENV_GENERATE).exists() else layout.ENV_MAIN
-                self.failure(f, f"the generator to make a valid level for seed {seed}", "generator", file)
+                self.failure(f, f"the generator to make a level for seed {seed}", "generator", file)
+                return
+            try:
+                verdict = worker.call("validate", state=result["state"])
+            except SandboxFailure as f:
+                self.failure(f, f"the validator to run on the level generated with seed {seed}", "validator",
+                             layout.ENV_VALIDATOR)
                 return
             if not verdict["ok"]:
                 self.problem(layout.ENV_GENERATE, f"the validator to accept the level generated with seed {seed}",
@@ -281,7 +286,8 @@ class _Checker:
         for i, (a, b) in enumerate(zip(first.observations, second.observations)):
             if a != b or (i and first.rewards[i - 1] != second.rewards[i - 1]):
                 self.problem(layout.ENV_MAIN, f"the same observations and rewards for the same level, seed and actions (step {i})",
-                             f"{_clip(a)!r} then {_clip(b)!r}", "determinism")
+                             first_difference(a, b) if a != b else
+                             f"reward {first.rewards[i - 1]!r} then {second.rewards[i - 1]!r}", "determinism")
                 return
 
 
@@ -299,6 +305,13 @@ def _fmt(action: dict) -> str:
     return f"{action['action']}({params})"
 
 
-def _clip(value, n: int = 60):
-    text = str(value)
-    return text if len(text) <= n else text[:n] + "…"
+def first_difference(a, b, context: int = 30) -> str:
+    """Where two observations first differ, with a little text around it from each."""
+    a, b = str(a), str(b)
+    at = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+    line = a.count("\n", 0, at) + 1
+    start = max(0, at - context)
+
+    def excerpt(text: str) -> str:
+        return ("…" if start else "") + text[start:at + context] + ("…" if len(text) > at + context else "")
+    return f"they first differ at character {at} (line {line}): {excerpt(a)!r} then {excerpt(b)!r}"

@@ -8,6 +8,8 @@ from typing import Any
 
 import yaml
 
+from pipeline.runtime.plain import plain
+
 
 def load_level(path: str | Path) -> dict[str, Any]:
     with open(path, encoding="utf-8") as f:
@@ -30,5 +32,10 @@ def canonical_json(value: Any) -> str:
 
 
 def state_hash(state: Any) -> str:
-    """Canonical hash of a state: equal states hash equal whatever their key order."""
+    """Canonical hash of a state: equal states hash equal whatever their key order (numpy
+    values and tuple keys as their plain JSON form)."""
+    try:
+        state = plain(state)
+    except (TypeError, ValueError):
+        pass  # objects that are not data: hashed by their str, as before
     return hashlib.sha256(canonical_json(state).encode()).hexdigest()[:16]

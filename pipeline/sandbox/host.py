@@ -22,6 +22,8 @@ from typing import Any
 from pipeline import layout
 from pipeline.runtime import env as runtime_env
 from pipeline.runtime.levels import state_hash
+from pipeline.runtime.plain import plain
+from pipeline.sandbox import adapters
 
 COMPAT_DIR = str(Path(runtime_env.__file__).resolve().parent / "compat")
 # Instance attributes shared by every snapshot instead of copied.
@@ -52,7 +54,7 @@ class EnvHost:
             return _failure("usage", f"'{op}' before 'load'")
         try:
             result = method(**request.get("args", {}))
-            return {"ok": True, "result": result}
+            return {"ok": True, "result": plain(result)}
         except Failure as f:
             return _failure(f.kind, f.detail, f.where)
         except MemoryError:
@@ -60,7 +62,8 @@ class EnvHost:
         except SystemExit as e:
             return _failure("exit", f"the environment called exit({e.code!r})", _where())
         except BaseException as e:  # noqa: BLE001 - any error in env code is a typed failure
-            return _failure("exception", f"{type(e).__name__}: {e}", _where(), traceback.format_exc(limit=-8))
+            return _failure("exception", f"{type(e).__name__}{_in_function()}: {e}", _where(),
+                            traceback.format_exc(limit=-8))
 
     # -- operations ------------------------------------------------------------------
     def op_load(self, env_id: Any = None, skin: str | None = None) -> dict:
@@ -82,9 +85,15 @@ class EnvHost:
 
     def op_reset(self, level: str | None = None, seed: int | None = None, generate: bool = False,
                  want_state: bool = False) -> dict:
-        random.seed(0 if seed is None else seed)  # envs that use the global RNG become repeatable
+        _seed_global_rngs(0 if seed is None else seed)  # envs that use the global RNGs become repeatable
         if generate:
-            self.env.reset(mode="generate", seed=seed)
+            try:
+                self.env.reset(mode="generate", seed=seed)
+            except Exception:
+                mismatch = adapters.generator_mismatch(seed, self.env)
+                if mismatch is None:
+                    raise
+                raise Failure("exception", mismatch.detail, mismatch.where) from None
         else:
             self.env.reset(mode="load", world_id=self._world_id(level))
         return self._observation(want_state)
@@ -131,7 +140,7 @@ class EnvHost:
             raise Failure("usage", f"no snapshot {handle}")
         self._apply(self.snapshots[handle])
         if reseed is not None:
-            random.seed(reseed)
+            _seed_global_rngs(reseed)
             for value in vars(self.env).values():
                 if isinstance(value, random.Random):
                     value.seed(reseed)
@@ -153,21 +162,21 @@ class EnvHost:
         return search.breadth_first(self, actions, max_steps, max_nodes, seconds, time_in_key, stop_at, max_mb)
 
     def op_validate(self, level: str | None = None, state: dict | None = None) -> dict:
-        """Run the env's validator on a level file, a given state, or the current state."""
+        """Run the env's validator (any shape pipeline/sandbox/adapters.py accepts) on a level
+        file, a given state, or the current state."""
         if level is not None:
             state = self._level_state(level)
         elif state is None:
             state = copy.deepcopy(getattr(self.env, "_state", None))
-        validator = _validator()
-        verdict = validator["validate"](copy.deepcopy(state))
-        if not (isinstance(verdict, (tuple, list)) and len(verdict) == 2):
-            raise Failure("exception", f"validate_level: expected (bool, issues), found {_short(verdict)}", layout.ENV_VALIDATOR)
-        ok, issues = verdict
-        bound = None
-        if ok and validator["max_reward"] is not None:
-            bound = _check_reward(validator["max_reward"](copy.deepcopy(state)), None, what="max_reward")
-        return {"ok": bool(ok), "issues": [str(i) for i in (issues or [])], "max_reward": bound,
-                "state_hash": state_hash(state)}
+        try:
+            validator = adapters.load_validator(getattr(self.env, "configs", None))
+            ok, issues, warnings = validator.check(state, level)
+            bound = validator.max_reward(state) if ok else None
+        except adapters.AdapterError as e:
+            raise Failure("interface", e.detail, e.where)
+        if bound is not None:
+            bound = _check_reward(bound, None, what="max_reward")
+        return {"ok": ok, "issues": issues, "warnings": warnings, "max_reward": bound, "state_hash": state_hash(state)}
 
     def op_call(self, module: str, function: str, args: list | None = None, kwargs: dict | None = None) -> Any:
         """Call `function` ("name" or "Class.method") of one of the env's own modules."""
@@ -192,8 +201,8 @@ class EnvHost:
         state equal to the one in `like` is shared, not held twice (it is ~20 KB).
         """
         attrs = {k: v for k, v in vars(self.env).items() if k not in _STATIC_ATTRS}
-        rng = random.getstate()
-        if like is not None and rng == like[1]:
+        rng = _rng_state()
+        if like is not None and _same_rng(rng, like[1]):
             rng = like[1]
         try:
             return pickle.dumps(attrs, pickle.HIGHEST_PROTOCOL), rng
@@ -203,7 +212,7 @@ class EnvHost:
     def _apply(self, snapshot: tuple) -> None:
         attrs, rng = snapshot
         vars(self.env).update(pickle.loads(attrs) if isinstance(attrs, bytes) else copy.deepcopy(attrs))
-        random.setstate(rng)
+        _set_rng_state(rng)
 
     def _observation(self, want_state: bool) -> dict:
         omega = self.env.observe_semantic()
@@ -286,24 +295,44 @@ def _instantiate(cls: type, env_id: Any):
         return cls()
 
 
-def _validator() -> dict:
-    try:
-        module = importlib.import_module(layout.ENV_VALIDATOR.removesuffix(".py"))
-    except ModuleNotFoundError as e:
-        raise Failure("usage", f"no {layout.ENV_VALIDATOR}: {e}")
-    validate = getattr(module, "validate_level", None)
-    bound = getattr(module, "max_reward", None)
-    if validate is None:
-        for obj in vars(module).values():
-            if inspect.isclass(obj) and hasattr(obj, "validate_level") and obj.__module__ == module.__name__:
-                instance = obj()
-                validate = instance.validate_level
-                bound = next((getattr(instance, n) for n in ("max_reward", "calculate_max_reward",
-                              "compute_max_reward") if hasattr(instance, n)), None)
-                break
-    if validate is None:
-        raise Failure("usage", f"{layout.ENV_VALIDATOR}: expected validate_level(state), found none", layout.ENV_VALIDATOR)
-    return {"validate": validate, "max_reward": bound}
+def _numpy_random():
+    """numpy's global RNG module when the environment imported numpy (never imported here)."""
+    numpy = sys.modules.get("numpy")
+    return getattr(numpy, "random", None) if numpy is not None else None
+
+
+def _seed_global_rngs(seed: int) -> None:
+    random.seed(seed)
+    np_random = _numpy_random()
+    if np_random is not None:
+        np_random.seed(int(seed) % 2**32)
+
+
+def _rng_state() -> tuple:
+    """The global RNGs' state: `random`'s, and numpy's when the environment uses numpy."""
+    np_random = _numpy_random()
+    return random.getstate(), (np_random.get_state() if np_random is not None else None)
+
+
+def _set_rng_state(state: tuple) -> None:
+    random.setstate(state[0])
+    np_random = _numpy_random()
+    if np_random is not None and state[1] is not None:
+        np_random.set_state(state[1])
+
+
+def _same_rng(a: tuple, b: tuple) -> bool:
+    if a[0] != b[0] or (a[1] is None) != (b[1] is None):
+        return False
+    if a[1] is None:
+        return True
+    return a[1][0] == b[1][0] and a[1][2:] == b[1][2:] and bytes(a[1][1].data) == bytes(b[1][1].data)
+
+
+def _rng_key(state: tuple) -> int:
+    """A hashable digest of a global-RNG state (for the search's merge key)."""
+    numpy_part = None if state[1] is None else (state[1][2:], bytes(state[1][1].data))
+    return hash((state[0], numpy_part))
 
 
 def _check_reward(value: Any, env, what: str = "reward") -> float:
@@ -334,6 +363,15 @@ def _where() -> str:
         if rel:
             where = f"{rel}:{lineno}"
     return where
+
+
+def _in_function() -> str:
+    """' in NAME()' of the innermost traceback frame inside the environment folder, or ''."""
+    name = ""
+    for frame, _ in traceback.walk_tb(sys.exc_info()[2]):
+        if _env_relative(frame.f_code.co_filename):
+            name = frame.f_code.co_name
+    return f" in {name}()" if name and name != "<module>" else ""
 
 
 def _where_of(method: str, env) -> str:

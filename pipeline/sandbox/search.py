@@ -2,11 +2,10 @@
 agent and derived tests. Runs inside the sandbox, next to the environment it searches."""
 from __future__ import annotations
 
-import random
 import time
 
 from pipeline.runtime.levels import state_hash
-from pipeline.sandbox.host import EnvHost, Failure, _max_steps, _where
+from pipeline.sandbox.host import EnvHost, Failure, _max_steps, _rng_key, _rng_state, _same_rng, _where
 
 
 def breadth_first(host: EnvHost, actions: list[dict], max_steps: int | None = None, max_nodes: int = 50_000,
@@ -68,9 +67,9 @@ def breadth_first(host: EnvHost, actions: list[dict], max_steps: int | None = No
                     reached = total + out["reward"]
                     if reached > best:
                         best, best_node = reached, child
-                    rng = random.getstate()
+                    rng = _rng_state()
                     key = (out["state_hash"], round(reached, 9), out["t"] if time_in_key else None,
-                           None if rng == root[1] else hash(rng))
+                           None if _same_rng(rng, root[1]) else _rng_key(rng))
                     if out["done"] or key in seen:
                         continue
                     seen.add(key)
