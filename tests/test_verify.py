@@ -77,7 +77,7 @@ def test_verify_leaves_shipped_levels_alone(reference_runs):
 def test_accepts_sound_env_and_writes_generated_levels_only_when_asked(tmp_path):
     env = write_env(tmp_path / "corridor")
     before = {p: p.read_bytes() for p in env.rglob("*.yaml")}
-    result = verify(env)
+    result = verify(env, "--write")
     assert result.returncode == 0, result.stdout
     assert result.stdout.strip().splitlines()[-1] == f"accepted: {env}"
     assert {p: p.read_bytes() for p in env.rglob("*.yaml") if p.parent.name != "_generated"} == before
@@ -91,7 +91,7 @@ def test_accepts_sound_env_and_writes_generated_levels_only_when_asked(tmp_path)
 
 
 def rejected(env: Path, stage: str) -> dict:
-    result = verify(env, "--json")
+    result = verify(env, "--json", "--write")
     report = json.loads(result.stdout)
     assert result.returncode == 1, report
     assert report["accepted"] is False and report["stage"] == stage, report["reason"]
@@ -124,8 +124,10 @@ def test_rejects_generator_that_ignores_its_seed_at_levels(tmp_path):
     report = rejected(env, "levels")
     assert report["reason"] == ("env_generate.py: expected generate_level(seed, config) to make different levels for "
                                 "different seeds, found the same level for all 45 seeds 1..45 (the generator "
-                                "ignores its seed)")
+                                "ignores its seed); the 3 shipped level(s) were checked and certified anyway (see "
+                                "the levels figures)")
     assert report["stages"].get("levels") is None or report["stages"]["levels"]["duplicates"] == 44
+    assert set(report["stages"]["levels"]["max_rewards"]) == {"level_01.yaml", "level_02.yaml", "level_03.yaml"}
 
 
 def test_rejects_validator_that_accepts_unsolvable_levels_at_levels(tmp_path):
@@ -152,7 +154,7 @@ def test_rejects_constant_reward_at_reliability(tmp_path):
 
 def test_corrects_validator_bound_below_what_search_achieves(tmp_path):
     env = write_env(tmp_path / "e", replace={"env_validator.py": ("return 1.0", "return 0.5")})
-    result = verify(env, "--json")
+    result = verify(env, "--json", "--write")
     report = json.loads(result.stdout)
     assert result.returncode == 0, report["reason"]
     entries = json.loads((env / "level_max_rewards.json").read_text())["levels"]

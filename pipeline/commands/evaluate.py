@@ -109,6 +109,9 @@ def find_targets(paths: list[str], split: str) -> list[EnvTarget]:
     return targets
 
 
+EXIT_ENV_FAILED = 1  # episodes ended in env_error: the environment is at fault, not the agent
+
+
 def run(args) -> int:
     if args.probes:
         from pipeline.commands.probe import evaluate_probes
@@ -134,6 +137,13 @@ def run(args) -> int:
         print(f"envforge evaluate: {failed} episode(s) ended on a failed model call (left out of the scores; "
               f"re-run with the same --out to retry them)", file=sys.stderr)
         return EXIT_MODEL_FAILED
+    broken = [r for r in outcome.finished if r.stop_reason == "env_error"]
+    if broken:
+        first = broken[0]
+        print(f"envforge evaluate: {len(broken)} episode(s) ended because the environment failed (env_error, left "
+              f"out of the scores); e.g. {first.env} on {first.level}: {first.stop_detail or 'no detail'}",
+              file=sys.stderr)
+        return EXIT_ENV_FAILED
     return 0
 
 

@@ -15,13 +15,14 @@ import json
 import sys
 from pathlib import Path
 
+from pipeline import layout
 from pipeline.errors import UserError
 from pipeline.llm.cli_args import add_llm_arguments, client_from_args, print_cost_summary
 from pipeline.verify import STAGES, Options, record, verify_env
-from pipeline.verify import models
+from pipeline.verify import claims, models
 from pipeline.verify.context import Rejected
 from pipeline import layout
-from pipeline.argtypes import COUNT, SECONDS, SEED, number
+from pipeline.argtypes import COUNT, SECONDS, SEED, number, out_file
 
 
 def register(subparsers) -> None:
@@ -36,9 +37,14 @@ def register(subparsers) -> None:
     p.add_argument("--stages", default=",".join(STAGES),
                    help=f"comma-separated stages to run, in order (default {','.join(STAGES)})")
     p.add_argument("--json", action="store_true", help="print the verdict and figures as JSON")
+    p.add_argument("--write", action="store_true",
+                   help="write verification.json, manifest.json and level_max_rewards.json into the folder "
+                        "(default only for folders envforge made: a manifest.json with an origin)")
+    p.add_argument("--out", metavar="FILE", type=out_file,
+                   help="also write the verdict and figures (the --json document) to FILE")
     p.add_argument("--write-levels", action="store_true",
-                   help="replace levels/ and val_levels/ by the generated set (default: verify it in the "
-                        "sandbox only and keep the folder's levels)")
+                   help="replace levels/ and val_levels/ by the generated set (implies --write; default: verify "
+                        "it in the sandbox only and keep the folder's levels)")
     p.add_argument("--margin", type=number(0.0, 1.0), default=defaults.margin,
                    help=f"reliability: reject when the random agent's mean normalized reward is >= the planner's "
                         f"minus this (default {defaults.margin})")
@@ -68,18 +74,27 @@ def run(args) -> int:
     if unknown or not stages:
         raise UserError(f"--stages: expected some of {','.join(STAGES)}, found {args.stages!r}")
     options = Options(margin=args.margin, search_nodes=args.search_nodes, search_seconds=args.search_seconds,
-                      random_episodes=args.random_episodes, write_levels=args.write_levels, seed=args.seed,
+                      random_episodes=args.random_episodes, write_levels=args.write_levels,
+                      write=args.write or args.write_levels or made_by_envforge(Path(args.env_dir)), seed=args.seed,
                       limits=dataclasses.replace(Options().limits, call_seconds=args.call_seconds))
     pair = _model_pair(args)
     _require_env_folder(args.env_dir)
     result = verify_env(args.env_dir, stages, options)
     if result.accepted and (args.model or pair):
         _model_checks(args, pair, result)
+    if args.out:
+        write_report(Path(args.out), result.to_dict())
     if args.json:
         print(json.dumps(result.to_dict(), indent=2))
         return 0 if result.accepted else 1
     for stage, figures in result.stages.items():
         print(f"{stage}: {_summary(stage, figures)}")
+    shipped_claims = (result.stages.get("reliability") or {}).get("claims") or \
+        (result.stages.get("levels") or {}).get("claims")
+    if shipped_claims:
+        print(f"claimed max rewards ({layout.LEVEL_MAX_REWARDS}): {claims.summary(shipped_claims)}")
+    if not options.write:
+        print(f"read-only: nothing written into {args.env_dir} (--write to record the results there)")
     if result.accepted:
         print(f"accepted: {args.env_dir}")
         return 0
@@ -138,7 +153,28 @@ def _model_checks(args, pair, result) -> None:
             print_cost_summary(client, file=sys.stderr if args.json else sys.stdout)
     if rejected:
         result.accepted, (result.stage, result.reason) = False, rejected
-    record(Path(args.env_dir), result)
+    if args.write or args.write_levels or made_by_envforge(Path(args.env_dir)):
+        record(Path(args.env_dir), result)
+
+
+def made_by_envforge(env_dir: Path) -> bool:
+    """A folder envforge made (generate, or a reference env) has a manifest.json naming its origin."""
+    manifest = env_dir / layout.MANIFEST
+    if not manifest.is_file() or manifest.is_symlink() or manifest.stat().st_size > 1024 * 1024:
+        return False
+    try:
+        data = json.loads(manifest.read_text(encoding="utf-8"))
+    except (ValueError, UnicodeDecodeError):
+        return False
+    return isinstance(data, dict) and bool(data.get("origin"))
+
+
+def write_report(path: Path, report: dict) -> None:
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+    except OSError as e:
+        raise UserError(f"--out: expected a file envforge can write, found {e.strerror}: {path}") from None
 
 
 def _summary(stage: str, f: dict) -> str:
@@ -150,7 +186,9 @@ def _summary(stage: str, f: dict) -> str:
         return (f"{f.get('seeds_tried', 0)} seeds tried, {f.get('generated_kept', 0)} kept, {f.get('duplicates', 0)} "
                 f"duplicates, {f.get('rejected_by_validator', 0)} rejected by the validator, {f.get('unfit', 0)} unfit; "
                 f"{len(f.get('levels_scored') or [])} levels scored, {f.get('corrected', 0)} max reward(s) corrected; "
-                f"search {f.get('search_nodes', 0)} nodes in {f.get('search_seconds', 0):g}s; {time}")
+                f"search {f.get('search_nodes', 0)} nodes in {f.get('search_seconds', 0):g}s"
+                + (f"; {len(f['lower_bounds'])} max reward(s) only a lower bound (search budget spent)"
+                   if f.get("lower_bounds") else "") + f"; {time}")
     if stage == "execution_react":
         return (f"ReAct rollout with {f.get('model')}: {f.get('steps', 0)} step(s) on {f.get('level')}, "
                 f"stopped: {f.get('stop_reason')}, reward {f.get('total_reward')}")

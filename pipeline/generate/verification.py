@@ -10,7 +10,7 @@ from pipeline.verify import Options, verify_env
 
 async def run(ctx: ThemeContext) -> dict:
     n = ctx.options.levels
-    options = Options(test_levels=n - n // 3, val_levels=n // 3, write_levels=True, seed=ctx.options.seed,
+    options = Options(test_levels=n - n // 3, val_levels=n // 3, write_levels=True, write=True, seed=ctx.options.seed,
                       search_seconds=ctx.options.verify_search_seconds)
     result = await asyncio.to_thread(verify_env, ctx.work, options=options)
     if not result.accepted:

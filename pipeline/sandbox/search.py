@@ -81,11 +81,45 @@ def breadth_first(host: EnvHost, actions: list[dict], max_steps: int | None = No
         exhausted = True
     except _Budget as budget:
         stopped = str(budget)
+    witness, completion = _path(parents, best_node, actions), 0
+    try:
+        if stopped is not None:
+            best, witness, completion = _complete_greedily(host, root, actions, witness, best, horizon - t0)
     finally:
         host._apply(root)
-    return {"best_reward": best, "witness": _path(parents, best_node, actions), "nodes": nodes,
+    return {"best_reward": best, "witness": witness, "nodes": nodes, "completion_steps": completion,
             "exhausted": exhausted, "stopped": stopped, "distinct_states": len(seen), "depth": depth - t0,
             "seconds": round(time.monotonic() - started, 3)}
+
+
+def _complete_greedily(host: EnvHost, root: tuple, actions: list[dict], witness: list[dict], best: float,
+                       steps_left: int) -> tuple[float, list[dict], int]:
+    """After a budget cut the search: continue its best path to the episode's end, each step the
+    action paying most at once. Rewards that accrue step by step (a cut search stops short of
+    them) are then collected. Returns the better of the two paths and the steps it cost."""
+    host._apply(root)
+    total, done = 0.0, False
+    for action in witness:
+        out = host.op_step(action)
+        total, done = total + out["reward"], out["done"]
+    path, cost = list(witness), len(witness)
+    while not done and len(path) < steps_left:
+        here = host._capture()
+        choice = None
+        for action in actions:
+            host._apply(here)
+            out = host.op_step(action)
+            cost += 1
+            if choice is None or out["reward"] > choice[1]:
+                choice = (action, out["reward"])
+        host._apply(here)
+        out = host.op_step(choice[0])
+        cost += 1
+        total, done = total + out["reward"], out["done"]
+        path.append(choice[0])
+        if total > best:
+            best, witness = total, list(path)
+    return best, witness, cost
 
 
 class _Budget(Exception):

@@ -69,7 +69,7 @@ def verify_env(env_dir: str | Path, stages: tuple[str, ...] = STAGES, options: O
                     scored = levels.run(ctx, result.stages.setdefault("levels", {}))
                     current = "reliability"
                 scored = reliability.run(ctx, scored, result.stages.setdefault("reliability", {}))
-                if result.stages["reliability"]["corrected"] and "/" in scored[0].source:
+                if result.stages["reliability"]["corrected"] and "/" in scored[0].source and options.write:
                     levels.write_max_rewards(ctx, scored)
     except Rejected as rejection:
         result.accepted, result.stage, result.reason = False, current, rejection.reason
@@ -79,7 +79,8 @@ def verify_env(env_dir: str | Path, stages: tuple[str, ...] = STAGES, options: O
     result.stages["total"] = clock.figures()
     if not result.reason:
         result.reason = "accepted: " + ", ".join(s for s in STAGES if s in stages) + " passed"
-    record(Path(env_dir), result)
+    if options.write:
+        record(Path(env_dir), result)
     return result
 
 

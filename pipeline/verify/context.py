@@ -18,6 +18,7 @@ from pipeline import layout
 from pipeline.actions import declared_actions
 from pipeline.planner import candidate_actions
 from pipeline.sandbox import Limits, SandboxFailure, Worker
+from pipeline.verify.claims import read_claims
 
 # A parameterless action with one of these names is the "do nothing" action of a level.
 NO_OP_NAMES = ("wait", "noop", "no_op", "stay", "pass", "idle", "skip", "nothing", "rest")
@@ -45,6 +46,7 @@ class Options:
     invalid_rate: float = 0.25  # share of malformed actions in execution rollouts
     random_episodes: int = 5  # random-agent episodes per level in the reliability stage
     write_levels: bool = False  # write the generated level set into the folder
+    write: bool = False  # write verification.json, manifest.json and level_max_rewards.json into the folder
     workers: int = field(default_factory=lambda: min(2, os.cpu_count() or 1))  # searches at once
     seed: int = 0
     # Each call has its wall-clock limit (searches: their own budget plus a margin); the CPU
@@ -57,6 +59,7 @@ class Context:
     env: layout.EnvDir
     config: dict
     options: Options
+    claims: dict = field(default_factory=dict)  # the shipped level_max_rewards.json, read before any write
 
     @classmethod
     def open(cls, env_dir, options: Options) -> "Context":
@@ -72,7 +75,7 @@ class Context:
             raise Rejected(f"{layout.CONFIG}: expected valid YAML, found {str(e).splitlines()[0]}") from None
         if not isinstance(config, dict):
             raise Rejected(f"{layout.CONFIG}: expected a mapping (the DSL document), found {type(config).__name__}")
-        ctx = cls(env, config, options)
+        ctx = cls(env, config, options, read_claims(env))
         if not ctx.space:
             raise Rejected(f"{layout.CONFIG}: expected at least one action under transition.actions, found none")
         return ctx

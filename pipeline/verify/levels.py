@@ -48,6 +48,7 @@ from pipeline import layout
 from pipeline.planner import replay, search
 from pipeline.runtime.levels import save_level
 from pipeline.sandbox import SandboxFailure, Worker
+from pipeline.verify import claims
 from pipeline.verify.context import Clock, Context, Rejected, failure_text, located, reset
 
 EPS = 1e-6
@@ -71,12 +72,17 @@ class LevelMax:
     proven_unsolvable: bool = False
     seed: int | None = None
     state: dict | None = None
+    # "certified" (exhaustive search, or a validator bound a replayed witness reaches) or
+    # "lower_bound" (a budget cut the search: the true max may be higher).
+    certainty: str = "certified"
+    best_seen: float = 0.0  # the highest total of any rollout seen on the level (search, no-op, random, ...)
+    idle_scores_max: bool = False  # doing nothing scores the max: the reward pays for time, judged at reliability
 
     def entry(self) -> dict:
         """Its level_max_rewards.json entry."""
         out = {k: getattr(self, k) for k in (
             "max_reward", "calculation_method", "validator_bound", "search_reward", "search_exhaustive",
-            "search_nodes", "witness", "corrected", "notes", "nothing_reward")}
+            "search_nodes", "witness", "corrected", "notes", "nothing_reward", "certainty", "best_seen")}
         if "/" in self.source:
             out["split"] = self.source.split("/")[0]
         if self.seed is not None:
@@ -97,22 +103,53 @@ def run(ctx: Context, figures: dict) -> list[LevelMax]:
             workers = [stack.enter_context(ctx.worker()) for _ in range(max(1, ctx.options.workers))]
             certifier = _Certifier(ctx, workers, figures)
             stack.callback(certifier.pool.shutdown)
-            generated = _generate(ctx, workers[0], certifier, figures)
+            generator_broken = None
+            try:
+                generated = _generate(ctx, workers[0], certifier, figures)
+            except Rejected as rejected:
+                if ctx.options.write_levels or not ctx.env.all_levels():
+                    raise
+                generator_broken = rejected  # the shipped levels are still checked and certified
             if ctx.options.write_levels:
                 scored = _write_levels(ctx, generated)
             elif ctx.env.all_levels():
-                scored = _shipped(ctx, workers[0], certifier)
+                if generator_broken is not None:  # its failure may have ended those workers: fresh ones
+                    workers = [stack.enter_context(ctx.worker()) for _ in workers]
+                    certifier = _Certifier(ctx, workers, figures)
+                    stack.callback(certifier.pool.shutdown)
+                scored = _shipped_despite(generator_broken, ctx, workers[0], certifier)
             else:
                 scored = generated
-        figures["levels_scored"] = [lm.source for lm in scored]
-        figures["corrected"] = sum(lm.corrected for lm in scored)
-        figures["max_rewards"] = {layout.level_key(lm.source): lm.max_reward for lm in scored}
-        if scored and "/" in scored[0].source:
+        _scored_figures(figures, scored, ctx)
+        if scored and "/" in scored[0].source and ctx.options.write:
             write_max_rewards(ctx, scored)
             figures["written"] = [layout.LEVEL_MAX_REWARDS] + ([lm.source for lm in scored] if ctx.options.write_levels else [])
+        if generator_broken is not None:
+            raise Rejected(f"{generator_broken.reason}; the {len(scored)} shipped level(s) were checked and "
+                           f"certified anyway (see the levels figures)")
     finally:
         figures.update(clock.figures())
     return scored
+
+
+def _scored_figures(figures: dict, scored: list[LevelMax], ctx: Context) -> None:
+    figures["levels_scored"] = [lm.source for lm in scored]
+    figures["corrected"] = sum(lm.corrected for lm in scored)
+    figures["max_rewards"] = {layout.level_key(lm.source): lm.max_reward for lm in scored}
+    figures["lower_bounds"] = [layout.level_key(lm.source) for lm in scored if lm.certainty == "lower_bound"]
+    if ctx.claims and scored and "/" in scored[0].source:
+        figures["claims"] = claims.compare(ctx.claims, scored)
+
+
+def _shipped_despite(generator_broken: Rejected | None, ctx: Context, worker: Worker,
+                     certifier: "_Certifier") -> list[LevelMax]:
+    """The shipped levels; when the generator already failed, a failure here names both."""
+    try:
+        return _shipped(ctx, worker, certifier)
+    except Rejected as rejected:
+        if generator_broken is None:
+            raise
+        raise Rejected(f"{generator_broken.reason}; and the shipped levels: {rejected.reason}") from None
 
 
 def _generate(ctx: Context, worker: Worker, certifier: "_Certifier", figures: dict) -> list[LevelMax]:
@@ -257,8 +294,12 @@ def certify(ctx: Context, worker: Worker, source: str, bound: float | None, dige
     result = search(worker, ctx.candidates, ctx.max_steps, time_in_key=False, **budget)
     nodes, exhaustive = result.nodes, False
     nothing = _nothing(ctx, worker, source)
-    if bound is None or result.best_reward < bound - EPS or result.best_reward <= nothing + EPS:
+    claim = ctx.claims.get(source.rsplit("/", 1)[-1].removesuffix(".yaml")) if "/" in source else None
+    if bound is None or result.best_reward < bound - EPS or result.best_reward <= nothing + EPS or (
+            claim is not None and result.best_reward < claim - EPS):
         reset(worker, source)
+        if claim is not None:  # a shipped claim above what was found: search until it is reached or refuted
+            budget["stop_at"] = max(claim, bound if bound is not None else claim)
         keyed = search(worker, ctx.candidates, ctx.max_steps, time_in_key=True, **budget)
         nodes, exhaustive = nodes + keyed.nodes, keyed.exhausted
         if keyed.best_reward > result.best_reward + EPS:
@@ -288,12 +329,24 @@ def certify(ctx: Context, worker: Worker, source: str, bound: float | None, dige
     else:
         lm.max_reward, lm.calculation_method = bound, "validator_analytic+search_witness"
         lm.notes = f"validator bound confirmed: the replayed witness of the {searched} scores it"
-    if achieved <= nothing + EPS:
+    lm.best_seen = max(achieved, nothing)
+    if nothing > lm.max_reward + EPS:
+        # No max may sit below a rollout envforge has seen (a budget-cut search, a wrong bound).
+        lm.max_reward, lm.corrected, lm.calculation_method = nothing, True, "no_op_rollout"
+        lm.witness = [ctx.no_op] * ctx.max_steps
+        lm.notes += f"; doing nothing scores {nothing:g}, more than that: max raised to it"
+    if lm.calculation_method in ("search_witness", "no_op_rollout") and not exhaustive:
+        lm.certainty = "lower_bound"
+        lm.notes += " (a lower bound: the search budget ran out)"
+    elif lm.calculation_method == "validator_analytic":
+        lm.certainty = "unconfirmed_bound"
+    if achieved <= nothing + EPS and nothing <= EPS:
         lm.unfit = (f"search achieves nothing: the best of {searched}{'' if exhaustive else ' (within budget)'} "
                     f"scores {achieved:g}, no more than doing nothing ({nothing:g})")
         lm.proven_unsolvable = exhaustive
     elif nothing >= lm.max_reward - EPS:
-        lm.unfit = f"doing nothing already scores the maximum ({nothing:g} of {lm.max_reward:g})"
+        # A reward flaw, not the level's: reliability rejects it with the reason.
+        lm.idle_scores_max = True
     return lm
 
 

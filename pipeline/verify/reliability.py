@@ -22,6 +22,7 @@ from pipeline.actions import random_action
 from pipeline.planner import replay
 from pipeline.rollout import run_episode
 from pipeline.sandbox import SandboxFailure
+from pipeline.verify import claims
 from pipeline.verify.context import Clock, Context, Rejected, failure_text, located, reset
 from pipeline.verify.levels import EPS, LevelMax
 
@@ -48,10 +49,20 @@ def run(ctx: Context, levels: list[LevelMax], figures: dict) -> list[LevelMax]:
         figures.update(clock.figures())
     if not out:
         raise Rejected("levels: expected levels with a certified max reward to score agents on, found none")
+    if ctx.claims and "/" in out[0].source:
+        figures["claims"] = claims.compare(ctx.claims, out)
     random_mean = round(mean(s["random_normalized"] for s in figures["per_level"].values()), 4)
     planner_mean = round(mean(s["planner_normalized"] for s in figures["per_level"].values()), 4)
     figures.update(random_normalized=random_mean, planner_normalized=planner_mean,
                    corrected=sum(lm.corrected for lm in out))
+    idle = [lm for lm in out if lm.idle_scores_max]
+    if idle and 2 * len(idle) >= len(out):
+        example = idle[0]
+        doing = f"the no-op '{ctx.no_op['action']}' until the episode ends" if ctx.no_op else "taking no step"
+        raise Rejected(f"reward: expected a reward that pays for skill, found that doing nothing ({doing}) scores "
+                       f"the maximum on {len(idle)} of {len(out)} level(s) (e.g. {layout.level_key(example.source)}: "
+                       f"{example.nothing_reward:g} of {example.max_reward:g}): the reward pays for time passing, "
+                       f"not for what the agent does")
     if planner_mean <= 0:
         raise Rejected(f"reward: expected the search planner to score on the levels, found a mean normalized "
                        f"reward of {planner_mean:g} over {len(out)} level(s)")
@@ -73,13 +84,14 @@ def _score_level(ctx: Context, worker, lm: LevelMax, rng: random.Random, figures
         if episode.total_reward > lm.max_reward + EPS:
             lm = dataclasses.replace(
                 lm, max_reward=episode.total_reward, witness=list(episode.actions), corrected=True,
-                calculation_method="random_episode_witness",
+                calculation_method="random_episode_witness", certainty="lower_bound",
                 notes=f"a random episode scored {episode.total_reward:g}, above the max reward {lm.max_reward:g} "
                       f"({lm.calculation_method}); corrected")
     reset(worker, lm.source)
     planner_total, _, _ = replay(worker, lm.witness)
     figures["episodes"] += 1
+    lm = dataclasses.replace(lm, best_seen=max(lm.best_seen, planner_total, *totals))
     scale = lm.max_reward if lm.max_reward > 0 else 1.0
-    return lm, {"max_reward": lm.max_reward, "random_mean_total": round(mean(totals), 4),
+    return lm, {"max_reward": lm.max_reward, "max_certainty": lm.certainty, "random_mean_total": round(mean(totals), 4),
                 "random_normalized": round(mean(totals) / scale, 4),
                 "planner_total": planner_total, "planner_normalized": round(planner_total / scale, 4)}

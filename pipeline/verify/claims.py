@@ -1,0 +1,74 @@
+"""A shipped level_max_rewards.json is a claim: set beside what verification found.
+
+Per level: the claimed max reward, the max envforge found (search, doing nothing and every other
+rollout it saw on the level) and a status:
+  * "confirmed"   — they agree;
+  * "beaten"      — envforge scored more than the claim: normalized scores against it exceed 1;
+  * "unreachable" — an exhaustive search scored less: no action sequence reaches the claim;
+  * "unconfirmed" — a budget-limited search scored less: the claim may hold, it was not reached.
+"beaten" and "unreachable" are flagged. Verify only reports claims; it never rewrites them
+unless told to write into the folder.
+"""
+from __future__ import annotations
+
+import json
+import math
+
+from pipeline import layout
+
+EPS = 1e-6
+FLAGGED = ("beaten", "unreachable")
+MAX_CLAIM_BYTES = 4 * 1024 * 1024
+
+
+def read_claims(env: layout.EnvDir) -> dict[str, float]:
+    """Level key -> claimed max reward, from the folder's level_max_rewards.json ({} when absent
+    or unreadable). Keys are matched by file name with or without `.yaml`."""
+    path = env.file(layout.LEVEL_MAX_REWARDS)
+    if not path.is_file() or path.is_symlink() or path.stat().st_size > MAX_CLAIM_BYTES:
+        return {}
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (ValueError, UnicodeDecodeError):
+        return {}
+    levels = data.get("levels") if isinstance(data, dict) else None
+    out = {}
+    for key, entry in (levels or {}).items() if isinstance(levels, dict) else ():
+        value = entry.get("max_reward") if isinstance(entry, dict) else entry
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
+            out[str(key).removesuffix(".yaml")] = float(value)
+    return out
+
+
+def compare(claims: dict[str, float], found: list) -> dict[str, dict]:
+    """Per shipped level (a LevelMax): {claimed, found, exhaustive, status}."""
+    out = {}
+    for lm in found:
+        name = lm.source.rsplit("/", 1)[-1].removesuffix(".yaml")
+        claimed = claims.get(name)
+        if claimed is None:
+            continue
+        best_seen = lm.best_seen
+        if best_seen > claimed + EPS:
+            status = "beaten"
+        elif best_seen >= claimed - EPS:
+            status = "confirmed"
+        else:
+            status = "unreachable" if lm.search_exhaustive else "unconfirmed"
+        out[layout.level_key(lm.source)] = {"claimed": claimed, "found": round(best_seen, 6),
+                                            "exhaustive": lm.search_exhaustive, "status": status}
+    return out
+
+
+def summary(compared: dict[str, dict]) -> str:
+    flagged = {k: v for k, v in compared.items() if v["status"] in FLAGGED}
+    counts = {}
+    for v in compared.values():
+        counts[v["status"]] = counts.get(v["status"], 0) + 1
+    text = ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
+    if flagged:
+        text += "; flagged: " + "; ".join(
+            f"{k} claims {v['claimed']:g}, " + ("envforge scored " if v["status"] == "beaten" else
+                                                "exhaustive search reaches only ") + f"{v['found']:g}"
+            for k, v in list(flagged.items())[:5])
+    return text

@@ -1,0 +1,102 @@
+"""`envforge verify` on folders envforge did not make: read-only by default, shipped max rewards
+are claims set beside what search finds, sound max rewards, shipped levels checked even when the
+generator is broken."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from tiny_env import CONFIG, ENV_MAIN, write_env
+
+
+def verify(env_dir: Path, *flags: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "pipeline.cli", "verify", str(env_dir), *flags],
+                          capture_output=True, text=True, timeout=600)
+
+
+def snapshot(folder: Path) -> dict:
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def test_verify_of_a_foreign_folder_writes_nothing_there_unless_asked(tmp_path):
+    env = write_env(tmp_path / "corridor")
+    before = snapshot(env)
+    out = tmp_path / "reports" / "corridor.json"
+    result = verify(env, "--stages", "execution,levels", "--out", str(out))
+    assert result.returncode == 0, result.stdout
+    assert f"read-only: nothing written into {env}" in result.stdout
+    assert snapshot(env) == before
+    assert json.loads(out.read_text())["accepted"] is True
+
+    assert verify(env, "--stages", "execution,levels", "--write").returncode == 0
+    assert (env / "verification.json").is_file() and (env / "level_max_rewards.json").is_file()
+
+
+def test_shipped_max_rewards_are_claims_reported_beside_what_search_finds(tmp_path):
+    env = write_env(tmp_path / "corridor")
+    claims = {"levels": {"level_01.yaml": {"max_reward": 1.0}, "level_02.yaml": {"max_reward": 0.5},
+                         "level_03.yaml": {"max_reward": 3.0}}}
+    (env / "level_max_rewards.json").write_text(json.dumps(claims))
+    result = verify(env, "--stages", "execution,levels")
+    assert result.returncode == 0, result.stdout
+    line = next(x for x in result.stdout.splitlines() if x.startswith("claimed max rewards"))
+    assert "1 beaten, 1 confirmed, 1 unreachable" in line
+    assert "level_02.yaml claims 0.5, envforge scored 1" in line
+    assert "level_03.yaml claims 3, exhaustive search reaches only 1" in line
+    assert json.loads((env / "level_max_rewards.json").read_text()) == claims  # a claim, never rewritten
+
+    report = json.loads(verify(env, "--stages", "execution,levels", "--json").stdout)
+    compared = report["stages"]["levels"]["claims"]
+    assert (compared["level_02.yaml"]["claimed"], compared["level_02.yaml"]["found"]) == (0.5, 1.0)
+    assert compared["level_02.yaml"]["status"] == "beaten"
+    assert compared["level_03.yaml"]["status"] == "unreachable" and compared["level_03.yaml"]["exhaustive"] is True
+
+
+def test_reward_paid_per_step_gets_a_max_at_least_doing_nothing_and_is_rejected_at_reliability(tmp_path):
+    """0.1 per step whatever the agent does: the max is never below what waiting scores, and the
+    reward, not the generator, is blamed."""
+    per_step = ENV_MAIN.replace('reached = self._state["pos"] == self._state["goal"]', "reached = False").replace(
+        "(0.0, [], {})", "(0.1, ['tick'], {})").replace(
+        'return self._state["pos"] == self._state["goal"] or self._t >= self.max_steps',
+        "return self._t >= self.max_steps").replace(
+        'if name == "move"', 'if name == "wait":\n            self._last_action_result = "waited"\n        elif name == "move"')
+    config = json.loads(json.dumps(CONFIG))
+    config["transition"]["actions"].append({"name": "wait", "description": "Do nothing.", "params": []})
+    env = write_env(tmp_path / "ticks", replace={"env_main.py": per_step}, config=config)
+    result = verify(env, "--json", "--write")
+    report = json.loads(result.stdout)
+    assert result.returncode == 1
+    assert report["stage"] == "reliability", report["reason"]
+    assert report["reason"].startswith("reward: expected a reward that pays for skill, found that doing nothing "
+                                       "(the no-op 'wait' until the episode ends) scores the maximum")
+    assert "pays for time passing" in report["reason"]
+    for entry in json.loads((env / "level_max_rewards.json").read_text())["levels"].values():
+        assert entry["max_reward"] >= entry["nothing_reward"] - 1e-9 and entry["nothing_reward"] > 1.19
+        assert entry["max_reward"] >= entry["best_seen"] - 1e-9
+        assert entry["certainty"] != "certified" or entry["search_exhaustive"] or entry["validator_bound"] is not None
+
+
+def test_shipped_levels_are_certified_even_when_the_generator_is_broken(tmp_path):
+    env = write_env(tmp_path / "broken_gen", replace={"env_generate.py": (
+        "    rng = random.Random(seed)", "    rng = random.Random(seed)\n    raise RuntimeError('no generator yet')")})
+    result = verify(env, "--json")
+    report = json.loads(result.stdout)
+    assert result.returncode == 1 and report["stage"] == "levels"
+    assert report["reason"].startswith("env_generate.py:6: expected generate_level to make a level for seed 1, "
+                                       "found exception: RuntimeError in generate_level(): no generator yet")
+    assert report["reason"].endswith("the 3 shipped level(s) were checked and certified anyway (see the levels figures)")
+    assert report["stages"]["levels"]["max_rewards"] == {"level_01.yaml": 1.0, "level_02.yaml": 1.0,
+                                                          "level_03.yaml": 1.0}
+
+
+def test_evaluate_exits_nonzero_and_names_the_env_line_when_episodes_end_in_env_error(tmp_path):
+    env = write_env(tmp_path / "crashy", replace={"env_main.py": (
+        'step = 1 if params["direction"] == "right" else -1', 'step = 1 if params["direction"] == "right" else -1 // 0')})
+    result = subprocess.run([sys.executable, "-m", "pipeline.cli", "evaluate", str(env), "--agent", "random",
+                             "--runs", "1", "--out", str(tmp_path / "out")], capture_output=True, text=True, timeout=600)
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "episode(s) ended because the environment failed (env_error" in result.stderr
+    assert "env_main.py:8: exception: ZeroDivisionError in transition(): integer division or modulo by zero" \
+        in result.stderr, result.stderr
