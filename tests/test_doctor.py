@@ -80,3 +80,21 @@ def test_doctor_runs_offline_from_the_bundled_recording(tmp_path):
     assert result.returncode == 0, result.stdout + result.stderr
     assert "model check: replay/replay" in result.stdout and "reply: 'ok'" in result.stdout
     assert "1 call(s) replayed" in result.stdout
+
+
+def test_doctor_lists_each_sandbox_mechanism_as_enforced_or_not_available(tmp_path):
+    from pipeline.sandbox.capabilities import capabilities
+    from pipeline.sandbox.syscalls import seccomp_available
+
+    out = doctor(tmp_path).stdout
+    lines = out[out.index("sandbox:"):out.index("providers:")].splitlines()
+    states = {line.strip().split(": ")[0]: line.strip().split(": ")[1].split(" (")[0] for line in lines[2:]}
+    full = "enforced" if capabilities()["mode"] == "namespaces" else "not available"
+    seccomp = "enforced" if seccomp_available()[0] else "not available"
+    assert states == {"namespaces": full, "chroot": full, "uid": full, "rlimits": "enforced",
+                      "no_new_privs": "enforced" if "enforced" in (full, seccomp) else "not available",
+                      "tmpfs quota": full, "keyring": seccomp, "seccomp": seccomp, "folder copy": "enforced"}
+    if seccomp == "enforced":
+        listed = next(line for line in lines if "seccomp:" in line)
+        for call in ("keyctl", "ptrace", "mount", "unshare", "setns", "bpf", "init_module", "kexec_load", "reboot"):
+            assert call in listed

@@ -63,21 +63,13 @@ def _version(package: str) -> str:
 
 def sandbox_report() -> list[str]:
     try:
-        from pipeline.sandbox import capabilities
-    except ImportError:
-        return ["unknown (not available)"]
-    try:
-        caps = capabilities()
+        from pipeline.sandbox.capabilities import capabilities, enforcement
+        mode = capabilities()["mode"]
+        rows = enforcement()
     except Exception as exc:  # noqa: BLE001 - doctor reports every failure instead of crashing
-        return [f"unknown (capabilities() failed: {type(exc).__name__}: {exc})"]
-    labels = {"network_cut": "network cut", "write_confinement": "write confinement", "process_limit": "process limits"}
-    lines = []
-    for key, value in caps.items():
-        if value is None or value == "":
-            continue
-        shown = "yes" if value is True else "no" if value is False else str(value)
-        lines.append(f"{labels.get(key, key.replace('_', ' '))}: {shown}")
-    return lines or ["unknown (capabilities() reported nothing)"]
+        return [f"unknown ({type(exc).__name__}: {exc})"]
+    return [f"mode: {mode}"] + [f"{name}: {'enforced' if on else 'not available'} ({detail})"
+                                for name, on, detail in rows]
 
 
 def provider_report() -> list[str]:

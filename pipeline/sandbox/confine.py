@@ -7,7 +7,9 @@ at /env: an overlay of the (shared, read-only) copy of its folder under a privat
 layer. That layer and /tmp live on one tmpfs capped in size and inodes, so whatever the env
 writes is bounded and vanishes with its mount namespace. It chroots into it, sets resource
 limits, and becomes a uid of its own with no supplementary groups, no capabilities and
-no_new_privs. In "plain" mode (not root, or no namespaces) only the resource limits apply.
+no_new_privs. In "plain" mode (not root, or no namespaces) none of that: only what follows.
+In both modes: resource limits, and, where libseccomp is present, the worker first joins a fresh, empty session keyring and
+last loads the seccomp filter of syscalls.py.
 """
 from __future__ import annotations
 
@@ -123,11 +125,18 @@ def drop_privileges(uid: int) -> None:
 def confine(mode: str, base: str, folder: str, uid: int, limits: Limits) -> str:
     """Confine this process; return the environment folder's path as seen afterwards.
     `folder`: the host's copy of the environment folder (in plain mode, this worker's own)."""
+    from pipeline.sandbox import syscalls  # loads libseccomp: only workers need it
+
+    seccomp, _ = syscalls.seccomp_available()
+    if seccomp:
+        syscalls.fresh_session_keyring()
     if mode != "namespaces":
         os.chdir(folder)
         set_limits(limits, single_process=False)
-        return folder
-    build_root(os.path.join(base, "root"), os.path.join(base, "rw"), folder, uid, limits)
-    set_limits(limits, single_process=True)
-    drop_privileges(uid)
-    return ENV_MOUNT
+    else:
+        build_root(os.path.join(base, "root"), os.path.join(base, "rw"), folder, uid, limits)
+        set_limits(limits, single_process=True)
+        drop_privileges(uid)
+    if seccomp:
+        syscalls.deny_syscalls()
+    return ENV_MOUNT if mode == "namespaces" else folder
