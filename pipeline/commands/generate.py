@@ -21,7 +21,8 @@ EXIT_ACCEPTED, EXIT_NONE_ACCEPTED = 0, 1
 EPILOG = """exit status: 0 the run finished and accepted at least one environment (or paused as asked);
 1 it finished and accepted none; 2 bad input (themes file, output folder, flags);
 3 the run budget (--budget-usd) was reached: themes not started are listed as skipped.
-Offline demo (no key): envforge generate --themes examples/themes.txt --provider replay --out runs/demo"""
+Offline demo (no key): envforge generate --themes examples/themes.txt --provider replay --out runs/demo
+(in a checkout), or, from any folder, envforge generate --demo --out runs/demo"""
 
 
 def register(subparsers) -> None:
@@ -31,9 +32,12 @@ def register(subparsers) -> None:
                     "verification (execution, levels, reliability) and lands in OUT/<name>/ or "
                     "OUT/_rejected/<name>/ with the stage and reason.",
         epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--themes", required=True, metavar="FILE",
+    p.add_argument("--themes", metavar="FILE",
                    help="one theme per line (blank lines and # comments ignored), or a YAML list of "
                         "themes or of {theme, name, tags, notes}")
+    p.add_argument("--demo", action="store_true",
+                   help="the bundled offline demo: the themes of examples/themes.txt with --provider replay "
+                        "(works from any folder, also in an installed envforge)")
     p.add_argument("--out", type=out_dir, default=str(paths.GENERATED_ENVS_DIR), metavar="DIR",
                    help="output folder (default: generated_envs/)")
     p.add_argument("--concurrency", type=COUNT, default=2, metavar="N", help="themes in progress at once (default 2)")
@@ -49,6 +53,11 @@ def register(subparsers) -> None:
 
 
 def run(args) -> int:
+    if args.demo:
+        args.themes = args.themes or str(paths.DEMO_THEMES)
+        args.provider = args.provider or "replay"
+    if not args.themes:
+        raise UserError("expected --themes FILE (or --demo for the bundled offline demo), found neither")
     if args.concurrency < 1:
         raise UserError(f"--concurrency: expected a whole number of at least 1, found {args.concurrency}")
     if args.levels < 3:

@@ -16,7 +16,7 @@ from pipeline.errors import UserError
 from pipeline.llm.retry import RetryPolicy
 
 PROVIDERS = ("anthropic", "openai", "replay")
-BUNDLED_REPLAY_DIR = paths.ROOT / "examples" / "replay"
+BUNDLED_REPLAY_DIR = paths.BUNDLED_REPLAY_DIR
 # Defaults are models with a known price, so that budgets hold without a --prices file.
 DEFAULT_MODELS = {"anthropic": "claude-sonnet-4-5", "openai": "gpt-5-mini", "replay": "replay"}
 KEY_VARS = {"anthropic": "ANTHROPIC_API_KEY", "openai": "OPENAI_API_KEY"}

@@ -1,0 +1,92 @@
+"""Does an installed envforge give the same offline demo as the checkout?
+
+Builds a wheel from a copy of the checkout, installs it into a fresh virtual environment, runs
+`envforge generate --demo --out runs/demo` there from an empty folder, runs README's first command
+(`envforge generate --themes examples/themes.txt --provider replay`) with the editable install
+that runs this script, and compares which themes were accepted and which were rejected, at which
+stage. Prints one line per side and `same demo result` or the difference; exit 0 when the same.
+
+    python scripts/wheel_demo.py                 # the wheel's dependencies installed from the index (CI)
+    python scripts/wheel_demo.py --reuse-deps    # offline: the wheel alone, its dependencies taken
+                                                 # from this interpreter's site-packages (the tests)
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import site
+import subprocess
+import sys
+import tempfile
+import venv
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+SKIP = shutil.ignore_patterns(".git", ".venv", "build", "dist", "runs", "out", "*.egg-info", "__pycache__",
+                              ".pytest_cache", ".hypothesis", "_data")
+SECRETS = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_BASE_URL", "OPENAI_API_KEY", "OPENAI_BASE_URL",
+           "ENVFORGE_MODEL", "PYTHONPATH", "VIRTUAL_ENV")
+
+
+def build_wheel(tmp: Path) -> Path:
+    source = tmp / "source"
+    shutil.copytree(ROOT, source, ignore=SKIP)
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w",
+                    str(tmp / "wheel"), str(source)], check=True)
+    (wheel,) = (tmp / "wheel").glob("envforge-*.whl")
+    return wheel
+
+
+def install(wheel: Path, target: Path, reuse_deps: bool) -> Path:
+    venv.EnvBuilder(with_pip=True).create(target)
+    python = target / "bin" / "python"
+    pip = [str(python), "-m", "pip", "install", "-q", str(wheel)]
+    if reuse_deps:  # this interpreter's site-packages after the new venv's own: its packages, not its checkout
+        own = subprocess.run([str(python), "-c", "import site; print(site.getsitepackages()[0])"], check=True,
+                             capture_output=True, text=True).stdout.strip()
+        Path(own, "envforge_test_deps.pth").write_text("\n".join(site.getsitepackages()) + "\n")
+        pip.insert(4, "--no-deps")
+    subprocess.run(pip, check=True)
+    return target / "bin"
+
+
+def demo(envforge: Path, cwd: Path, args: list[str], home: Path) -> dict:
+    env = {k: v for k, v in os.environ.items() if k not in SECRETS}
+    env.update(ENVFORGE_CACHE=str(home / "cache.sqlite"), ENVFORGE_DOTENV=str(home / ".env"))
+    done = subprocess.run([str(envforge), "generate", *args, "--json"], cwd=cwd, env=env, capture_output=True,
+                          text=True, timeout=900)
+    if done.returncode != 0:
+        raise SystemExit(f"{envforge} generate {' '.join(args)} in {cwd}: exit {done.returncode}\n{done.stderr[-2000:]}")
+    summary = json.loads(done.stdout)
+    return {"accepted": sorted(summary["accepted"]),
+            "rejected": {name: r["stage"] for name, r in sorted(summary["rejected"].items())}}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--reuse-deps", action="store_true", help="install the wheel alone (offline)")
+    args = parser.parse_args(argv)
+    with tempfile.TemporaryDirectory(prefix="envforge-wheel-") as name:
+        tmp = Path(name)
+        installed = install(build_wheel(tmp), tmp / "venv", args.reuse_deps)
+        located = subprocess.run([str(installed / "python"), "-c", "import pipeline.paths as p; print(p.ROOT)"],
+                                 cwd=tmp, capture_output=True, text=True, check=True).stdout.strip()
+        if not located.startswith(str(tmp / "venv")):
+            raise SystemExit(f"expected the installed envforge to read its data from {tmp / 'venv'}, found {located}")
+        (tmp / "empty").mkdir()
+        wheel = demo(installed / "envforge", tmp / "empty", ["--demo", "--out", "runs/demo"], tmp / "empty")
+        editable = demo(Path(sys.executable).parent / "envforge", ROOT,
+                        ["--themes", "examples/themes.txt", "--provider", "replay", "--out", str(tmp / "editable")], tmp)
+    print(f"installed wheel, from an empty folder: {json.dumps(wheel)}")
+    print(f"editable install, README's command:    {json.dumps(editable)}")
+    if wheel != editable:
+        print("the installed wheel's demo differs from the editable install's")
+        return 1
+    print("same demo result")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
