@@ -54,6 +54,14 @@ SECONDS = number(0.0, above=True)
 USD = number(0.0)
 
 
+def label(text: str) -> str:
+    """A short name for records and reports: one line of at most 80 printable characters."""
+    name = text.strip()
+    if not name or len(name) > 80 or not name.isprintable():
+        raise argparse.ArgumentTypeError(f"expected a name of 1 to 80 printable characters on one line, found {text!r:.100}")
+    return name
+
+
 def out_dir(text: str) -> str:
     """A folder to write into: new, or an existing folder — never an existing file."""
     path = Path(text)

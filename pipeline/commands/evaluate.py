@@ -17,12 +17,12 @@ from pathlib import Path
 from pipeline import layout
 from pipeline.errors import UserError
 from learning.export import LEARNED, learned_player
-from pipeline.evaluate import EnvTarget, Limits, ModelOptions, kind_of, make_player, register_prefix
+from pipeline.evaluate import EnvTarget, Limits, ModelOptions, display_name, kind_of, make_player, register_prefix
 from pipeline.evaluate.records import EPISODES_CSV, EPISODES_JSONL, NO_MODEL, Records
 from pipeline.evaluate.report import summarize, write_report
 from pipeline.evaluate.runner import Progress, RunOptions, RunOutcome, evaluate
 from pipeline.llm.cli_args import EXIT_BUDGET_EXCEEDED, EXIT_MODEL_FAILED, add_llm_arguments, client_from_args, print_cost_summary
-from pipeline.argtypes import COUNT, LIMIT, SECONDS, number, out_dir
+from pipeline.argtypes import COUNT, LIMIT, SECONDS, label, number, out_dir
 
 AGENT_HELP = ("react (AutoEnv's ReAct agent: reasoning in <thinking_memory>, one action in <action>), "
               "tools (each action a native tool call with typed parameters), learned:PATH (the best candidate of "
@@ -55,6 +55,9 @@ def register(subparsers) -> None:
                    help="render every environment through its skin NAME (envforge reskin; listed in its manifest); "
                         "the agent label becomes AGENT@NAME")
     p.add_argument("--agent", default="react", metavar="AGENT", help=AGENT_HELP)
+    p.add_argument("--agent-name", type=label, metavar="NAME",
+                   help="how records and reports name the agent (default: the built-in name, or for your own agent "
+                        "FILESTEM:ATTR or MODULE:ATTR, never a path)")
     p.add_argument("--runs", type=COUNT, default=3, help="runs per level (default 3, as in the paper)")
     p.add_argument("--split", choices=tuple(layout.LEVEL_SPLITS), default="test",
                    help="levels/ (test, default) or val_levels/ (val)")
@@ -219,7 +222,7 @@ def prepare(args) -> Job:
                     args.stagnation_steps)
     if args.agent == "random":
         limits = Limits(args.max_steps, 0, 0, 0, 0)
-    agent = args.agent + (f"@{args.skin}" if args.skin else "")  # how the records and report name it
+    agent = (args.agent_name or display_name(args.agent)) + (f"@{args.skin}" if args.skin else "")  # in records and reports
     options = RunOptions(agent, model, args.runs, args.split,
                          args.max_levels, args.concurrency, limits,
                          dataclasses.replace(RunOptions.sandbox, call_seconds=args.call_seconds), args.skin)
