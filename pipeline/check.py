@@ -24,7 +24,7 @@ from pipeline.sandbox.static import other_python_files, scan_env
 
 GENERATOR_SEEDS = (1, 2, 3)
 GENERATED_START_SEEDS = (101, 102)
-FATAL_KINDS = {"timeout", "cpu_limit", "memory", "crash", "output_limit", "exit", "protocol", "load"}
+FATAL_KINDS = {"wall_clock", "timeout", "cpu_limit", "memory", "crash", "output_limit", "exit", "protocol", "load"}
 RANDOM_EPISODES = 3
 
 
@@ -44,9 +44,11 @@ class CheckReport:
 
 
 class _Checker:
-    def __init__(self, env: layout.EnvDir, limits: Limits, seed: int):
+    def __init__(self, env: layout.EnvDir, limits: Limits, seed: int, budget_seconds: float):
         self.env = env
         self.limits = limits
+        self.budget_seconds = budget_seconds
+        self.deadline = (time.monotonic() + budget_seconds, f"check's budget of {budget_seconds:g}s ran out")
         self.rng = random.Random(seed)
         self.report = CheckReport(str(env.path))
         self.worker: Worker | None = None
@@ -75,6 +77,11 @@ class _Checker:
     # -- worker ----------------------------------------------------------------------
     def live_worker(self) -> Worker | None:
         if self.stopped:
+            return None
+        if time.monotonic() > self.deadline[0]:
+            self.problem(layout.ENV_MAIN, f"check to finish within its budget of {self.budget_seconds:g}s",
+                         "wall_clock: still running; the remaining checks were skipped", "budget")
+            self.stopped = True
             return None
         if self.worker is None or not self.worker.alive or self.worker.failed:
             self.close_worker()
@@ -205,7 +212,8 @@ class _Checker:
             where = _start_name(start)
             try:
                 episode = rollout.run_episode(worker, lambda obs, last: random_action(space, self.rng, 0.2),
-                                              self.max_steps, level=start["level"], seed=start.get("seed", i))
+                                              self.max_steps, level=start["level"], seed=start.get("seed", i),
+                                              deadline=self.deadline)
             except SandboxFailure as f:
                 self.failure(f, f"a random episode on {where} to run without failure", "episodes")
                 continue
@@ -277,7 +285,7 @@ class _Checker:
             trace = iter(plan)
             try:
                 episode = rollout.run_episode(worker, lambda obs, last: next(trace), len(plan),
-                                              level=start["level"], seed=start.get("seed", 7))
+                                              level=start["level"], seed=start.get("seed", 7), deadline=self.deadline)
             except SandboxFailure as f:
                 self.failure(f, "a replayed episode to run", "determinism")
                 return
@@ -291,9 +299,15 @@ class _Checker:
                 return
 
 
-def check_env(env_dir: str | Path, limits: Limits | None = None, seed: int = 0) -> CheckReport:
+# Wall clock for a whole check: an env whose every call stays just under the call limit would
+# otherwise keep check busy for (levels + episodes x steps) x 5 s.
+BUDGET_SECONDS = 300.0
+
+
+def check_env(env_dir: str | Path, limits: Limits | None = None, seed: int = 0,
+              budget_seconds: float = BUDGET_SECONDS) -> CheckReport:
     limits = limits or Limits(call_seconds=5, cpu_seconds=60)
-    return _Checker(layout.EnvDir.at(env_dir), limits, seed).run()
+    return _Checker(layout.EnvDir.at(env_dir), limits, seed, budget_seconds).run()
 
 
 def _start_name(start: dict) -> str:

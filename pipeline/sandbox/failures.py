@@ -6,6 +6,7 @@ from dataclasses import asdict, dataclass
 KINDS = {
     "exception": "the environment's code raised",
     "timeout": "a call took longer than its wall-clock limit",
+    "wall_clock": "an episode or a run took longer than its wall-clock budget",
     "cpu_limit": "the worker used up its CPU seconds",
     "memory": "the worker ran out of its memory limit",
     "exit": "the environment ended the worker process",

@@ -1,0 +1,38 @@
+"""Wall-clock budgets and capped records (issue 15, groups 6 and 7)."""
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+from pipeline.rollout import KEEP_OBSERVATION_CHARS, kept
+from test_sandbox_hostile import Host, assert_no_canary, host  # noqa: F401 - `host` is a fixture
+from tiny_env import write_env
+
+ENVFORGE = [str(Path(sys.executable).parent / "envforge")]
+
+
+def test_check_of_an_env_sleeping_under_the_call_limit_stops_at_its_budget(host: Host, tmp_path):
+    env_dir = host.env("sleepy_step")
+    done = subprocess.run(ENVFORGE + ["check", "--budget", "8", str(env_dir)], capture_output=True, text=True,
+                          timeout=600)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "Traceback" not in done.stderr, done.stderr
+    lines = done.stdout.splitlines()
+    assert any(re.search(r"found wall_clock: (stopped after \d+ steps: check's budget of 8s ran out|still running)",
+                         line) for line in lines), done.stdout
+    assert_no_canary("check's output", done.stdout + done.stderr)
+    clean = subprocess.run(ENVFORGE + ["check", str(write_env(tmp_path / "clean"))], capture_output=True,
+                           text=True, timeout=600)
+    assert clean.returncode == 0, clean.stdout + clean.stderr
+
+
+def test_a_large_observation_is_kept_as_its_size_and_digest():
+    small = "x" * 100
+    assert kept(small) == small
+    big = "y" * (KEEP_OBSERVATION_CHARS + 1)
+    note = kept(big)
+    assert re.fullmatch(rf"<observation of {len(big)} characters, cut: not kept; sha256 [0-9a-f]{{16}}>", note)
+    assert kept(big) == note and kept(big[:-1] + "z") != note  # still tells two runs apart
+    assert kept({"grid": big}).startswith("<observation of ")
