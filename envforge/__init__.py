@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pipeline import __version__
+from pipeline import __version__, paths
 from pipeline.errors import UserError
 from pipeline.evaluate.records import EpisodeRecord
 from pipeline.sandbox import SandboxFailure
@@ -49,7 +49,7 @@ def make_vec(path, num_envs: int, vectorization_mode: str = "sync", **kwargs: An
     return _gym("make_vec")(path, num_envs, vectorization_mode, **kwargs)
 
 
-def register(root="generated_envs") -> list[str]:
+def register(root=paths.GENERATED_ENVS_DIR) -> list[str]:
     """Register the accepted environments under `root` with Gymnasium as envforge/<name>-v0."""
     return _gym("register")(root)
 

@@ -26,7 +26,7 @@ import numpy as np
 from gymnasium import spaces
 
 from dsl_schema.actions import Action, Param
-from pipeline import layout
+from pipeline import layout, paths
 from pipeline.errors import UserError
 from pipeline.sandbox import Limits
 
@@ -203,7 +203,7 @@ def env_id(path: str | Path) -> str:
     return f"{ID_PREFIX}/{Path(path).resolve().name}-v0"
 
 
-def register(root: str | Path = "generated_envs") -> list[str]:
+def register(root: str | Path = paths.GENERATED_ENVS_DIR) -> list[str]:
     """Register every accepted environment under `root` (not _rejected/ or _work/) with Gymnasium
     as `envforge/<name>-v0`, so `gymnasium.make("envforge/crate_dock-v0")` works; returns the ids."""
     envs = layout.find_envs(root)

@@ -1,6 +1,7 @@
 """envforge environments as Inspect AI tasks (`pip install 'envforge[inspect]'`).
 
     inspect eval envforge/env -T path=generated_envs/reference/crate_dock --model anthropic/claude-…
+    inspect eval envforge/reference -T env=crate_dock --model …   # the bundled ones, from any folder
     inspect view                                # the transcripts, from ./logs (or $INSPECT_LOG_DIR)
 
 `path` is an environment folder or a folder holding some. Each level of the split is a sample.
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
 
 from inspect_ai import Task, task
@@ -24,7 +26,7 @@ from inspect_ai.scorer import Score, Target, mean, scorer
 from inspect_ai.solver import Generate, TaskState, solver
 from inspect_ai.tool import ToolInfo
 
-from pipeline import layout
+from pipeline import layout, paths
 from pipeline.errors import UserError
 from pipeline.evaluate.context import WorkerSession
 from pipeline.evaluate.episode import Decision, Limits, Tracker, Turn, play
@@ -39,9 +41,20 @@ CALL_ONE_TOOL = "Call exactly one of the tools: one action per turn."
 
 
 @task
-def env(path: str = "generated_envs", split: str = "test", max_levels: int | None = None,
+def env(path: str = str(paths.GENERATED_ENVS_DIR), split: str = "test", max_levels: int | None = None,
         skin: str | None = None) -> Task:
     """Every level of the environment(s) at `path` as a sample (see the module docstring)."""
+    return _task(Path(path), split, max_levels, skin)
+
+
+@task
+def reference(env: str | None = None, split: str = "test", max_levels: int | None = None,
+              skin: str | None = None) -> Task:
+    """The reference environments that come with envforge (all, or the one named `env`), from any folder."""
+    return _task(paths.REFERENCE_ENVS_DIR / env if env else paths.REFERENCE_ENVS_DIR, split, max_levels, skin)
+
+
+def _task(path: Path, split: str, max_levels: int | None, skin: str | None) -> Task:
     envs = [Environment(e.path) for e in layout.find_envs(path)]
     if not envs:
         raise UserError(f"{path}: expected an environment folder ({', '.join(layout.REQUIRED_FILES)}) or a folder "
@@ -56,8 +69,9 @@ def env(path: str = "generated_envs", split: str = "test", max_levels: int | Non
                           "skin": skin}))
     if not samples:
         raise UserError(f"{path}: expected level files under {layout.LEVEL_SPLITS[split]}/, found none")
-    return Task(dataset=MemoryDataset(samples, name=f"envforge-{layout.EnvDir.at(path).name}"),
-                solver=episode(), scorer=normalized_reward(), name=f"envforge_{layout.EnvDir.at(path).name}")
+    name = layout.EnvDir.at(path).name
+    return Task(dataset=MemoryDataset(samples, name=f"envforge-{name}"), solver=episode(),
+                scorer=normalized_reward(), name=f"envforge_{name}")
 
 
 @solver

@@ -27,7 +27,7 @@ import itertools, json, sys
 from inspect_ai import eval as inspect_eval
 from inspect_ai.model import ModelOutput, ModelUsage, get_model
 
-moves, task_args = json.loads(sys.argv[1]), json.loads(sys.argv[2])
+moves, task_args, name = json.loads(sys.argv[1]), json.loads(sys.argv[2]), sys.argv[3]
 
 def usage(output):
     output.usage = ModelUsage(input_tokens=10, output_tokens=5, total_tokens=15)
@@ -37,18 +37,18 @@ if moves:  # tool calls, one action each
     replies = (usage(ModelOutput.for_tool_call("mockllm", "move", {"direction": d})) for d in moves)
 else:  # mockllm's own default: its fixed text and no tool call, forever
     replies = (usage(ModelOutput.from_content("mockllm", "Default output from mockllm/model")) for _ in itertools.count())
-(log,) = inspect_eval("envforge/env", model=get_model("mockllm/model", custom_outputs=replies),
+(log,) = inspect_eval(name, model=get_model("mockllm/model", custom_outputs=replies),
                       task_args=task_args, display="none")
 print(json.dumps({"status": log.status, "error": str(log.error or ""), "location": log.location}))
 """
 
 
-def _run(tmp_path: Path, moves: list[str], path: Path = CRATE_DOCK, **task_args):
+def _run(tmp_path: Path, moves: list[str], task: str = "envforge/env", **task_args):
     from inspect_ai.log import read_eval_log
 
     work = tmp_path / "work"
     work.mkdir()
-    done = subprocess.run([sys.executable, "-c", RUN, json.dumps(moves), json.dumps({"path": str(path), **task_args})],
+    done = subprocess.run([sys.executable, "-c", RUN, json.dumps(moves), json.dumps({"path": str(CRATE_DOCK), **task_args} if task == "envforge/env" else task_args), task],
                           cwd=work, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     result = json.loads(done.stdout.strip().splitlines()[-1])
@@ -83,6 +83,6 @@ def test_tool_calls_are_the_actions_and_a_solved_level_scores_1(tmp_path):
 
 
 def test_a_folder_of_environments_is_one_task(tmp_path):
-    log = _run(tmp_path, [], path=ROOT / "generated_envs" / "reference", max_levels=1, split="val")
+    log = _run(tmp_path, [], "envforge/reference", max_levels=1, split="val")  # the bundled reference envs
     assert sorted(s.id for s in log.samples) == ["crate_dock/level_11.yaml", "tide_pool/level_11.yaml"]
     assert {s.metadata["level"] for s in log.samples} == {"val_levels/level_11.yaml"}
