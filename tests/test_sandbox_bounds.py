@@ -36,3 +36,22 @@ def test_a_large_observation_is_kept_as_its_size_and_digest():
     assert re.fullmatch(rf"<observation of {len(big)} characters, cut: not kept; sha256 [0-9a-f]{{16}}>", note)
     assert kept(big) == note and kept(big[:-1] + "z") != note  # still tells two runs apart
     assert kept({"grid": big}).startswith("<observation of ")
+
+
+def test_the_pool_counts_cpu_across_leases_and_retires_a_worker_near_its_limit(host: Host):
+    from pipeline.sandbox import Limits, WorkerPool
+
+    env_dir = host.env("burn_cpu")
+    with WorkerPool(1, Limits(call_seconds=60, cpu_seconds=4)) as pool:
+        with pool.lease(env_dir) as first:
+            first.call("reset", level="levels/level_01.yaml")
+            first.call("step", action={"action": "go", "params": {}})
+            assert 1.7 <= first.cpu_seconds_used < 3.2
+        with pool.lease(env_dir) as again:  # 1.7 of 4 s used: still worth reusing
+            assert again is first
+            again.call("step", action={"action": "go", "params": {}})
+            assert again.cpu_seconds_used >= 3.4  # counted over its life, not per lease
+        with pool.lease(env_dir) as fresh:
+            assert fresh is not first and not first.alive
+            assert fresh.cpu_seconds_used < 1.7
+        assert (pool.started, pool.reused) == (2, 1)

@@ -20,6 +20,9 @@ from pipeline.sandbox.limits import Limits
 from pipeline.sandbox.process import Worker
 
 
+CPU_REUSE_SHARE = 0.8  # a worker that used more of its CPU seconds is not reused
+
+
 class WorkerPool:
     def __init__(self, size: int = 2, limits: Limits | None = None, host: str = "env", skin: str | None = None):
         """`host`: what the workers hold (see Worker): environments, or learned agents.
@@ -70,7 +73,10 @@ class WorkerPool:
         return None
 
     def _give_back(self, key: tuple, worker: Worker) -> None:
-        healthy = worker.alive and not worker.failed
+        # CPU is counted over the worker's life, across leases: one near its limit would fail the
+        # next lease's work for a reason that is not that work's.
+        budget_left = worker.cpu_seconds_used < CPU_REUSE_SHARE * worker.limits.cpu_seconds
+        healthy = worker.alive and not worker.failed and budget_left
         if healthy:
             with self._lock:
                 # Idle workers hold memory; keep no more than the pool size in all.

@@ -148,11 +148,23 @@ class Worker:
                 if failure.kind in ("timeout", "output_limit", "protocol", "cpu_limit", "crash", "exit"):
                     self._kill()
                 raise
+            finally:
+                self.cpu_seconds_used = max(self.cpu_seconds_used, self._cpu_seconds())
             if not reply.get("ok"):
                 self.failed = True
                 raise SandboxFailure(reply.get("kind", "protocol"), reply.get("detail", ""),
                                      reply.get("where", ""), self.output_text(), op)
             return reply.get("result")
+
+    def _cpu_seconds(self) -> float:
+        """CPU the worker has used over its life (what RLIMIT_CPU counts), read from /proc."""
+        pids = _children(self.proc.pid) if self.mode == "namespaces" else [self.proc.pid]
+        try:
+            with open(f"/proc/{pids[0]}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        except (OSError, IndexError, ValueError):
+            return self.cpu_seconds_used
 
     def _send(self, request: dict) -> None:
         data = (json.dumps(request) + "\n").encode()
