@@ -55,3 +55,31 @@ def test_the_pool_counts_cpu_across_leases_and_retires_a_worker_near_its_limit(h
             assert fresh is not first and not first.alive
             assert fresh.cpu_seconds_used < 1.7
         assert (pool.started, pool.reused) == (2, 1)
+
+
+def test_an_episode_past_its_wall_clock_stops_with_the_reason_recorded():
+    import time
+
+    from pipeline.evaluate.episode import INFRASTRUCTURE, Decision, Limits, Tracker
+
+    tracker = Tracker(Limits(episode_seconds=0.05), max_steps=100, max_reward=1.0)
+    tracker.decided(Decision(error="format", message="not an action"))
+    assert tracker.stop_reason is None
+    time.sleep(0.06)
+    tracker.decided(Decision(error="format", message="not an action"))
+    assert tracker.stop_reason == "wall_clock" and "limit 0.05s" in tracker.stop_detail
+    record = tracker.record(env="e", level="l", run=0, agent="a", model="m", split="test")
+    assert record.stop_reason == "wall_clock" and "wall_clock" in INFRASTRUCTURE
+
+
+def test_a_trajectory_line_caps_long_texts_and_says_so():
+    from pipeline.evaluate.episode import TRAJECTORY_TEXT_CHARS, Decision, Limits, Tracker, Turn, trajectory_line
+
+    big = "o" * (8 * 1024 * 1024)
+    tracker = Tracker(Limits(), max_steps=10, max_reward=1.0)
+    line = trajectory_line(Turn(1, 10, big, big, []), Decision(error="format", reply=big, prompt=big), {}, tracker)
+    for key in ("observation", "last_action_result", "reply", "prompt"):
+        assert len(line[key]) < TRAJECTORY_TEXT_CHARS + 100
+        assert line[key].endswith(f"[cut: {len(big) - TRAJECTORY_TEXT_CHARS} of {len(big)} characters not logged]")
+    small = trajectory_line(Turn(1, 10, "obs", None, []), Decision(error="format", reply="r"), {}, tracker)
+    assert (small["observation"], small["reply"]) == ("obs", "r")

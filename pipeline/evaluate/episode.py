@@ -9,6 +9,7 @@ limit, as in EPOCH-Bench: an agent that answers garbage uses up its episode.
 """
 from __future__ import annotations
 
+import json
 import time
 from collections import Counter
 from dataclasses import dataclass, field
@@ -32,10 +33,11 @@ STOP_REASONS = {
     "agent_stopped": "the agent stopped before the episode ended",
     "agent_error": "the agent's own code raised",
     "env_error": "the environment failed in the sandbox",
+    "wall_clock": "the episode ran past its wall-clock limit",
 }
 # Ends that say nothing about the agent: left out of scores, and run again on resume
 # (except env_error, which would fail the same way again).
-INFRASTRUCTURE = ("model_error", "budget", "env_error")
+INFRASTRUCTURE = ("model_error", "budget", "env_error", "wall_clock")
 RERUN_ON_RESUME = ("model_error", "budget")
 
 
@@ -48,6 +50,7 @@ class Limits:
     format_error_streak: int = 5
     loop_visits: int = 10  # the same state this many times
     stagnation_steps: int = 20  # steps in a row with no new state and no reward
+    episode_seconds: float = 900.0  # wall clock of one episode, model calls included
 
 
 # Checked in this order after every turn that did not end the episode otherwise.
@@ -230,6 +233,9 @@ class Tracker:
         return "max_steps" if isinstance(t, int) and t >= self.max_steps else "env_ended"
 
     def _check(self) -> None:
+        elapsed = time.monotonic() - self.started
+        if 0 < self.limits.episode_seconds <= elapsed:
+            return self.stop("wall_clock", f"after {elapsed:.0f}s (limit {self.limits.episode_seconds:g}s)")
         for reason, broken in STREAK_RULES:
             if broken(self, self.limits):
                 return self.stop(reason)
@@ -298,16 +304,32 @@ async def play(agent, session: Session, level: str, tracker: Tracker, history: i
     return tracker
 
 
+# What one trajectory line keeps of each long text (an observation, a prompt, a reply): an env
+# with 8 MB observations logged 801 MB for one episode.
+TRAJECTORY_TEXT_CHARS = 20_000
+
+
+def _capped(value: Any) -> Any:
+    """`value`, or its first TRAJECTORY_TEXT_CHARS characters and a note of the cut."""
+    if value is None or isinstance(value, (bool, int, float)):
+        return value
+    text = value if isinstance(value, str) else json.dumps(value, default=str)
+    if len(text) <= TRAJECTORY_TEXT_CHARS:
+        return value
+    return text[:TRAJECTORY_TEXT_CHARS] + f"… [cut: {len(text) - TRAJECTORY_TEXT_CHARS} of {len(text)} characters not logged]"
+
+
 def trajectory_line(turn: Turn, decision: Decision, out: dict, tracker: Tracker) -> dict:
-    """One line of the episode's JSONL trajectory."""
-    line = {"type": "turn", "step": turn.step, "observation": turn.observation,
-            "last_action_result": turn.last_action_result, "prompt": decision.prompt, "reply": decision.reply,
-            "thought": decision.thought, "action": decision.action, "error": decision.error,
+    """One line of the episode's JSONL trajectory; long texts capped (see _capped)."""
+    line = {"type": "turn", "step": turn.step, "observation": _capped(turn.observation),
+            "last_action_result": _capped(turn.last_action_result), "prompt": _capped(decision.prompt),
+            "reply": _capped(decision.reply),
+            "thought": _capped(decision.thought), "action": decision.action, "error": decision.error,
             "message": decision.message, "tokens_in": decision.tokens_in, "tokens_out": decision.tokens_out,
             "dollars": decision.dollars}
     if out:
         line.update(reward=out.get("reward"), done=out.get("done"), events=out.get("events"),
-                    result=out.get("last_action_result"), invalid=tracker.turn_log[-1].get("invalid"),
+                    result=_capped(out.get("last_action_result")), invalid=tracker.turn_log[-1].get("invalid"),
                     t=out.get("t"), state_hash=out.get("state_hash"))
     line.update(total=tracker.total, stop_reason=tracker.stop_reason)
     return line

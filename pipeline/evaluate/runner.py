@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import sys
+import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Awaitable, Callable
@@ -38,6 +39,7 @@ class RunOptions:
     limits: Limits = Limits()
     sandbox: SandboxLimits = SandboxLimits(call_seconds=10.0, cpu_seconds=1800)
     skin: str | None = None  # render every environment through its skins/<skin>.py
+    run_seconds: float = 12 * 3600.0  # wall clock of the whole run; past it no episode starts (0: off)
 
 
 @dataclass(frozen=True)
@@ -84,8 +86,13 @@ async def evaluate(targets: list[EnvTarget], player: Player, options: RunOptions
     own_pool = pool is None
     pool = pool or WorkerPool(size=options.concurrency, limits=options.sandbox, skin=options.skin)
 
+    deadline = time.monotonic() + options.run_seconds
+
     async def one(spec: EpisodeSpec) -> None:
         async with slots:
+            if 0 < options.run_seconds and time.monotonic() > deadline:
+                outcome.budget_message = f"run: wall clock of {options.run_seconds:g}s reached (wall_clock)"
+                stop_all.set()
             if stop_all.is_set() or spec.env.name in stopped_envs:
                 outcome.not_started += 1
                 return
