@@ -14,8 +14,8 @@ from dsl_schema.check import (
     is_valid,
     load_schema,
 )
+from dsl_schema.names import RESERVED_NAMES
 from dsl_schema.problems import Problem, errors, warnings
-from dsl_schema.semantics import RESERVED_NAMES
 
 __all__ = [
     "SCHEMA_PATH",

@@ -1,4 +1,7 @@
-"""The rules of a DSL document that JSON Schema cannot express.
+"""The rules of a DSL document that JSON Schema cannot express: the table of them (RULES, which
+docs/dsl_reference.md is generated from), the structural checks (unknown keys, reward maps,
+actions and their parameters, max_steps), and the composition with the checks of what names
+resolve to (names.py: observation.expose, skin placeholders, condition paths).
 
 Every function here takes the loaded document, which may be of any shape (the schema errors are
 reported separately), so each one looks before it leaps and never raises on odd input.
@@ -6,28 +9,18 @@ reported separately), so each one looks before it leaps and never raises on odd 
 from __future__ import annotations
 
 import keyword
-import re
-import string
 from typing import Any, Callable, Iterator
 
-from dsl_schema.conditions import ConditionSyntaxError, parse_condition, paths
+from dsl_schema.names import check_conditions, check_expose, check_skins, section
 from dsl_schema.problems import Problem, format_path, show, type_name
 
-# Names an observation may expose (and a condition or skin may use) without a state_template path.
-RESERVED_NAMES = {
-    "t": "the current step, 0 after reset (injected by the runtime)",
-    "max_steps": "the episode's step limit: termination.max_steps, or the level's override",
-    "remaining_steps": "max_steps - t",
-    "last_action_result": "the feedback text of the previous action (e.g. why it was invalid)",
-    "visible_tiles": "the part of the map the observation policy lets the agent see",
-}
+__all__ = ["RULES", "action_params", "semantic_problems"]
 
 TOP_LEVEL_KEYS = ("meta", "state_template", "observation", "reward", "transition", "skin", "skins",
                   "termination", "generator", "world_loading", "misc")
 TAG_KEYS = ("reward", "observation", "semantics")
 ACTION_KEYS = ("name", "description", "params")
 PARAM_KEYS = ("name", "type", "enum", "range", "description", "optional")
-SKIN_TYPES = ("text", "ascii", "json", "image")
 REWARD_RULE_KEYS = ("events", "conditions")
 
 # The rules below, as documented in docs/dsl_reference.md (generated from this list).
@@ -53,24 +46,17 @@ RULES = (
     ("error", "<key>", "(YAML text) a key repeated in one mapping: YAML would silently keep only the last"),
 )
 
-CONDITION_SYNTAX = ("a condition in the DSL syntax (dotted paths, literals, == != < <= > >= in, "
-                    "+ - * / %, and/or/not, len(...), parentheses)")
-
-
 def semantic_problems(doc: dict, source: str) -> list[Problem]:
     problems: list[Problem] = []
-    for check in (_unknown_keys, _expose, _reward, _actions, _max_steps, _skins, _conditions):
+    checks = {"unknown_keys": _unknown_keys, "expose": check_expose, "reward": _reward, "actions": _actions,
+              "max_steps": _max_steps, "skins": check_skins, "conditions": check_conditions}
+    for name, check in checks.items():
         try:
             problems.extend(check(doc, source))
         except Exception as exc:  # a checker bug must not hide the document's other problems
-            problems.append(Problem(source, "(checker)", f"{check.__name__[1:]} check to finish",
+            problems.append(Problem(source, "(checker)", f"{name} check to finish",
                                     f"internal error {type(exc).__name__}: {exc}", "warning"))
     return problems
-
-
-def _section(doc: dict, name: str) -> dict:
-    value = doc.get(name)
-    return value if isinstance(value, dict) else {}
 
 
 def _unknown_keys(doc: dict, source: str) -> Iterator[Problem]:
@@ -78,74 +64,12 @@ def _unknown_keys(doc: dict, source: str) -> Iterator[Problem]:
         if key not in TOP_LEVEL_KEYS:
             yield Problem(source, format_path([key]), "one of the DSL sections (" + ", ".join(TOP_LEVEL_KEYS) + ")",
                           f"unknown key {show(key)} (ignored by envforge)", "warning")
-    tags = _section(doc, "meta").get("tags")
+    tags = section(doc, "meta").get("tags")
     if isinstance(tags, dict):
         for key in tags:
             if key not in TAG_KEYS:
                 yield Problem(source, format_path(["meta", "tags", key]), "a tag among " + ", ".join(TAG_KEYS),
                               f"unknown tag {show(key)}", "warning")
-
-
-# ---- observation.expose ---------------------------------------------------------------------
-
-def declared_views(doc: dict) -> set[str]:
-    views = _section(doc, "observation").get("views")
-    return {k for k in views if isinstance(k, str)} if isinstance(views, dict) else set()
-
-
-def _lookup(parts: list[str], template: Any) -> tuple[str, list[str], Any]:
-    """Walk `parts` through the state template: ('ok'|'missing'|'scalar'|'unknown', walked, value)."""
-    value: Any = template
-    walked: list[str] = []
-    for part in parts:
-        if isinstance(value, dict):
-            key = part if part in value else (int(part) if part.isdigit() and int(part) in value else None)
-            if key is None:
-                return "missing", walked, value
-            value = value[key]
-        elif isinstance(value, list) and part.isdigit() and int(part) < len(value):
-            value = value[int(part)]
-        elif value is None or isinstance(value, list):
-            return "unknown", walked, value  # filled in by the generator; cannot be checked here
-        else:
-            return "scalar", walked, value
-        walked.append(part)
-    return "ok", walked, value
-
-
-def _path_problem(source: str, where: str, text: str, template: Any, extra_names: set[str],
-                  severity: str, what: str) -> Problem | None:
-    """A problem if dotted `text` names nothing in state_template, the reserved names or extra names."""
-    parts = text.split(".")
-    if len(parts) == 1 and (text in RESERVED_NAMES or text in extra_names):
-        return None
-    status, walked, value = _lookup(parts, template)
-    if status == "ok":
-        return None
-    expected = f"{what} ({', '.join(RESERVED_NAMES)}" + (", " + ", ".join(sorted(extra_names)) if extra_names else "") + ")"
-    at = "state_template" + "".join("." + w for w in walked)
-    if status == "missing":
-        keys = [str(k) for k in value][:8] if isinstance(value, dict) else []
-        return Problem(source, where, expected,
-                       f"{show(text)} ({parts[len(walked)]!r} is not under {at}; it has {', '.join(keys) or 'no keys'})", severity)
-    if status == "scalar":
-        return Problem(source, where, expected, f"{show(text)} ({at} is {type_name(value)} {show(value)}, which has no fields)", severity)
-    return Problem(source, where, f"{what} that can be checked", f"{show(text)} ({at} is {show(value)} in the template, "
-                   "so the rest of the path cannot be verified)", "warning")
-
-
-def _expose(doc: dict, source: str) -> Iterator[Problem]:
-    expose = _section(doc, "observation").get("expose")
-    if not isinstance(expose, list):
-        return
-    template = doc.get("state_template")
-    views = declared_views(doc)
-    for index, entry in enumerate(expose):
-        if isinstance(entry, str) and entry:
-            problem = _path_problem(source, format_path(["observation", "expose", index]), entry, template, views,
-                                    "error", "a path into state_template, a reserved name or a view declared in observation.views")
-            if problem:
-                yield problem
 
 
 # ---- reward ---------------------------------------------------------------------------------
@@ -221,7 +145,7 @@ def action_params(action: dict) -> list[tuple[list, str, dict]]:
 
 
 def _actions(doc: dict, source: str) -> Iterator[Problem]:
-    actions = _section(doc, "transition").get("actions")
+    actions = section(doc, "transition").get("actions")
     if not isinstance(actions, list):
         return
     seen: dict[str, int] = {}
@@ -288,11 +212,11 @@ def _has_type(value: Any, kind: str) -> bool:
 # ---- termination.max_steps mirrors globals.max_steps ----------------------------------------
 
 def _max_steps(doc: dict, source: str) -> Iterator[Problem]:
-    globals_ = _section(doc, "state_template").get("globals")
+    globals_ = section(doc, "state_template").get("globals")
     if not isinstance(globals_, dict) or "max_steps" not in globals_:
         return
     mirrored = globals_["max_steps"]
-    declared = _section(doc, "termination").get("max_steps")
+    declared = section(doc, "termination").get("max_steps")
     if not _is_int(declared):
         return
     if not _is_int(mirrored):
@@ -307,104 +231,3 @@ def _is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-# ---- skins: placeholders derivable from exposed fields -----------------------------------------
-
-def derivable_names(doc: dict) -> set[str]:
-    """Placeholder names a skin may use: reserved names, views, and names built from exposed paths.
-
-    An exposed path a.b.c yields every run of its segments joined by '_' (c, b_c, a_b_c, a, a_b, b);
-    an exposed group yields the same for every field under it.
-    """
-    names = set(RESERVED_NAMES) | declared_views(doc)
-    expose = _section(doc, "observation").get("expose")
-    template = doc.get("state_template")
-    for entry in expose if isinstance(expose, list) else []:
-        if not isinstance(entry, str):
-            continue
-        parts = entry.split(".")
-        status, _, value = _lookup(parts, template)
-        for sub in [[]] + (list(_nested_keys(value)) if status == "ok" else []):
-            full = parts + sub
-            for i in range(len(full)):
-                for j in range(i + 1, len(full) + 1):
-                    names.add("_".join(full[i:j]))
-    return names
-
-
-def _nested_keys(value: Any, depth: int = 0) -> Iterator[list[str]]:
-    if isinstance(value, dict) and depth < 4:
-        for key, child in value.items():
-            yield [str(key)]
-            for rest in _nested_keys(child, depth + 1):
-                yield [str(key)] + rest
-
-
-def placeholders(template: str) -> list[str]:
-    """Base names of the str.format fields in a template ({agent[pos]} and {agent.pos} give 'agent')."""
-    out = []
-    for _, field, _, _ in string.Formatter().parse(template):
-        if field is not None:
-            out.append(re.split(r"[.\[]", field, maxsplit=1)[0])
-    return out
-
-
-def _skins(doc: dict, source: str) -> Iterator[Problem]:
-    skins: list[tuple[list, Any]] = [(["skin"], doc.get("skin"))]
-    named = doc.get("skins")
-    if isinstance(named, dict):
-        skins += [(["skins", name], skin) for name, skin in named.items()]
-    available = None
-    for base, skin in skins:
-        if not isinstance(skin, dict):
-            continue
-        kind = skin.get("type")
-        if isinstance(kind, str) and kind and kind not in SKIN_TYPES:
-            yield Problem(source, format_path(base + ["type"]), "one of " + ", ".join(SKIN_TYPES), show(kind), "warning")
-        template = skin.get("template")
-        if not isinstance(template, str):
-            continue
-        where = format_path(base + ["template"])
-        try:
-            fields = placeholders(template)
-        except ValueError as exc:
-            yield Problem(source, where, "a str.format template (write literal braces as {{ and }})", str(exc), "warning")
-            continue
-        available = derivable_names(doc) if available is None else available
-        reported = set()
-        for field in fields:
-            if field in reported:
-                continue
-            reported.add(field)
-            if field == "" or field.isdigit():
-                yield Problem(source, where, "named placeholders like {t}", f"positional placeholder {{{field}}}", "warning")
-            elif field not in available:
-                yield Problem(source, where, "placeholders derivable from observation.expose, reserved names or observation.views",
-                              f"{{{field}}}, which none of them provides", "warning")
-
-
-# ---- conditions -----------------------------------------------------------------------------
-
-def _conditions(doc: dict, source: str) -> Iterator[Problem]:
-    found: list[tuple[list, Any]] = []
-    conditions = _section(doc, "termination").get("conditions")
-    if isinstance(conditions, list):
-        found += [(["termination", "conditions", i], c) for i, c in enumerate(conditions)]
-    rules = _section(doc, "reward").get("conditions")
-    if isinstance(rules, list):
-        found += [(["reward", "conditions", i, "if"], r.get("if")) for i, r in enumerate(rules) if isinstance(r, dict)]
-    template = doc.get("state_template")
-    views = declared_views(doc)
-    for where, text in found:
-        if not isinstance(text, str) or not text.strip():
-            continue  # the schema reports the wrong type or an empty string
-        try:
-            parsed = parse_condition(text)
-        except ConditionSyntaxError as exc:
-            yield Problem(source, format_path(where), CONDITION_SYNTAX, f"{show(text)} ({exc})")
-            continue
-        for path in paths(parsed):
-            dotted = ".".join(str(p) for p in path.parts)
-            problem = _path_problem(source, format_path(where), dotted, template, views, "warning",
-                                    "paths into state_template or reserved names")
-            if problem:
-                yield problem
