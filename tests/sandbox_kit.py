@@ -1,0 +1,153 @@
+"""What the sandbox tests share: a Worker that can be observed from the host (its pids, its uid),
+checks that nothing is left behind or leaked, and the `host` fixture (a planted secret, a folder
+outside the env, a loopback listener) that hostile environments aim at."""
+from __future__ import annotations
+
+import os
+import re
+import select
+import shutil
+import socket
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import yaml
+
+from pipeline.sandbox import Limits, Worker, capabilities
+
+HOSTILE = Path(__file__).parent / "hostile"
+LEVEL = "levels/level_01.yaml"
+STEP = {"action": "go", "params": {}}
+CANARY = "sk-test-canary-" + uuid.uuid4().hex
+NAMESPACES = capabilities()["mode"] == "namespaces"
+NOT_CONFINED = f"sandbox runs in {capabilities()['mode']!r} mode ({capabilities()['reason']}): no confinement to test"
+
+LIMITS = Limits(call_seconds=2, cpu_seconds=4)
+
+
+# -- observing workers and the host ------------------------------------------------------
+class RecordingWorker(Worker):
+    """A Worker that remembers itself even when its constructor raises (failed load)."""
+
+    started: list["RecordingWorker"] = []
+
+    def _start(self) -> None:
+        super()._start()
+        RecordingWorker.started.append(self)
+
+    @property
+    def uid(self) -> int:
+        return int(self.proc.args[self.proc.args.index("--uid") + 1])
+
+    def pids(self) -> list[int]:
+        """The worker's host pids: the launcher and everything below it."""
+        pids, todo = [], [self.proc.pid]
+        while todo:
+            pid = todo.pop()
+            pids.append(pid)
+            todo += _children(pid)
+        return pids
+
+    def inner_pid(self) -> int:
+        """The process running env code (below `unshare` in namespaces mode)."""
+        return self.pids()[-1]
+
+
+def _children(pid: int) -> list[int]:
+    try:
+        return [int(x) for x in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+    except OSError:
+        return []
+
+
+def processes_of_uid(uid: int) -> list[str]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                status = (entry / "status").read_text()
+            except OSError:
+                continue
+            if re.search(rf"^Uid:\s+{uid}\s", status, re.M):
+                found.append(f"pid {entry.name}: {(entry / 'cmdline').read_bytes()[:120]!r}")
+    return found
+
+
+def running(pids: list[int]) -> list[int]:
+    """Those of `pids` that still exist (zombies included: nothing reaped them)."""
+    return [pid for pid in pids if Path(f"/proc/{pid}").exists()]
+
+
+def files_under(root: Path, skip: Path | None = None) -> dict[str, bytes]:
+    out = {}
+    for path in root.rglob("*"):
+        if path.is_file() and not path.is_symlink() and (skip is None or skip not in path.parents):
+            out[str(path)] = path.read_bytes()
+    return out
+
+
+def assert_no_canary(where: str, text: str | bytes) -> None:
+    data = text.encode() if isinstance(text, str) else text
+    assert CANARY.encode() not in data, f"the secret leaked into {where}"
+
+
+def assert_nothing_left(worker: RecordingWorker, pids: list[int]) -> None:
+    deadline = time.monotonic() + 2  # let the kernel finish reaping a killed namespace
+    while (running(pids) or (NAMESPACES and processes_of_uid(worker.uid))) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert running(pids) == [], "worker processes still running after close"
+    if NAMESPACES:
+        assert processes_of_uid(worker.uid) == [], f"processes of the worker's uid {worker.uid} left"
+    assert not Path(worker.base).exists(), f"temp dir {worker.base} left after close"
+
+
+# -- fixtures ----------------------------------------------------------------------------
+@dataclass
+class Host:
+    tmp: Path
+    planted: Path  # where the test itself put the secret (on purpose)
+    outside: Path  # a host folder the env tries to write into
+    tmp_target: str  # a host /tmp path the env tries to write
+    listener: socket.socket
+
+    def connections(self) -> int:
+        ready, _, _ = select.select([self.listener], [], [], 0.2)
+        return len(ready)
+
+    def env(self, case: str, **extra) -> Path:
+        """A copy of tests/hostile/<case> whose level names this host's port, paths and pid."""
+        env_dir = self.tmp / "envs" / case
+        shutil.copytree(HOSTILE / case, env_dir)
+        level_path = env_dir / LEVEL
+        level = yaml.safe_load(level_path.read_text())
+        fields = {"port": self.listener.getsockname()[1], "host_pid": os.getpid(),
+                  "target": str(self.outside / "escaped.txt"), "tmp_target": self.tmp_target,
+                  "secret_files": [str(self.planted / ".env"), str(self.planted / "credentials")]}
+        level.update({k: v for k, v in fields.items() if k in level}, **extra)
+        level_path.write_text(yaml.safe_dump(level))
+        return env_dir
+
+
+@pytest.fixture
+def host(tmp_path, monkeypatch):
+    planted = tmp_path / "planted"
+    planted.mkdir()
+    for name in (".env", "credentials"):
+        (planted / name).write_text(f"OPENAI_API_KEY={CANARY}\n")
+    monkeypatch.setenv("OPENAI_API_KEY", CANARY)
+    monkeypatch.setenv("ENVFORGE_TEST_PASSWORD", CANARY)
+    monkeypatch.setenv("HOME", str(planted))
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(8)
+    RecordingWorker.started.clear()
+    tmp_target = f"/tmp/envforge-hostile-{uuid.uuid4().hex}.txt"
+    yield Host(tmp_path, planted, outside, tmp_target, listener)
+    listener.close()
+    for worker in RecordingWorker.started:
+        worker.close()

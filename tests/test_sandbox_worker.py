@@ -1,0 +1,146 @@
+"""The sandbox worker with a sound environment: plain JSON replies, snapshots, the worker pool,
+writes kept in a private copy of the folder, and nothing left behind after close or a failed load."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from pipeline.sandbox import SandboxFailure, Worker, WorkerPool
+from sandbox_kit import LEVEL, LIMITS, STEP, RecordingWorker, assert_nothing_left, files_under, host, running  # noqa: F401
+
+# -- a sound env: happy path and protocol --------------------------------------------------
+COUNTER = '''
+import os
+
+from pipeline.runtime import SkinEnv
+
+
+class Counter(SkinEnv):
+    def transition(self, action):
+        name = action["action"]
+        if name == "explode":
+            raise ValueError("boom")
+        if name == "hang":
+            while True:
+                pass
+        if name == "scribble":
+            with open("notes.txt", "w") as f:
+                f.write("mine")
+            with open("levels/level_01.yaml", "w") as f:
+                f.write("n: 1000\\n")
+            os.makedirs("levels/extra", exist_ok=True)
+        self._state["n"] += int(action.get("params", {}).get("by", 1))
+        return self._state
+
+    def reward(self, action):
+        return float(self._state["n"]), ["counted"], {}
+'''
+
+
+@pytest.fixture
+def counter(tmp_path) -> Path:
+    env_dir = tmp_path / "counter"
+    (env_dir / "levels").mkdir(parents=True)
+    (env_dir / "env_main.py").write_text(COUNTER.lstrip())
+    (env_dir / "config.yaml").write_text("termination:\n  max_steps: 5\n")
+    (env_dir / LEVEL).write_text("n: 0\n")
+    return env_dir
+
+
+def test_sound_env_steps_with_plain_json_replies(counter):
+    with Worker(counter, LIMITS) as worker:
+        assert worker.info == {"class": "Counter", "max_steps": 5}
+        assert worker.call("reset", level=LEVEL)["observation"] == "{n: 0, t: 0}"
+        reply = worker.call("step", action={"action": "add", "params": {"by": 2}})
+        assert {k: reply[k] for k in ("reward", "done", "observation", "events", "t")} == {
+            "reward": 2.0, "done": False, "observation": "{n: 2, t: 1}", "events": ["counted"], "t": 1}
+        for _ in range(4):
+            reply = worker.call("step", action=STEP)
+        assert (reply["done"], reply["t"]) == (True, 5)
+
+
+def test_snapshot_restore_round_trip_gives_identical_observations(counter):
+    with Worker(counter, LIMITS) as worker:
+        worker.call("reset", level=LEVEL)
+        worker.call("step", action=STEP)
+        handle = worker.call("snapshot")["handle"]
+        before = worker.call("observe", want_state=True)
+        first_path = [worker.call("step", action={"action": "add", "params": {"by": k}}) for k in (1, 2, 3)]
+        assert worker.call("observe")["observation"] != before["observation"]
+        worker.call("restore", handle=handle)
+        assert worker.call("observe", want_state=True) == before
+        second_path = [worker.call("step", action={"action": "add", "params": {"by": k}}) for k in (1, 2, 3)]
+        assert second_path == first_path
+        assert worker.call("drop") == {"held": 0}
+        with pytest.raises(SandboxFailure) as caught:
+            worker.call("restore", handle=handle)
+        assert caught.value.kind == "usage"
+
+
+def test_pool_reuses_a_healthy_worker(counter):
+    with WorkerPool(1, LIMITS) as pool:
+        with pool.lease(counter) as first:
+            first.call("reset", level=LEVEL)
+            pid = first.proc.pid
+        with pool.lease(counter) as second:
+            assert second is first and second.proc.pid == pid
+            assert second.call("ping") == {"pong": True}
+        assert (pool.started, pool.reused) == (1, 1)
+
+
+@pytest.mark.parametrize("action, kind, process_survives", [
+    ({"action": "explode"}, "exception", True),  # the env failed; its process lives on
+    ({"action": "hang"}, "timeout", False),  # the worker was killed
+])
+def test_pool_replaces_a_worker_that_failed(counter, action, kind, process_survives):
+    with WorkerPool(1, LIMITS) as pool:
+        with pool.lease(counter) as first:
+            first.call("reset", level=LEVEL)
+            with pytest.raises(SandboxFailure) as caught:
+                first.call("step", action=action)
+            assert caught.value.kind == kind
+            assert first.alive is process_survives
+        assert not first.alive and not Path(first.base).exists(), "a failed worker must be closed"
+        with pool.lease(counter) as second:
+            assert second is not first
+            assert second.call("reset", level=LEVEL)["observation"] == "{n: 0, t: 0}"
+        assert (pool.started, pool.reused) == (2, 0)
+
+
+def test_env_writes_go_to_a_private_copy_of_its_folder(counter):
+    original = files_under(counter)
+    with Worker(counter, LIMITS) as worker:
+        worker.call("reset", level=LEVEL)
+        worker.call("step", action={"action": "scribble"})
+        copy = worker.writable_folder()
+        assert (copy / "notes.txt").read_text() == "mine"
+        assert (copy / LEVEL).read_text() == "n: 1000\n"
+    assert files_under(counter) == original
+    assert sorted(p.name for p in (counter / "levels").iterdir()) == ["level_01.yaml"]
+
+
+def test_closed_worker_leaves_no_process_or_temp_dir(counter, host):
+    worker = RecordingWorker(counter, LIMITS)
+    worker.call("reset", level=LEVEL)
+    base, pids = Path(worker.base), worker.pids()
+    assert base.is_dir() and running(pids) == pids
+    worker.close()
+    assert not worker.alive
+    assert_nothing_left(worker, pids)
+    with pytest.raises(SandboxFailure) as caught:
+        worker.call("ping")
+    assert caught.value.kind == "usage"
+
+
+def test_failed_load_leaves_no_process_or_temp_dir(tmp_path, host):
+    env_dir = tmp_path / "broken"
+    (env_dir / "levels").mkdir(parents=True)
+    (env_dir / "env_main.py").write_text("raise ValueError('not an environment')\n")
+    (env_dir / "config.yaml").write_text("termination:\n  max_steps: 5\n")
+    with pytest.raises(SandboxFailure) as caught:
+        RecordingWorker(env_dir, LIMITS)
+    assert (caught.value.kind, caught.value.where) == ("load", "env_main.py:1")
+    assert "ValueError: not an environment" in caught.value.detail
+    worker = RecordingWorker.started[-1]
+    assert_nothing_left(worker, [worker.proc.pid])
