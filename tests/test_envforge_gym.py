@@ -125,3 +125,16 @@ def test_vector_env_plays_several_episodes_at_once():
         assert list(rewards) == [0.0, 0.0] and all("Step 1/30" in o for o in obs)
     finally:
         envs.close()
+
+
+def test_reset_can_generate_a_level_from_the_seed():
+    env = envforge.make(CRATE_DOCK)
+    try:
+        obs, info = env.reset(seed=5, options={"generate": True})
+        again, info2 = env.reset(seed=5, options={"generate": True})
+        other, info3 = env.reset(seed=6, options={"generate": True})
+    finally:
+        env.close()
+    assert info["level"].startswith("seed:") and info["max_reward"] is None
+    assert (obs, info["level"]) == (again, info2["level"]) and info3["level"] != info["level"]
+    assert "Step 0/30" in obs
