@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import re
+
+import pytest
 import subprocess
 import sys
 from pathlib import Path
@@ -83,3 +85,54 @@ def test_a_trajectory_line_caps_long_texts_and_says_so():
         assert line[key].endswith(f"[cut: {len(big) - TRAJECTORY_TEXT_CHARS} of {len(big)} characters not logged]")
     small = trajectory_line(Turn(1, 10, "obs", None, []), Decision(error="format", reply="r"), {}, tracker)
     assert (small["observation"], small["reply"]) == ("obs", "r")
+
+
+HUGE_PROMPT_AGENT = '''
+class Agent:
+    def __init__(self, env, llm):
+        self.llm = llm
+
+    def act(self, turn):
+        self.llm("x" * 500_000)
+        return {"action": {"action": "wait", "params": {}}}
+'''
+# Goes around llm() (which shapes requests properly) to the raw request channel.
+MALFORMED_AGENT = '''
+class Agent:
+    def __init__(self, env, llm):
+        self.ask = llm.__self__.ask
+
+    def act(self, turn):
+        self.ask("model", {"messages": [{"role": 5, "content": ["not", "text"]}], "max_tokens": "lots"})
+        return {"action": {"action": "wait", "params": {}}}
+'''
+
+
+@pytest.mark.parametrize("source, reason", [
+    (HUGE_PROMPT_AGENT, "expected at most 400000 characters in one request, found 500000"),
+    (MALFORMED_AGENT, "messages[0]: expected {'role': one of ['assistant', 'system', 'user'], 'content': text}"),
+])
+def test_a_learned_agents_oversized_or_malformed_request_is_its_own_failure(tmp_path, llm_server, llm_env, capsys,
+                                                                              source, reason):
+    import json
+
+    from llm_server import Reply
+    from pipeline.cli import main
+
+    learned = tmp_path / "learned"
+    learned.mkdir()
+    (learned / "agent.py").write_text(source)
+    (learned / "learned.json").write_text(json.dumps({"env": "crate_dock"}))
+    (learned / "prompt.txt").write_text("Push the crates onto the docks.")
+    llm_server.rule = lambda n: Reply("east")
+    env = Path(__file__).resolve().parent.parent / "generated_envs" / "reference" / "crate_dock"
+    status = main(["evaluate", str(env), "--agent", f"learned:{learned}", "--model", "openai/gpt-4o-mini",
+                   "--base-url", llm_server.openai_url, "--no-cache", "--max-levels", "1", "--runs", "1",
+                   "--max-steps", "3", "--out", str(tmp_path / "out")])
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    (record,) = [json.loads(x) for x in (tmp_path / "out" / "episodes.jsonl").read_text().splitlines()]
+    assert record["stop_reason"] == "agent_error", record
+    assert "agent.py made a bad model request: " + reason in record["stop_detail"]
+    assert len(llm_server.requests) == 0  # nothing of it reached the model
+    assert status in (0, 1)

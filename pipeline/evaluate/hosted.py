@@ -28,6 +28,11 @@ from pipeline.sandbox import Limits, SandboxFailure, Worker, WorkerPool
 from pipeline.sandbox.agent_host import AGENT_FILE, ask_model
 
 MAX_CALLS_PER_TURN = 5
+# A model request from agent code is hostile input: at most this many characters of message text
+# per call and per episode (45 MB of prompt in 3 turns was seen), and at most this many messages.
+MAX_REQUEST_CHARS = 400_000
+MAX_EPISODE_REQUEST_CHARS = 4_000_000
+MAX_REQUEST_MESSAGES = 200
 AGENT_LIMITS = Limits(call_seconds=10.0, cpu_seconds=600, memory_mb=1024)
 ROLES = {"system": Message.system, "user": Message.user, "assistant": Message.assistant}
 SEED_SOURCE = Path(react.__file__)  # the agent code envforge learn starts from
@@ -49,6 +54,7 @@ class HostedAgent:
         `name`: what its failures call it."""
         self._act, self.ctx, self.client, self.options, self.name = act, ctx, client, options, name
         self.names = {a.name for a in ctx.env.space}
+        self.request_chars = 0  # over the episode (one HostedAgent plays one episode)
 
     async def act(self, turn: Turn) -> Decision:
         loop = asyncio.get_running_loop()
@@ -60,7 +66,12 @@ class HostedAgent:
                 return {"error": "usage", "message": f"unknown request {kind!r}"}
             if spent["calls"] >= MAX_CALLS_PER_TURN:
                 return {"error": "limit", "message": f"at most {MAX_CALLS_PER_TURN} model calls per turn"}
-            return asyncio.run_coroutine_threadsafe(self._model(args, spent, refused), loop).result()
+            try:
+                messages, max_tokens = self._request(args)
+            except ValueError as e:
+                refused.append(("agent", str(e)))
+                return {"error": "usage", "message": str(e)}
+            return asyncio.run_coroutine_threadsafe(self._model(messages, max_tokens, spent, refused), loop).result()
 
         try:
             out = await self.ctx.session.blocking(self._act, agent_turn(turn), on_request)
@@ -69,6 +80,8 @@ class HostedAgent:
         errors = dict(refused)
         if "budget" in errors:
             return Decision(error="budget", message=errors["budget"], **spent)
+        if "agent" in errors:  # a bad request is the agent's failure, whatever it did next
+            return Decision(error="agent", message=f"{self.name} made a bad model request: {errors['agent']}", **spent)
         if isinstance(out, SandboxFailure):
             if "model" in errors:
                 return Decision(error="model", message=errors["model"], **spent)
@@ -76,12 +89,32 @@ class HostedAgent:
             return Decision(error="agent", message=f"{self.name} failed{where}: {out.kind}: {out.detail}", **spent)
         return decision_of(out, self.names, spent)
 
-    async def _model(self, args: dict, spent: dict, refused: list) -> dict:
-        messages = [ROLES.get(m["role"], Message.user)(m["content"]) for m in args.get("messages") or []]
+    def _request(self, args: Any) -> tuple[list[Message], int | None]:
+        """The messages and max_tokens of a model request, checked; ValueError says what is wrong."""
+        if not isinstance(args, dict) or not isinstance(args.get("messages"), list):
+            raise ValueError(f"expected {{'messages': [...], 'max_tokens': ...}}, found {type(args).__name__}"
+                             + (f" with messages of type {type(args.get('messages')).__name__}" if isinstance(args, dict) else ""))
+        raw = args["messages"]
+        if not 0 < len(raw) <= MAX_REQUEST_MESSAGES:
+            raise ValueError(f"expected 1 to {MAX_REQUEST_MESSAGES} messages, found {len(raw)}")
+        for i, m in enumerate(raw):
+            if not (isinstance(m, dict) and m.get("role") in ROLES and isinstance(m.get("content"), str)):
+                raise ValueError(f"messages[{i}]: expected {{'role': one of {sorted(ROLES)}, 'content': text}}, "
+                                 f"found {str(m)[:80]!r}")
+        size = sum(len(m["content"]) for m in raw)
+        if size > MAX_REQUEST_CHARS:
+            raise ValueError(f"expected at most {MAX_REQUEST_CHARS} characters in one request, found {size}")
+        if self.request_chars + size > MAX_EPISODE_REQUEST_CHARS:
+            raise ValueError(f"expected at most {MAX_EPISODE_REQUEST_CHARS} characters of requests in an episode, "
+                             f"found {self.request_chars + size}")
+        self.request_chars += size
         asked = args.get("max_tokens")
+        max_tokens = asked if isinstance(asked, int) and not isinstance(asked, bool) and asked > 0 else None
+        return [ROLES[m["role"]](m["content"]) for m in raw], max_tokens
+
+    async def _model(self, messages: list[Message], max_tokens: int | None, spent: dict, refused: list) -> dict:
         try:
-            response = await call_model(self.ctx, self.client, self.options, messages, spent,
-                                        max_tokens=asked if isinstance(asked, int) and asked > 0 else None)
+            response = await call_model(self.ctx, self.client, self.options, messages, spent, max_tokens=max_tokens)
         except TurnError as e:
             refused.append((e.kind, str(e)))
             return {"error": e.kind, "message": str(e)}
