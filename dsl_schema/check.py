@@ -51,16 +51,15 @@ def check_file(path: str | Path) -> list[Problem]:
 
 def check_text(text: str, source: str = "<text>") -> list[Problem]:
     """Problems of a DSL document given as YAML text; fields carry their line numbers."""
+    from pipeline.envfolder.safe_io import parse_yaml_node  # the one bounded YAML parser
+    from pipeline.errors import LocatedError
+
     try:
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
-        doc = yaml.safe_load(text)
-    except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
-        where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else "(document)"
-        reason = exc.problem or exc.context or "malformed YAML"
-        return [Problem(source, where, "valid YAML", reason, line=mark.line + 1 if mark else None)]
-    except (yaml.YAMLError, RecursionError, ValueError, TypeError) as exc:
-        return [Problem(source, "(document)", "valid YAML", str(exc).splitlines()[0] if str(exc) else type(exc).__name__)]
+        doc, node = parse_yaml_node(text, source)
+    except LocatedError as exc:
+        p = exc.problem
+        where = f"line {p.line}" if p.line else "(document)"
+        return [Problem(source, where, p.expected, p.found, line=p.line)]
     lines: dict[tuple, int] = {}
     duplicates: list[Problem] = []
     if node is not None:

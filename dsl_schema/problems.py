@@ -28,9 +28,10 @@ class Problem:
     check: str = ""  # which check found it (envforge check: layout, static, levels, ...)
 
     def __str__(self) -> str:
+        file = self.file or "(unnamed file)"  # a message never starts with an empty location
         if self.path:
-            return f"{self.file}: {self.path}: expected {self.expected}, found {self.found}"
-        where = f"{self.file}:{self.line}" if self.line else self.file
+            return f"{file}: {self.path}: expected {self.expected}, found {self.found}"
+        where = f"{file}:{self.line}" if self.line else file
         return f"{where}: expected {self.expected}, found {self.found}"
 
     def to_dict(self) -> dict[str, Any]:

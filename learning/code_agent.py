@@ -21,7 +21,7 @@ def check_code(folder: Path, env: dict, turn: dict, reply: str, names: set[str],
     scan, load, start, and answer a sample turn with an action of the declared space, its model
     request answered by `reply` (a canned ReAct reply: the check costs no model call). `env` and
     `turn` are given as in an episode, their prompts rendered here."""
-    problems = [p for p in scan_file(folder / AGENT_FILE, AGENT_FILE) if p.severity == "error"]
+    problems = [p for p in scan_file(folder, AGENT_FILE) if p.severity == "error"]
     if problems:
         return "; ".join(str(p) for p in problems[:5])
     try:

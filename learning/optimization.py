@@ -27,7 +27,6 @@ from learning.settings import Settings
 from pipeline.evaluate import EnvTarget
 from pipeline.evaluate.hosted import MAX_CALLS_PER_TURN, write_code
 from pipeline.evaluate.records import Records
-from pipeline.evaluate.runner import DEFAULT_MAX_STEPS
 from pipeline.llm import Message
 from pipeline.planner import candidate_actions
 from pipeline.prompts import render
@@ -91,7 +90,7 @@ class Optimizer:
     def _check_inputs(self, child: Candidate, target: EnvTarget, episodes: list[dict]) -> tuple:
         """The check's sample turn (the first observation the parent saw) and canned reply."""
         first = next((e["first_observation"] for e in episodes if e["first_observation"]), "")
-        steps = (target.config.get("termination") or {}).get("max_steps") or DEFAULT_MAX_STEPS
+        steps = target.max_steps
         env = {"name": target.name, "instruction": child.components.prompt, "action_space": target.action_space,
                "actions": [a.name for a in target.space], "max_steps": steps}
         turn = {"step": 1, "max_steps": steps, "observation": first, "last_action_result": None, "history": []}

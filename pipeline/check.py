@@ -13,9 +13,9 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import yaml
-
 from pipeline import layout
+from pipeline.envfolder.spec import EnvSpec
+from pipeline.errors import LocatedError
 from pipeline.actions import declared_actions, random_action, sample_params
 from dsl_schema.problems import Problem
 from pipeline import rollout
@@ -53,6 +53,7 @@ class _Checker:
         self.report = CheckReport(str(env.path))
         self.worker: Worker | None = None
         self.config: dict = {}
+        self.spec: EnvSpec | None = None
         self.stopped = False
 
     # -- problems --------------------------------------------------------------------
@@ -129,22 +130,19 @@ class _Checker:
         if self.env.missing_required():
             return False
         try:
-            self.config = yaml.safe_load(self.env.file(layout.CONFIG).read_text(encoding="utf-8")) or {}
-        except (yaml.YAMLError, UnicodeDecodeError) as e:
-            line = getattr(getattr(e, "problem_mark", None), "line", None)
-            self.problem(layout.CONFIG, "valid YAML", str(e).splitlines()[0], "layout", line + 1 if line is not None else None)
+            self.spec = EnvSpec.open(self.env.path, full_paths=False)
+        except LocatedError as e:
+            self.report.problems.append(dataclasses.replace(e.problem, check="layout"))
             return False
-        if not isinstance(self.config, dict):
-            self.problem(layout.CONFIG, "a mapping (the DSL document)", type(self.config).__name__, "layout")
-            return False
+        self.config = self.spec.config
         self.check_dsl()
         for problem in scan_env(self.env.path):
             self.report.problems.append(problem)
         self.report.stats["not_imported"] = other_python_files(self.env.path)
-        if not self.env.all_levels() and not self.env.file(layout.ENV_GENERATE).exists():
+        if not self.spec.all_levels() and not self.env.file(layout.ENV_GENERATE).exists():
             self.problem(layout.LEVELS + "/", f"at least one level file (*.yaml) or a generator in {layout.ENV_GENERATE}",
                          "neither", "levels")
-        self.report.stats["levels"] = len(self.env.all_levels())
+        self.report.stats["levels"] = len(self.spec.all_levels())
         self.report.stats["actions"] = len(declared_actions(self.config))
         if not declared_actions(self.config):
             self.problem(layout.CONFIG, "at least one action under transition.actions", "none", "actions")
@@ -152,24 +150,23 @@ class _Checker:
 
     def check_dsl(self) -> None:
         """DSL findings are warnings here: `envforge dsl check` is the strict gate."""
-        from dsl_schema.check import check_file
+        from dsl_schema.check import check_text
 
-        for p in check_file(self.env.file(layout.CONFIG)):
+        for p in check_text(self.spec.config_text, layout.CONFIG):
             self.report.problems.append(dataclasses.replace(p, file=layout.CONFIG, severity="warning", check="dsl"))
 
     def episode_starts(self) -> list[dict]:
         """Where episodes start: the shipped levels, else levels generated from fixed seeds
         (a freshly written environment has no level files until verification makes them)."""
-        shipped = [{"level": level} for level in self.env.all_levels()]
+        shipped = [{"level": level} for level in self.spec.all_levels()]
         return shipped or [{"level": None, "seed": seed} for seed in GENERATED_START_SEEDS]
 
     @property
     def max_steps(self) -> int:
-        value = ((self.config.get("termination") or {}).get("max_steps")) if isinstance(self.config.get("termination"), dict) else None
-        return int(value) if isinstance(value, int) and value > 0 else 100
+        return self.spec.max_steps
 
     def check_levels(self) -> None:
-        for level in self.env.all_levels():
+        for level in self.spec.all_levels():
             worker = self.live_worker()
             if worker is None:
                 return
@@ -260,7 +257,7 @@ class _Checker:
         if not self.env.file(layout.ENV_VALIDATOR).exists():
             self.problem(layout.ENV_VALIDATOR, "a level validator", "the file is missing", "validator")
             return
-        for level in self.env.all_levels():
+        for level in self.spec.all_levels():
             worker = self.live_worker()
             if worker is None:
                 return

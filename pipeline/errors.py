@@ -1,4 +1,7 @@
 """Errors that end a command with a message for the user instead of a traceback."""
+from __future__ import annotations
+
+from dsl_schema.problems import Problem
 
 
 class UserError(Exception):
@@ -7,3 +10,33 @@ class UserError(Exception):
     The message must say what was expected, what was found, and where.
     The CLI prints it and exits with status 2.
     """
+
+
+class LocatedError(UserError):
+    """A file that is not what it should be: the one located error of envforge. It carries the
+    `Problem` (file, line when known, expected, found), so `envforge check` can report it as a
+    finding and every other command as its one-line error, `file:line: expected …, found …`."""
+
+    def __init__(self, problem: Problem):
+        self.problem = problem
+        super().__init__(str(problem))
+
+    @classmethod
+    def at(cls, file: str, expected: str, found: str, line: int | None = None) -> "LocatedError":
+        return cls(Problem(file, "", expected, found, line=line))
+
+    @property
+    def file(self) -> str:
+        return self.problem.file
+
+    @property
+    def line(self) -> int | None:
+        return self.problem.line
+
+    @property
+    def expected(self) -> str:
+        return self.problem.expected
+
+    @property
+    def found(self) -> str:
+        return self.problem.found

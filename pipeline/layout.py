@@ -17,11 +17,11 @@
 """
 from __future__ import annotations
 
-import hashlib
-import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
+
+from pipeline.envfolder import safe_io
 
 ENV_MAIN = "env_main.py"
 ENV_OBS = "env_obs.py"
@@ -75,72 +75,39 @@ class EnvDir:
         return self.path / name
 
     def missing_required(self) -> list[str]:
-        return [name for name in REQUIRED_FILES if not (self.path / name).is_file()]
+        return [name for name in REQUIRED_FILES if not safe_io.exists(self.path, name)]
 
     def levels(self, split: str = "test") -> list[str]:
-        """Level ids of a split, as paths relative to the folder ("levels/level_01.yaml")."""
-        folder = self.path / LEVEL_SPLITS[split]
-        if not folder.is_dir():
-            return []
-        return [f"{LEVEL_SPLITS[split]}/{p.name}" for p in sorted(folder.glob("*.yaml"))]
+        """Level ids of a split, as paths relative to the folder ("levels/level_01.yaml"); links
+        are not levels (a link in place of the folder is a LocatedError)."""
+        folder = LEVEL_SPLITS[split]
+        return [f"{folder}/{name}" for name in safe_io.list_files(self.path, folder, ".yaml", str(self.path / folder))]
 
     def all_levels(self) -> list[str]:
         return self.levels("test") + self.levels("val")
 
     def python_files(self) -> list[Path]:
-        return sorted(p for p in self.path.rglob("*.py") if "__pycache__" not in p.parts)
+        return sorted(self.path / rel for rel in safe_io.walk(self.path, frozenset({"__pycache__"})) if rel.endswith(".py"))
 
     def skins(self) -> list[str]:
         """Names of the folder's skins (skins/<name>.py; names starting with '_' are not skins)."""
-        folder = self.path / SKINS
-        return sorted(p.stem for p in folder.glob("*.py") if not p.name.startswith("_")) if folder.is_dir() else []
+        return [name[:-3] for name in safe_io.list_files(self.path, SKINS, ".py") if not name.startswith("_")]
 
     def skin_file(self, name: str) -> Path:
         return self.path / SKINS / f"{name}.py"
 
     def read_json(self, name: str) -> dict | None:
-        p = self.path / name
-        if not p.is_file():
+        """A JSON file of the folder, bounded and never through a link; None when it is absent."""
+        if not safe_io.exists(self.path, name):
             return None
-        return json.loads(p.read_text())
+        return safe_io.load_json(self.path, name)
 
     def is_env(self) -> bool:
         return self.path.is_dir() and not self.missing_required()
 
-    def tags(self) -> dict[str, str]:
-        """The environment's category tags (reward, observation, semantics): manifest.json's,
-        else config.yaml's meta.tags; {} when neither has them."""
-        tags = (self.read_json(MANIFEST) or {}).get("tags")
-        if not isinstance(tags, dict):
-            import yaml  # config.yaml is read as data, never run
-
-            try:
-                config = yaml.safe_load(self.file(CONFIG).read_text(encoding="utf-8")) or {}
-            except (OSError, yaml.YAMLError):
-                config = {}
-            meta = config.get("meta") if isinstance(config, dict) else None
-            tags = meta.get("tags") if isinstance(meta, dict) else None
-        return {str(k): str(v) for k, v in tags.items()} if isinstance(tags, dict) else {}
-
-    def max_rewards(self) -> dict[str, float]:
-        """Max reward per level id, from level_max_rewards.json (AutoEnv C.1 shape)."""
-        data = self.read_json(LEVEL_MAX_REWARDS) or {}
-        out: dict[str, float] = {}
-        for key, entry in (data.get("levels") or {}).items():
-            value = entry.get("max_reward") if isinstance(entry, dict) else entry
-            try:
-                out[_level_key(key)] = float(value)
-            except (TypeError, ValueError):
-                continue
-        return out
-
     def file_hashes(self) -> dict[str, str]:
-        out = {}
-        for p in sorted(self.path.rglob("*")):
-            rel = p.relative_to(self.path)
-            if p.is_file() and not {"__pycache__", GENERATED_LEVELS} & set(rel.parts) and p.name != MANIFEST:
-                out[str(rel)] = hashlib.sha256(p.read_bytes()).hexdigest()
-        return out
+        files = sorted(safe_io.walk(self.path, frozenset({"__pycache__", GENERATED_LEVELS})))
+        return {rel: safe_io.sha256(self.path, rel) for rel in files if Path(rel).name != MANIFEST}
 
 
 @dataclass(frozen=True)

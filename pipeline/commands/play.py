@@ -4,9 +4,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-import yaml
-
 from pipeline import layout
+from pipeline.envfolder.spec import EnvSpec
 from pipeline.actions import declared_actions, describe, parse_action
 from pipeline.errors import UserError
 from pipeline.sandbox import SandboxFailure, Worker
@@ -27,7 +26,7 @@ def register(subparsers) -> None:
     p.set_defaults(func=run)
 
 
-def resolve_level(env: layout.EnvDir, level: str | None) -> str:
+def resolve_level(env: EnvSpec, level: str | None) -> str:
     levels = env.all_levels()
     if level is None:
         if not levels:
@@ -41,17 +40,10 @@ def resolve_level(env: layout.EnvDir, level: str | None) -> str:
 
 
 def run(args) -> int:
-    env = layout.EnvDir.at(args.env_dir)
-    if not env.path.is_dir() or env.missing_required():
-        raise UserError(f"{args.env_dir}: expected an environment folder with {', '.join(layout.REQUIRED_FILES)}, "
-                        f"found {'no folder' if not env.path.is_dir() else 'missing ' + ', '.join(env.missing_required())}")
-    try:
-        config = yaml.safe_load(env.file(layout.CONFIG).read_text(encoding="utf-8")) or {}
-    except yaml.YAMLError as e:
-        raise UserError(f"{env.file(layout.CONFIG)}: expected valid YAML, found {str(e).splitlines()[0]}") from None
+    env = EnvSpec.open(args.env_dir)
     level = None if args.seed is not None else resolve_level(env, args.level)
     lines = _action_lines(args.actions) if args.actions else None
-    space = declared_actions(config)
+    space = declared_actions(env.config)
     try:
         with Worker(env.path) as worker:
             return _play(env, worker, space, level, args.seed, lines)
@@ -71,10 +63,9 @@ def _action_lines(path: str) -> list[str]:
 
 
 def _play(env, worker, space, level, seed, lines) -> int:
-    max_steps = worker.info.get("max_steps") or 100
-    instruction = env.file(layout.AGENT_INSTRUCTION)
-    if instruction.is_file():
-        print(instruction.read_text(encoding="utf-8").strip(), "\n")
+    max_steps = env.max_steps  # config.yaml's, never the worker's word
+    if env.instruction:
+        print(env.instruction, "\n")
     print("Actions:\n" + describe(space) + "\n")
     if level is None:
         first = worker.call("reset", generate=True, seed=seed)
@@ -123,7 +114,7 @@ def _next_action(feed):
 def _summary(env, level, total, steps, done, max_steps) -> None:
     reason = "the episode ended" if done else ("the step limit was reached" if steps >= max_steps else "stopped early")
     print(f"== {reason} after {steps} step(s): total reward {total:g}")
-    best = env.max_rewards().get(layout.level_key(level)) if level else None
+    best = env.max_reward(level) if level else None
     if best:
         print(f"   normalized reward {total / best:.3f} (max reward {best:g} from {layout.LEVEL_MAX_REWARDS})")
     else:

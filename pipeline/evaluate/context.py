@@ -7,12 +7,10 @@ from concurrent.futures import Executor
 from dataclasses import dataclass
 from typing import Any, Callable
 
-import yaml
-
 from dsl_schema.actions import Action, action_space_text, tool_schemas
 from pipeline import layout
 from pipeline.actions import declared_actions
-from pipeline.errors import UserError
+from pipeline.envfolder.spec import DEFAULT_MAX_STEPS, EnvSpec
 from pipeline.sandbox import Worker
 
 
@@ -28,6 +26,8 @@ class EnvTarget:
     tools: list[dict]  # one native tool schema per action
     tags: dict[str, str]
     max_rewards: dict[str, float]
+    max_steps: int = DEFAULT_MAX_STEPS  # config.yaml's termination.max_steps, never the env code's
+    spec: EnvSpec | None = None
 
     @property
     def name(self) -> str:
@@ -35,27 +35,18 @@ class EnvTarget:
 
     @classmethod
     def load(cls, env: layout.EnvDir) -> "EnvTarget":
-        try:
-            config = yaml.safe_load(env.file(layout.CONFIG).read_text(encoding="utf-8")) or {}
-        except yaml.YAMLError as e:
-            raise UserError(f"{env.file(layout.CONFIG)}: expected valid YAML, found {str(e).splitlines()[0]}") from None
-        if not isinstance(config, dict):
-            raise UserError(f"{env.file(layout.CONFIG)}: expected a mapping, found {type(config).__name__}")
-        instruction = _text(env, layout.AGENT_INSTRUCTION) or str((config.get("meta") or {}).get("description") or "")
-        return cls(env, config, instruction.strip(), (_text(env, layout.ACTION_SPACE) or action_space_text(config)).strip(),
-                   declared_actions(config), tool_schemas(config), env.tags(), env.max_rewards())
+        """The folder read once by EnvSpec; a bad file is a LocatedError (exit 2 at the CLI)."""
+        spec = EnvSpec.open(env.path)
+        config = spec.config
+        return cls(spec.dir, config, spec.instruction, spec.action_text or action_space_text(config).strip(),
+                   declared_actions(config), tool_schemas(config), spec.tags, spec.max_rewards, spec.max_steps, spec)
 
     def levels(self, split: str, limit: int | None) -> list[str]:
-        levels = self.dir.levels(split)
+        levels = self.spec.level_list(split) if self.spec else self.dir.levels(split)
         return levels[:limit] if limit else levels
 
     def max_reward(self, level: str) -> float | None:
         return self.max_rewards.get(layout.level_key(level))
-
-
-def _text(env: layout.EnvDir, name: str) -> str:
-    path = env.file(name)
-    return path.read_text(encoding="utf-8") if path.is_file() else ""
 
 
 @dataclass

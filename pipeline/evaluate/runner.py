@@ -22,7 +22,6 @@ from pipeline.evaluate.records import EpisodeRecord, Records, Trajectory
 from pipeline.sandbox import Limits as SandboxLimits
 from pipeline.sandbox import SandboxFailure, WorkerPool
 
-DEFAULT_MAX_STEPS = 100  # for an environment whose config.yaml sets no termination.max_steps
 
 # player(ctx, tracker, log) plays one episode; the tracker holds the outcome.
 Player = Callable[[EpisodeContext, Tracker, Callable[[dict], None]], Awaitable[Tracker]]
@@ -121,7 +120,9 @@ async def _episode(spec: EpisodeSpec, player: Player, options: RunOptions, recor
     loop = asyncio.get_running_loop()
     identity = dict(env=spec.env.name, level=spec.level, run=spec.run, agent=options.agent, model=options.model)
     max_reward = spec.env.max_reward(spec.level)
-    tracker = Tracker(options.limits, options.limits.max_steps or DEFAULT_MAX_STEPS, max_reward, spec.env.space)
+    env_steps = spec.env.max_steps  # config.yaml's termination.max_steps, never the worker's word
+    turns = min(options.limits.max_steps, env_steps) if options.limits.max_steps else env_steps
+    tracker = Tracker(options.limits, turns, max_reward, spec.env.space)
     path = records.trajectory_path(spec.env.name, options.agent, options.model, spec.level, spec.run)
     trajectory = Trajectory(path)
     trajectory.write({"type": "episode", **identity, "split": options.split, "max_reward": max_reward,
@@ -133,8 +134,6 @@ async def _episode(spec: EpisodeSpec, player: Player, options: RunOptions, recor
         tracker.stop("env_error", f"the environment did not load: {f}")
     else:
         try:
-            env_steps = worker.info.get("max_steps") or DEFAULT_MAX_STEPS
-            tracker.max_steps = min(options.limits.max_steps, env_steps) if options.limits.max_steps else env_steps
             ctx = EpisodeContext(spec.env, spec.level, spec.run, tracker.max_steps, max_reward,
                                  WorkerSession(worker, executor))
             await player(ctx, tracker, trajectory.write)

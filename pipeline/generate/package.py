@@ -10,6 +10,9 @@ import time
 from pathlib import Path
 
 from pipeline import layout
+from pipeline.envfolder import safe_io
+from pipeline.envfolder.spec import config_tags
+from pipeline.errors import LocatedError
 from pipeline.generate.context import Rejected, ThemeContext
 
 LOG_EXCERPT_LINES = 12
@@ -59,13 +62,10 @@ def _move(source: Path, target: Path) -> Path:
 
 
 def _config_tags(work: Path) -> dict:
-    import yaml
-
+    """config.yaml's meta.tags ({} when the file cannot be read: the DSL stage reported that)."""
     try:
-        config = yaml.safe_load((work / layout.CONFIG).read_text(encoding="utf-8")) or {}
-        tags = (config.get("meta") or {}).get("tags") or {}
-        return dict(tags) if isinstance(tags, dict) else {}
-    except (OSError, yaml.YAMLError, AttributeError):
+        return config_tags(safe_io.load_yaml(work, layout.CONFIG))
+    except LocatedError:
         return {}
 
 

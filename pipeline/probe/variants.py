@@ -16,6 +16,7 @@ from typing import Iterator
 import yaml
 
 from pipeline import layout
+from pipeline.envfolder import safe_io
 from pipeline.probe.variant_env import set_path
 from pipeline.sandbox import Limits, Worker
 
@@ -49,7 +50,7 @@ def variant_worker(env_dir: str | Path, skin: str | None = None, config_change: 
         (copy / layout.ENV_MAIN).rename(copy / f"{ORIGINAL}.py")
         (copy / layout.ENV_MAIN).write_text(WRAPPER, encoding="utf-8")
         if config_change:
-            config = yaml.safe_load((copy / layout.CONFIG).read_text(encoding="utf-8"))
+            config = safe_io.load_yaml(copy, layout.CONFIG)
             set_path(config, config_change["path"], config_change["value"])
             (copy / layout.CONFIG).write_text(yaml.safe_dump(config, sort_keys=False), encoding="utf-8")
         with Worker(copy, limits, skin=skin) as worker:

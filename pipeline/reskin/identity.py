@@ -52,7 +52,7 @@ def check_identity(ctx: Context, skin: str, random_sequences: int = 2, seed: int
     report = IdentityReport(skin)
     rng = random.Random(seed)
     levels = ctx.env.all_levels()
-    bounds = ctx.env.max_rewards()  # the search may stop once it reaches a level's max reward
+    bounds = ctx.spec.max_rewards  # the search may stop once it reaches a level's max reward
     if not levels:
         report.reason = "expected level files under levels/ or val_levels/, found none"
         return report

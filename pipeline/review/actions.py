@@ -21,6 +21,7 @@ from pathlib import Path
 from dsl_schema.check import check_text
 from dsl_schema.problems import errors
 from pipeline import layout
+from pipeline.envfolder import safe_io
 from pipeline.errors import UserError
 from pipeline.generate import package
 from pipeline.generate.context import Options, Rejected, ThemeContext
@@ -110,9 +111,10 @@ def plan_retry(catalog: Catalog, name: str, start: str) -> RetryPlan:
                             f"earlier stage")
     if start not in ("design", "dsl"):
         config = entry.path / layout.CONFIG
-        problems = errors(check_text(config.read_text(encoding="utf-8"), layout.CONFIG)) if config.is_file() else []
-        if not config.is_file() or problems:
-            found = "no file" if not config.is_file() else f"{len(problems)} error(s); first: {problems[0]}"
+        text = safe_io.read_text(entry.path, layout.CONFIG) if safe_io.exists(entry.path, layout.CONFIG) else None
+        problems = errors(check_text(text, layout.CONFIG)) if text is not None else []
+        if text is None or problems:
+            found = "no file" if text is None else f"{len(problems)} error(s); first: {problems[0]}"
             raise UserError(f"{config}: expected a valid DSL document before retrying --from {start}, found {found}; "
                             f"fix it (`envforge dsl check {config}`) or retry --from dsl")
     return RetryPlan(entry, start, stages)

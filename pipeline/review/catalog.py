@@ -11,7 +11,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from pipeline import layout
-from pipeline.errors import UserError
+from pipeline.envfolder import safe_io
+from pipeline.errors import LocatedError, UserError
 from pipeline.generate.rundb import RunDB
 from pipeline.review import history
 
@@ -169,9 +170,11 @@ def _repair_steps(path: Path | None, attempts: list[dict]) -> int | None:
 
 
 def read_json(path: Path) -> dict:
+    """A JSON object from a theme's folder, bounded and never through a link; {} when it is
+    absent or unfit (the report shows what it can)."""
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        data = safe_io.load_json(path.parent, path.name) if safe_io.exists(path.parent, path.name) else {}
+    except LocatedError:
         return {}
     return data if isinstance(data, dict) else {}
 

@@ -8,6 +8,7 @@ from pathlib import Path
 from pipeline import layout
 from pipeline.review import history
 from pipeline.review.edits import hand_edits
+from pipeline.envfolder import safe_io
 from pipeline.review.catalog import Entry, read_json
 
 # The files a reviewer reads, in reading order (what the agent is told comes after the code).
@@ -75,8 +76,9 @@ def gather(entry: Entry) -> Details:
     read = (lambda name: read_json(folder / name)) if folder else (lambda name: {})
     files = {}
     for name in SHOWN_FILES:
-        if folder and (folder / name).is_file():
-            files[name] = (folder / name).read_text(encoding="utf-8", errors="replace")
+        text = safe_io.read_shown(folder, name) if folder else None
+        if text is not None:
+            files[name] = text
     agent = history.agent_attempts(folder / layout.TRAJECTORY) if folder else []
     return Details(entry, read(layout.THEME_FILE) or {"theme": entry.theme, "where": entry.source}, files,
                    read(layout.REJECTION), read(layout.VERIFICATION), read(layout.MANIFEST), agent,

@@ -13,6 +13,7 @@ import json
 from pathlib import Path
 
 from pipeline import layout
+from pipeline.envfolder import safe_io
 from pipeline.generate.dsl import extract_yaml
 from pipeline.review.history import AgentAttempt
 
@@ -51,10 +52,9 @@ def hand_edits(folder: Path, agent: list[AgentAttempt]) -> dict[str, str]:
     """File name -> unified diff (model's version -> now) for every file changed since."""
     diffs = {}
     for name, before in model_versions(folder, agent).items():
-        target = folder / name
-        if not target.is_file():
+        now = safe_io.read_shown(folder, name)
+        if now is None:
             continue
-        now = target.read_text(encoding="utf-8", errors="replace")
         if now != before:
             diffs[name] = "".join(difflib.unified_diff(before.splitlines(True), now.splitlines(True),
                                                        f"{name} (as the model wrote it)", f"{name} (now)"))

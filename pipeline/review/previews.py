@@ -7,6 +7,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pipeline import layout
+from pipeline.envfolder.spec import claimed_max_rewards
+from pipeline.errors import LocatedError
 from pipeline.sandbox import SandboxFailure, Worker
 
 
@@ -26,9 +28,12 @@ def previews(folder: Path, count: int) -> list[Preview]:
         return []
     if env.missing_required():
         return [Preview("(none)", error=f"the folder has no {', '.join(env.missing_required())} to render levels with")]
-    levels = (env.levels("test") or env.levels("val"))[:count]
+    try:
+        levels = (env.levels("test") or env.levels("val"))[:count]
+    except LocatedError as e:  # a link in place of levels/
+        return [Preview("(none)", error=str(e))]
     wanted = levels or [None] * count
-    maxima = env.max_rewards()
+    maxima = _claimed(folder)
     shown: list[Preview] = []
     try:
         with Worker(env.path) as worker:
@@ -49,3 +54,12 @@ def previews(folder: Path, count: int) -> list[Preview]:
 
 def _text(observation) -> str:
     return observation if isinstance(observation, str) else json.dumps(observation, indent=2, default=str)
+
+
+def _claimed(folder: Path) -> dict[str, float]:
+    """The folder's claimed max rewards; {} when level_max_rewards.json is absent or unfit (a
+    rejected theme's folder may hold anything: the preview still shows its levels)."""
+    try:
+        return claimed_max_rewards(layout.EnvDir.at(folder).read_json(layout.LEVEL_MAX_REWARDS))
+    except LocatedError:
+        return {}

@@ -6,9 +6,14 @@ before it ever runs. The sandbox stops these calls at run time regardless.
 from __future__ import annotations
 
 import ast
+import dataclasses
 from pathlib import Path
 
 from dsl_schema.problems import Problem
+from pipeline.envfolder import safe_io
+from pipeline.errors import LocatedError
+
+MAX_SOURCE_BYTES = 2_000_000
 
 FORBIDDEN_MODULES = {
     "subprocess": "starting processes", "socket": "network access", "ctypes": "foreign calls",
@@ -37,11 +42,17 @@ FORBIDDEN_BUILTINS = {"exec", "compile", "__import__", "exit", "quit", "breakpoi
 DISCOURAGED_BUILTINS = {"eval": "text run as code; ast.literal_eval reads data"}
 
 
-def scan_file(path: Path, rel: str) -> list[Problem]:
+def scan_file(root: Path, rel: str) -> list[Problem]:
+    """Problems of the Python file `rel` of the folder `root`, read through safe_io (bounded,
+    never through a link); a file that cannot be read or parsed is one located problem."""
     try:
-        tree = ast.parse(path.read_text(encoding="utf-8", errors="replace"), filename=rel)
+        tree = ast.parse(safe_io.read_text(root, rel, MAX_SOURCE_BYTES, label=rel), filename=rel)
+    except LocatedError as e:
+        return [dataclasses.replace(e.problem, check="static")]
     except SyntaxError as e:
         return [Problem(rel, "", "valid Python", f"SyntaxError: {e.msg}", line=e.lineno, check="static")]
+    except (ValueError, RecursionError, MemoryError) as e:  # null bytes; nesting the parser cannot take
+        return [Problem(rel, "", "Python the parser can read", f"{type(e).__name__}: {str(e)[:120]}", check="static")]
     problems = []
 
     def flag(node: ast.AST, found: str, severity: str = "error") -> None:
@@ -89,7 +100,7 @@ def scan_env(env_dir: Path) -> list[Problem]:
     from the folder. Other scripts beside it (a helper it never imports) are not the env."""
     problems = []
     for rel in import_closure(env_dir):
-        problems += scan_file(env_dir / rel, rel)
+        problems += scan_file(env_dir, rel)
     return problems
 
 
@@ -113,14 +124,14 @@ def import_closure(env_dir: Path) -> list[str]:
 def other_python_files(env_dir: Path) -> list[str]:
     """Python files in the folder that the environment never imports (listed, not scanned)."""
     closure = set(import_closure(env_dir))
-    return sorted(rel for rel in (str(p.relative_to(env_dir)) for p in env_dir.rglob("*.py")
-                                  if "__pycache__" not in p.parts) if rel not in closure)
+    return sorted(rel for rel in safe_io.walk(env_dir, frozenset({"__pycache__"}))
+                  if rel.endswith(".py") and rel not in closure)
 
 
 def _local_imports(env_dir: Path, rel: str) -> list[str]:
     try:
-        tree = ast.parse((env_dir / rel).read_text(encoding="utf-8", errors="replace"))
-    except (SyntaxError, OSError, ValueError):
+        tree = ast.parse(safe_io.read_text(env_dir, rel, MAX_SOURCE_BYTES))
+    except (LocatedError, SyntaxError, ValueError, RecursionError, MemoryError):
         return []
     names = []
     for node in ast.walk(tree):

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from pipeline import layout
+from pipeline.errors import LocatedError
 from pipeline.verify import execution, levels, reliability
 from pipeline.sandbox import SandboxFailure
 from pipeline.verify.context import Clock, Context, Options, Rejected, failure_text
@@ -94,7 +95,7 @@ def record(env_dir: Path, result: VerificationResult) -> None:
     env.file(layout.VERIFICATION).write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
     try:
         manifest = env.read_json(layout.MANIFEST) or {"name": env.name}
-    except ValueError:  # not JSON: rebuilt from what verify knows
+    except LocatedError:  # not JSON (or a link): rebuilt from what verify knows
         manifest = {"name": env.name}
     manifest["verification"] = {k: data[k] for k in ("accepted", "stage", "reason", "verified_at")}
     per_level = (result.stages.get("reliability") or {}).get("per_level")

@@ -11,33 +11,17 @@ unless told to write into the folder.
 """
 from __future__ import annotations
 
-import json
-import math
-
 from pipeline import layout
+from pipeline.envfolder.spec import EnvSpec
 
 EPS = 1e-6
 FLAGGED = ("beaten", "unreachable")
-MAX_CLAIM_BYTES = 4 * 1024 * 1024
 
 
-def read_claims(env: layout.EnvDir) -> dict[str, float]:
-    """Level key -> claimed max reward, from the folder's level_max_rewards.json ({} when absent
-    or unreadable). Keys are matched by file name with or without `.yaml`."""
-    path = env.file(layout.LEVEL_MAX_REWARDS)
-    if not path.is_file() or path.is_symlink() or path.stat().st_size > MAX_CLAIM_BYTES:
-        return {}
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (ValueError, UnicodeDecodeError):
-        return {}
-    levels = data.get("levels") if isinstance(data, dict) else None
-    out = {}
-    for key, entry in (levels or {}).items() if isinstance(levels, dict) else ():
-        value = entry.get("max_reward") if isinstance(entry, dict) else entry
-        if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
-            out[str(key).removesuffix(".yaml")] = float(value)
-    return out
+def read_claims(spec: EnvSpec) -> dict[str, float]:
+    """Level name (without `.yaml`) -> claimed max reward, from the folder's level_max_rewards.json
+    as EnvSpec read it (bounded, never through a link, finite numbers only)."""
+    return {key.removesuffix(".yaml"): value for key, value in spec.max_rewards.items()}
 
 
 def compare(claims: dict[str, float], found: list) -> dict[str, dict]:

@@ -12,9 +12,9 @@ import time
 from dataclasses import dataclass, field
 from typing import Iterator
 
-import yaml
-
 from pipeline import layout
+from pipeline.envfolder.spec import EnvSpec
+from pipeline.errors import LocatedError
 from pipeline.actions import declared_actions
 from pipeline.planner import candidate_actions
 from pipeline.sandbox import Limits, SandboxFailure, Worker
@@ -22,7 +22,6 @@ from pipeline.verify.claims import read_claims
 
 # A parameterless action with one of these names is the "do nothing" action of a level.
 NO_OP_NAMES = ("wait", "noop", "no_op", "stay", "pass", "idle", "skip", "nothing", "rest")
-DEFAULT_MAX_STEPS = 100
 
 
 class Rejected(Exception):
@@ -56,26 +55,25 @@ class Options:
 
 @dataclass
 class Context:
-    env: layout.EnvDir
-    config: dict
+    spec: EnvSpec
     options: Options
     claims: dict = field(default_factory=dict)  # the shipped level_max_rewards.json, read before any write
 
+    @property
+    def env(self) -> layout.EnvDir:
+        return self.spec.dir
+
+    @property
+    def config(self) -> dict:
+        return self.spec.config
+
     @classmethod
     def open(cls, env_dir, options: Options) -> "Context":
-        env = layout.EnvDir.at(env_dir)
-        if not env.path.is_dir():
-            raise Rejected(f"{env.path}: expected an environment folder, found no such folder")
-        missing = env.missing_required()
-        if missing:
-            raise Rejected(f"{', '.join(missing)}: expected the file to exist, found it is missing")
         try:
-            config = yaml.safe_load(env.file(layout.CONFIG).read_text(encoding="utf-8")) or {}
-        except (yaml.YAMLError, UnicodeDecodeError) as e:
-            raise Rejected(f"{layout.CONFIG}: expected valid YAML, found {str(e).splitlines()[0]}") from None
-        if not isinstance(config, dict):
-            raise Rejected(f"{layout.CONFIG}: expected a mapping (the DSL document), found {type(config).__name__}")
-        ctx = cls(env, config, options, read_claims(env))
+            spec = EnvSpec.open(env_dir, full_paths=False)
+        except LocatedError as e:
+            raise Rejected(str(e)) from None
+        ctx = cls(spec, options, read_claims(spec))
         if not ctx.space:
             raise Rejected(f"{layout.CONFIG}: expected at least one action under transition.actions, found none")
         return ctx
@@ -90,9 +88,7 @@ class Context:
 
     @property
     def max_steps(self) -> int:
-        termination = self.config.get("termination")
-        value = termination.get("max_steps") if isinstance(termination, dict) else None
-        return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else DEFAULT_MAX_STEPS
+        return self.spec.max_steps
 
     @property
     def no_op(self) -> dict | None:

@@ -1,0 +1,162 @@
+"""The one reader of an environment folder: `EnvSpec.open(path)` reads it once, through safe_io.
+
+It reads config.yaml (the DSL), the episode's step limit, what the agent is told
+(agent_instruction.txt, action_space.txt), the tags, the claimed max rewards
+(level_max_rewards.json) and the level lists, and raises one `LocatedError` for the first thing
+that is not what it should be. Every command that needs more than an env folder's path uses it.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from dsl_schema.problems import Problem, typed
+from pipeline import layout
+from pipeline.envfolder import safe_io
+from pipeline.errors import LocatedError
+
+DEFAULT_MAX_STEPS = 100
+SMALLEST_MAX_REWARD = 1e-6  # a positive claimed maximum below this makes normalised scores explode
+
+
+def max_steps(config: Any, file: str = layout.CONFIG) -> int:
+    """The episode's step limit: `termination.max_steps`, default 100 when absent. Anything but
+    an integer of at least 1 (a boolean, a string, a float, -5) is a located error."""
+    termination = config.get("termination") if isinstance(config, dict) else None
+    if termination is None:
+        return DEFAULT_MAX_STEPS
+    if not isinstance(termination, dict):
+        raise LocatedError(Problem(file, "termination", "a mapping with max_steps", typed(termination)))
+    value = termination.get("max_steps")
+    if value is None:
+        return DEFAULT_MAX_STEPS
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise LocatedError(Problem(file, "termination.max_steps", "an integer of at least 1", typed(value)))
+    return value
+
+
+@dataclass(frozen=True)
+class EnvSpec:
+    """An environment folder as data, read once on the host (its code is never imported here)."""
+
+    dir: layout.EnvDir
+    config: dict
+    max_steps: int
+    instruction: str  # agent_instruction.txt, else the DSL's meta.description
+    action_text: str  # action_space.txt as written; "" when the folder has none
+    tags: dict[str, str]
+    max_rewards: dict[str, float]  # level key (level_01.yaml) -> claimed max reward
+    levels: dict[str, list[str]] = field(default_factory=dict)  # split -> level ids (levels/level_01.yaml)
+    manifest: dict = field(default_factory=dict)
+    config_text: str = ""  # config.yaml as read, for the DSL checker's line numbers
+
+    @property
+    def name(self) -> str:
+        return self.dir.name
+
+    @property
+    def path(self) -> Path:
+        return self.dir.path
+
+    def level_list(self, split: str = "test", limit: int | None = None) -> list[str]:
+        levels = self.levels.get(split, [])
+        return levels[:limit] if limit else levels
+
+    def all_levels(self) -> list[str]:
+        return self.level_list("test") + self.level_list("val")
+
+    def max_reward(self, level: str) -> float | None:
+        return self.max_rewards.get(layout.level_key(level))
+
+    @property
+    def actions(self):
+        from pipeline.envfolder.actions import ActionSpace
+
+        return ActionSpace.of(self)
+
+    @classmethod
+    def open(cls, path: str | Path, full_paths: bool = True) -> "EnvSpec":
+        """Read the folder at `path`. Files are named in errors by their full path, or with
+        `full_paths=False` relative to the folder (as `envforge check` reports them)."""
+        env = layout.EnvDir.at(path)
+        reader = Reader(env.path, full_paths)
+        if not env.path.is_dir():
+            raise LocatedError.at(str(env.path), "an environment folder", "no such folder")
+        missing = env.missing_required()
+        if missing:
+            raise LocatedError.at(", ".join(map(reader.name, missing)), "the file to exist", "it is missing")
+        config_text = reader.text(layout.CONFIG)
+        config = safe_io.parse_yaml(config_text, reader.name(layout.CONFIG))
+        if not isinstance(config, dict):
+            raise LocatedError(Problem(reader.name(layout.CONFIG), "(document)", "a mapping (the DSL document)",
+                                       "an empty document" if config is None else typed(config)))
+        steps = max_steps(config, reader.name(layout.CONFIG))
+        meta = config.get("meta") if isinstance(config.get("meta"), dict) else {}
+        instruction = reader.text(layout.AGENT_INSTRUCTION) or str(meta.get("description") or "")
+        manifest = reader.json(layout.MANIFEST)
+        if manifest is not None and not isinstance(manifest, dict):
+            raise LocatedError(Problem(reader.name(layout.MANIFEST), "(document)", "a JSON object", typed(manifest)))
+        tags = (manifest or {}).get("tags")
+        return cls(env, config, steps, instruction.strip(), reader.text(layout.ACTION_SPACE).strip(),
+                   _strings(tags) if isinstance(tags, dict) else config_tags(config),
+                   claimed_max_rewards(reader.json(layout.LEVEL_MAX_REWARDS), reader.name(layout.LEVEL_MAX_REWARDS)),
+                   {split: env.levels(split) for split in layout.LEVEL_SPLITS}, manifest or {}, config_text)
+
+
+def config_tags(config: Any) -> dict[str, str]:
+    """The DSL's meta.tags (reward, observation, semantics); {} when it has none."""
+    meta = config.get("meta") if isinstance(config, dict) else None
+    tags = meta.get("tags") if isinstance(meta, dict) else None
+    return _strings(tags) if isinstance(tags, dict) else {}
+
+
+def _strings(tags: dict) -> dict[str, str]:
+    return {str(k): str(v) for k, v in tags.items()}
+
+
+class Reader:
+    """Reads files of one folder through safe_io, naming them as the caller wants."""
+
+    def __init__(self, root: Path, full_paths: bool = True):
+        self.root = root
+        self.full_paths = full_paths
+
+    def name(self, rel: str) -> str:
+        return str(self.root / rel) if self.full_paths else rel
+
+    def text(self, rel: str, limit: int = safe_io.MAX_BYTES) -> str:
+        """The file's text, "" when it does not exist (a link or a special file is an error)."""
+        if not safe_io.exists(self.root, rel):
+            return ""
+        return safe_io.read_text(self.root, rel, limit, self.name(rel))
+
+    def json(self, rel: str) -> Any:
+        """The file's JSON value, None when it does not exist."""
+        if not safe_io.exists(self.root, rel):
+            return None
+        return safe_io.load_json(self.root, rel, label=self.name(rel))
+
+
+def claimed_max_rewards(data: Any, file: str = layout.LEVEL_MAX_REWARDS) -> dict[str, float]:
+    """Max reward per level key from level_max_rewards.json (AutoEnv C.1 shape: {"levels":
+    {name: {"max_reward": x} | x}}). Each must be a finite number, 0 or at least 1e-6: NaN,
+    Infinity or 1e-300 would poison every normalised score."""
+    if data is None:
+        return {}
+    levels = data.get("levels") if isinstance(data, dict) else None
+    if levels is None:
+        return {}
+    if not isinstance(levels, dict):
+        raise LocatedError(Problem(file, "levels", "a mapping of level name to max reward", typed(levels)))
+    out: dict[str, float] = {}
+    for key, entry in levels.items():
+        value = entry.get("max_reward") if isinstance(entry, dict) else entry
+        where = f"levels.{key}" + (".max_reward" if isinstance(entry, dict) else "")
+        if (isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value)
+                or value < 0 or 0 < value < SMALLEST_MAX_REWARD):
+            raise LocatedError(Problem(file, where, f"a finite number, 0 or from {SMALLEST_MAX_REWARD:g} up",
+                                       typed(value)))
+        out[layout.level_key(key)] = float(value)
+    return out

@@ -1,0 +1,105 @@
+"""The one reader of an environment folder: safe_io's bounds and EnvSpec's rules, as specifications."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from pipeline.envfolder import safe_io
+from pipeline.envfolder.spec import EnvSpec, claimed_max_rewards, max_steps
+from pipeline.errors import LocatedError
+from tiny_env import write_env
+
+REFERENCE = Path(__file__).resolve().parent.parent / "generated_envs" / "reference"
+
+
+def located(fn, *args, **kwargs) -> str:
+    with pytest.raises(LocatedError) as info:
+        fn(*args, **kwargs)
+    return str(info.value)
+
+
+def test_yaml_alias_bomb_is_refused_by_counting_not_expanding(tmp_path):
+    lines = ['a0: &a0 ["lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol"]']
+    lines += [f"a{i}: &a{i} [" + ", ".join([f"*a{i - 1}"] * 9) + "]" for i in range(1, 10)]
+    (tmp_path / "c.yaml").write_text("\n".join(lines) + "\n")
+    assert len((tmp_path / "c.yaml").read_bytes()) < 600
+    message = located(safe_io.load_yaml, tmp_path, "c.yaml")
+    assert message.startswith(f"{tmp_path / 'c.yaml'}:") and "nodes once aliases are expanded" in message
+
+
+def test_yaml_recursive_alias_and_ordinary_aliases(tmp_path):
+    assert "a recursive alias" in located(safe_io.parse_yaml, "a: &a [1, *a]\n", "r.yaml")
+    assert safe_io.parse_yaml("a: &a [1, 2]\nb: *a\n", "ok.yaml") == {"a": [1, 2], "b": [1, 2]}
+
+
+def test_json_refuses_nan_infinity_depth_and_long_integers():
+    assert located(safe_io.parse_json, '{"x": NaN}', "m.json") == "m.json: expected a finite number, found NaN"
+    assert "found 1e999" in located(safe_io.parse_json, "[1e999]", "m.json")
+    assert "m.json:1: expected nesting at most 100" in located(safe_io.parse_json, "[" * 5000 + "]" * 5000, "m.json")
+    assert "one of 5000 digits" in located(safe_io.parse_json, "9" * 5000, "m.json")
+    assert safe_io.parse_json('{"x": NaN}', "m.json", finite=False)["x"] != 0
+
+
+def test_special_files_links_and_escapes_are_refused(tmp_path):
+    outside = tmp_path / "outside.txt"
+    outside.write_text("secret")
+    env = tmp_path / "env"
+    (env / "sub").mkdir(parents=True)
+    os.mkfifo(env / "pipe")
+    os.link(outside, env / "hard.txt")
+    os.symlink(outside, env / "soft.txt")
+    os.symlink(tmp_path, env / "dirlink")
+    assert "found a named pipe" in located(safe_io.read_text, env, "pipe")
+    assert "found a hard link" in located(safe_io.read_text, env, "hard.txt")
+    assert "found a symbolic link (never followed)" in located(safe_io.read_text, env, "soft.txt")
+    assert "found a symbolic link (never followed)" in located(safe_io.read_text, env, "dirlink/outside.txt")
+    assert "a path inside the environment folder" in located(safe_io.read_text, env, "../outside.txt")
+    assert "found a character device" in located(safe_io.read_text, Path("/dev"), "zero")
+    (env / "big.txt").write_bytes(b"x" * 101)
+    assert "expected at most 100 bytes" in located(safe_io.read_text, env, "big.txt", 100)
+    (env / "sub" / "ok.txt").write_text("fine")
+    assert safe_io.read_text(env, "sub/ok.txt") == "fine"
+    assert sorted(safe_io.walk(env)) == ["big.txt", "hard.txt", "sub/ok.txt"]  # no links, no pipes
+    assert safe_io.read_shown(env, "soft.txt").startswith("(not shown: ")
+
+
+def test_level_lists_skip_links_and_refuse_a_linked_folder(tmp_path):
+    env = write_env(tmp_path / "corridor")
+    os.symlink(tmp_path / "elsewhere.yaml", env / "levels" / "level_99.yaml")
+    assert EnvSpec.open(env).level_list("test") == ["levels/level_01.yaml", "levels/level_02.yaml"]
+    os.rename(env / "val_levels", tmp_path / "val")
+    os.symlink(tmp_path / "val", env / "val_levels")
+    assert "val_levels: expected a folder inside the environment folder, found a symbolic link" in located(EnvSpec.open, env)
+
+
+@pytest.mark.parametrize("value, found", [(True, "boolean true"), ("30", "string '30'"), (-5, "integer -5"),
+                                          (0, "integer 0"), (2.5, "number 2.5")])
+def test_max_steps_rule_refuses_what_is_not_a_positive_integer(value, found):
+    message = located(max_steps, {"termination": {"max_steps": value}})
+    assert message == f"config.yaml: termination.max_steps: expected an integer of at least 1, found {found}"
+
+
+def test_max_steps_rule_default_and_value():
+    assert max_steps({}) == 100 and max_steps({"termination": {"conditions": []}}) == 100
+    assert max_steps({"termination": {"max_steps": 30}}) == 30
+
+
+def test_claimed_max_rewards_must_be_finite_and_not_vanishing():
+    assert claimed_max_rewards({"levels": {"levels/l1.yaml": {"max_reward": 2}, "l2.yaml": 0}}) == {"l1.yaml": 2.0, "l2.yaml": 0.0}
+    for bad in (float("nan"), float("inf"), 1e-300, -1.0, "1.0", None, True):
+        assert "expected a finite number, 0 or from 1e-06 up" in located(claimed_max_rewards, {"levels": {"l.yaml": bad}})
+
+
+def test_reference_env_reads_once_with_everything_an_agent_needs():
+    spec = EnvSpec.open(REFERENCE / "crate_dock")
+    assert spec.max_steps == spec.config["termination"]["max_steps"]
+    assert spec.instruction and spec.action_text and spec.tags
+    assert len(spec.level_list("test")) == len(spec.max_rewards) - len(spec.level_list("val"))
+    assert spec.max_reward(spec.level_list("test")[0]) is not None
+
+
+def test_errors_never_print_an_empty_location():
+    assert str(LocatedError.at("", "x", "y")) == "(unnamed file): expected x, found y"
+    assert str(LocatedError.at("a.yaml", "x", "y", 3)) == "a.yaml:3: expected x, found y"

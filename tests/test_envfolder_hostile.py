@@ -1,0 +1,121 @@
+"""Hostile environment folders on the host side (issue 15 groups 1 and 5, issue 13 item 1).
+
+A config that `check` reports must not make `evaluate`, `verify` or `play` crash: each command,
+run as a real subprocess, ends with one located line `file[:line]: expected …, found …`, its
+usual exit code and no traceback. A linked file is never followed: the canary it points at
+appears in no output and no file written.
+"""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+import pytest
+
+from tiny_env import write_env
+
+ENVFORGE = [sys.executable, "-m", "pipeline.cli"]
+
+
+def alias_bomb() -> str:
+    lines = ['a0: &a0 ["lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol"]']
+    for i in range(1, 10):
+        lines.append(f"a{i}: &a{i} [" + ", ".join([f"*a{i - 1}"] * 9) + "]")
+    return "\n".join(lines) + "\n"
+
+
+def set_max_steps(value: str):
+    def edit(env: Path) -> None:
+        config = env / "config.yaml"
+        config.write_text(config.read_text().replace("max_steps: 12", f"max_steps: {value}"))
+    return edit
+
+
+def write_config(data: bytes):
+    return lambda env: (env / "config.yaml").write_bytes(data)
+
+
+def link_instruction(target: str):
+    def edit(env: Path) -> None:
+        (env / "agent_instruction.txt").unlink(missing_ok=True)
+        os.symlink(target, env / "agent_instruction.txt")
+    return edit
+
+
+# case -> (edit of a sound folder, the located message every command prints)
+CASES = {
+    "non_utf8_config": (write_config(b"meta:\n  id: corr\xffidor\n"),
+                        r"config.yaml:2: expected UTF-8 text, found byte 0xff at offset 16"),
+    "deep_nesting": (write_config(b"x: " + b"[" * 50_000 + b"]" * 50_000 + b"\n"),
+                     r"config.yaml:1: expected nesting at most 100 levels deep, found deeper nesting"),
+    "long_integer": (write_config(b"termination:\n  max_steps: " + b"7" * 5000 + b"\n"),
+                     r"config.yaml:2: expected an integer of at most 100 digits, found one of 5000 digits"),
+    "alias_bomb": (write_config(alias_bomb().encode()),
+                   r"config.yaml:\d+: expected at most 1000000 nodes once aliases are expanded, found more"),
+    "bad_manifest": (lambda env: (env / "manifest.json").write_text('{"tags": {"reward": "binary",}}'),
+                     r"manifest.json:1: expected valid JSON, found Expecting property name"),
+    "instruction_to_dev_zero": (link_instruction("/dev/zero"),
+                                r"agent_instruction.txt: expected a regular file inside the folder, found a symbolic link"),
+    "max_steps_true": (set_max_steps("true"),
+                       r"config.yaml: termination.max_steps: expected an integer of at least 1, found boolean true"),
+    "max_steps_string": (set_max_steps('"30"'),
+                         r"config.yaml: termination.max_steps: expected an integer of at least 1, found string '30'"),
+    "max_steps_negative": (set_max_steps("-5"),
+                           r"config.yaml: termination.max_steps: expected an integer of at least 1, found integer -5"),
+    "nan_max_reward": (lambda env: (env / "level_max_rewards.json").write_text('{"levels": {"level_01.yaml": {"max_reward": NaN}}}'),
+                       r"level_max_rewards.json: expected a finite number, found NaN"),
+    "tiny_max_reward": (lambda env: (env / "level_max_rewards.json").write_text('{"levels": {"level_01.yaml": 1e-300}}'),
+                        r"level_max_rewards.json: levels.level_01.yaml: expected a finite number, 0 or from 1e-06 up, found number 1e-300"),
+}
+
+# command -> (arguments after ENV_DIR, exit code for an unfit folder)
+COMMANDS = {
+    "check": ([], 1),
+    "evaluate": (["--agent", "random", "--max-levels", "1", "--runs", "1"], 2),
+    "verify": ([], 1),
+    "play": (["--actions", os.devnull], 2),
+}
+
+
+def run(command: str, env: Path, tmp: Path) -> subprocess.CompletedProcess:
+    args, _ = COMMANDS[command]
+    extra = ["--out", str(tmp / "out")] if command == "evaluate" else []
+    return subprocess.run(ENVFORGE + [command, str(env), *args, *extra], capture_output=True, text=True,
+                          timeout=300, cwd=tmp)
+
+
+@pytest.mark.parametrize("command", sorted(COMMANDS))
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_hostile_folder_gives_one_located_line(tmp_path, case, command):
+    import re
+
+    edit, message = CASES[case]
+    env = write_env(tmp_path / "corridor")
+    edit(env)
+    done = run(command, env, tmp_path)
+    output = done.stdout + done.stderr
+    assert done.returncode == COMMANDS[command][1], output
+    assert re.search(message, output), output
+    assert "Traceback" not in output, output
+
+
+@pytest.mark.parametrize("command", sorted(COMMANDS))
+def test_linked_instruction_is_never_read(tmp_path, command):
+    canary = f"CANARY-{uuid.uuid4().hex}"
+    secret = tmp_path / "secret" / "id_rsa"
+    secret.parent.mkdir()
+    secret.write_text(canary + "\n")
+    env = write_env(tmp_path / "corridor")
+    link_instruction(str(secret))(env)
+    done = run(command, env, tmp_path)
+    output = done.stdout + done.stderr
+    assert done.returncode == COMMANDS[command][1], output
+    assert "agent_instruction.txt: expected a regular file inside the folder, found a symbolic link" in output, output
+    assert "Traceback" not in output, output
+    assert canary not in output
+    for path in tmp_path.rglob("*"):
+        if path.is_file() and not path.is_symlink() and path != secret:
+            assert canary not in path.read_text(errors="replace"), path
