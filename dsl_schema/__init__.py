@@ -5,17 +5,21 @@
     if not is_valid(problems):
         prompt += feedback_for_model(problems)
 """
-from dsl_schema.check import (
-    SCHEMA_PATH,
-    check_document,
-    check_file,
-    check_text,
-    feedback_for_model,
-    is_valid,
-    load_schema,
-)
-from dsl_schema.names import RESERVED_NAMES
-from dsl_schema.problems import Problem, errors, warnings
+from importlib import import_module
+
+# Loaded on first use (PEP 562): the checker pulls in jsonschema, which a sandbox worker that
+# only needs `Problem` must not pay for at every start.
+_WHERE = {name: "dsl_schema.check" for name in (
+    "SCHEMA_PATH", "check_document", "check_file", "check_text", "feedback_for_model", "is_valid", "load_schema")}
+_WHERE.update({"Problem": "dsl_schema.problems", "errors": "dsl_schema.problems", "warnings": "dsl_schema.problems",
+               "RESERVED_NAMES": "dsl_schema.names"})
+
+
+def __getattr__(name: str):
+    if name in _WHERE:
+        return getattr(import_module(_WHERE[name]), name)
+    raise AttributeError(f"module 'dsl_schema' has no attribute {name!r}")
+
 
 __all__ = [
     "SCHEMA_PATH",
