@@ -20,7 +20,6 @@ from pipeline.actions import describe, parse_action
 from pipeline.commands.play import resolve_level
 from pipeline.errors import UserError
 from pipeline.evaluate.context import EnvTarget
-from pipeline.evaluate.runner import DEFAULT_MAX_STEPS
 from pipeline.sandbox import Limits, Worker
 
 
@@ -47,19 +46,17 @@ class Environment:
     @property
     def max_steps(self) -> int:
         """The episode's step cap: config.yaml's termination.max_steps (100 when absent)."""
-        termination = self.config.get("termination")
-        value = termination.get("max_steps") if isinstance(termination, dict) else None
-        return value if isinstance(value, int) and not isinstance(value, bool) and value >= 1 else DEFAULT_MAX_STEPS
+        return self._target.max_steps
 
     def levels(self, split: str = "test") -> list[str]:
         """Level ids of a split ("test": levels/, "val": val_levels/), e.g. "levels/level_01.yaml"."""
         if split not in layout.LEVEL_SPLITS:
             raise UserError(f"split: expected one of {', '.join(layout.LEVEL_SPLITS)}, found {split!r}")
-        return self._target.dir.levels(split)
+        return self._target.levels(split, None)
 
     def level(self, name: str) -> str:
         """The level id for "level_01", "levels/level_01.yaml" or "val_levels/level_11"."""
-        return resolve_level(self._target.dir, name)
+        return resolve_level(self._target.spec, name)
 
     def max_reward(self, level: str) -> float | None:
         """The level's certified max reward (level_max_rewards.json), None when it has none."""
