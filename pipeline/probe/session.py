@@ -4,7 +4,6 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, field
 
-from pipeline import layout
 from pipeline.errors import UserError
 from pipeline.probe.items import Start
 from pipeline.sandbox import Limits, Worker
@@ -26,8 +25,7 @@ class Session:
 
     @property
     def instruction(self) -> str:
-        path = self.ctx.env.file(layout.AGENT_INSTRUCTION)
-        return path.read_text(encoding="utf-8").strip() if path.is_file() else ""
+        return self.ctx.spec.instruction  # read once by EnvSpec, never through a link
 
     def item_fields(self, kind: str, number: int, start: Start) -> dict:
         return {"id": f"{self.ctx.env.name}/{kind}/{number:04d}", "env": self.ctx.env.name,

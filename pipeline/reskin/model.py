@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import re
 
-from pipeline import layout
 from pipeline.llm import LLMClient, Message
 from pipeline.prompts import render
 from pipeline.reskin import Reskinned, install
@@ -61,5 +60,4 @@ def rendering_examples(ctx: Context, count: int, limits: Limits | None = None) -
 
 
 def _instruction(ctx: Context) -> str:
-    path = ctx.env.file(layout.AGENT_INSTRUCTION)
-    return path.read_text(encoding="utf-8").strip() if path.is_file() else "(no agent_instruction.txt)"
+    return ctx.spec.instruction or "(no agent_instruction.txt)"  # read once by EnvSpec, never through a link
