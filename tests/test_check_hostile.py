@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from test_sandbox_hostile import (  # noqa: F401 - `host` is a fixture
+from sandbox_kit import (  # noqa: F401 - `host` is a fixture
     CANARY, NAMESPACES, NOT_CONFINED, Host, assert_no_canary, files_under, host)
 
 ENVFORGE = [str(Path(sys.executable).parent / "envforge")]

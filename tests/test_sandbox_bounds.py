@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 from pipeline.rollout import KEEP_OBSERVATION_CHARS, kept
-from test_sandbox_hostile import Host, assert_no_canary, host  # noqa: F401 - `host` is a fixture
+from sandbox_kit import Host, assert_no_canary, host  # noqa: F401 - `host` is a fixture
 from tiny_env import write_env
 
 ENVFORGE = [str(Path(sys.executable).parent / "envforge")]

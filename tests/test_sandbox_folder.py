@@ -14,7 +14,7 @@ import pytest
 
 from pipeline.sandbox import Limits, SandboxFailure, Worker, WorkerPool
 from pipeline.sandbox.folder import FolderCopy, remove_tree
-from test_sandbox_hostile import (  # noqa: F401 - `host` is a fixture
+from sandbox_kit import (  # noqa: F401 - `host` is a fixture
     CANARY, LEVEL, NAMESPACES, NOT_CONFINED, STEP, Host, RecordingWorker, assert_no_canary,
     assert_nothing_left, files_under, host)
 
@@ -59,7 +59,7 @@ def test_links_and_special_files_give_the_env_nothing_and_are_named(host: Host):
         worker.call("reset", level=LEVEL)
         worker.call("step", action=STEP)
     worker = RecordingWorker.started[-1]
-    assert (caught.value.kind, caught.value.detail) == ("exception", "RuntimeError: loot: {}")
+    assert (caught.value.kind, caught.value.detail) == ("exception", "RuntimeError in reward(): loot: {}")
     expected = {name: what.format(planted=host.planted) for name, what in EXPECTED_DROPS.items()}
     assert dict(worker.dropped) == expected
     seen = files_under(worker.writable_folder())
@@ -204,10 +204,21 @@ def test_writes_past_the_quota_fail_inside_the_worker_and_the_next_env_loads(hos
     with pytest.raises(SandboxFailure) as caught:
         worker.call("step", action=STEP)
     assert caught.value.kind == "exception"
-    assert caught.value.detail.startswith("OSError: [Errno 28] No space left on device"), caught.value.detail
+    assert caught.value.detail.startswith("OSError in transition(): [Errno 28] No space left on device"), \
+        caught.value.detail
     assert caught.value.where.startswith("env_main.py:")
     pids = worker.pids()
     worker.close()
     assert_nothing_left(worker, pids)
     with Worker(host.env("deep_chain"), limits) as clean:
         assert clean.call("reset", level=LEVEL)["t"] == 0
+
+
+def test_an_env_that_loses_its_working_directory_fails_typed_and_the_next_call_works(host: Host):
+    with Worker(host.env("lost_cwd"), SLOW) as worker:
+        worker.call("reset", level=LEVEL)
+        with pytest.raises(SandboxFailure) as caught:
+            worker.call("step", action=STEP)
+        assert (caught.value.kind, caught.value.detail) == ("exception", "ValueError in transition(): lost")
+        assert caught.value.where.startswith("env_main.py:")
+        assert worker.call("reset", level=LEVEL)["t"] == 0  # reads levels/ from its folder again

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from pipeline.sandbox.syscalls import DENIED, seccomp_available
-from test_sandbox_hostile import (  # noqa: F401 - `host` is a fixture
+from sandbox_kit import (  # noqa: F401 - `host` is a fixture
     CANARY, LEVEL, NAMESPACES, Host, assert_no_canary, host)
 
 pytestmark = pytest.mark.skipif(not seccomp_available()[0], reason=f"no seccomp here: {seccomp_available()[1]}")
@@ -90,7 +90,7 @@ def test_env_calling_keyctl_ptrace_unshare_or_mount_is_refused_by_the_filter(hos
     failure = result["failure"]
     # keyctl and ptrace(TRACEME) succeed for any unprivileged process: EPERM is the filter's.
     assert (failure["kind"], failure["detail"]) == (
-        "exception", "RuntimeError: keyctl=EPERM ptrace=EPERM unshare=EPERM mount=EPERM; keys: []")
+        "exception", "RuntimeError in reward(): keyctl=EPERM ptrace=EPERM unshare=EPERM mount=EPERM; keys: []")
     assert failure["where"].startswith("env_main.py:")
     assert_no_canary("the failure", json.dumps(failure))
 

@@ -11,6 +11,7 @@ import importlib.util
 import inspect
 import json
 import math
+import os
 import pickle
 import random
 import shutil
@@ -37,9 +38,13 @@ class Failure(Exception):
         self.kind, self.detail, self.where = kind, detail, where
 
 
+_root = [""]  # the environment folder, absolute: what file names in tracebacks are relative to
+
+
 class EnvHost:
     def __init__(self, env_dir: str):
         self.env_dir = Path(env_dir)
+        _root[0] = os.path.abspath(env_dir)
         self.env = None
         self.snapshots: dict[int, tuple] = {}
         self.next_handle = 0
@@ -384,9 +389,10 @@ def _where_of(method: str, env) -> str:
 
 
 def _env_relative(filename: str | None) -> str:
-    cwd = str(Path.cwd())
-    if filename and filename.startswith(cwd + "/"):
-        return filename[len(cwd) + 1:]
+    # Not the working directory: the env may have moved it, or left it unreadable.
+    root = _root[0] or os.getcwd()
+    if filename and filename.startswith(root + "/"):
+        return filename[len(root) + 1:]
     return ""
 
 

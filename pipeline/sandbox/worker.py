@@ -54,9 +54,18 @@ def main() -> None:
                 reply = {"ok": False, "kind": "protocol", "detail": "request is not JSON"}
             else:
                 signal.alarm(math.ceil(request.get("timeout") or limits.call_seconds) + GRACE_SECONDS)
+                _back_to(env_dir)
                 reply = env_host.handle(request)
                 signal.alarm(0)
             _write(reply_fd, host.encode(reply))
+
+
+def _back_to(env_dir: str) -> None:
+    """Every call starts in the environment's folder, wherever the last one left the process."""
+    try:
+        os.chdir(env_dir)
+    except OSError:
+        pass
 
 
 def _write(fd: int, data: bytes) -> None:
