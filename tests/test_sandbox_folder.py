@@ -222,3 +222,14 @@ def test_an_env_that_loses_its_working_directory_fails_typed_and_the_next_call_w
         assert (caught.value.kind, caught.value.detail) == ("exception", "ValueError in transition(): lost")
         assert caught.value.where.startswith("env_main.py:")
         assert worker.call("reset", level=LEVEL)["t"] == 0  # reads levels/ from its folder again
+
+
+def test_every_command_says_once_what_the_copy_left_out(host: Host):
+    env_dir = host.env("deep_chain")
+    os.symlink("/etc/shadow", env_dir / "levels" / "shadow.yaml")
+    driver = ("import sys\nfrom pipeline.sandbox import Limits, Worker\n"
+              "for _ in range(2):\n    Worker(sys.argv[1], Limits(call_seconds=60)).close()\n")
+    done = subprocess.run([sys.executable, "-c", driver, str(env_dir)], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.splitlines() == [f"warning: {env_dir}/levels/shadow.yaml: a symbolic link (to '/etc/shadow'); "
+                                        "the sandbox's copy leaves it out"]

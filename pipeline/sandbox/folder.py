@@ -11,6 +11,7 @@ workers of a pool (each sees it through an overlay with a private writable layer
 from __future__ import annotations
 
 import errno
+import logging
 import os
 import stat
 import tempfile
@@ -19,6 +20,8 @@ import threading
 from pipeline.sandbox.failures import SandboxFailure
 
 DIR_PREFIX = "envforge-sbx-"
+log = logging.getLogger("envforge.sandbox")
+_said: set[tuple[str, str, str]] = set()  # what was left out, said once per process
 SKIPPED_DIRS = {"__pycache__"}
 MAX_DEPTH = 32
 SKIPPED_SUFFIXES = (".pyc",)
@@ -50,6 +53,10 @@ class FolderCopy:
         except OSError as e:
             remove_tree(self.home)
             raise SandboxFailure("load", f"cannot copy {source}: {e.strerror or e}", op="load") from None
+        for path, what in self.dropped:
+            if (source, path, what) not in _said:
+                _said.add((source, path, what))
+                log.warning("warning: %s: %s; the sandbox's copy leaves it out", os.path.join(source, path), what)
 
     def acquire(self) -> "FolderCopy":
         with self._lock:
