@@ -100,3 +100,13 @@ def test_evaluate_exits_nonzero_and_names_the_env_line_when_episodes_end_in_env_
     assert "episode(s) ended because the environment failed (env_error" in result.stderr
     assert "env_main.py:8: exception: ZeroDivisionError in transition(): integer division or modulo by zero" \
         in result.stderr, result.stderr
+
+
+def test_a_search_too_small_to_score_is_no_verdict_on_the_env(tmp_path):
+    """envforge's own narrowness (here a 3-node search budget) never becomes a flaw of the env:
+    levels stay, their max is labelled unconfirmed, and reliability says it cannot tell."""
+    env = write_env(tmp_path / "corridor")
+    report = json.loads(verify(env, "--json", "--search-nodes", "3").stdout)
+    assert report["accepted"] is True, report["reason"]
+    assert "reliability inconclusive: the search planner scores only" in report["reason"]
+    assert report["stages"]["levels"]["generated_kept"] == 15

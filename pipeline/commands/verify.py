@@ -96,6 +96,8 @@ def run(args) -> int:
     if not options.write:
         print(f"read-only: nothing written into {args.env_dir} (--write to record the results there)")
     if result.accepted:
+        if (result.stages.get("reliability") or {}).get("inconclusive"):
+            print(f"note: reliability inconclusive: {result.stages['reliability']['inconclusive']}")
         print(f"accepted: {args.env_dir}")
         return 0
     print(f"REJECTED at {result.stage}: {result.reason}")

@@ -80,6 +80,9 @@ def verify_env(env_dir: str | Path, stages: tuple[str, ...] = STAGES, options: O
     result.stages["total"] = clock.figures()
     if not result.reason:
         result.reason = "accepted: " + ", ".join(s for s in STAGES if s in stages) + " passed"
+        inconclusive = (result.stages.get("reliability") or {}).get("inconclusive")
+        if inconclusive:
+            result.reason += f" (reliability inconclusive: {inconclusive})"
     if options.write:
         record(Path(env_dir), result)
     return result

@@ -340,10 +340,14 @@ def certify(ctx: Context, worker: Worker, source: str, bound: float | None, dige
         lm.notes += " (a lower bound: the search budget ran out)"
     elif lm.calculation_method == "validator_analytic":
         lm.certainty = "unconfirmed_bound"
-    if achieved <= nothing + EPS and nothing <= EPS:
-        lm.unfit = (f"search achieves nothing: the best of {searched}{'' if exhaustive else ' (within budget)'} "
-                    f"scores {achieved:g}, no more than doing nothing ({nothing:g})")
-        lm.proven_unsolvable = exhaustive
+    if achieved <= nothing + EPS and nothing <= EPS and exhaustive:
+        lm.unfit = (f"search achieves nothing: the best of {searched} scores {achieved:g}, no more than doing "
+                    f"nothing ({nothing:g})")
+        lm.proven_unsolvable = True
+    elif achieved <= nothing + EPS and nothing <= EPS:
+        # Only envforge's search is narrow here (its budget, its candidate actions): not the level's flaw.
+        lm.certainty = "unknown"
+        lm.notes += f"; the {searched} (budget spent) found no reward: the max is unconfirmed"
     elif nothing >= lm.max_reward - EPS:
         # A reward flaw, not the level's: reliability rejects it with the reason.
         lm.idle_scores_max = True
