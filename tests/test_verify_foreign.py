@@ -110,3 +110,15 @@ def test_a_search_too_small_to_score_is_no_verdict_on_the_env(tmp_path):
     assert report["accepted"] is True, report["reason"]
     assert "reliability inconclusive: the search planner scores only" in report["reason"]
     assert report["stages"]["levels"]["generated_kept"] == 15
+
+
+def test_a_search_over_guessed_parameter_values_is_never_called_exhaustive(tmp_path):
+    """An untyped parameter (AutoEnv's `params: [direction]`) gets guessed candidate values; a search
+    over them that finds no reward proves nothing about the level, so no level is called unsolvable."""
+    config = json.loads(json.dumps(CONFIG))
+    config["transition"]["actions"][0]["params"] = ["direction"]
+    env = write_env(tmp_path / "untyped", config=config)
+    report = json.loads(verify(env, "--json", "--stages", "execution,levels").stdout)
+    assert "accepted it" not in report["reason"] and "unsolvable" not in report["reason"], report["reason"]
+    levels = report["stages"]["levels"]
+    assert levels["generated_kept"] == 15 and levels["unfit"] == 0

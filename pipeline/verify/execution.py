@@ -86,7 +86,18 @@ def _episode(ctx: Context, worker, source: str, what: str, figures: dict, failur
         failures["no_termination"] += 1
         raise Rejected(f"{layout.ENV_MAIN}: expected done() to become true by termination.max_steps="
                        f"{ctx.max_steps}, found still running after {ctx.max_steps} steps of a {what} on {source} "
-                       f"(the runner stopped it)")
+                       f"(the runner stopped it){_one_step_late(ctx, worker)}")
+
+
+def _one_step_late(ctx: Context, worker) -> str:
+    """Whether the episode would have ended one step later: the env's own step() then reads done()
+    before it counts the step (or counts from 1)."""
+    try:
+        out = worker.call("step", action=random_action(ctx.space, random.Random(0)))
+    except SandboxFailure:
+        return ""
+    return (f"; it ends one step late, at step {ctx.max_steps + 1}: its step() checks done() before counting the "
+            f"step" if out.get("done") else "")
 
 
 def _observation(observation, what: str, failures: Counter) -> None:

@@ -301,7 +301,8 @@ def certify(ctx: Context, worker: Worker, source: str, bound: float | None, dige
         if claim is not None:  # a shipped claim above what was found: search until it is reached or refuted
             budget["stop_at"] = max(claim, bound if bound is not None else claim)
         keyed = search(worker, ctx.candidates, ctx.max_steps, time_in_key=True, **budget)
-        nodes, exhaustive = nodes + keyed.nodes, keyed.exhausted
+        # Exhaustive over the candidate actions; over the env's action space only when those are all of it.
+        nodes, exhaustive = nodes + keyed.nodes, keyed.exhausted and ctx.candidates_complete
         if keyed.best_reward > result.best_reward + EPS:
             result = keyed
     reset(worker, source)
