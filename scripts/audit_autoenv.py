@@ -44,7 +44,8 @@ def audit(env: Path, args) -> dict:
         row["check"] = "ok" if code == 0 else f"{len(errors)} error(s)"
         row["check_first"] = _problem(errors[0]) if errors else ""
         code, out, err = run("verify", str(private_copy(env, base / "verify")), "--json", "--search-seconds",
-                             str(args.search_seconds), "--search-nodes", str(args.search_nodes))
+                             str(args.search_seconds), "--search-nodes", str(args.search_nodes),
+                             "--call-seconds", str(args.call_seconds))
         verdict = json.loads(out) if out.strip().startswith("{") else {"accepted": False, "stage": "error",
                                                                        "reason": (err or out).strip()[-300:]}
         row["verify"] = "accepted" if verdict["accepted"] else f"rejected at {verdict['stage']}"
@@ -56,7 +57,8 @@ def audit(env: Path, args) -> dict:
         for agent in ("random", "planner"):
             code, out, err = run("evaluate", str(private_copy(env, base / agent)), "--agent", agent, "--runs", "1",
                                  "--max-levels", str(args.max_levels), "--planner-seconds", str(args.search_seconds),
-                                 "--out", str(base / f"eval-{agent}"), "--json")
+                                 "--call-seconds", str(args.call_seconds), "--out", str(base / f"eval-{agent}"),
+                                 "--json")
             summary = json.loads(out) if out.strip().startswith("{") else {}
             overall = summary.get("overall") or {}
             score = overall.get("normalized_mean", overall.get("mean_normalized"))
@@ -104,6 +106,8 @@ def main() -> int:
     parser.add_argument("--search-seconds", type=float, default=3.0, help="search budget per level and pass")
     parser.add_argument("--search-nodes", type=int, default=60_000, help="search budget per level and pass")
     parser.add_argument("--max-levels", type=int, default=5, help="test levels each evaluate agent plays")
+    parser.add_argument("--call-seconds", type=float, default=30.0,
+                        help="wall-clock limit of one reset or step (a loaded machine needs more than the default)")
     args = parser.parse_args()
     envs = sorted((p for p in args.corpus.iterdir() if (p / "env_main.py").is_file()),
                   key=lambda p: (int(p.name.split("_")[0]) if p.name.split("_")[0].isdigit() else 0, p.name))
@@ -114,6 +118,8 @@ def main() -> int:
     for env in envs:
         rows.append(audit(env, args))
         print(f"{env.name}: {rows[-1]['verify']}", file=sys.stderr)
+        if args.out:  # rows so far, so a long audit can be read while it runs
+            args.out.with_suffix(".json").write_text(json.dumps(rows, indent=2) + "\n", encoding="utf-8")
     text = table(rows)
     print(text)
     if args.out:

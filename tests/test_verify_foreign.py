@@ -122,3 +122,14 @@ def test_a_search_over_guessed_parameter_values_is_never_called_exhaustive(tmp_p
     assert "accepted it" not in report["reason"] and "unsolvable" not in report["reason"], report["reason"]
     levels = report["stages"]["levels"]
     assert levels["generated_kept"] == 15 and levels["unfit"] == 0
+
+
+def test_a_validator_that_refuses_every_level_is_blamed_not_the_generator(tmp_path):
+    env = write_env(tmp_path / "picky", replace={"env_validator.py": (
+        "    return (not issues, issues)", "    return False, ['reward 1.0 may be too low']")})
+    report = json.loads(verify(env, "--json", "--stages", "levels").stdout)
+    assert report["stage"] == "levels"
+    assert report["reason"].startswith("env_validator.py: expected the validator to accept some levels, found it "
+                                       "rejects every one, all 27 generated and the shipped ones, e.g. "
+                                       "levels/level_01.yaml: expected the validator to accept this shipped level, "
+                                       "found reward 1.0 may be too low"), report["reason"]

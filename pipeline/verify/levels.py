@@ -149,6 +149,13 @@ def _shipped_despite(generator_broken: Rejected | None, ctx: Context, worker: Wo
     except Rejected as rejected:
         if generator_broken is None:
             raise
+        if getattr(generator_broken, "all_rejected_by_validator", False) and rejected.reason.startswith(
+                tuple(f"{folder}/" for folder in (layout.LEVELS, layout.VAL_LEVELS))) and \
+                ": expected the validator to accept this shipped level" in rejected.reason:
+            # Every level, generated or shipped, is refused: the validator is at fault, not the generator.
+            raise Rejected(f"{layout.ENV_VALIDATOR}: expected the validator to accept some levels, found it rejects "
+                           f"every one, all {generator_broken.rejected} generated and the shipped ones, e.g. "
+                           f"{rejected.reason}") from None
         raise Rejected(f"{generator_broken.reason}; and the shipped levels: {rejected.reason}") from None
 
 
@@ -203,10 +210,13 @@ def _generate(ctx: Context, worker: Worker, certifier: "_Certifier", figures: di
             raise Rejected(f"{layout.ENV_GENERATE}: expected generate_level(seed, config) to make different levels "
                            f"for different seeds, found the same level for all {tried} seeds 1..{tried} "
                            f"(the generator ignores its seed)")
-        raise Rejected(f"{layout.ENV_GENERATE}: expected at least {want} distinct valid levels from seeds "
+        rejection = Rejected(f"{layout.ENV_GENERATE}: expected at least {want} distinct valid levels from seeds "
                        f"1..{tried}, found {len(kept)} ({figures['duplicates']} duplicates, "
                        f"{figures['rejected_by_validator']} rejected by the validator, {figures['unfit']} unfit"
                        + (f"; e.g. {figures['examples'][0]}" if figures["examples"] else "") + ")")
+        rejection.rejected = figures["rejected_by_validator"]
+        rejection.all_rejected_by_validator = rejection.rejected > 0 and rejection.rejected == len(seen)
+        raise rejection
     return kept
 
 
