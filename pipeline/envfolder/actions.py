@@ -1,0 +1,304 @@
+"""The one action space of an environment, as the host sees it (read as data, never run).
+
+Everything that picks, checks, lists, shows or parses actions uses it: `check` and
+verification's random and planner rollouts, the random agent, evaluate's validity figures,
+`play`, and the model agents' text and tool schemas. Actions come from config.yaml's
+`transition.actions`. A typed parameter's domain is the DSL's (`enum`, `range`); an untyped
+one's is read from evidence (action_space.txt, the instruction, the DSL's texts, the levels;
+see evidence.py), and `sources` says which. An inferred domain steers sampling and search; only
+declared domains make an action invalid, since an agent is not faulted on a guess.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import random
+import shlex
+from dataclasses import dataclass, field
+from typing import Any, Iterable
+
+from dsl_schema.actions import ACTION_FORMAT, Action, Param, actions
+from pipeline.envfolder import evidence
+
+DECLARED = "config.yaml"
+NO_EVIDENCE = "none (one sampled value)"
+SMALL_RANGE = 20  # an integer range this wide or narrower is enumerated whole for search
+_JSON_TYPES = {"string": str, "integer": int, "number": (int, float), "boolean": bool, "array": list, "object": dict}
+
+
+@dataclass(frozen=True)
+class ActionSpace:
+    actions: tuple[Action, ...] = ()
+    sources: dict[tuple[str, str], str] = field(default_factory=dict)  # (action, param) -> where its domain came from
+    text_override: str = ""  # action_space.txt, when the folder has one
+
+    @classmethod
+    def from_config(cls, config: Any, texts: Iterable[tuple[str, str]] = (), levels: Iterable[tuple[str, Any]] = (),
+                    action_text: str = "") -> "ActionSpace":
+        """The declared actions, untyped domains filled from `texts` ((source, text), tried in
+        order) and then `levels` ((source, data))."""
+        texts, levels = list(texts), list(levels)
+        filled, sources = [], {}
+        for action in actions(config):
+            params = []
+            for p in action.params:
+                if p.enum is not None or p.range is not None:
+                    sources[action.name, p.name] = DECLARED
+                elif p.type in (None, "string", "integer", "number"):
+                    found = evidence.from_texts(p.name, texts) or evidence.from_levels(p.name, levels)
+                    if found is not None and _fits(found, p.type):
+                        p = dataclasses.replace(p, enum=found.values, range=found.range)
+                    sources[action.name, p.name] = found.source if found is not None and _fits(found, p.type) else NO_EVIDENCE
+                params.append(p)
+            filled.append(dataclasses.replace(action, params=tuple(params)))
+        return cls(tuple(filled), sources, action_text)
+
+    @classmethod
+    def of(cls, spec) -> "ActionSpace":
+        """The space of an opened EnvSpec, with its evidence: action_space.txt, the instruction,
+        the DSL's own text and state_template."""
+        texts = [("action_space.txt", spec.action_text), ("agent_instruction.txt", spec.instruction),
+                 ("config.yaml text", spec.config_text)]
+        return cls.from_config(spec.config, texts, [("config.yaml state_template", spec.config.get("state_template"))],
+                               spec.action_text)
+
+    def __bool__(self) -> bool:
+        return bool(self.actions)
+
+    def __len__(self) -> int:
+        return len(self.actions)
+
+    def __iter__(self):
+        return iter(self.actions)
+
+    @property
+    def names(self) -> list[str]:
+        return [a.name for a in self.actions]
+
+    def get(self, name: str) -> Action | None:
+        return next((a for a in self.actions if a.name == name), None)
+
+    # -- sampling ------------------------------------------------------------------------
+    def sample_params(self, action: Action, rng: random.Random) -> dict[str, Any]:
+        return {p.name: _sample_value(p, rng) for p in action.params if not p.optional or rng.random() < 0.5}
+
+    def sample(self, rng: random.Random, invalid_rate: float = 0.0) -> dict:
+        """A random action; with probability `invalid_rate`, a malformed one (unknown name or
+        out-of-range parameter), because environments must survive what agents really send."""
+        space = self.actions
+        if not space or rng.random() < invalid_rate:
+            return rng.choice([
+                {"action": "__no_such_action__", "params": {}},
+                {"action": space[0].name if space else "noop", "params": {"__bogus__": -999999}},
+                {"action": rng.choice(space).name if space else "noop", "params": {}},
+            ])
+        action = rng.choice(space)
+        return {"action": action.name, "params": self.sample_params(action, rng)}
+
+    # -- membership ----------------------------------------------------------------------
+    def invalid_reason(self, action: dict) -> str | None:
+        """Why `action` does not fit the declared action space (None when it fits or none is
+        declared): an unknown name, a missing or unknown parameter, a value of the wrong JSON
+        type, outside its declared enum or range."""
+        declared = {a.name: a for a in self.actions}
+        if not declared:
+            return None
+        spec = declared.get(action.get("action"))
+        if spec is None:
+            return f"unknown action {action.get('action')!r}"
+        params = action.get("params")
+        if not isinstance(params, dict):
+            return "params is not a dictionary"
+        known = {p.name: p for p in spec.params}
+        for name in params:
+            if name not in known:
+                return f"{spec.name} has no parameter {name!r}"
+        for p in spec.params:
+            if p.name not in params:
+                if not p.optional:
+                    return f"{spec.name} needs parameter {p.name!r}"
+                continue
+            value = params[p.name]
+            expected = _JSON_TYPES.get(p.type or "")
+            if expected and (not isinstance(value, expected) or (isinstance(value, bool) and p.type != "boolean")):
+                return f"{p.name} must be of type {p.type}, found {value!r}"
+            if self.sources.get((spec.name, p.name), DECLARED) != DECLARED:
+                continue
+            if p.enum is not None and value not in p.enum:
+                return f"{p.name} must be one of {list(p.enum)}, found {value!r}"
+            if p.range is not None:
+                if isinstance(value, bool) or not isinstance(value, (int, float)) or not p.range[0] <= value <= p.range[1]:
+                    return f"{p.name} must be from {p.range[0]} to {p.range[1]}, found {value!r}"
+        return None
+
+    # -- search --------------------------------------------------------------------------
+    def candidates(self) -> list[dict]:
+        """Every action with every combination of its parameters' values (an integer range of at
+        most 20 values whole, a wider or real one by its ends and middle; a parameter with no
+        known domain, one sampled value)."""
+        out = []
+        for action in self.actions:
+            combos: list[dict] = [{}]
+            for p in action.params:
+                combos = [{**c, p.name: v} for c in combos for v in _candidate_values(p)]
+            out += [{"action": action.name, "params": c} for c in combos]
+        return out
+
+    # -- what an agent reads -------------------------------------------------------------
+    def text(self) -> str:
+        """The agent-facing description: action_space.txt as written, else derived from the DSL."""
+        return self.text_override.strip() or self.derived_text().strip()
+
+    def derived_text(self) -> str:
+        lines = ["Available actions:"]
+        for action in self.actions:
+            signature = ", ".join(p.name + ("?" if p.optional else "") for p in action.params)
+            lines.append(f"- {action.name}({signature})" + (f": {action.description}" if action.description else ""))
+            for param in action.params:
+                lines.append(f"    {param.name}: {_param_text(param)}")
+        lines += ["", ACTION_FORMAT]
+        if self.actions:
+            first = self.actions[0]
+            example = {"action": first.name, "params": {p.name: _example_value(p) for p in first.params if not p.optional}}
+            lines.append(f"Example: {json.dumps(example)}")
+        return "\n".join(lines) + "\n"
+
+    def tools(self) -> list[dict[str, Any]]:
+        """One native tool-call schema per action: {"name", "description", "parameters"}, whose
+        `parameters` is a JSON Schema object (OpenAI's `function.parameters`, Anthropic's
+        `input_schema`). Untyped parameters accept any JSON value."""
+        tools = []
+        for action in self.actions:
+            properties: dict[str, Any] = {}
+            for param in action.params:
+                prop: dict[str, Any] = {}
+                if param.type:
+                    prop["type"] = param.type
+                if self.sources.get((action.name, param.name), DECLARED) == DECLARED:
+                    if param.enum is not None:
+                        prop["enum"] = list(param.enum)
+                    if param.range is not None:
+                        prop["minimum"], prop["maximum"] = param.range
+                prop["description"] = param.description or f"The {param.name.replace('_', ' ')} parameter of {action.name}."
+                properties[param.name] = prop
+            tools.append({
+                "name": action.name,
+                "description": action.description or f"Take the action {action.name}.",
+                "parameters": {"type": "object", "properties": properties,
+                               "required": [p.name for p in action.params if not p.optional],
+                               "additionalProperties": False},
+            })
+        return tools
+
+    def describe(self) -> str:
+        """One line per action, the syntax `play` accepts, with where each domain came from."""
+        lines = []
+        for a in self.actions:
+            params = " ".join(f"{p.name}=<{_domain_text(p) or p.type or 'value'}>" for p in a.params)
+            lines.append(f"  {a.name} {params}".rstrip() + (f"   # {a.description}" if a.description else ""))
+        inferred = sorted({s for s in self.sources.values() if s not in (DECLARED, NO_EVIDENCE)})
+        if inferred:
+            lines.append(f"  (values of untyped parameters read from {', '.join(inferred)})")
+        return "\n".join(lines)
+
+    # -- typed text ----------------------------------------------------------------------
+    def parse(self, text: str) -> dict:
+        """What a person types: JSON, `move direction=north`, `move north` or `move(direction=north)`.
+        Raises ValueError saying what was expected when the text is not an action."""
+        text = text.strip()
+        if text.startswith("{"):
+            try:
+                data = json.loads(text)
+            except ValueError:
+                data = None
+            if not isinstance(data, dict) or not isinstance(data.get("action"), str):
+                raise ValueError('expected {"action": NAME, "params": {...}}')
+            data.setdefault("params", {})
+            return data
+        if "(" in text and text.endswith(")"):
+            name, _, inner = text[:-1].partition("(")
+            text = name.strip() + " " + inner.replace(",", " ")
+        try:
+            words = shlex.split(text)
+        except ValueError as e:
+            raise ValueError(f"expected words and NAME=VALUE pairs, found {e}") from None
+        if not words:
+            raise ValueError("expected an action name")
+        name, rest = words[0], words[1:]
+        declared = self.get(name)
+        positional = [p.name for p in declared.params] if declared else []
+        params: dict[str, Any] = {}
+        for i, word in enumerate(rest):
+            if "=" in word:
+                key, _, value = word.partition("=")
+            elif i < len(positional):
+                key, value = positional[i], word
+            else:
+                raise ValueError(f"expected NAME=VALUE for extra parameter, found {word!r}")
+            params[key.strip()] = _value(value.strip())
+        return {"action": name, "params": params}
+
+
+def _fits(found: evidence.Domain, kind: str | None) -> bool:
+    if kind == "string":
+        return found.values is not None and all(isinstance(v, str) for v in found.values)
+    if kind in ("integer", "number"):
+        return found.range is not None or all(isinstance(v, int) for v in found.values or ("x",))
+    return True
+
+
+def _sample_value(param: Param, rng: random.Random) -> Any:
+    if param.enum:
+        return rng.choice(list(param.enum))
+    if param.range:
+        lo, hi = param.range
+        if param.type == "number":
+            return rng.uniform(lo, hi)
+        return rng.randint(int(lo), int(hi))
+    return {"number": rng.uniform(0, 5), "boolean": rng.random() < 0.5, "string": "a"}.get(param.type or "", rng.randint(0, 5))
+
+
+def _candidate_values(p: Param) -> list:
+    if p.enum:
+        return list(p.enum)
+    if p.range:
+        lo, hi = p.range
+        if isinstance(lo, int) and isinstance(hi, int) and p.type != "number" and hi - lo <= SMALL_RANGE:
+            return list(range(lo, hi + 1))
+        return sorted({lo, hi, (lo + hi) // 2 if isinstance(lo, int) else (lo + hi) / 2})
+    return [_sample_value(p, random.Random(0))]
+
+
+def _domain_text(p: Param) -> str:
+    if p.enum is not None:
+        return "|".join(map(str, p.enum))
+    if p.range is not None:
+        return f"{p.range[0]}..{p.range[1]}"
+    return ""
+
+
+def _param_text(param: Param) -> str:
+    parts = [param.type or "any value"]
+    if param.enum is not None:
+        parts.append("one of " + ", ".join(json.dumps(v) for v in param.enum))
+    if param.range is not None:
+        parts.append(f"from {param.range[0]} to {param.range[1]} inclusive")
+    if param.optional:
+        parts.append("optional")
+    text = ", ".join(parts)
+    return f"{text}. {param.description}" if param.description else text
+
+
+def _example_value(param: Param) -> Any:
+    if param.enum is not None:
+        return param.enum[0]
+    if param.range is not None:
+        return param.range[0]
+    return {"integer": 0, "number": 0.0, "boolean": False, "array": [], "object": {}}.get(param.type or "", f"<{param.name}>")
+
+
+def _value(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
