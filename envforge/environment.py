@@ -16,7 +16,6 @@ from typing import Any
 
 from dsl_schema.actions import Action
 from pipeline import layout
-from pipeline.actions import describe, parse_action
 from pipeline.commands.play import resolve_level
 from pipeline.errors import UserError
 from pipeline.evaluate.context import EnvTarget
@@ -39,7 +38,7 @@ class Environment:
     config = property(lambda self: self._target.config)
     instruction = property(lambda self: self._target.instruction)
     action_text = property(lambda self: self._target.action_space)
-    actions: list[Action] = property(lambda self: self._target.space)
+    actions: list[Action] = property(lambda self: list(self._target.space))
     target = property(lambda self: self._target)  # the evaluation's view of the folder (EnvTarget)
     tags = property(lambda self: self._target.tags)
 
@@ -72,10 +71,10 @@ class Environment:
             if not isinstance(action.get("action"), str):
                 raise ValueError('expected {"action": NAME, "params": {...}}')
             return {"action": action["action"], "params": dict(action.get("params") or {})}
-        return parse_action(str(action), self.actions)
+        return self._target.space.parse(str(action))
 
     def describe_actions(self) -> str:
-        return describe(self.actions)
+        return self._target.space.describe()
 
     def session(self, skin: str | None = None, limits: Limits | None = None) -> "Session":
         """A sandbox worker holding this environment; close it (or use `with`) when done."""

@@ -28,7 +28,6 @@ from pipeline.evaluate import EnvTarget
 from pipeline.evaluate.hosted import MAX_CALLS_PER_TURN, write_code
 from pipeline.evaluate.records import Records
 from pipeline.llm import Message
-from pipeline.planner import candidate_actions
 from pipeline.prompts import render
 from pipeline.sandbox import WorkerPool
 
@@ -94,7 +93,7 @@ class Optimizer:
         env = {"name": target.name, "instruction": child.components.prompt, "action_space": target.action_space,
                "actions": [a.name for a in target.space], "max_steps": steps}
         turn = {"step": 1, "max_steps": steps, "observation": first, "last_action_result": None, "history": []}
-        action = (candidate_actions(target.space) or [{"action": "noop", "params": {}}])[0]
+        action = (target.space.candidates() or [{"action": "noop", "params": {}}])[0]
         reply = f"<thinking_memory>A check of the agent code.</thinking_memory>\n<action>{json.dumps(action)}</action>"
         return env, turn, reply, {a.name for a in target.space}, self.agents
 

@@ -16,7 +16,6 @@ from pathlib import Path
 from pipeline import layout
 from pipeline.envfolder.spec import EnvSpec
 from pipeline.errors import LocatedError
-from pipeline.actions import declared_actions, random_action, sample_params
 from dsl_schema.problems import Problem
 from pipeline import rollout
 from pipeline.sandbox import Limits, SandboxFailure, Worker
@@ -135,6 +134,7 @@ class _Checker:
             self.report.problems.append(dataclasses.replace(e.problem, check="layout"))
             return False
         self.config = self.spec.config
+        self.space = self.spec.actions
         self.check_dsl()
         for problem in scan_env(self.env.path):
             self.report.problems.append(problem)
@@ -143,8 +143,9 @@ class _Checker:
             self.problem(layout.LEVELS + "/", f"at least one level file (*.yaml) or a generator in {layout.ENV_GENERATE}",
                          "neither", "levels")
         self.report.stats["levels"] = len(self.spec.all_levels())
-        self.report.stats["actions"] = len(declared_actions(self.config))
-        if not declared_actions(self.config):
+        self.report.stats["actions"] = len(self.space)
+        self.report.stats["action_domains"] = {f"{a}.{p}": source for (a, p), source in self.space.sources.items()}
+        if not self.space:
             self.problem(layout.CONFIG, "at least one action under transition.actions", "none", "actions")
         return not any(p.severity == "error" and p.check == "static" for p in self.report.problems)
 
@@ -183,11 +184,11 @@ class _Checker:
 
     def check_actions(self) -> None:
         start = self.episode_starts()[0]
-        for action in declared_actions(self.config):
+        for action in self.space:
             worker = self.live_worker()
             if worker is None:
                 return
-            sent = {"action": action.name, "params": sample_params(action, self.rng)}
+            sent = {"action": action.name, "params": self.space.sample_params(action, self.rng)}
             try:
                 rollout.start(worker, start["level"], start.get("seed", 0))
                 result = worker.call("step", action=sent)
@@ -197,7 +198,7 @@ class _Checker:
             self.check_observation(result.get("observation"), f"the observation after {action.name}")
 
     def check_episodes(self) -> None:
-        space = declared_actions(self.config)
+        space = self.space
         starts = self.episode_starts()
         capped = []
         lengths = []
@@ -208,7 +209,7 @@ class _Checker:
             start = starts[i % len(starts)]
             where = _start_name(start)
             try:
-                episode = rollout.run_episode(worker, lambda obs, last: random_action(space, self.rng, 0.2),
+                episode = rollout.run_episode(worker, lambda obs, last: space.sample(self.rng, 0.2),
                                               self.max_steps, level=start["level"], seed=start.get("seed", i),
                                               deadline=self.deadline)
             except SandboxFailure as f:
@@ -272,8 +273,7 @@ class _Checker:
 
     def check_determinism(self) -> None:
         start = self.episode_starts()[0]
-        space = declared_actions(self.config)
-        plan = [random_action(space, self.rng) for _ in range(min(self.max_steps, 20))]
+        plan = [self.space.sample(self.rng) for _ in range(min(self.max_steps, 20))]
         runs = []
         for _ in range(2):
             worker = self.live_worker()

@@ -9,11 +9,8 @@ replayed through ordinary `step` calls and checked (`replay`).
 """
 from __future__ import annotations
 
-import random
 from dataclasses import dataclass, field
 
-from dsl_schema.actions import Action
-from pipeline.actions import sample_params
 from pipeline.sandbox import Worker
 
 # Wall-clock slack on top of a search's own time budget before the worker call times out.
@@ -32,27 +29,9 @@ class SearchResult:
     stopped: str | None = None  # the budget that ended it: "nodes", "seconds", "memory" or "bound"
 
 
-def candidate_actions(space: list[Action]) -> list[dict]:
-    """Every action with every enumerated parameter combination (ranges: both ends and middle)."""
-    out = []
-    for action in space:
-        combos = [{}]
-        for p in action.params:
-            if p.enum:
-                values = list(p.enum)
-            elif p.range:
-                lo, hi = p.range
-                values = sorted({lo, hi, (lo + hi) // 2 if isinstance(lo, int) else (lo + hi) / 2})
-            else:
-                values = [sample_params(Action("", "", (p,)), random.Random(0))[p.name]]
-            combos = [{**c, p.name: v} for c in combos for v in values]
-        out += [{"action": action.name, "params": c} for c in combos]
-    return out
-
-
 def search(worker: Worker, actions: list[dict], max_steps: int, max_nodes: int = 50_000,
            seconds: float = 30.0, time_in_key: bool = True, stop_at: float | None = None) -> SearchResult:
-    """Search from the worker's current state (reset it first) over `actions` (candidate_actions)."""
+    """Search from the worker's current state (reset it first) over `actions` (ActionSpace.candidates())."""
     reply = worker.call("search", timeout=seconds + CALL_MARGIN_SECONDS, actions=actions, max_steps=max_steps,
                         max_nodes=max_nodes, seconds=seconds, time_in_key=time_in_key, stop_at=stop_at)
     return SearchResult(float(reply["best_reward"]), reply["witness"], reply["nodes"], reply["exhausted"],

@@ -103,3 +103,55 @@ def test_reference_env_reads_once_with_everything_an_agent_needs():
 def test_errors_never_print_an_empty_location():
     assert str(LocatedError.at("", "x", "y")) == "(unnamed file): expected x, found y"
     assert str(LocatedError.at("a.yaml", "x", "y", 3)) == "a.yaml:3: expected x, found y"
+
+
+# -- the one action space ------------------------------------------------------------------
+
+COLUMNS_CONFIG = {"transition": {"actions": [{"name": "drop_disk", "params": ["column"]},
+                                             {"name": "move", "params": [{"name": "direction", "type": "string",
+                                                                          "enum": ["left", "right"]}]}]}}
+COLUMNS_TEXT = '[{"name": "drop_disk", "parameters": {"column": "Column index (0-6) where the disk should be dropped"}}]'
+
+
+def test_untyped_parameter_gets_every_value_the_evidence_names_and_says_where_from():
+    from pipeline.envfolder.actions import ActionSpace
+
+    space = ActionSpace.from_config(COLUMNS_CONFIG, [("action_space.txt", COLUMNS_TEXT)])
+    drops = [c["params"]["column"] for c in space.candidates() if c["action"] == "drop_disk"]
+    assert drops == [0, 1, 2, 3, 4, 5, 6]
+    assert space.sources == {("drop_disk", "column"): "action_space.txt", ("move", "direction"): "config.yaml"}
+    rng = __import__("random").Random(3)
+    assert {space.sample_params(space.get("drop_disk"), rng)["column"] for _ in range(200)} == set(range(7))
+    # an inferred domain steers sampling and search; only a declared one makes an action invalid
+    assert space.invalid_reason({"action": "drop_disk", "params": {"column": 9}}) is None
+    assert "must be one of ['left', 'right']" in space.invalid_reason({"action": "move", "params": {"direction": "up"}})
+    assert "column" not in str(space.tools()[0]["parameters"]["properties"]["column"].get("enum", ""))
+    assert "read from action_space.txt" in space.describe()
+
+
+def test_untyped_parameter_without_evidence_keeps_one_sampled_value():
+    from pipeline.envfolder.actions import NO_EVIDENCE, ActionSpace
+
+    space = ActionSpace.from_config(COLUMNS_CONFIG, [("agent_instruction.txt", "Win the game.")])
+    assert len([c for c in space.candidates() if c["action"] == "drop_disk"]) == 1
+    assert space.sources["drop_disk", "column"] == NO_EVIDENCE
+
+
+@pytest.mark.parametrize("text", ["drop_disk 3", "drop_disk column=3", "drop_disk(column=3)", "drop_disk(3)",
+                                  '{"action": "drop_disk", "params": {"column": 3}}'])
+def test_typed_text_parses_in_every_form_play_accepts(text):
+    from pipeline.envfolder.actions import ActionSpace
+
+    assert ActionSpace.from_config(COLUMNS_CONFIG).parse(text) == {"action": "drop_disk", "params": {"column": 3}}
+
+
+def test_column_strategy_from_the_autoenv_corpus_gets_all_seven_columns():
+    from pipeline.envfolder.actions import ActionSpace
+
+    folder = Path("/work/shared/autoenv-dev/22_ColumnStrategy")
+    if not folder.is_dir():
+        pytest.skip("the AutoEnv development corpus is not on this machine")
+    space = EnvSpec.open(folder).actions
+    assert isinstance(space, ActionSpace)
+    assert [c["params"]["column"] for c in space.candidates()] == list(range(7))
+    assert space.sources["drop_disk", "column"] == "action_space.txt"

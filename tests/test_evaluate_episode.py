@@ -6,7 +6,8 @@ import asyncio
 import pytest
 
 from dsl_schema.actions import Action, Param
-from pipeline.evaluate.episode import Decision, Limits, Tracker, invalid_reason, play
+from pipeline.envfolder.actions import ActionSpace
+from pipeline.evaluate.episode import Decision, Limits, Tracker, play
 from pipeline.evaluate.react import FormatError, parse_action, thought_of
 from pipeline.evaluate.records import normalize
 
@@ -42,7 +43,7 @@ class Scripted:
 
 
 def episode(agent, limits=Limits(), max_steps=30, max_reward=1.0, session=None):
-    tracker = Tracker(limits, max_steps, max_reward, SPACE)
+    tracker = Tracker(limits, max_steps, max_reward, ActionSpace(tuple(SPACE)))
     return asyncio.run(play(agent, session or Corridor(), "levels/level_01.yaml", tracker))
 
 
@@ -90,12 +91,12 @@ def test_a_turn_that_cannot_go_on_ends_the_episode_at_once(error, reason):
 
 
 def test_invalid_reason_checks_names_parameters_and_enums():
-    assert invalid_reason(NORTH, SPACE) is None
-    assert invalid_reason({"action": "fly", "params": {}}, SPACE) == "unknown action 'fly'"
-    assert invalid_reason({"action": "move", "params": {}}, SPACE) == "move needs parameter 'direction'"
-    assert invalid_reason({"action": "wait", "params": {"x": 1}}, SPACE) == "wait has no parameter 'x'"
-    assert "must be one of ['north', 'south']" in invalid_reason({"action": "move", "params": {"direction": "up"}}, SPACE)
-    assert invalid_reason({"action": "anything", "params": {}}, []) is None  # nothing declared: the env decides
+    assert ActionSpace(tuple(SPACE)).invalid_reason(NORTH) is None
+    assert ActionSpace(tuple(SPACE)).invalid_reason({"action": "fly", "params": {}}) == "unknown action 'fly'"
+    assert ActionSpace(tuple(SPACE)).invalid_reason({"action": "move", "params": {}}) == "move needs parameter 'direction'"
+    assert ActionSpace(tuple(SPACE)).invalid_reason({"action": "wait", "params": {"x": 1}}) == "wait has no parameter 'x'"
+    assert "must be one of ['north', 'south']" in ActionSpace(tuple(SPACE)).invalid_reason({"action": "move", "params": {"direction": "up"}})
+    assert ActionSpace(tuple([])).invalid_reason({"action": "anything", "params": {}}) is None  # nothing declared: the env decides
 
 
 @pytest.mark.parametrize("reply", [
@@ -155,7 +156,7 @@ def test_progress_shows_the_mean_score_so_far_and_dollars():
 
 def test_invalid_reason_checks_json_types():
     space = [Action("jump", "", (Param("height", "integer", None, (1, 3)), Param("loud", "boolean", optional=True)))]
-    assert invalid_reason({"action": "jump", "params": {"height": 2}}, space) is None
-    assert invalid_reason({"action": "jump", "params": {"height": "2"}}, space) == "height must be of type integer, found '2'"
-    assert invalid_reason({"action": "jump", "params": {"height": True}}, space) == "height must be of type integer, found True"
-    assert invalid_reason({"action": "jump", "params": {"height": 2, "loud": 1}}, space) == "loud must be of type boolean, found 1"
+    assert ActionSpace(tuple(space)).invalid_reason({"action": "jump", "params": {"height": 2}}) is None
+    assert ActionSpace(tuple(space)).invalid_reason({"action": "jump", "params": {"height": "2"}}) == "height must be of type integer, found '2'"
+    assert ActionSpace(tuple(space)).invalid_reason({"action": "jump", "params": {"height": True}}) == "height must be of type integer, found True"
+    assert ActionSpace(tuple(space)).invalid_reason({"action": "jump", "params": {"height": 2, "loud": 1}}) == "loud must be of type boolean, found 1"

@@ -202,8 +202,8 @@ def test_rejects_env_that_breaks_during_rollouts_at_execution(tmp_path, case):
 def test_search_keeps_states_at_different_steps_apart_when_asked(tmp_path):
     """An env whose reward reads the step counter: the goal pays only at step 7. Merging equal
     states reached at different steps (fast) misses it; keeping them apart (sound) finds it."""
-    from pipeline.actions import declared_actions
-    from pipeline.planner import candidate_actions, replay, search
+    from pipeline.envfolder.actions import ActionSpace
+    from pipeline.planner import replay, search
     from pipeline.sandbox import Worker
     from tiny_env import CONFIG
 
@@ -212,7 +212,7 @@ def test_search_keeps_states_at_different_steps_apart_when_asked(tmp_path):
         'return self._state["pos"] == self._state["goal"] or self._t >= self.max_steps',
         "return self._t >= self.max_steps")
     env = write_env(tmp_path / "clock", replace={"env_main.py": on_the_clock})
-    actions = candidate_actions(declared_actions(CONFIG))
+    actions = ActionSpace.from_config(CONFIG).candidates()
     with Worker(env) as worker:
         worker.call("reset", level="levels/level_01.yaml")
         merged = search(worker, actions, 12, time_in_key=False)

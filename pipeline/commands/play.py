@@ -6,7 +6,6 @@ from pathlib import Path
 
 from pipeline import layout
 from pipeline.envfolder.spec import EnvSpec
-from pipeline.actions import declared_actions, describe, parse_action
 from pipeline.errors import UserError
 from pipeline.sandbox import SandboxFailure, Worker
 from pipeline.argtypes import SEED
@@ -43,7 +42,7 @@ def run(args) -> int:
     env = EnvSpec.open(args.env_dir)
     level = None if args.seed is not None else resolve_level(env, args.level)
     lines = _action_lines(args.actions) if args.actions else None
-    space = declared_actions(env.config)
+    space = env.actions
     try:
         with Worker(env.path) as worker:
             return _play(env, worker, space, level, args.seed, lines)
@@ -66,7 +65,7 @@ def _play(env, worker, space, level, seed, lines) -> int:
     max_steps = env.max_steps  # config.yaml's, never the worker's word
     if env.instruction:
         print(env.instruction, "\n")
-    print("Actions:\n" + describe(space) + "\n")
+    print("Actions:\n" + space.describe() + "\n")
     if level is None:
         first = worker.call("reset", generate=True, seed=seed)
         label = f"generated level (seed {seed})"
@@ -81,10 +80,10 @@ def _play(env, worker, space, level, seed, lines) -> int:
         if text is None or text in ("quit", "exit"):
             break
         if text in ("?", "help"):
-            print(HELP + "\n" + describe(space))
+            print(HELP + "\n" + space.describe())
             continue
         try:
-            action = parse_action(text, space)
+            action = space.parse(text)
         except ValueError as e:
             print(f"  not an action: {e}. {HELP}")
             if feed is not None:

@@ -71,6 +71,9 @@ class ActionSpace:
     def __iter__(self):
         return iter(self.actions)
 
+    def __getitem__(self, index: int) -> Action:
+        return self.actions[index]
+
     @property
     def names(self) -> list[str]:
         return [a.name for a in self.actions]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -70,8 +71,9 @@ class EnvSpec:
     def max_reward(self, level: str) -> float | None:
         return self.max_rewards.get(layout.level_key(level))
 
-    @property
+    @cached_property
     def actions(self):
+        """The one action space (ActionSpace), domains of untyped parameters read from evidence."""
         from pipeline.envfolder.actions import ActionSpace
 
         return ActionSpace.of(self)

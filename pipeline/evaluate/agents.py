@@ -8,10 +8,9 @@ from __future__ import annotations
 import asyncio
 import random
 
-from pipeline.actions import random_action
 from pipeline.evaluate.context import EpisodeContext
 from pipeline.evaluate.episode import Decision, Turn
-from pipeline.planner import candidate_actions, search
+from pipeline.planner import search
 
 
 class RandomAgent:
@@ -25,7 +24,7 @@ class RandomAgent:
     async def act(self, turn: Turn) -> Decision:
         if not self.space:
             return Decision(error="stop", message="the environment declares no actions to sample from")
-        return Decision(action=random_action(self.space, self.rng))
+        return Decision(action=self.space.sample(self.rng))
 
 
 class PlannerAgent:
@@ -42,7 +41,7 @@ class PlannerAgent:
 
     def __init__(self, ctx: EpisodeContext, nodes: int, seconds: float, plans: dict):
         self.ctx, self.nodes, self.seconds, self.plans = ctx, nodes, seconds, plans
-        self.actions = candidate_actions(ctx.env.space)
+        self.actions = ctx.env.space.candidates()
         self.plan: list[dict] = []
         self.searches = 0
 

@@ -7,9 +7,8 @@ from concurrent.futures import Executor
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from dsl_schema.actions import Action, action_space_text, tool_schemas
 from pipeline import layout
-from pipeline.actions import declared_actions
+from pipeline.envfolder.actions import ActionSpace
 from pipeline.envfolder.spec import DEFAULT_MAX_STEPS, EnvSpec
 from pipeline.sandbox import Worker
 
@@ -22,7 +21,7 @@ class EnvTarget:
     config: dict
     instruction: str  # agent_instruction.txt, else the DSL's meta.description
     action_space: str  # action_space.txt, else derived from the DSL
-    space: list[Action]  # the declared actions (typed parameters)
+    space: ActionSpace  # the one action space (declared, and untyped domains from evidence)
     tools: list[dict]  # one native tool schema per action
     tags: dict[str, str]
     max_rewards: dict[str, float]
@@ -38,8 +37,9 @@ class EnvTarget:
         """The folder read once by EnvSpec; a bad file is a LocatedError (exit 2 at the CLI)."""
         spec = EnvSpec.open(env.path)
         config = spec.config
-        return cls(spec.dir, config, spec.instruction, spec.action_text or action_space_text(config).strip(),
-                   declared_actions(config), tool_schemas(config), spec.tags, spec.max_rewards, spec.max_steps, spec)
+        space = spec.actions
+        return cls(spec.dir, config, spec.instruction, space.text(), space, space.tools(), spec.tags,
+                   spec.max_rewards, spec.max_steps, spec)
 
     def levels(self, split: str, limit: int | None) -> list[str]:
         levels = self.spec.level_list(split) if self.spec else self.dir.levels(split)

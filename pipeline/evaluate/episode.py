@@ -15,7 +15,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol
 
-from dsl_schema.actions import Action
+from pipeline.envfolder.actions import ActionSpace
 from pipeline.evaluate.records import EpisodeRecord
 from pipeline.sandbox import SandboxFailure
 
@@ -91,43 +91,6 @@ class Turn:
     history: list[dict]  # recent turns, oldest first (see Tracker.recent)
 
 
-_JSON_TYPES = {"string": str, "integer": int, "number": (int, float), "boolean": bool, "array": list, "object": dict}
-
-
-def invalid_reason(action: dict, space: list[Action]) -> str | None:
-    """Why `action` does not fit the declared action space (None when it fits or none is declared):
-    an unknown name, a missing or unknown parameter, a value of the wrong JSON type, outside its
-    enum or its range."""
-    declared = {a.name: a for a in space}
-    if not declared:
-        return None
-    spec = declared.get(action.get("action"))
-    if spec is None:
-        return f"unknown action {action.get('action')!r}"
-    params = action.get("params")
-    if not isinstance(params, dict):
-        return "params is not a dictionary"
-    known = {p.name: p for p in spec.params}
-    for name in params:
-        if name not in known:
-            return f"{spec.name} has no parameter {name!r}"
-    for p in spec.params:
-        if p.name not in params:
-            if not p.optional:
-                return f"{spec.name} needs parameter {p.name!r}"
-            continue
-        value = params[p.name]
-        expected = _JSON_TYPES.get(p.type or "")
-        if expected and (not isinstance(value, expected) or (isinstance(value, bool) and p.type != "boolean")):
-            return f"{p.name} must be of type {p.type}, found {value!r}"
-        if p.enum is not None and value not in p.enum:
-            return f"{p.name} must be one of {list(p.enum)}, found {value!r}"
-        if p.range is not None:
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not p.range[0] <= value <= p.range[1]:
-                return f"{p.name} must be from {p.range[0]} to {p.range[1]}, found {value!r}"
-    return None
-
-
 @dataclass
 class Tracker:
     """Counts one episode's turns and decides when it stops."""
@@ -135,7 +98,7 @@ class Tracker:
     limits: Limits
     max_steps: int
     max_reward: float | None
-    space: list[Action] = field(default_factory=list)
+    space: ActionSpace = field(default_factory=ActionSpace)
     turns: int = 0
     env_steps: int = 0
     total: float = 0.0
@@ -193,7 +156,7 @@ class Tracker:
         self.total += reward
         events = [str(e) for e in out.get("events") or []]
         self.events.update(events)
-        why = invalid_reason(action, self.space) or next((f"the environment reported {e!r}" for e in events
+        why = self.space.invalid_reason(action) or next((f"the environment reported {e!r}" for e in events
                                                           if e.lower().startswith("invalid")), None)
         self.format_streak = 0
         if why:

@@ -17,7 +17,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pipeline import layout
-from pipeline.actions import random_action
 from pipeline.reskin.identity import IdentityReport, check_identity
 from pipeline.reskin.styles import TEMPLATE_STYLES, template_source
 from pipeline.sandbox import Limits, Worker
@@ -46,7 +45,7 @@ def observation_samples(ctx: Context, episodes: int = 1, seed: int = 0, limits: 
             samples.append(worker.call("reset", level=level, seed=seed, want_state=True)["raw_obs"])
             for _ in range(episodes):
                 for _ in range(ctx.max_steps):
-                    out = worker.call("step", action=random_action(ctx.space, rng), want_state=True)
+                    out = worker.call("step", action=ctx.space.sample(rng), want_state=True)
                     samples.append(out["raw_obs"])
                     if out["done"]:
                         break

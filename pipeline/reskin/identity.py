@@ -13,7 +13,6 @@ import random
 from dataclasses import asdict, dataclass, field
 
 from pipeline import layout
-from pipeline.actions import random_action
 from pipeline.planner import search
 from pipeline.sandbox import Limits, SandboxFailure, Worker
 from pipeline.verify.context import Context
@@ -72,7 +71,7 @@ def check_identity(ctx: Context, skin: str, random_sequences: int = 2, seed: int
                 witness = search(base, ctx.candidates, ctx.max_steps, planner_nodes, planner_seconds,
                                  time_in_key=False, stop_at=bounds.get(layout.level_key(level))).witness
                 plans = ([witness] if witness else []) + [
-                    [random_action(ctx.space, rng, invalid_rate) for _ in range(ctx.max_steps)]
+                    [ctx.space.sample(rng, invalid_rate) for _ in range(ctx.max_steps)]
                     for _ in range(random_sequences)]
                 for number, actions in enumerate(plans):
                     report.sequences += 1

@@ -15,8 +15,6 @@ from typing import Iterator
 from pipeline import layout
 from pipeline.envfolder.spec import EnvSpec
 from pipeline.errors import LocatedError
-from pipeline.actions import declared_actions
-from pipeline.planner import candidate_actions
 from pipeline.sandbox import Limits, SandboxFailure, Worker
 from pipeline.verify.claims import read_claims
 
@@ -80,11 +78,11 @@ class Context:
 
     @property
     def space(self):
-        return declared_actions(self.config)
+        return self.spec.actions
 
     @property
     def candidates(self) -> list[dict]:
-        return candidate_actions(self.space)
+        return self.space.candidates()
 
     @property
     def candidates_complete(self) -> bool:

@@ -12,7 +12,6 @@ import random
 from collections import Counter
 
 from pipeline import layout
-from pipeline.actions import random_action
 from pipeline.planner import search
 from pipeline.rollout import run_episode
 from pipeline.sandbox import SandboxFailure
@@ -35,10 +34,10 @@ def run(ctx: Context, figures: dict) -> None:
             for source in sources:
                 for i in range(ctx.options.execution_episodes):
                     _episode(ctx, worker, source, f"random episode {i + 1}", figures, failures,
-                             lambda obs, last: random_action(ctx.space, rng, ctx.options.invalid_rate), seed=i)
+                             lambda obs, last: ctx.space.sample(rng, ctx.options.invalid_rate), seed=i)
                 plan = _plan(ctx, worker, source, figures, failures)
                 _episode(ctx, worker, source, "planner episode", figures, failures,
-                         lambda obs, last: plan.pop(0) if plan else random_action(ctx.space, rng), seed=0)
+                         lambda obs, last: plan.pop(0) if plan else ctx.space.sample(rng), seed=0)
     finally:
         figures["failures_by_kind"] = dict(failures)
         figures.update(clock.figures())

@@ -18,7 +18,6 @@ import random
 from statistics import mean
 
 from pipeline import layout
-from pipeline.actions import random_action
 from pipeline.planner import replay
 from pipeline.rollout import run_episode
 from pipeline.sandbox import SandboxFailure
@@ -84,7 +83,7 @@ def _score_level(ctx: Context, worker, lm: LevelMax, rng: random.Random, figures
     totals = []
     level, seed = (None, int(lm.source[5:])) if lm.source.startswith("seed:") else (lm.source, None)
     for i in range(ctx.options.random_episodes):
-        episode = run_episode(worker, lambda obs, last: random_action(ctx.space, rng), ctx.max_steps,
+        episode = run_episode(worker, lambda obs, last: ctx.space.sample(rng), ctx.max_steps,
                               level=level, seed=seed if level is None else i)
         figures["episodes"] += 1
         totals.append(episode.total_reward)
