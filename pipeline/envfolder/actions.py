@@ -147,6 +147,22 @@ class ActionSpace:
             out += [{"action": action.name, "params": c} for c in combos]
         return out
 
+    def complete(self) -> bool:
+        """Whether `candidates()` is the whole action space: every parameter's domain is declared
+        (a domain read from evidence is a guess) and enumerated whole (an enum, or an integer
+        range of at most SMALL_RANGE values). Only then can a search that runs out of states
+        prove a level unsolvable."""
+        for action in self.actions:
+            for p in action.params:
+                if self.sources.get((action.name, p.name)) != DECLARED:
+                    return False
+                if p.enum:
+                    continue
+                lo, hi = p.range
+                if p.type == "number" or type(lo) is not int or type(hi) is not int or hi - lo > SMALL_RANGE:
+                    return False
+        return True
+
     # -- what an agent reads -------------------------------------------------------------
     def text(self) -> str:
         """The agent-facing description: action_space.txt as written, else derived from the DSL."""
@@ -266,7 +282,7 @@ def _candidate_values(p: Param) -> list:
         return list(p.enum)
     if p.range:
         lo, hi = p.range
-        if isinstance(lo, int) and isinstance(hi, int) and p.type != "number" and hi - lo <= SMALL_RANGE:
+        if type(lo) is int and type(hi) is int and p.type != "number" and hi - lo <= SMALL_RANGE:
             return list(range(lo, hi + 1))
         return sorted({lo, hi, (lo + hi) // 2 if isinstance(lo, int) else (lo + hi) / 2})
     return [_sample_value(p, random.Random(0))]

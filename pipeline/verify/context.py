@@ -86,17 +86,9 @@ class Context:
 
     @property
     def candidates_complete(self) -> bool:
-        """Whether the search's candidate actions are the whole action space: every parameter has an
-        enumerated domain, or an integer range small enough that its ends and middle are all of it.
+        """Whether the search's candidate actions are the whole action space (ActionSpace.complete).
         Only then can a search that runs out of states be called exhaustive."""
-        for action in self.space:
-            for p in action.params:
-                if p.enum:
-                    continue
-                if p.range and all(float(x).is_integer() for x in p.range) and p.range[1] - p.range[0] <= 2:
-                    continue
-                return False
-        return True
+        return self.space.complete()
 
     @property
     def max_steps(self) -> int:

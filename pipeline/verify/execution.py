@@ -92,7 +92,7 @@ def _one_step_late(ctx: Context, worker) -> str:
     """Whether the episode would have ended one step later: the env's own step() then reads done()
     before it counts the step (or counts from 1)."""
     try:
-        out = worker.call("step", action=random_action(ctx.space, random.Random(0)))
+        out = worker.call("step", action=ctx.space.sample(random.Random(0)))
     except SandboxFailure:
         return ""
     return (f"; it ends one step late, at step {ctx.max_steps + 1}: its step() checks done() before counting the "
