@@ -11,7 +11,8 @@ import os
 import sys
 
 from pipeline import __version__
-from pipeline.errors import UserError
+from pipeline.errors import InfrastructureError, UserError
+from pipeline.sandbox import executor
 from pipeline.sandbox.failures import SandboxFailure
 
 # Add a module here to add a subcommand.
@@ -49,10 +50,16 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return 2
     try:
+        if getattr(args, "executor", None):  # where sandboxed work runs: this machine or a Ray cluster
+            executor.use_from_args(args)
         return int(args.func(args) or 0)
     except UserError as exc:
         print(f"envforge {args.command}: error: {exc}", file=sys.stderr)
         return 2
+    except InfrastructureError as exc:
+        print(f"envforge {args.command}: infrastructure failure: {exc} (nothing was judged; run the same "
+              f"command again to resume)", file=sys.stderr)
+        return 1
     except SandboxFailure as exc:
         # An environment the command needed failed in the sandbox: a finding about that
         # environment, said in one located line, not a traceback.

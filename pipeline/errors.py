@@ -40,3 +40,8 @@ class LocatedError(UserError):
     @property
     def found(self) -> str:
         return self.problem.found
+
+
+class InfrastructureError(Exception):
+    """The machinery failed (a cluster node was lost, say), not an environment or the user's input.
+    The CLI prints it and exits with status 1; the same command with the same output resumes."""

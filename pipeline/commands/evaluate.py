@@ -23,6 +23,7 @@ from pipeline.evaluate.report import summarize, write_report
 from pipeline.evaluate.runner import Progress, RunOptions, RunOutcome, evaluate
 from pipeline.llm.cli_args import EXIT_BUDGET_EXCEEDED, EXIT_MODEL_FAILED, add_llm_arguments, client_from_args, print_cost_summary
 from pipeline.argtypes import COUNT, LIMIT, SECONDS, label, number, out_dir
+from pipeline.sandbox.executor import add_executor_arguments
 
 AGENT_HELP = ("react (AutoEnv's ReAct agent: reasoning in <thinking_memory>, one action in <action>), "
               "tools (each action a native tool call with typed parameters), learned:PATH (the best candidate of "
@@ -89,6 +90,7 @@ def register(subparsers) -> None:
     a.add_argument("--call-seconds", type=SECONDS, default=10.0, metavar="S",
                    help="wall-clock limit of one environment reset or step in the sandbox (default 10)")
     add_llm_arguments(p)
+    add_executor_arguments(p)
     p.set_defaults(func=run)
 
 

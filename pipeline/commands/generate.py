@@ -14,6 +14,7 @@ from pipeline.generate.rundb import RunDB
 from pipeline.generate.run import Run, prepare_output, print_summary
 from pipeline.generate.themes import load_themes
 from pipeline.llm.cli_args import EXIT_BUDGET_EXCEEDED, add_llm_arguments, run_with_client
+from pipeline.sandbox.executor import add_executor_arguments
 from pipeline.argtypes import COUNT, SEED, out_dir
 
 EXIT_ACCEPTED, EXIT_NONE_ACCEPTED = 0, 1
@@ -49,6 +50,7 @@ def register(subparsers) -> None:
     p.add_argument("--seed", type=SEED, default=0, help="seed of level generation and verification (default 0)")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     add_llm_arguments(p)
+    add_executor_arguments(p)
     p.set_defaults(func=run)
 
 

@@ -26,6 +26,7 @@ from pipeline.argtypes import out_dir
 from pipeline.errors import UserError
 from pipeline.llm import LLMClient
 from pipeline.llm.cli_args import EXIT_BUDGET_EXCEEDED, EXIT_MODEL_FAILED, add_llm_arguments, config_from_args, run_with_client
+from pipeline.sandbox.executor import add_executor_arguments
 
 RECORDED_SETTINGS = Path("learn") / "settings.json"  # inside a --record / --replay folder
 FLAGS = {  # settings field -> (flag, type, help)
@@ -70,6 +71,7 @@ def register(subparsers) -> None:
     o.add_argument("--optimizer-model", metavar="SPEC", help="the model that analyzes trajectories and rewrites components")
     o.add_argument("--optimizer-base-url", metavar="URL", help="its API base URL, if not --base-url")
     add_llm_arguments(p)
+    add_executor_arguments(p)
     p.set_defaults(func=run)
 
 

@@ -18,6 +18,7 @@ from pathlib import Path
 from pipeline import layout
 from pipeline.errors import UserError
 from pipeline.llm.cli_args import add_llm_arguments, client_from_args, print_cost_summary
+from pipeline.sandbox.executor import add_executor_arguments
 from pipeline.verify import STAGES, Options, record, verify_env
 from pipeline.verify import claims, models
 from pipeline.verify.context import Rejected
@@ -65,6 +66,7 @@ def register(subparsers) -> None:
     m.add_argument("--agent-runs", type=COUNT, default=2, metavar="N", help="runs per model (default 2)")
     m.add_argument("--agent-levels", type=COUNT, default=5, metavar="N", help="test levels each model plays (default 5)")
     add_llm_arguments(p)
+    add_executor_arguments(p)
     p.set_defaults(func=run)
 
 

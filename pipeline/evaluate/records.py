@@ -58,6 +58,7 @@ class EpisodeRecord:
     trajectory: str = ""
     tags: dict = field(default_factory=dict)  # the environment's category tags (manifest.json)
     events: dict = field(default_factory=dict)  # event name -> times emitted
+    executor_retries: list = field(default_factory=list)  # why earlier plays were lost (a Ray node died)
 
     @classmethod
     def scored(cls, *, total_reward: float, max_reward: float | None, **rest: Any) -> "EpisodeRecord":
@@ -154,7 +155,7 @@ class Records:
 
 
 def _csv_row(record: EpisodeRecord) -> dict:
-    return {k: "" if v is None else json.dumps(v, sort_keys=True) if isinstance(v, dict) else v
+    return {k: "" if v is None else json.dumps(v, sort_keys=True) if isinstance(v, (dict, list)) else v
             for k, v in record.to_dict().items()}
 
 

@@ -21,7 +21,9 @@ from pipeline.evaluate.episode import INFRASTRUCTURE, RERUN_ON_RESUME, Limits, T
 from pipeline.evaluate.records import EpisodeRecord, Records, Trajectory
 from pipeline.sandbox import Limits as SandboxLimits
 from pipeline.sandbox import SandboxFailure, WorkerPool
+from pipeline.sandbox.executor import infrastructure_errors
 
+INFRASTRUCTURE_RETRIES = 2  # plays of one episode after the first, when its node is lost
 
 # player(ctx, tracker, log) plays one episode; the tracker holds the outcome.
 Player = Callable[[EpisodeContext, Tracker, Callable[[dict], None]], Awaitable[Tracker]]
@@ -95,7 +97,16 @@ async def evaluate(targets: list[EnvTarget], player: Player, options: RunOptions
             if stop_all.is_set() or spec.env.name in stopped_envs:
                 outcome.not_started += 1
                 return
-            record = await _episode(spec, player, options, records, pool, executor)
+            lost: list[str] = []  # a node lost with the episode's worker: played again elsewhere
+            while True:
+                try:
+                    record = await _episode(spec, player, options, records, pool, executor)
+                    break
+                except infrastructure_errors() as exc:
+                    lost.append(str(exc))
+                    if len(lost) > INFRASTRUCTURE_RETRIES:
+                        raise
+            record.executor_retries = lost
         records.add(record)
         outcome.finished.append(record)
         if progress is not None:

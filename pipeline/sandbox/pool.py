@@ -16,6 +16,7 @@ from typing import Iterator
 
 from pipeline.sandbox.capabilities import capabilities
 from pipeline.sandbox.folder import FolderCopy, signature
+from pipeline.sandbox.executor import open_worker
 from pipeline.sandbox.limits import Limits
 from pipeline.sandbox.process import Worker
 
@@ -36,6 +37,7 @@ class WorkerPool:
         self._idle: dict[tuple, list[Worker]] = defaultdict(list)
         self._copies: dict[tuple, FolderCopy] = {}
         self._copying = threading.Lock()
+        self._leased = 0
         self.started = 0
         self.reused = 0
 
@@ -45,14 +47,22 @@ class WorkerPool:
         env_dir = Path(env_dir).resolve()
         key = signature(str(env_dir))
         with self._slots:
-            worker = self._take(key)
-            if worker is None:
-                worker = Worker(env_dir, self.limits, skin=self.skin, host=self.host, folder=self._copy(key, env_dir))
-                self.started += 1
+            with self._lock:
+                self._leased += 1
             try:
-                yield worker
+                worker = self._take(key)
+                if worker is None:
+                    self._evict_one()  # an idle worker of another folder holds memory (or a node's CPU)
+                    worker = open_worker(env_dir, self.limits, skin=self.skin, host=self.host,
+                                         folder=self._copy(key, env_dir))
+                    self.started += 1
+                try:
+                    yield worker
+                finally:
+                    self._give_back(key, worker)
             finally:
-                self._give_back(key, worker)
+                with self._lock:
+                    self._leased -= 1
 
     def _copy(self, key: tuple, env_dir: Path) -> FolderCopy | None:
         if capabilities()["mode"] != "namespaces":
@@ -71,6 +81,15 @@ class WorkerPool:
                     return worker
                 worker.close()
         return None
+
+    def _evict_one(self) -> None:
+        """Close an idle worker when live workers would otherwise outnumber the pool's size."""
+        with self._lock:
+            idle = sum(len(v) for v in self._idle.values())
+            crowded = idle + self._leased > self.size  # this lease included
+            victim = next((ws.pop() for ws in self._idle.values() if ws), None) if crowded else None
+        if victim is not None:
+            victim.close()
 
     def _give_back(self, key: tuple, worker: Worker) -> None:
         # CPU is counted over the worker's life, across leases: one near its limit would fail the

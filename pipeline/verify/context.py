@@ -17,6 +17,7 @@ from pipeline.envfolder.spec import EnvSpec
 from pipeline.errors import LocatedError
 from pipeline.sandbox import Limits, SandboxFailure, Worker
 from pipeline.verify.claims import read_claims
+from pipeline.sandbox.executor import open_worker
 
 # A parameterless action with one of these names is the "do nothing" action of a level.
 NO_OP_NAMES = ("wait", "noop", "no_op", "stay", "pass", "idle", "skip", "nothing", "rest")
@@ -105,7 +106,7 @@ class Context:
     def worker(self) -> Iterator[Worker]:
         """A fresh worker for one stage, closed (and so reaped, for CPU accounting) after it."""
         try:
-            worker = Worker(self.env.path, self.options.limits)
+            worker = open_worker(self.env.path, self.options.limits)  # here, or on a Ray node
         except SandboxFailure as f:
             raise Rejected(f"{located(f, layout.ENV_MAIN)}: expected env_main.py to import and its SkinEnv "
                            f"subclass to instantiate, found {f.kind}: {f.detail}") from None

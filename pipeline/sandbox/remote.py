@@ -1,0 +1,213 @@
+"""Sandbox workers on the nodes of a Ray cluster (`--executor ray`).
+
+A `RayWorker` is a `Worker` whose process lives on some node of the cluster: the parent ships
+the environment folder's files (regular files only, bounded; links and special files refused,
+as everywhere on the host), a Ray actor on that node unpacks them and starts an ordinary
+sandboxed `Worker` there — the same confinement as on one machine — and every call goes to that
+actor. The episode loops, agents, model calls and records stay in this process: the keys are
+here and never leave it, and one process writes every record, so `--resume` works as on one
+machine. A node that dies takes its actors with it; a call on such a worker raises `NodeLost`,
+an infrastructure fault that callers retry elsewhere, never a verdict on the environment.
+
+Ray is an optional extra (`pip install 'envforge[ray]'`); nothing here imports it until a
+command asks for the Ray executor.
+"""
+from __future__ import annotations
+
+import io
+import os
+import tarfile
+import threading
+from pathlib import Path
+from typing import Any
+
+from pipeline.errors import InfrastructureError, UserError
+from pipeline.sandbox.failures import SandboxFailure
+from pipeline.sandbox.folder import FolderCopy
+from pipeline.sandbox.limits import Limits
+
+ADDRESS_VARIABLE = "ENVFORGE_RAY_ADDRESS"
+
+
+class NodeLost(InfrastructureError):
+    """The node (or the Ray worker process) holding a sandbox worker is gone: retry elsewhere."""
+
+
+def pack_folder(copy: FolderCopy) -> bytes:
+    """The sandbox's copy of a folder (link-free, bounded: see pipeline.sandbox.folder) as a tar."""
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w") as tar:
+        tar.add(copy.path, arcname=".")
+    return buffer.getvalue()
+
+
+def _actor_class():
+    import ray
+
+    # No CPU is reserved: like local workers, how many run at once is the command's --concurrency
+    # (a reservation would let workers a command holds starve the ones it asks for next).
+    @ray.remote(num_cpus=0, max_restarts=0, max_task_retries=0, scheduling_strategy="SPREAD")
+    class SandboxActor:
+        """Runs on a cluster node: holds one sandboxed Worker over an unpacked folder copy."""
+
+        def __init__(self, name: str, files: bytes, limits: dict, skin: str | None, env_id: Any):
+            import tempfile
+
+            from pipeline.sandbox.process import Worker
+
+            self.dir = tempfile.mkdtemp(prefix="envforge-ray-")
+            folder = os.path.join(self.dir, name)
+            os.mkdir(folder)
+            with tarfile.open(fileobj=io.BytesIO(files)) as tar:
+                tar.extractall(folder, filter="data")
+            self.node = ray.get_runtime_context().get_node_id()
+            try:
+                self.worker = Worker(folder, Limits(**limits), env_id=env_id, skin=skin)
+                self.failure = None
+            except SandboxFailure as failure:
+                self.worker, self.failure = None, failure.to_dict()
+
+        def started(self) -> dict:
+            if self.failure:
+                return {"failure": self.failure, "node": self.node}
+            return {"info": self.worker.info, "node": self.node}
+
+        def call(self, op: str, timeout: float | None, args: dict) -> dict:
+            # Failures cross the cluster as plain data: exceptions with fields do not pickle.
+            try:
+                return {"result": self.worker.call(op, timeout=timeout, **args),
+                        "cpu": self.worker.cpu_seconds_used}
+            except SandboxFailure as failure:
+                return {"failure": failure.to_dict(), "alive": self.worker.alive}
+
+        def close(self) -> None:
+            import shutil
+
+            if self.worker is not None:
+                self.worker.close()
+            shutil.rmtree(self.dir, ignore_errors=True)
+
+    return SandboxActor
+
+
+_actor = None
+_actor_lock = threading.Lock()
+
+
+def connect(address: str | None) -> dict:
+    """Join the cluster at `address` (`auto`, `host:port`, `ray://…`), else $ENVFORGE_RAY_ADDRESS,
+    else start a local one-machine cluster. Returns the cluster's resources."""
+    address = address or os.environ.get(ADDRESS_VARIABLE) or None
+    if address is None:
+        # A cluster of this machine alone talks over loopback only (read by Ray at import).
+        os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
+    try:
+        import ray
+    except ImportError:
+        raise UserError("--executor ray: expected the Ray extra to be installed (pip install 'envforge[ray]'), "
+                        "found no module named 'ray'") from None
+    if not ray.is_initialized():
+        _reachable(address)
+        try:
+            # Nodes ship the environment folders themselves; the cluster needs envforge
+            # installed on every node (same version), not this checkout.
+            ray.init(address=address, include_dashboard=False, log_to_driver=False,
+                     configure_logging=False, ignore_reinit_error=True)
+        except (ConnectionError, RuntimeError, ValueError) as exc:
+            raise UserError(f"--executor ray: expected a Ray cluster at {address or 'a new local cluster'}, "
+                            f"found: {exc}") from None
+    return ray.cluster_resources()
+
+
+def _reachable(address: str | None) -> None:
+    """A HOST:PORT that refuses connections is said at once; Ray itself would retry for minutes."""
+    import socket
+
+    host, sep, port = (address or "").rpartition(":")
+    if not sep or not port.isdigit() or "://" in address or address == "auto":
+        return
+    try:
+        socket.create_connection((host, int(port)), timeout=5).close()
+    except OSError as exc:
+        raise UserError(f"--executor ray: expected a Ray cluster at {address}, found none there "
+                        f"({exc.strerror or exc})") from None
+
+
+class RayWorker:
+    """A sandbox worker on some node of the cluster; the surface of `Worker`."""
+
+    def __init__(self, env_dir: str | Path, limits: Limits | None = None, env_id: Any = None,
+                 skin: str | None = None, folder: FolderCopy | None = None):
+        """Environments only: a learned agent's worker asks this process for model calls in
+        mid-call, so it stays here, beside the keys (see pipeline.sandbox.executor)."""
+        import ray
+
+        global _actor
+        with _actor_lock:
+            _actor = _actor or _actor_class()
+        self.env_dir = Path(env_dir).resolve()
+        self.limits = limits or Limits()
+        self.skin = skin
+        self.failed = False
+        self.cpu_seconds_used = 0.0
+        self._closed = False
+        self._ray = ray
+        copy = (folder or FolderCopy(str(self.env_dir), self.limits.folder_mb, self.limits.folder_files)).acquire()
+        try:
+            self.dropped = copy.dropped  # what the copy left out, as a local worker reports it
+            files = pack_folder(copy)
+        finally:
+            copy.release()
+        self._handle = _actor.remote(self.env_dir.name, files, self.limits.to_dict(), skin, env_id)
+        started = self._get(self._handle.started.remote(), "load")
+        self.node = started["node"]
+        if "failure" in started:
+            self.close()
+            raise SandboxFailure(**started["failure"])
+        self.info = started["info"]
+
+    def _get(self, ref, op: str) -> Any:
+        try:
+            return self._ray.get(ref)
+        except (self._ray.exceptions.RayActorError, self._ray.exceptions.WorkerCrashedError,
+                self._ray.exceptions.ActorUnavailableError, self._ray.exceptions.ObjectLostError) as exc:
+            self.failed = True
+            self._closed = True
+            raise NodeLost(f"the Ray node holding {self.env_dir.name} was lost during '{op}': "
+                           f"{type(exc).__name__}") from None
+
+    def call(self, op: str, timeout: float | None = None, on_request=None, **args: Any) -> Any:
+        if on_request is not None:
+            raise SandboxFailure("usage", f"'{op}' with requests to the parent runs on a local worker only", op=op)
+        if self._closed:
+            raise SandboxFailure("usage", f"worker is closed; cannot {op}", op=op)
+        reply = self._get(self._handle.call.remote(op, timeout, args), op)
+        if "failure" in reply:
+            self.failed = True
+            self._closed = not reply.get("alive", False)
+            raise SandboxFailure(**reply["failure"])
+        self.cpu_seconds_used = reply["cpu"]
+        return reply["result"]
+
+    @property
+    def alive(self) -> bool:
+        return not self._closed
+
+    def close(self) -> None:
+        if getattr(self, "_handle", None) is None:
+            return
+        handle, self._handle, self._closed = self._handle, None, True
+        try:
+            self._ray.get(handle.close.remote(), timeout=30)
+        except Exception:  # the node may be gone already; nothing of ours is left there then
+            pass
+        try:
+            self._ray.kill(handle, no_restart=True)
+        except Exception:
+            pass
+
+    def __enter__(self) -> "RayWorker":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()

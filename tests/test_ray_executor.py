@@ -1,0 +1,105 @@
+"""`--executor ray` (issue 18): the same records as the local executor, on a local Ray cluster of
+two nodes that the test starts itself (loopback only), and resume after the driver is killed."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+# Read by Ray when it is imported: a cluster of this machine talks over loopback only.
+os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
+ray = pytest.importorskip("ray", reason="the Ray extra is not installed (pip install 'envforge[ray]')")
+
+ROOT = Path(__file__).resolve().parents[1]
+ENVFORGE = str(Path(sys.executable).parent / "envforge")
+REFERENCE = ROOT / "generated_envs" / "reference"
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    """Two Ray nodes of one CPU each on this machine, talking over loopback only."""
+    from ray.cluster_utils import Cluster
+
+    nodes = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "include_dashboard": False})
+    nodes.add_node(num_cpus=1)
+    nodes.wait_for_nodes()
+    yield nodes
+    nodes.shutdown()
+
+
+def envforge(*argv: str, cwd: Path, **popen) -> subprocess.CompletedProcess:
+    env = dict(os.environ, RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER="0")
+    done = subprocess.run([ENVFORGE, *argv], cwd=cwd, capture_output=True, text=True, timeout=900, env=env, **popen)
+    assert "Traceback" not in done.stderr, done.stderr
+    return done
+
+
+def episodes(out: Path) -> list[dict]:
+    """What an episode's record says about the episode (not where or when it ran)."""
+    keep = ("env", "level", "run", "agent", "split", "steps", "total_reward", "normalized", "stop_reason", "solved")
+    rows = [json.loads(line) for line in (out / "episodes.jsonl").read_text().splitlines() if line.strip()]
+    return sorted(({k: r.get(k) for k in keep} for r in rows), key=lambda r: (r["env"], r["level"], r["run"]))
+
+
+EVALUATE = ["evaluate", str(REFERENCE), "--agent", "random", "--runs", "2", "--max-levels", "3"]
+
+
+def test_evaluate_on_ray_writes_the_same_episode_records_as_local(cluster, tmp_path):
+    local = envforge(*EVALUATE, "--out", "local", cwd=tmp_path)
+    assert local.returncode == 0, local.stderr
+    remote = envforge(*EVALUATE, "--out", "ray", "--executor", "ray", "--ray-address", cluster.address, cwd=tmp_path)
+    assert remote.returncode == 0, remote.stderr
+    assert len(episodes(tmp_path / "local")) == 2 * 2 * 3
+    assert episodes(tmp_path / "ray") == episodes(tmp_path / "local")
+
+
+def test_a_killed_driver_resumes_on_ray_with_nothing_repeated_or_lost(cluster, tmp_path):
+    local = envforge(*EVALUATE, "--out", "local", cwd=tmp_path)
+    assert local.returncode == 0, local.stderr
+    argv = [ENVFORGE, *EVALUATE, "--out", "ray", "--executor", "ray", "--ray-address", cluster.address,
+            "--concurrency", "1"]
+    driver = subprocess.Popen(argv, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                              env=dict(os.environ, RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER="0"), start_new_session=True)
+    records = tmp_path / "ray" / "episodes.jsonl"
+    deadline = time.monotonic() + 600
+    while time.monotonic() < deadline and driver.poll() is None:
+        if records.exists() and len(records.read_text().splitlines()) >= 3:
+            break
+        time.sleep(0.2)
+    assert driver.poll() is None, "the run ended before it could be killed"
+    os.killpg(driver.pid, signal.SIGKILL)
+    driver.wait()
+    done_before = len([line for line in records.read_text().splitlines() if line.strip()])
+    assert 3 <= done_before < 12
+
+    resumed = envforge(*EVALUATE, "--out", "ray", "--executor", "ray", "--ray-address", cluster.address, cwd=tmp_path)
+    assert resumed.returncode == 0, resumed.stderr
+    assert f"{done_before} already done" in resumed.stdout
+    assert episodes(tmp_path / "ray") == episodes(tmp_path / "local")  # nothing repeated, nothing lost
+
+
+def test_generate_demo_on_ray_accepts_what_local_accepts(cluster, tmp_path):
+    themes = str(ROOT / "examples" / "themes.txt")
+    local = envforge("generate", "--themes", themes, "--provider", "replay", "--out", "local", cwd=tmp_path)
+    remote = envforge("generate", "--themes", themes, "--provider", "replay", "--out", "ray",
+                      "--executor", "ray", "--ray-address", cluster.address, cwd=tmp_path)
+    assert (remote.returncode, local.returncode) == (0, 0), remote.stderr + local.stderr
+
+    def accepted(out: Path) -> list[str]:
+        return sorted(p.name for p in out.iterdir() if p.is_dir() and not p.name.startswith("_"))
+
+    assert accepted(tmp_path / "ray") == accepted(tmp_path / "local") != []
+
+
+def test_ray_without_the_cluster_is_a_clear_error(tmp_path):
+    done = envforge(*EVALUATE, "--out", "x", "--executor", "ray", "--ray-address", "127.0.0.1:9", cwd=tmp_path)
+    assert done.returncode == 2
+    assert "--executor ray: expected a Ray cluster at 127.0.0.1:9" in done.stderr
+    assert not (tmp_path / "x").exists()
