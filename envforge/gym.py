@@ -6,27 +6,25 @@
 
 The observation is the text the environment renders (its skin), the structured observation it was
 rendered from is `info["observation"]`. The action space comes from config.yaml's declared actions:
-`Discrete(n)` over every (action, parameter values) combination when the DSL types every parameter
-with finitely many values (an enum, a boolean or an integer range), else a `Text` action parsed as
-`envforge play` parses what a person types (`move north`, `move direction=north` or JSON).
+`Discrete(n)` over every (action, parameter values) combination when the DSL declares every
+parameter's values and they can be listed whole (an enum or a small integer range:
+ActionSpace.complete), else a `Text` action parsed as `envforge play` parses what a person types (`move north`, `move direction=north` or JSON).
 `env.actions[i]` is the action dict of a Discrete index. The environment's code runs in a sandbox
 worker, started at the first reset and stopped by `close()`.
 """
 from __future__ import annotations
 
 import copy
-import itertools
 import string
 from functools import partial
 from pathlib import Path
 from typing import Any
 
 import gymnasium
-import numpy as np
 from gymnasium import spaces
 
-from dsl_schema.actions import Action, Param
 from pipeline import layout, paths
+from pipeline.envfolder.actions import ActionSpace
 from pipeline.errors import UserError
 from pipeline.sandbox import Limits
 
@@ -37,7 +35,6 @@ MAX_TEXT_ACTION = 512
 DEFAULT_MAX_OBSERVATION_CHARS = 65_536
 ID_PREFIX = "envforge"
 _PRINTABLE = "".join(c for c in string.printable if c not in "\x0b\x0c")
-_ABSENT = object()  # an optional parameter left out
 
 
 class RenderedText(spaces.Text):
@@ -54,36 +51,13 @@ class RenderedText(spaces.Text):
         return f"RenderedText({self.max_length})"
 
 
-def discrete_actions(space: list[Action]) -> list[dict] | None:
-    """Every action dict of the declared space, or None when some parameter is untyped,
-    has infinitely many values, or there are more than MAX_DISCRETE_ACTIONS of them."""
-    out: list[dict] = []
-    for action in space:
-        choices = [_values(p) for p in action.params]
-        if any(c is None for c in choices):
-            return None
-        count = int(np.prod([len(c) for c in choices])) if choices else 1
-        if len(out) + count > MAX_DISCRETE_ACTIONS:
-            return None
-        for combo in itertools.product(*choices):
-            out.append({"action": action.name,
-                        "params": {p.name: v for p, v in zip(action.params, combo) if v is not _ABSENT}})
-    return out or None
-
-
-def _values(param: Param) -> list | None:
-    if param.enum is not None:
-        values = list(param.enum)
-    elif param.type == "boolean":
-        values = [False, True]
-    elif param.type == "integer" and param.range is not None:
-        lo, hi = param.range
-        if int(lo) != lo or int(hi) != hi or hi - lo >= MAX_DISCRETE_ACTIONS:
-            return None
-        values = list(range(int(lo), int(hi) + 1))
-    else:
+def discrete_actions(space: ActionSpace) -> list[dict] | None:
+    """Every action dict of the space when the DSL declares every parameter's domain and it is
+    enumerated whole (ActionSpace.complete), and there are at most MAX_DISCRETE_ACTIONS; else None."""
+    if not space or not space.complete():
         return None
-    return values + [_ABSENT] if param.optional else values
+    actions = space.candidates()
+    return actions if len(actions) <= MAX_DISCRETE_ACTIONS else None
 
 
 class EnvforgeEnv(gymnasium.Env):
@@ -110,7 +84,7 @@ class EnvforgeEnv(gymnasium.Env):
             raise UserError(f"skin: expected one of {', '.join(self.env.skins()) or '(none)'}, found {skin!r}")
         self.render_mode = render_mode
         self.max_steps = self.env.max_steps
-        self.actions = discrete_actions(self.env.actions) if action_space == "auto" else None
+        self.actions = discrete_actions(self.env.target.space) if action_space == "auto" else None
         self.action_space = (spaces.Discrete(len(self.actions)) if self.actions is not None
                              else spaces.Text(MAX_TEXT_ACTION, min_length=1, charset=_PRINTABLE))
         self.observation_space = RenderedText(max_observation_chars)
