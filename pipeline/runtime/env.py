@@ -56,7 +56,9 @@ class BaseEnv(ABC):
 
     @property
     def max_steps(self) -> int:
-        return int(((self.configs or {}).get("termination") or {}).get("max_steps", 100))
+        from pipeline.envfolder.spec import max_steps  # the one rule, the host's too
+
+        return max_steps(self.configs or {})
 
     # -- worlds ----------------------------------------------------------------------
     def reset(self, mode: str = "load", world_id: str | None = None, seed: int | None = None):

@@ -348,9 +348,14 @@ def _check_reward(value: Any, env, what: str = "reward") -> float:
 
 
 def _max_steps(env) -> int | None:
+    """config.yaml's step limit by the one rule (pipeline.envfolder.spec.max_steps); None when
+    the env has no readable config or the value breaks the rule (the host refuses those first)."""
+    from pipeline.envfolder.spec import max_steps
+    from pipeline.errors import LocatedError
+
     try:
-        return int(env.configs["termination"]["max_steps"])
-    except (KeyError, TypeError, ValueError):
+        return max_steps(getattr(env, "configs", None) or {})
+    except LocatedError:
         return None
 
 
