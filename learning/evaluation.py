@@ -24,14 +24,14 @@ from pathlib import Path
 from learning.calls import ACT, StageClient
 from learning.candidates import CANDIDATES, Candidate, Evaluation, Metrics
 from learning.settings import Settings
-from pipeline.errors import UserError
+from pipeline.errors import Rejected, UserError
 from pipeline.evaluate import EnvTarget, make_player
 from pipeline.evaluate.hosted import code_player, write_code
 from pipeline.evaluate.records import Records
 from pipeline.evaluate.report import summarize
 from pipeline.evaluate.runner import RunOptions, evaluate
 from pipeline.sandbox import Limits, SandboxFailure, WorkerPool
-from pipeline.verify.context import Context, Options, Rejected
+from pipeline.verify.context import Context, Options
 from pipeline.verify.levels import certify
 
 SEED_BASE, SEED_STRIDE = 100_000, 1_000

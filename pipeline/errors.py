@@ -45,3 +45,21 @@ class LocatedError(UserError):
 class InfrastructureError(Exception):
     """The machinery failed (a cluster node was lost, say), not an environment or the user's input.
     The CLI prints it and exits with status 1; the same command with the same output resumes."""
+
+
+class Rejected(Exception):
+    """An environment (or a theme) is unfit: why, in words a person can act on (what was
+    expected, what was found, where), the stage that found it, and details for review.
+
+    A verification stage raises it with the reason alone; whoever runs the stage names it.
+    """
+
+    def __init__(self, reason: str, stage: str = "", details: dict | None = None):
+        super().__init__(reason)
+        self.reason, self.stage, self.details = reason, stage, details or {}
+
+    def at(self, stage: str) -> "Rejected":
+        """This rejection, named after `stage` when no stage named it yet."""
+        if not self.stage:
+            self.stage = stage
+        return self

@@ -167,12 +167,14 @@ def test_duplicate_and_overlong_themes_are_rejected_at_input(tmp_path):
     result = generate("--themes", str(themes), "--out", str(tmp_path / "out"), "--provider", "replay",
                       "--replay", str(tmp_path), "--json")
     summary = json.loads(result.stdout)
-    assert summary["rejected"]["a_maze_2"] == {"stage": "input", "reason": "duplicate of the theme at themes.txt:1"}
+    assert summary["rejected"]["a_maze_9c00aa_2"] == {"stage": "input",
+                                                      "reason": "duplicate of the theme at themes.txt:1"}
     long_name = next(n for n in summary["rejected"] if n.startswith("xxx"))
     assert summary["rejected"][long_name]["reason"] == "theme is 10000 characters long; expected at most 2000"
-    assert summary["rejected"]["a_maze"]["stage"] == "design"  # no recording in this folder
-    assert "no recording for call 1 of stage 'design'" in summary["rejected"]["a_maze"]["reason"]
-    assert result.returncode == 1
+    # No recording of "A maze" in this folder: an error of the setup, not a verdict on the theme (issue 16).
+    assert "a_maze_9c00aa" not in summary["rejected"] and summary["errors"]["a_maze_9c00aa"]["stage"] == "design"
+    assert "no recording of the theme 'A maze' in the replay folder" in summary["errors"]["a_maze_9c00aa"]["reason"]
+    assert result.returncode == 2
 
 
 def test_unwritable_output_folder_is_a_clear_error(tmp_path):

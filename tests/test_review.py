@@ -20,8 +20,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 ENVFORGE = str(Path(sys.executable).parent / "envforge")
-REJECTED = "a_card_game_of_higher_or_lower_against"
-ACCEPTED = ("a_lighthouse_keeper_must_keep_three", "a_robot_in_a_dark_server")
+REJECTED = "a_card_game_of_higher_or_lower_against_406967"
+ACCEPTED = ("a_lighthouse_keeper_must_keep_three_962115", "a_robot_in_a_dark_server_2ea2c6")
 SECRETS = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_BASE_URL", "OPENAI_API_KEY",
            "OPENAI_BASE_URL", "ENVFORGE_MODEL")
 BUGGY_REWARD = 'events = ["guess_scored", "guess_right" if right else "guess_wrong"]'

@@ -4,24 +4,30 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import sys
 from pathlib import Path
 
 from pipeline import paths
+from pipeline.commands.verify import model_checks
 from pipeline.errors import UserError
+from pipeline.generate import stages
 from pipeline.generate.context import Options
 from pipeline.generate.rundb import RunDB
 from pipeline.generate.run import Run, prepare_output, print_summary
 from pipeline.generate.themes import load_themes
-from pipeline.llm.cli_args import EXIT_BUDGET_EXCEEDED, add_llm_arguments, run_with_client
+from pipeline.llm.cli_args import EXIT_BUDGET_EXCEEDED, add_llm_arguments, print_cost_summary, run_with_client
 from pipeline.sandbox.executor import add_executor_arguments
 from pipeline.argtypes import COUNT, SEED, out_dir
 
-EXIT_ACCEPTED, EXIT_NONE_ACCEPTED = 0, 1
+EXIT_ACCEPTED, EXIT_NONE_ACCEPTED, EXIT_ERROR = 0, 1, 2
+VERIFY_MODELS_VAR = "ENVFORGE_VERIFY_MODELS"
 
 EPILOG = """exit status: 0 the run finished and accepted at least one environment (or paused as asked);
-1 it finished and accepted none; 2 bad input (themes file, output folder, flags);
-3 the run budget (--budget-usd) was reached: themes not started are listed as skipped.
+1 it finished and accepted none; 2 bad input (themes file, output folder, flags), or a theme that
+could not be judged (no recording for it, a template missing from the installation): one line each,
+and such a theme is not counted in the table; 3 the run budget (--budget-usd) was reached: themes
+not started are listed as skipped.
 Offline demo (no key): envforge generate --themes examples/themes.txt --provider replay --out runs/demo
 (in a checkout), or, from any folder, envforge generate --demo --out runs/demo"""
 
@@ -43,11 +49,14 @@ def register(subparsers) -> None:
                    help="output folder (default: generated_envs/)")
     p.add_argument("--concurrency", type=COUNT, default=2, metavar="N", help="themes in progress at once (default 2)")
     p.add_argument("--resume", action="store_true", help="continue the run in --out: finished stages are not redone")
-    p.add_argument("--pause-after", choices=("design", "dsl"),
+    p.add_argument("--pause-after", choices=stages.PAUSABLE,
                    help="supervised mode: stop every theme after this stage so a person can edit its files")
     p.add_argument("--levels", type=COUNT, default=15, metavar="N",
                    help="verified levels per environment, 2/3 test and 1/3 validation (default 15)")
     p.add_argument("--seed", type=SEED, default=0, help="seed of level generation and verification (default 0)")
+    p.add_argument("--verify-models", metavar="MODEL|WEAK,STRONG", default=os.environ.get(VERIFY_MODELS_VAR),
+                   help="also verify with models: a short ReAct rollout (with MODEL, or STRONG) and, given two, the "
+                        f"differential test of WEAK against STRONG (default: ${VERIFY_MODELS_VAR}; none)")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     add_llm_arguments(p)
     add_executor_arguments(p)
@@ -64,30 +73,51 @@ def run(args) -> int:
         raise UserError(f"--concurrency: expected a whole number of at least 1, found {args.concurrency}")
     if args.levels < 3:
         raise UserError(f"--levels: expected at least 3 (two thirds test, one third validation), found {args.levels}")
+    verifiers = verification_models(args)
     themes = load_themes(args.themes)
     # The output folder is made only once the provider is configured: a bad flag writes nothing.
-    return run_with_client(args, lambda client: generate(client, themes, prepare_output(Path(args.out), args.resume),
-                                                         args))
+    try:
+        return run_with_client(args, lambda client: generate(
+            client, themes, prepare_output(Path(args.out), args.resume), args, verifiers))
+    finally:
+        for client in verifiers.clients() if verifiers else ():
+            print_cost_summary(client, file=sys.stderr if args.json else sys.stdout)
 
 
-async def generate(client, themes, out, args) -> int:
-    summary = await run_themes(client, themes, out, args)
+def verification_models(args):
+    """The model-driven verification's clients, or None: built before any work, so that a model
+    that is not configured stops the command at once."""
+    if not getattr(args, "verify_models", None):
+        return None
+    specs = [s.strip() for s in args.verify_models.split(",")]
+    if len(specs) not in (1, 2) or not all(specs):
+        raise UserError(f"--verify-models: expected MODEL or WEAK,STRONG (model specs), found {args.verify_models!r}")
+    return model_checks(args, specs[-1], specs if len(specs) == 2 else None, runs=2, levels=5)
+
+
+async def generate(client, themes, out, args, verifiers=None) -> int:
+    summary = await run_themes(client, themes, out, args, verifiers)
     if args.json:
         print(json.dumps(summary, indent=2))
     else:
         print_summary(summary)
+    for name, error in summary["errors"].items():
+        print(f"envforge generate: {name}: {error['reason']}", file=sys.stderr)
     if summary["stopped"]:
         print(f"envforge generate: {summary['stopped'].removeprefix('not started: ')}", file=sys.stderr)
         return EXIT_BUDGET_EXCEEDED
+    if summary["errors"]:
+        return EXIT_ERROR
     return EXIT_ACCEPTED if summary["accepted"] or summary["paused"] else EXIT_NONE_ACCEPTED
 
 
-async def run_themes(client, themes, out, args) -> dict:
-    """Every theme through the stages, `args.concurrency` at a time; the run's summary."""
+async def run_themes(client, themes, out, args, verifiers=None) -> dict:
+    """Every theme through the stages, `args.concurrency` at a time; the run's summary.
+    `verifiers`: the model-driven verification (pipeline.verify.models.ModelChecks), or None."""
     options = Options(levels=args.levels, seed=args.seed, pause_after=args.pause_after, model=client.spec)
     db = RunDB(out.db)
     run_id = db.start_run({k: v for k, v in vars(args).items() if k != "func"})
-    job = Run(client, out, options, db, run_id, len(themes))
+    job = Run(client, out, options, db, run_id, len(themes), verifiers=verifiers)
     slots = asyncio.Semaphore(args.concurrency)
 
     async def one(theme):
@@ -100,4 +130,6 @@ async def run_themes(client, themes, out, args) -> dict:
         summary = job.summary()
         db.finish_run(run_id, "budget exceeded" if job.stopped else "finished", summary)
         db.close()
+        for checker in verifiers.clients() if verifiers else ():
+            await checker.aclose()
     return summary

@@ -12,11 +12,11 @@ from __future__ import annotations
 import json
 
 from pipeline import layout
-from pipeline.errors import UserError
+from pipeline.errors import Rejected, UserError
 from pipeline.llm.cli_args import add_llm_arguments, run_with_client
 from pipeline.reskin import TEMPLATE_STYLES, recheck, reskin_template
 from pipeline.reskin.identity import IdentityReport
-from pipeline.verify.context import Context, Options, Rejected
+from pipeline.verify.context import Context, Options
 from pipeline.argtypes import COUNT, SEED
 
 

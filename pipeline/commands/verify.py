@@ -3,8 +3,9 @@
 Execution, levels and reliability (pipeline/verify/), all in the sandbox. Prints the verdict
 and the figures of each stage (or, with --json, {"accepted", "stage", "reason", "stages"}),
 writes the same to the folder's verification.json, and exits 0 when accepted, 1 when rejected.
-Given models, the model-driven forms follow (pipeline/verify/models.py): a short ReAct rollout
-(`--model`) and the differential test of a weaker against a stronger model (`--agent-models`).
+Given models, the model-driven forms follow (pipeline/verify/models.py, which `generate` uses
+too): a short ReAct rollout (`--model`) and the differential test of a weaker against a stronger
+model (`--agent-models`).
 """
 from __future__ import annotations
 
@@ -18,11 +19,11 @@ from pathlib import Path
 from pipeline import layout
 from pipeline.errors import UserError
 from pipeline.llm.cli_args import add_llm_arguments, client_from_args, print_cost_summary
+from pipeline.llm.config import PROVIDERS
 from pipeline.sandbox.executor import add_executor_arguments
-from pipeline.verify import STAGES, Options, record, verify_env
-from pipeline.verify import claims, models
-from pipeline.verify.context import Rejected
-from pipeline import layout
+from pipeline.verify import STAGES, Options, verify_env
+from pipeline.verify import claims
+from pipeline.verify.models import ModelChecks, verify_with_models
 from pipeline.argtypes import COUNT, SECONDS, SEED, number, out_file
 
 
@@ -79,11 +80,16 @@ def run(args) -> int:
                       random_episodes=args.random_episodes, write_levels=args.write_levels,
                       write=args.write or args.write_levels or made_by_envforge(Path(args.env_dir)), seed=args.seed,
                       limits=dataclasses.replace(Options().limits, call_seconds=args.call_seconds))
-    pair = _model_pair(args)
+    pair = model_pair("--agent-models", args.agent_models)
     _require_env_folder(args.env_dir)
     result = verify_env(args.env_dir, stages, options)
     if result.accepted and (args.model or pair):
-        _model_checks(args, pair, result)
+        checks = model_checks(args, args.model, pair, args.agent_runs, args.agent_levels)
+        try:
+            asyncio.run(_verify_with_models(args.env_dir, checks, result, options.write))
+        finally:
+            for client in checks.clients():
+                print_cost_summary(client, file=sys.stderr if args.json else sys.stdout)
     if args.out:
         write_report(Path(args.out), result.to_dict())
     if args.json:
@@ -116,49 +122,36 @@ def _require_env_folder(path: str) -> None:
         raise UserError(f"{path}: expected an environment folder ({', '.join(layout.REQUIRED_FILES)}), found neither file")
 
 
-def _model_pair(args) -> tuple[str, str] | None:
-    if not args.agent_models:
+def model_pair(flag: str, value: str | None) -> tuple[str, str] | None:
+    if not value:
         return None
-    pair = tuple(s.strip() for s in args.agent_models.split(","))
+    pair = tuple(s.strip() for s in value.split(","))
     if len(pair) != 2 or not all(pair):
-        raise UserError(f"--agent-models: expected WEAK,STRONG (two model specs), found {args.agent_models!r}")
+        raise UserError(f"{flag}: expected WEAK,STRONG (two model specs), found {value!r}")
     return pair
 
 
-def _model_checks(args, pair, result) -> None:
-    """Run the model-driven forms; a rejection updates the verdict and verification.json."""
-    clients = {}
-    if args.model:
-        clients["rollout"] = client_from_args(args)
-    if pair:
-        for role, spec in zip(("weak", "strong"), pair):
-            clients[role] = client_from_args(argparse.Namespace(**{**vars(args), "model": spec}))
+def model_checks(args, rollout: str | None, pair: tuple[str, str] | None, runs: int, levels: int) -> ModelChecks:
+    """Clients for the model-driven forms, from the command's provider flags (a UserError when a
+    provider is not configured, before any work)."""
+    def client(spec: str):
+        # Replayed generation may be verified by live models: a spec naming its provider ("openai/x")
+        # then uses it. (Under a live --provider a slashed name is that provider's, as on OpenRouter.)
+        named = args.provider == "replay" and "/" in spec and spec.split("/", 1)[0] in PROVIDERS
+        return client_from_args(argparse.Namespace(**{**vars(args), "model": spec,
+                                                      **({"provider": None, "replay": None} if named else {})}))
 
-    async def main() -> tuple[str, str] | None:
-        stage = "execution"
-        try:
-            if "rollout" in clients:
-                result.stages["execution_react"] = await models.react_rollout(args.env_dir, clients["rollout"])
-            stage = "reliability"
-            if pair:
-                result.stages["reliability_models"] = await models.differential(
-                    args.env_dir, clients["weak"], clients["strong"], args.agent_runs, args.agent_levels)
-        except Rejected as rejection:
-            return stage, rejection.reason
-        finally:
-            for client in clients.values():
-                await client.aclose()
-        return None
+    weak, strong = (client(pair[0]), client(pair[1])) if pair else (None, None)
+    first = strong if pair and rollout == pair[1] else (client(rollout) if rollout else None)
+    return ModelChecks(rollout=first, weak=weak, strong=strong, runs=runs, levels=levels)
 
+
+async def _verify_with_models(env_dir: str, checks: ModelChecks, result, write: bool) -> None:
     try:
-        rejected = asyncio.run(main())
+        await verify_with_models(env_dir, checks, result, write)
     finally:
-        for client in clients.values():
-            print_cost_summary(client, file=sys.stderr if args.json else sys.stdout)
-    if rejected:
-        result.accepted, (result.stage, result.reason) = False, rejected
-    if args.write or args.write_levels or made_by_envforge(Path(args.env_dir)):
-        record(Path(args.env_dir), result)
+        for client in checks.clients():
+            await client.aclose()
 
 
 def made_by_envforge(env_dir: Path) -> bool:

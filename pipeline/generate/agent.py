@@ -38,11 +38,22 @@ TOOLS = (
 )
 
 
+FINISHED = "finished"  # the model called finish
+
+
+def out_of_steps(max_steps: int) -> str:
+    return f"out_of_steps_after_{max_steps}"
+
+
 @dataclass
 class AgentOutcome:
-    finished: bool  # the model called finish
+    exit_status: str  # FINISHED, or out_of_steps_after_N: the step limit came first
     steps: int  # model calls made
     last_check: CheckReport | None
+
+    @property
+    def finished(self) -> bool:
+        return self.exit_status == FINISHED
 
 
 class ToolError(Exception):
@@ -129,8 +140,8 @@ async def run_agent(llm: JournaledClient, stage: str, system: str, task: str, wo
             _log(trajectory, {"stage": stage, "step": step, "tool": call.name, "error": failed, "result": result[:4000]})
             messages.append(Message.tool_result(call, result, is_error=failed))
         if finished:
-            return AgentOutcome(True, step, workspace.last_check)
-    return AgentOutcome(False, max_steps, workspace.last_check)
+            return AgentOutcome(FINISHED, step, workspace.last_check)
+    return AgentOutcome(out_of_steps(max_steps), max_steps, workspace.last_check)
 
 
 async def _execute(workspace: Workspace, call: ToolCall) -> tuple[str, bool]:

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from pipeline import layout, paths
 from pipeline.generate.agent import Workspace, run_agent
-from pipeline.generate.context import Rejected, ThemeContext
+from pipeline.errors import Rejected
+from pipeline.generate.context import StageReport, ThemeContext
 from pipeline.prompts import render
 
 EXAMPLE_ENV = "crate_dock"
@@ -19,13 +20,14 @@ def system_prompt() -> str:
                   files=layout.AGENT_FILES)
 
 
-async def run(ctx: ThemeContext) -> int:
+async def run(ctx: ThemeContext) -> StageReport:
     task = render("generate/code_task.j2", theme=ctx.theme.text, design=ctx.read(layout.DESIGN),
                   config=ctx.read(layout.CONFIG), files=layout.AGENT_FILES)
     outcome = await run_agent(ctx.llm, "code", system_prompt(), task, Workspace(ctx.work),
                               ctx.options.code_steps, ctx.work / layout.TRAJECTORY)
     missing = [name for name in layout.AGENT_FILES if not (ctx.work / name).is_file()]
     if missing:
-        raise Rejected("code", f"expected the coding agent to write {', '.join(missing)}, found them missing "
-                               f"after {outcome.steps} step(s)" + ("" if outcome.finished else " (it never called finish)"))
-    return outcome.steps
+        raise Rejected(f"expected the coding agent to write {', '.join(missing)}, found them missing "
+                       f"after {outcome.steps} step(s)" + ("" if outcome.finished else " (it never called finish)"),
+                       details={"exit_status": outcome.exit_status, "steps": outcome.steps})
+    return StageReport(outcome.exit_status, outcome.steps)

@@ -1,17 +1,18 @@
 """What every generation stage gets: the theme, its work folder, the model, the options."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from pipeline.generate.journal import JournaledClient
 from pipeline.generate.themes import Theme
+from pipeline.verify.models import ModelChecks
 
 @dataclass(frozen=True)
 class Options:
     levels: int = 15  # verified levels per environment: two thirds test, one third validation
     seed: int = 0
-    pause_after: str | None = None  # "design" or "dsl": supervised mode
+    pause_after: str | None = None  # a pausable stage (stages.PAUSABLE): supervised mode
     dsl_corrections: int = 3  # model rewrites of a DSL document the checker rejects
     code_steps: int = 30  # model calls to write the files
     repair_steps: int = 40  # model calls to make `check` pass (paper: up to 40)
@@ -19,12 +20,13 @@ class Options:
     model: str = ""
 
 
-class Rejected(Exception):
-    """The theme cannot go on: the stage it failed at and why, in words a person can act on."""
+@dataclass
+class StageReport:
+    """What a stage did, as the run database and manifest.json keep it."""
 
-    def __init__(self, stage: str, reason: str, details: dict | None = None):
-        super().__init__(reason)
-        self.stage, self.reason, self.details = stage, reason, details or {}
+    exit_status: str = "done"  # how it ended, by name: done, finished, accepted, gave_up_after_3, ...
+    steps: int | None = None  # model calls of an agent's loop (code, repair)
+    figures: dict = field(default_factory=dict)  # what the stage measured (verification's figures)
 
 
 @dataclass
@@ -33,6 +35,7 @@ class ThemeContext:
     work: Path
     llm: JournaledClient
     options: Options
+    verifiers: ModelChecks | None = None  # the model-driven verification, when models are configured
 
     def read(self, name: str) -> str:
         return (self.work / name).read_text(encoding="utf-8")

@@ -3,20 +3,22 @@ observation, termination, difficulty knobs, tags)."""
 from __future__ import annotations
 
 from pipeline import layout
-from pipeline.generate.context import Rejected, ThemeContext
+from pipeline.errors import Rejected
+from pipeline.generate.context import StageReport, ThemeContext
 from pipeline.llm.messages import Message
 from pipeline.prompts import render
 
 MIN_DESIGN_CHARS = 200
 
 
-async def run(ctx: ThemeContext) -> None:
+async def run(ctx: ThemeContext) -> StageReport:
     messages = [Message.system(render("generate/design_system.j2")),
                 Message.user(render("generate/design.j2", theme=ctx.theme.text, tags=ctx.theme.tags,
                                     notes=ctx.theme.notes))]
     reply = await ctx.llm.complete("design", messages, max_tokens=4000)
     text = reply.text.strip()
     if len(text) < MIN_DESIGN_CHARS:
-        raise Rejected("design", f"expected a design document of at least {MIN_DESIGN_CHARS} characters, "
-                                 f"found {len(text)}: {text[:120]!r}")
+        raise Rejected(f"expected a design document of at least {MIN_DESIGN_CHARS} characters, "
+                       f"found {len(text)}: {text[:120]!r}")
     ctx.write(layout.DESIGN, text + "\n")
+    return StageReport(figures={"characters": len(text)})

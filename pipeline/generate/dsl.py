@@ -7,8 +7,10 @@ import re
 from dsl_schema.check import check_text, feedback_for_model
 from dsl_schema.problems import errors
 from pipeline import layout, paths
-from pipeline.generate.context import Rejected, ThemeContext
-from pipeline.llm.messages import Message
+from pipeline.errors import Rejected
+from pipeline.generate.context import StageReport, ThemeContext
+from pipeline.llm.ask import ask_until_valid
+from pipeline.llm.messages import Message, Response
 from pipeline.prompts import render
 
 _FENCE = re.compile(r"```(?:ya?ml)?[ \t]*\n(.*?)```", re.S)
@@ -20,28 +22,36 @@ def extract_yaml(text: str) -> str:
     return (blocks[-1] if blocks else text).strip() + "\n"
 
 
-async def run(ctx: ThemeContext) -> None:
+async def run(ctx: ThemeContext) -> StageReport:
     example = (paths.REFERENCE_ENVS_DIR / "crate_dock" / layout.CONFIG).read_text(encoding="utf-8")
     messages = [Message.system(render("generate/dsl_system.j2", example=example), cache=True),
                 Message.user(render("generate/dsl.j2", theme=ctx.theme.text, design=ctx.read(layout.DESIGN)))]
-    for attempt in range(ctx.options.dsl_corrections + 1):
-        reply = await ctx.llm.complete("dsl", messages, max_tokens=6000)
-        document = extract_yaml(reply.text)
+    found: list = []
+
+    async def ask(last: Response | None, feedback: str) -> Response:
+        if last is not None:
+            messages.extend([last.to_message(), Message.user(render("generate/dsl_fix.j2", feedback=feedback))])
+        return await ctx.llm.complete("dsl", messages, max_tokens=6000)
+
+    async def check(document: str) -> str:
         problems = check_text(document, layout.CONFIG)
-        if not errors(problems):
-            ctx.write(layout.CONFIG, document)
-            return
-        messages += [reply.to_message(), Message.user(render("generate/dsl_fix.j2", feedback=feedback_for_model(problems)))]
-    ctx.write(layout.CONFIG, document)  # kept for review
-    first = errors(problems)[0]
-    raise Rejected("dsl", f"config.yaml still has {len(errors(problems))} error(s) after "
-                          f"{ctx.options.dsl_corrections} correction(s); first: {first}",
-                   {"problems": [str(p) for p in errors(problems)]})
+        found[:] = errors(problems)
+        return feedback_for_model(problems) if found else ""
+
+    asked = await ask_until_valid(ask, extract_yaml, check, ctx.options.dsl_corrections + 1, "")
+    asked.raise_budget()
+    if asked.value is not None:
+        ctx.write(layout.CONFIG, asked.value)  # also when rejected: kept for review
+    if asked.accepted:
+        return StageReport(asked.exit_status, asked.attempts)
+    raise Rejected(f"config.yaml still has {len(found)} error(s) after "
+                   f"{ctx.options.dsl_corrections} correction(s); first: {found[0]}",
+                   details={"problems": [str(p) for p in found], "exit_status": asked.exit_status})
 
 
 def check_edited(ctx: ThemeContext) -> None:
     """After a pause, a person may have edited config.yaml: it must still be valid."""
     problems = errors(check_text(ctx.read(layout.CONFIG), layout.CONFIG))
     if problems:
-        raise Rejected("dsl", f"config.yaml (edited) has {len(problems)} error(s); first: {problems[0]}",
-                       {"problems": [str(p) for p in problems]})
+        raise Rejected(f"config.yaml (edited) has {len(problems)} error(s); first: {problems[0]}",
+                       details={"problems": [str(p) for p in problems]})

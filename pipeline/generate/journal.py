@@ -17,10 +17,11 @@ from pipeline.llm.messages import Response
 
 
 class JournaledClient:
-    def __init__(self, client: LLMClient, path: Path, theme: str):
+    def __init__(self, client: LLMClient, path: Path, theme: str, text: str = ""):
         self.client = client
         self.path = path
-        self.theme = theme
+        self.theme = theme  # the theme's folder name: costs and budgets go by it
+        self.text = text  # the whole theme: replay finds its recordings by it
         self._entries: dict[tuple[str, int], dict[str, Any]] = {}
         self._next: dict[str, int] = {}
         self.served = 0  # calls answered from the journal: made by an earlier, interrupted run
@@ -45,7 +46,8 @@ class JournaledClient:
         if entry is not None:
             self.served += 1
             return Response.from_dict(entry["response"], source="journal")
-        response = await self.client.complete(messages, theme=self.theme, stage=stage, index=index, **kwargs)
+        response = await self.client.complete(messages, theme=self.theme, stage=stage, index=index,
+                                              subject=self.text, **kwargs)
         entry = {"stage": stage, "index": index, "response": response.to_dict()}
         self._entries[(stage, index)] = entry
         with open(self.path, "a", encoding="utf-8") as f:

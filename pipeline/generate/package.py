@@ -12,8 +12,8 @@ from pathlib import Path
 from pipeline import layout
 from pipeline.envfolder import safe_io
 from pipeline.envfolder.spec import config_tags
-from pipeline.errors import LocatedError
-from pipeline.generate.context import Rejected, ThemeContext
+from pipeline.errors import LocatedError, Rejected
+from pipeline.generate.context import ThemeContext
 
 LOG_EXCERPT_LINES = 12
 

@@ -8,14 +8,15 @@ from pipeline import layout
 from pipeline.check import check_env
 from pipeline.generate.agent import Workspace, format_check, run_agent
 from pipeline.generate.code import system_prompt
-from pipeline.generate.context import Rejected, ThemeContext
+from pipeline.errors import Rejected
+from pipeline.generate.context import StageReport, ThemeContext
 from pipeline.prompts import render
 
 
-async def run(ctx: ThemeContext) -> int:
+async def run(ctx: ThemeContext) -> StageReport:
     report = await asyncio.to_thread(check_env, ctx.work)
     if report.ok:
-        return 0
+        return StageReport("already_passing", 0)
     task = render("generate/repair_task.j2", theme=ctx.theme.text, check=format_check(report),
                   files=Workspace(ctx.work).list_files())
     outcome = await run_agent(ctx.llm, "repair", system_prompt(), task, Workspace(ctx.work),
@@ -24,6 +25,6 @@ async def run(ctx: ThemeContext) -> int:
     report = await asyncio.to_thread(check_env, ctx.work)
     if not report.ok:
         errors = [str(p) for p in report.problems if p.severity == "error"]
-        raise Rejected("repair", f"check still fails after {outcome.steps} repair step(s): {errors[0]}",
-                       {"problems": errors})
-    return outcome.steps
+        raise Rejected(f"check still fails after {outcome.steps} repair step(s): {errors[0]}",
+                       details={"problems": errors, "exit_status": outcome.exit_status, "steps": outcome.steps})
+    return StageReport(outcome.exit_status, outcome.steps)

@@ -1,39 +1,50 @@
-"""`envforge generate`: every theme through design -> dsl -> code -> repair -> verify -> package.
+"""`envforge generate`: every theme through the stages of pipeline/generate/stages.py, then package.
 
 Themes run concurrently; each stage writes its artefacts to the theme's work folder and is
 recorded in the run database before the next starts, so `--resume` continues where a run
 stopped. Model calls go through the theme's call journal, so none is made twice.
+
+A theme ends accepted, rejected (a verdict on the environment, counted in Table 2), paused,
+skipped, or in error: an infrastructure fault (no recording for it, a template missing from the
+installation, a bug in envforge) says nothing about the environment and is not counted.
 """
 from __future__ import annotations
 
 import json
 import sys
-import time
 import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import jinja2
+
 from pipeline import layout
-from pipeline.errors import UserError
-from pipeline.generate import code, design, dsl, package, repair, verification
-from pipeline.generate.context import Options, Rejected, ThemeContext
+from pipeline.errors import Rejected, UserError
+from pipeline.generate import package, stages
+from pipeline.generate.context import Options, StageReport, ThemeContext
 from pipeline.generate.journal import JournaledClient
 from pipeline.generate.rundb import RunDB
 from pipeline.generate.themes import Theme
 from pipeline.llm.client import LLMClient
-from pipeline.llm.errors import BudgetExceeded, LLMError
+from pipeline.llm.errors import BudgetExceeded, LLMError, ReplayInvalid, ReplayMissing
+from pipeline.verify.models import ModelChecks
 
-STAGE_RUNNERS = {"design": design.run, "dsl": dsl.run, "code": code.run, "repair": repair.run,
-                 "verify": verification.run}
-# Table 2 of the paper: a theme passes a column if it was not rejected at or before it.
-TABLE2 = {"execution": ("input", "design", "dsl", "code", "repair", "execution", "verify"),
-          "level generation": ("levels",), "reliability": ("reliability",)}
+# Faults of the installation or of the recordings, not of the environment being made.
+INFRASTRUCTURE = (ReplayMissing, ReplayInvalid, jinja2.TemplateError, UserError)
+
+
+class Broken(Exception):
+    """A theme could not go on for a reason that is not the environment's: an error, not a verdict."""
+
+    def __init__(self, stage: str, reason: str):
+        super().__init__(reason)
+        self.stage, self.reason = stage, reason
 
 
 @dataclass
 class Outcome:
     name: str
-    status: str  # accepted | rejected | paused | skipped
+    status: str  # accepted | rejected | error | paused | skipped
     stage: str = ""
     reason: str = ""
     path: str = ""
@@ -52,6 +63,7 @@ class Run:
     outcomes: list[Outcome] = field(default_factory=list)
     stopped: str = ""  # why remaining themes were not started
     journals: list[JournaledClient] = field(default_factory=list)
+    verifiers: ModelChecks | None = None  # the model-driven verification, when models are configured
 
     # -- progress ----------------------------------------------------------------------
     def say(self, name: str, what: str) -> None:
@@ -71,58 +83,69 @@ class Run:
         work.mkdir(parents=True, exist_ok=True)
         (work / layout.THEME_FILE).write_text(json.dumps(theme.to_dict(), indent=2) + "\n", encoding="utf-8")
         if theme.problem:
-            return self._reject(theme, work, Rejected("input", theme.problem))
-        journal = JournaledClient(self.client, work / layout.CALL_JOURNAL, theme.name)
+            return self._reject(theme, work, Rejected(theme.problem, stages.INPUT))
+        journal = JournaledClient(self.client, work / layout.CALL_JOURNAL, theme.name, theme.text)
         self.journals.append(journal)
-        ctx = ThemeContext(theme, work, journal, self.options)
+        ctx = ThemeContext(theme, work, journal, self.options, self.verifiers)
         previous = self.db.theme(theme.name) or {}
         self.db.set_theme(self.run_id, theme.name, theme.text, theme.where, "running")
         try:
-            if previous.get("status") == "paused" and previous.get("stage") in ("dsl",):
-                dsl.check_edited(ctx)
-            for stage, runner in STAGE_RUNNERS.items():
-                if self.db.stage_done(theme.name, stage):
+            if previous.get("status") == "paused" and previous.get("stage") in stages.NAMES:
+                _check_edits(ctx, stages.get(previous["stage"]))
+            for stage in stages.STAGES:
+                if self.db.stage_done(theme.name, stage.name):
                     continue
-                await self._stage(ctx, stage, runner)
-                if self.options.pause_after == stage:
-                    self.db.set_theme(self.run_id, theme.name, theme.text, theme.where, "paused", stage,
-                                      f"paused after {stage}: edit {work} and run again with --resume")
-                    self.say(theme.name, f"paused after {stage} (edit {work}, then --resume)")
-                    return self._finish(Outcome(theme.name, "paused", stage, path=str(work)))
+                await self._stage(ctx, stage)
+                if self.options.pause_after == stage.name:
+                    self.db.set_theme(self.run_id, theme.name, theme.text, theme.where, "paused", stage.name,
+                                      f"paused after {stage.name}: edit {work} and run again with --resume")
+                    self.say(theme.name, f"paused after {stage.name} (edit {work}, then --resume)")
+                    return self._finish(Outcome(theme.name, "paused", stage.name, path=str(work)))
         except Rejected as rejection:
             return self._reject(theme, work, rejection)
+        except Broken as broken:
+            self.db.set_theme(self.run_id, theme.name, theme.text, theme.where, "error", broken.stage, broken.reason)
+            self.say(theme.name, f"error in {broken.stage}: {broken.reason}")
+            return self._finish(Outcome(theme.name, "error", broken.stage, broken.reason, str(work)))
         path = package.accept(ctx, self.out, self._record(theme.name))
         self.db.set_theme(self.run_id, theme.name, theme.text, theme.where, "accepted", "package", "accepted")
         self.say(theme.name, f"accepted -> {path}")
         return self._finish(Outcome(theme.name, "accepted", path=str(path)))
 
-    async def _stage(self, ctx: ThemeContext, stage: str, runner) -> None:
+    async def _stage(self, ctx: ThemeContext, stage: stages.Stage) -> StageReport:
         name = ctx.theme.name
-        self.say(name, f"{stage}...")
-        attempt = self.db.start_stage(self.run_id, name, stage)
+        self.say(name, f"{stage.name}...")
+        attempt = self.db.start_stage(self.run_id, name, stage.name)
         before = _theme_totals(self.client, name)
-        status, error, steps = "done", "", None
+        status, error, report = "done", "", StageReport("failed")
         try:
-            result = await runner(ctx)
-            steps = result if isinstance(result, int) else None
+            report = await stage.run(ctx)
+            return report
         except Rejected as rejection:
             status, error = "rejected", rejection.reason
-            raise
+            report.exit_status = str(rejection.details.get("exit_status") or "rejected")
+            report.steps = rejection.details.get("steps")
+            raise rejection.at(stage.name)
         except BudgetExceeded as exc:
             if exc.scope == "run":
                 self.stopped = f"not started: the run budget of ${exc.cap_usd:g} was reached"
-            status, error = "rejected", f"budget exceeded: {exc}"
-            raise Rejected(stage, error) from None
+            status, error, report.exit_status = "rejected", f"budget exceeded: {exc}", "budget"
+            raise Rejected(error, stage.name) from None
+        except INFRASTRUCTURE as exc:
+            status, error = "error", _infrastructure(ctx.theme, exc)
+            raise Broken(stage.name, error) from None
         except LLMError as exc:
             status, error = "rejected", f"model call failed: {exc}"
-            raise Rejected(stage, error) from None
+            raise Rejected(error, stage.name) from None
         except Exception as exc:  # a bug in envforge must not take the other themes down
-            status, error = "rejected", f"internal error in stage {stage}: {type(exc).__name__}: {exc}"
-            raise Rejected(stage, error, {"traceback": traceback.format_exc()}) from None
+            status = "error"
+            error = f"internal error in stage {stage.name}: {type(exc).__name__}: {exc}"
+            (ctx.work / "error.txt").write_text(traceback.format_exc(), encoding="utf-8")
+            raise Broken(stage.name, error) from None
         finally:
             after = _theme_totals(self.client, name)
             self.db.end_stage(attempt, status, error, after[1] - before[1], after[2] - before[2],
-                              round(after[0] - before[0], 6), steps)
+                              round(after[0] - before[0], 6), report.steps, report.exit_status)
 
     def _reject(self, theme: Theme, work: Path, rejection: Rejected) -> Outcome:
         path = package.reject(work, self.out, theme.name, rejection, self._record(theme.name))
@@ -149,12 +172,8 @@ class Run:
     def summary(self) -> dict:
         considered = [o for o in self.outcomes if o.status in ("accepted", "rejected")]
         n = len(considered)
-        failed_at: set[str] = set()
-        rates = {}
-        for column, stages in TABLE2.items():
-            failed_at |= set(stages)
-            passed = sum(o.status == "accepted" or o.stage not in failed_at for o in considered)
-            rates[column] = round(passed / n, 3) if n else None
+        counts = stages.table2_counts([(o.status == "accepted", o.stage) for o in considered])
+        rates = {column: round(c["passed"] / n, 3) if n else None for column, c in counts.items()}
         accepted = [o.name for o in self.outcomes if o.status == "accepted"]
         rates["overall"] = round(len(accepted) / n, 3) if n else None
         cost = self.client.ledger.run.cost_usd if self.client else 0.0
@@ -163,6 +182,7 @@ class Run:
             "themes": self.total,
             "accepted": accepted,
             "rejected": {o.name: {"stage": o.stage, "reason": o.reason} for o in self.outcomes if o.status == "rejected"},
+            "errors": {o.name: {"stage": o.stage, "reason": o.reason} for o in self.outcomes if o.status == "error"},
             "paused": [o.name for o in self.outcomes if o.status == "paused"],
             "skipped": {o.name: o.reason for o in self.outcomes if o.status == "skipped"},
             "rates": rates,
@@ -172,6 +192,22 @@ class Run:
             "cost_per_accepted_usd": round(cost / len(accepted), 6) if accepted else None,
             "stopped": self.stopped,
         }
+
+
+def _check_edits(ctx: ThemeContext, paused: stages.Stage) -> None:
+    """After a pause a person may have edited the stage's files: they must still be fit."""
+    try:
+        if paused.after_edit:
+            paused.after_edit(ctx)
+    except Rejected as rejection:
+        raise rejection.at(paused.name)
+
+
+def _infrastructure(theme: Theme, exc: Exception) -> str:
+    if isinstance(exc, jinja2.TemplateNotFound):
+        return (f"the prompt template {exc.name} is missing from the envforge installation "
+                f"(reinstall envforge); theme at {theme.where} not judged")
+    return f"{exc} (theme at {theme.where}: {' '.join(theme.text.split())[:80]!r})"
 
 
 def _theme_totals(client: LLMClient | None, name: str) -> tuple[float, int, int]:
@@ -205,6 +241,8 @@ def print_summary(summary: dict, file=sys.stdout) -> None:
         print(f"  rejected {name} at {r['stage']}: {r['reason']}", file=file)
     for name in summary["paused"]:
         print(f"  paused {name}: edit its files, then run again with --resume", file=file)
+    for name, r in summary["errors"].items():
+        print(f"  error {name} at {r['stage']} (not a verdict; not counted above): {r['reason']}", file=file)
     for name, why in summary["skipped"].items():
         print(f"  skipped {name}: {why}", file=file)
     per = summary["cost_per_accepted_usd"]

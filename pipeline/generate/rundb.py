@@ -18,7 +18,8 @@ CREATE TABLE IF NOT EXISTS themes (
     run_id INTEGER, updated REAL);
 CREATE TABLE IF NOT EXISTS stage_attempts (
     id INTEGER PRIMARY KEY, run_id INTEGER, theme TEXT, stage TEXT, started REAL, ended REAL,
-    status TEXT, error TEXT, input_tokens INTEGER, output_tokens INTEGER, usd REAL, steps INTEGER);
+    status TEXT, error TEXT, input_tokens INTEGER, output_tokens INTEGER, usd REAL, steps INTEGER,
+    exit_status TEXT);
 CREATE TABLE IF NOT EXISTS artifacts (
     theme TEXT, stage TEXT, path TEXT, sha256 TEXT, PRIMARY KEY (theme, stage, path));
 """
@@ -30,6 +31,9 @@ class RunDB:
         self.conn = sqlite3.connect(path, isolation_level=None, timeout=30)
         self.conn.execute("PRAGMA journal_mode=WAL")
         self.conn.executescript(SCHEMA)
+        columns = {row[1] for row in self.conn.execute("PRAGMA table_info(stage_attempts)")}
+        if "exit_status" not in columns:  # a database written before stages named how they ended
+            self.conn.execute("ALTER TABLE stage_attempts ADD COLUMN exit_status TEXT")
 
     def close(self) -> None:
         self.conn.close()
@@ -77,10 +81,11 @@ class RunDB:
         return int(cur.lastrowid)
 
     def end_stage(self, attempt: int, status: str, error: str = "", input_tokens: int = 0,
-                  output_tokens: int = 0, usd: float = 0.0, steps: int | None = None) -> None:
+                  output_tokens: int = 0, usd: float = 0.0, steps: int | None = None,
+                  exit_status: str = "") -> None:
         self.conn.execute("UPDATE stage_attempts SET ended=?, status=?, error=?, input_tokens=?, output_tokens=?, "
-                          "usd=?, steps=? WHERE id=?",
-                          (time.time(), status, error, input_tokens, output_tokens, usd, steps, attempt))
+                          "usd=?, steps=?, exit_status=? WHERE id=?",
+                          (time.time(), status, error, input_tokens, output_tokens, usd, steps, exit_status, attempt))
 
     def stage_done(self, theme: str, stage: str) -> bool:
         row = self.conn.execute("SELECT status FROM stage_attempts WHERE theme=? AND stage=? ORDER BY id DESC LIMIT 1",
@@ -93,9 +98,10 @@ class RunDB:
                               [(theme, s) for s in stages])
 
     def attempts(self, theme: str | None = None) -> list[dict]:
-        sql = ("SELECT theme, stage, started, ended, status, error, input_tokens, output_tokens, usd, steps "
-               "FROM stage_attempts" + (" WHERE theme=?" if theme else "") + " ORDER BY id")
-        keys = ("theme", "stage", "started", "ended", "status", "error", "input_tokens", "output_tokens", "usd", "steps")
+        sql = ("SELECT theme, stage, started, ended, status, error, input_tokens, output_tokens, usd, steps, "
+               "exit_status FROM stage_attempts" + (" WHERE theme=?" if theme else "") + " ORDER BY id")
+        keys = ("theme", "stage", "started", "ended", "status", "error", "input_tokens", "output_tokens", "usd", "steps",
+                "exit_status")
         return [dict(zip(keys, r)) for r in self.conn.execute(sql, (theme,) if theme else ())]
 
     def stage_record(self, theme: str) -> dict:
@@ -105,6 +111,7 @@ class RunDB:
             if a["status"] in ("done", "rejected"):
                 stages[a["stage"]] = {"status": a["status"], "usd": a["usd"] or 0.0, "input_tokens": a["input_tokens"],
                                       "output_tokens": a["output_tokens"], "steps": a["steps"],
+                                      "exit_status": a["exit_status"] or a["status"],
                                       "seconds": round((a["ended"] or a["started"]) - a["started"], 2)}
         return {"stages": stages}
 

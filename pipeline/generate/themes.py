@@ -5,6 +5,7 @@ theme-level problems (too long, a duplicate) become that theme's rejection at st
 """
 from __future__ import annotations
 
+import hashlib
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -14,12 +15,13 @@ import yaml
 from pipeline.errors import UserError
 
 MAX_THEME_CHARS = 2000
+HASH_CHARS = 6
 _FIELDS = {"theme", "name", "tags", "notes"}
 
 
 @dataclass(frozen=True)
 class Theme:
-    name: str  # folder name, unique within the run
+    name: str  # folder name: the given `name`, else the theme's first words and a hash of all of it
     text: str
     where: str  # "themes.txt:3"
     tags: dict = field(default_factory=dict)
@@ -92,17 +94,28 @@ def slug(text: str, words: int = 6, limit: int = 48) -> str:
     return s[:limit].rstrip("_") or "theme"
 
 
+def folder_name(text: str) -> str:
+    """A theme's folder name: stable (the same theme, the same name, whatever else is in the file)
+    and unique (two themes sharing their first words differ in the hash of the whole theme)."""
+    digest = hashlib.sha256(_key(text).encode("utf-8")).hexdigest()[:HASH_CHARS]
+    return f"{slug(text)}_{digest}"
+
+
+def _key(text: str) -> str:
+    return " ".join(text.lower().split())
+
+
 def _named(items: list[dict]) -> list[Theme]:
     themes, names, seen = [], set(), {}
     for item in items:
         text = item["theme"]
-        base = slug(str(item.get("name") or text))
+        base = slug(str(item["name"])) if item.get("name") else folder_name(text)
         name, n = base, 2
         while name in names:
             name, n = f"{base}_{n}", n + 1
         names.add(name)
         problem = ""
-        key = " ".join(text.lower().split())
+        key = _key(text)
         if len(text) > MAX_THEME_CHARS:
             problem = f"theme is {len(text)} characters long; expected at most {MAX_THEME_CHARS}"
         elif key in seen:

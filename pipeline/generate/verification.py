@@ -1,19 +1,27 @@
 """Stage 5, verify: the three verification stages (execution, levels, reliability), which
-also write the verified level set and the certified max rewards into the work folder."""
+also write the verified level set and the certified max rewards into the work folder; then,
+when verification models are configured (`--verify-models`), the model-driven forms."""
 from __future__ import annotations
 
 import asyncio
 
-from pipeline.generate.context import Rejected, ThemeContext
+from pipeline import layout
+from pipeline.errors import Rejected
+from pipeline.generate.context import StageReport, ThemeContext
 from pipeline.verify import Options, verify_env
+from pipeline.verify.models import verify_with_models
+
+OUTPUTS = (layout.VERIFICATION, layout.LEVEL_MAX_REWARDS, layout.LEVELS, layout.VAL_LEVELS, layout.MANIFEST)
 
 
-async def run(ctx: ThemeContext) -> dict:
+async def run(ctx: ThemeContext) -> StageReport:
     n = ctx.options.levels
     options = Options(test_levels=n - n // 3, val_levels=n // 3, write_levels=True, write=True, seed=ctx.options.seed,
                       search_seconds=ctx.options.verify_search_seconds)
     result = await asyncio.to_thread(verify_env, ctx.work, options=options)
+    if result.accepted and ctx.verifiers is not None:
+        await verify_with_models(ctx.work, ctx.verifiers, result)
     if not result.accepted:
         # Named after the paper's Table 2 columns: execution, levels, reliability.
-        raise Rejected(result.stage or "verify", result.reason, {"verification": result.to_dict()})
-    return result.to_dict()
+        raise Rejected(result.reason, result.stage or "verify", {"verification": result.to_dict()})
+    return StageReport("accepted", figures=result.to_dict())

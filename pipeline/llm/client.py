@@ -61,6 +61,7 @@ class LLMClient:
         sample: int = 0,
         use_cache: bool = True,
         index: int | None = None,
+        subject: str = "",
     ) -> Response:
         """Ask the model. `theme` and `stage` say who is asking (costs, budgets and replay go by
         them). Pass a different `sample` to get a fresh answer to a prompt already cached.
@@ -68,8 +69,9 @@ class LLMClient:
         Raises BudgetExceeded (call not made), ProviderError (refused; not retried),
         RetriesExhausted, MalformedResponse, ReplayMissing / ReplayInvalid — all LLMError.
         `index` numbers the call within its theme and stage (default: the next one); a resumed
-        stage passes it so that its calls keep their numbers."""
-        ctx = CallContext(theme, stage)
+        stage passes it so that its calls keep their numbers. `subject`: the whole theme text, which
+        replay matches recordings on."""
+        ctx = CallContext(theme, stage, subject)
         request = Request(self.config.model, tuple(messages), tuple(tools), max_tokens, temperature, tuple(stop))
         index = self._counters[ctx] = index if index is not None else self._counters.get(ctx, 0) + 1
 

@@ -134,10 +134,12 @@ class Response:
 class CallContext:
     """Who is calling: the theme ("" outside any theme) and the pipeline stage
     ("design", "dsl", "code", "repair", "verify", "evaluate", "learn", "doctor", ...).
-    Costs are aggregated by these, and replay finds recordings by them."""
+    Costs are aggregated by these, and replay finds recordings by them. `subject` is the
+    whole theme text when there is one: replay matches a recording on it, never on a prefix."""
 
     theme: str = ""
     stage: str = ""
+    subject: str = field(default="", compare=False)
 
 
 @dataclass(frozen=True)

@@ -1,8 +1,12 @@
 """Record and replay: every call as one plain YAML file a person can read, write and edit.
 
 Layout: DIR/<theme-slug>/<stage>/<NNN>.yaml, NNN = 001, 002, ... the order of the call within
-that theme and stage. Replay matches on that position alone; the `request` section of a file is
-a summary for people and is never compared. The format is documented in docs/replay_format.md.
+that theme and stage, and DIR/<theme-slug>/theme.txt, the whole theme the recordings are of.
+A call made for a theme is served from the folder whose theme.txt holds that very theme (a
+theme sharing its first words with another is not served the other's recordings); a folder
+without theme.txt (hand-written) is found by its name. Within it, replay matches on the
+position alone; the `request` section of a file is a summary for people and is never compared.
+The format is documented in docs/replay_format.md.
 """
 from __future__ import annotations
 
@@ -17,6 +21,8 @@ import yaml
 from pipeline.llm.errors import ReplayInvalid, ReplayMissing
 from pipeline.llm.messages import CallContext, Message, Request, Response, ToolCall, Usage
 
+THEME_TEXT = "theme.txt"
+MAX_THEME_BYTES = 20_000
 HEADER = ("# envforge recording. Replay uses only `response`; `request` summarises the call for\n"
           "# people (earlier turns are counted, the turns added since the last reply are shown).\n")
 
@@ -89,6 +95,9 @@ class Recorder:
     def write(self, ctx: CallContext, index: int, request: Request, model: str, response: Response) -> Path:
         path = recording_path(self.root, ctx, index)
         path.parent.mkdir(parents=True, exist_ok=True)
+        theme = path.parent.parent / THEME_TEXT
+        if ctx.subject and not theme.exists():
+            theme.write_text(ctx.subject.strip() + "\n", encoding="utf-8")
         doc = {"request": request_summary(request, ctx, index, model), "response": response_data(response)}
         text = HEADER + yaml.dump(doc, Dumper=_Dumper, sort_keys=False, allow_unicode=True, width=100)
         tmp = path.with_suffix(".yaml.tmp")
@@ -102,9 +111,34 @@ class Replayer:
 
     def __init__(self, root: str | Path):
         self.root = Path(root)
+        self._themes: dict[str, Path] | None = None
+
+    def theme_folder(self, ctx: CallContext) -> Path:
+        """The folder of the theme's recordings: the one whose theme.txt is the whole theme, else
+        (a hand-written folder with no theme.txt) the one named after the theme."""
+        named = self.root / slug(ctx.theme)
+        if not ctx.subject:
+            return named
+        found = self._index().get(_words(ctx.subject))
+        if found is not None:
+            return found
+        if named.is_dir() and not (named / THEME_TEXT).is_file():
+            return named
+        raise ReplayMissing(f"no recording of the theme {_words(ctx.subject)[:80]!r} in the replay folder "
+                            f"{self.root}: expected a folder there whose {THEME_TEXT} holds this whole theme",
+                            str(named))
+
+    def _index(self) -> dict[str, Path]:
+        if self._themes is None:
+            self._themes = {}
+            for path in sorted(self.root.glob(f"*/{THEME_TEXT}")):
+                if path.is_file() and not path.is_symlink() and path.stat().st_size <= MAX_THEME_BYTES:
+                    text = path.read_text(encoding="utf-8", errors="replace")
+                    self._themes.setdefault(_words(text), path.parent)
+        return self._themes
 
     def load(self, ctx: CallContext, index: int) -> Response:
-        path = recording_path(self.root, ctx, index)
+        path = self.theme_folder(ctx) / slug(ctx.stage) / f"{index:03d}.yaml"
         if not path.is_file():
             raise ReplayMissing(
                 f"no recording for call {index} of stage {ctx.stage!r} of theme {ctx.theme!r}: "
@@ -114,6 +148,10 @@ class Replayer:
         except yaml.YAMLError as exc:
             raise ReplayInvalid(f"{path}: not valid YAML: {exc}") from exc
         return parse_response(doc, path, ctx, index)
+
+
+def _words(text: str) -> str:
+    return " ".join(text.split())
 
 
 def parse_response(doc: Any, path: Path, ctx: CallContext, index: int) -> Response:

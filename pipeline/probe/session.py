@@ -4,10 +4,10 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, field
 
-from pipeline.errors import UserError
+from pipeline.errors import Rejected, UserError
 from pipeline.probe.items import Start
 from pipeline.sandbox import Limits, Worker
-from pipeline.verify.context import Context, Options, Rejected
+from pipeline.verify.context import Context, Options
 
 
 @dataclass

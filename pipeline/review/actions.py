@@ -22,18 +22,16 @@ from dsl_schema.check import check_text
 from dsl_schema.problems import errors
 from pipeline import layout
 from pipeline.envfolder import safe_io
-from pipeline.errors import UserError
-from pipeline.generate import package
-from pipeline.generate.context import Options, Rejected, ThemeContext
+from pipeline.errors import Rejected, UserError
+from pipeline.generate import package, stages
+from pipeline.generate.context import Options, ThemeContext
 from pipeline.generate.journal import JournaledClient
-from pipeline.generate.run import STAGE_RUNNERS, Outcome, Run
+from pipeline.generate.run import Outcome, Run
 from pipeline.generate.themes import Theme
+from pipeline.generate.verification import OUTPUTS as VERIFY_OUTPUTS
 from pipeline.review.catalog import Catalog, Entry, read_json
 
-RETRY_STAGES = tuple(STAGE_RUNNERS)  # design, dsl, code, repair, verify
-MODEL_FREE_STAGES = ("verify",)
-# What verification writes; a retry re-verifies, so what an earlier verification left goes.
-VERIFY_OUTPUTS = (layout.VERIFICATION, layout.LEVEL_MAX_REWARDS, layout.LEVELS, layout.VAL_LEVELS, layout.MANIFEST)
+RETRY_STAGES = stages.NAMES
 
 
 def decide(catalog: Catalog, name: str, decision: str, reason: str) -> Entry:
@@ -77,7 +75,7 @@ def decide(catalog: Catalog, name: str, decision: str, reason: str) -> Entry:
             stage, why, details = machine.get("stage", entry.stage), machine.get("reason", ""), machine.get("details")
         else:
             stage, why, details = "review", f"rejected by hand: {reason.strip()}", {}
-        package.reject(work, out, name, Rejected(stage, why, details), record)
+        package.reject(work, out, name, Rejected(why, stage, details), record)
     db.set_theme(run_id, name, theme.text, theme.where, decision, stage, why)
     attempt = db.start_stage(run_id, name, "review")
     db.end_stage(attempt, f"{decision} by hand" if not undo else f"{decision} (override undone)", reason.strip())
@@ -93,7 +91,7 @@ class RetryPlan:
 
     @property
     def needs_model(self) -> bool:
-        return self.start not in MODEL_FREE_STAGES
+        return any(stages.get(name).needs_model for name in self.stages)
 
 
 def plan_retry(catalog: Catalog, name: str, start: str) -> RetryPlan:
@@ -103,13 +101,12 @@ def plan_retry(catalog: Catalog, name: str, start: str) -> RetryPlan:
         raise UserError(f"--from {start}: expected one of {', '.join(RETRY_STAGES)}")
     if not entry.folder:
         raise UserError(f"{name}: expected its folder under {catalog.out.root}, found none (was it moved or deleted?)")
-    stages = RETRY_STAGES[RETRY_STAGES.index(start):]
-    for earlier in RETRY_STAGES[: RETRY_STAGES.index(start)]:
+    for earlier in (s.name for s in stages.before(start)):
         if not catalog.db.stage_done(name, earlier):
             raise UserError(f"{name}: --from {start} keeps the stages before it, but {earlier} has not passed "
                             f"(it stopped at {entry.stage or 'an earlier stage'}); retry --from {earlier} or an "
                             f"earlier stage")
-    if start not in ("design", "dsl"):
+    if not stages.writes_config(start):
         config = entry.path / layout.CONFIG
         text = safe_io.read_text(entry.path, layout.CONFIG) if safe_io.exists(entry.path, layout.CONFIG) else None
         problems = errors(check_text(text, layout.CONFIG)) if text is not None else []
@@ -117,7 +114,7 @@ def plan_retry(catalog: Catalog, name: str, start: str) -> RetryPlan:
             found = "no file" if text is None else f"{len(problems)} error(s); first: {problems[0]}"
             raise UserError(f"{config}: expected a valid DSL document before retrying --from {start}, found {found}; "
                             f"fix it (`envforge dsl check {config}`) or retry --from dsl")
-    return RetryPlan(entry, start, stages)
+    return RetryPlan(entry, start, tuple(s.name for s in stages.after(start)))
 
 
 async def retry(catalog: Catalog, plan: RetryPlan, client) -> Outcome:

@@ -13,6 +13,7 @@ from pathlib import Path
 from pipeline import layout
 from pipeline.envfolder import safe_io
 from pipeline.errors import LocatedError, UserError
+from pipeline.generate import stages
 from pipeline.generate.rundb import RunDB
 from pipeline.review import history
 
@@ -21,8 +22,7 @@ ACCEPTED, REJECTED, WORK = "accepted", "rejected", "work"
 STATUS_FILTERS = ("accepted", "rejected", "paused", "running", "by-hand")
 SORT_KEYS = ("name", "status", "stage", "cost", "steps", "theme")
 # Sorting by stage follows the pipeline ("review": rejected by hand after passing them all).
-STAGE_ORDER = ("input", "design", "dsl", "code", "repair", "verify", "execution", "levels", "reliability", "review",
-               "package")
+STAGE_ORDER = stages.catalogue_order()
 
 
 @dataclass

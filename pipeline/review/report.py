@@ -16,7 +16,7 @@ from pathlib import Path
 import jinja2
 
 from pipeline.errors import UserError
-from pipeline.generate.run import TABLE2
+from pipeline.generate import stages
 from pipeline.paths import TEMPLATES_DIR
 from pipeline.review import plots
 from pipeline.review.catalog import Catalog, Entry, count_labels, shorten
@@ -68,13 +68,7 @@ def table2(entries: list[Entry]) -> dict:
     """The paper's Table 2 from the pipeline's own verdicts (a human override does not count):
     a theme passes a column unless it was rejected at or before it."""
     finished = [e for e in entries if e.machine_status in ("accepted", "rejected")]
-    failed_at: set[str] = set()
-    columns = {}
-    for column, stages in TABLE2.items():
-        failed_at |= set(stages)
-        passed = sum(e.machine_status == "accepted" or e.stage not in failed_at for e in finished)
-        stopped = sum(e.machine_status == "rejected" and e.stage in stages for e in finished)
-        columns[column] = {"passed": passed, "stopped_here": stopped}
+    columns = stages.table2_counts([(e.machine_status == "accepted", e.stage) for e in finished])
     accepted = sum(e.machine_status == "accepted" for e in finished)
     columns["overall"] = {"passed": accepted, "stopped_here": None}
     for c in columns.values():

@@ -28,7 +28,8 @@ from pipeline import layout
 from pipeline.errors import LocatedError
 from pipeline.verify import execution, levels, reliability
 from pipeline.sandbox import SandboxFailure
-from pipeline.verify.context import Clock, Context, Options, Rejected, failure_text
+from pipeline.errors import Rejected
+from pipeline.verify.context import Clock, Context, Options, failure_text
 
 STAGES = ("execution", "levels", "reliability")
 

@@ -14,21 +14,13 @@ from typing import Iterator
 
 from pipeline import layout
 from pipeline.envfolder.spec import EnvSpec
-from pipeline.errors import LocatedError
+from pipeline.errors import LocatedError, Rejected
 from pipeline.sandbox import Limits, SandboxFailure, Worker
 from pipeline.verify.claims import read_claims
 from pipeline.sandbox.executor import open_worker
 
 # A parameterless action with one of these names is the "do nothing" action of a level.
 NO_OP_NAMES = ("wait", "noop", "no_op", "stay", "pass", "idle", "skip", "nothing", "rest")
-
-
-class Rejected(Exception):
-    """A stage found the environment unfit; `reason` says what was expected, found, and where."""
-
-    def __init__(self, reason: str):
-        super().__init__(reason)
-        self.reason = reason
 
 
 @dataclass

@@ -15,7 +15,8 @@ from pipeline import layout
 from pipeline.planner import search
 from pipeline.rollout import run_episode
 from pipeline.sandbox import SandboxFailure
-from pipeline.verify.context import Clock, Context, Rejected, failure_text, located, reset
+from pipeline.errors import Rejected
+from pipeline.verify.context import Clock, Context, failure_text, located, reset
 
 # Levels to roll out on when the folder has none: generated from these seeds.
 FALLBACK_SEEDS = (1, 2, 3)

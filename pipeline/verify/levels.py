@@ -48,8 +48,9 @@ from pipeline import layout
 from pipeline.planner import replay, search
 from pipeline.runtime.levels import save_level
 from pipeline.sandbox import SandboxFailure, Worker
+from pipeline.errors import Rejected
 from pipeline.verify import claims
-from pipeline.verify.context import Clock, Context, Rejected, failure_text, located, reset
+from pipeline.verify.context import Clock, Context, failure_text, located, reset
 
 EPS = 1e-6
 

@@ -1,5 +1,6 @@
-"""The model-driven forms of verification (AutoEnv §3.2), run after the model-free stages when
-`envforge verify` is given models. Both reuse `envforge evaluate`'s ReAct agent and episode loop,
+"""The model-driven forms of verification (AutoEnv §3.2), run after the model-free stages
+whenever models are configured for them: `envforge verify --model/--agent-models`, and
+`envforge generate --verify-models` (or $ENVFORGE_VERIFY_MODELS) in its verify stage. Both reuse `envforge evaluate`'s ReAct agent and episode loop,
 so the environment's code stays in the sandbox and the model's key stays in this process.
 
 * execution (`--model SPEC`): a short ReAct rollout on the first test level; the environment must
@@ -15,18 +16,56 @@ from __future__ import annotations
 import statistics
 import tempfile
 from collections import defaultdict
+from dataclasses import dataclass
 from pathlib import Path
 
 from pipeline import layout
-from pipeline.errors import UserError
+from pipeline.errors import Rejected, UserError
 from pipeline.evaluate import Limits, make_player
 from pipeline.evaluate.context import EnvTarget
 from pipeline.evaluate.records import Records
 from pipeline.evaluate.runner import RunOptions, evaluate
-from pipeline.verify.context import Rejected
+from pipeline.verify import record
 
 ROLLOUT_STEPS = 10
 UNREACHABLE = ("model_error", "budget")
+
+
+@dataclass
+class ModelChecks:
+    """The model-driven forms to run: a ReAct rollout with `rollout`'s model, and the differential
+    test of `weak` against `strong` (each an LLMClient, or None to skip that form)."""
+
+    rollout: object | None = None
+    weak: object | None = None
+    strong: object | None = None
+    runs: int = 2  # differential: runs per model
+    levels: int = 5  # differential: test levels each model plays
+
+    def clients(self) -> list:
+        unique = []
+        for client in (self.rollout, self.weak, self.strong):
+            if client is not None and all(client is not c for c in unique):
+                unique.append(client)
+        return unique
+
+
+async def verify_with_models(env_dir: str | Path, checks: ModelChecks, result, write: bool = True) -> None:
+    """Run the configured model-driven forms on an environment the model-free stages accepted; a
+    rejection updates `result` (a VerificationResult), which is recorded in the folder again when
+    `write` (as the model-free stages were)."""
+    stage = "execution"
+    try:
+        if checks.rollout is not None:
+            result.stages["execution_react"] = await react_rollout(Path(env_dir), checks.rollout)
+        stage = "reliability"
+        if checks.weak is not None and checks.strong is not None:
+            result.stages["reliability_models"] = await differential(Path(env_dir), checks.weak, checks.strong,
+                                                                     checks.runs, checks.levels)
+    except Rejected as rejection:
+        result.accepted, result.stage, result.reason = False, stage, rejection.reason
+    if write:
+        record(Path(env_dir), result)
 
 
 async def _play(env_dir: Path, client, runs: int, levels: int, limits: Limits) -> list:

@@ -21,8 +21,9 @@ from pipeline import layout
 from pipeline.planner import replay
 from pipeline.rollout import run_episode
 from pipeline.sandbox import SandboxFailure
+from pipeline.errors import Rejected
 from pipeline.verify import claims
-from pipeline.verify.context import Clock, Context, Rejected, failure_text, located, reset
+from pipeline.verify.context import Clock, Context, failure_text, located, reset
 from pipeline.verify.levels import EPS, LevelMax
 
 RANDOM_AGENT = "uniform random declared action with sampled parameters"

@@ -1,0 +1,111 @@
+"""`envforge generate`: stages declared once, model-driven verification inside generate, folder
+names and replay keyed on the whole theme, infrastructure faults as errors, Ctrl-C."""
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+import replay_kit
+from llm_server import Reply
+from test_generate import BUG, generate
+
+from pipeline.generate import stages
+from pipeline.review import actions, catalog
+
+
+def test_every_stage_list_is_read_from_the_one_declaration():
+    assert stages.NAMES == ("design", "dsl", "code", "repair", "verify")
+    assert actions.RETRY_STAGES == stages.NAMES
+    assert stages.PAUSABLE == ("design", "dsl")
+    assert catalog.STAGE_ORDER == ("input", "design", "dsl", "code", "repair", "verify", "execution", "levels",
+                                   "reliability", "review", "package")
+    assert stages.table2() == {"execution": ("input", "design", "dsl", "code", "repair", "verify", "execution"),
+                               "level generation": ("levels",), "reliability": ("reliability",)}
+    assert [s.name for s in stages.STAGES if s.needs_model] == ["design", "dsl", "code", "repair"]
+    help_text = subprocess.run([sys.executable, "-m", "pipeline.cli", "generate", "--help"], capture_output=True,
+                               text=True).stdout
+    assert "{design,dsl}" in help_text
+
+
+def test_stage_reports_name_how_each_stage_ended(tmp_path):
+    replay = tmp_path / "replay"
+    replay_kit.record_corridor(replay, "fixed", replace=BUG)
+    replay_kit.record_corridor(replay, "broken", replace=BUG, give_up=True)
+    themes = tmp_path / "t.yaml"
+    themes.write_text("- {name: fixed, theme: A corridor walk with a bug}\n"
+                      "- {name: broken, theme: A corridor walk whose bug stays}\n")
+    out = tmp_path / "out"
+    result = generate("--themes", str(themes), "--out", str(out), "--provider", "replay", "--replay", str(replay),
+                      "--levels", "6", "--concurrency", "1", "--json")
+    assert result.returncode == 0, result.stderr
+    record = json.loads((out / "fixed" / "manifest.json").read_text())["stages"]
+    assert {k: v["exit_status"] for k, v in record.items()} == {
+        "design": "done", "dsl": "accepted", "code": "finished", "repair": "finished", "verify": "accepted"}
+    rejection = json.loads((out / "_rejected" / "broken" / "rejection.json").read_text())
+    assert rejection["stages"]["repair"]["exit_status"] == "finished"  # the agent said finish; check still failed
+    assert rejection["details"]["exit_status"] == "finished" and rejection["details"]["steps"] == 2
+
+
+def separating(n, request):
+    """The strong model walks towards G (it reads the corridor from the observation); the weak one
+    answers prose with no action."""
+    if request["body"].get("model") != "strong-model":
+        return Reply("I am not sure what to do here.")
+    corridors = re.findall(r"step \d+: ([.@G]+)", json.dumps(request["body"].get("messages")))
+    cells = corridors[-1] if corridors else "@G"
+    direction = "right" if cells.find("@") < cells.find("G") else "left"
+    return Reply('<thinking_memory>walk to G</thinking_memory>\n<action>{"action": "move", "params": '
+                 f'{{"direction": "{direction}"}}}}</action>')
+
+
+def generate_verified(tmp_path, llm_server, llm_env, rule, *extra):
+    replay = tmp_path / "replay"
+    replay_kit.record_corridor(replay, "good")
+    themes = tmp_path / "t.yaml"
+    themes.write_text("- {name: good, theme: A corridor walk}\n")
+    llm_server.rule = rule
+    out = tmp_path / "out"
+    result = generate("--themes", str(themes), "--out", str(out), "--provider", "replay", "--replay", str(replay),
+                      "--levels", "6", "--json", *extra,
+                      env_extra={"OPENAI_API_KEY": "test-key", "OPENAI_BASE_URL": llm_server.openai_url,
+                                 "ENVFORGE_CACHE": str(llm_env / "c.sqlite"), "NO_PROXY": "127.0.0.1",
+                                 "ENVFORGE_RETRY_BASE_DELAY": "0.01",
+                                 "ENVFORGE_VERIFY_MODELS": "openai/weak-model,openai/strong-model"})
+    return out, result
+
+
+def test_generate_runs_the_model_driven_verification_when_models_are_configured(tmp_path, llm_server, llm_env):
+    out, result = generate_verified(tmp_path, llm_server, llm_env, separating)  # models from the setting
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert json.loads(result.stdout)["accepted"] == ["good"]
+    stages_run = json.loads((out / "good" / "verification.json").read_text())["stages"]
+    assert stages_run["execution_react"]["model"] == "openai/strong-model"
+    assert stages_run["reliability_models"]["strong_normalized"] == 1.0
+    assert stages_run["reliability_models"]["weak_normalized"] == 0.0
+
+
+def test_generate_rejects_at_reliability_when_the_models_score_alike(tmp_path, llm_server, llm_env):
+    out, result = generate_verified(tmp_path, llm_server, llm_env, lambda n: Reply("No idea."),
+                                    "--verify-models", "openai/weak-model,openai/strong-model")
+    summary = json.loads(result.stdout)
+    assert result.returncode == 1
+    assert summary["rejected"]["good"]["stage"] == "reliability"
+    assert "the reward does not measure skill" in summary["rejected"]["good"]["reason"]
+    assert summary["rates"] == {"execution": 1.0, "level generation": 1.0, "reliability": 0.0, "overall": 0.0}
+
+
+def test_verify_models_needs_one_or_two_specs(tmp_path):
+    (tmp_path / "t.txt").write_text("A maze\n")
+    result = generate("--themes", str(tmp_path / "t.txt"), "--out", str(tmp_path / "o"), "--provider", "replay",
+                      "--verify-models", "a,b,c")
+    assert result.returncode == 2
+    assert "--verify-models: expected MODEL or WEAK,STRONG (model specs), found 'a,b,c'" in result.stderr
+    assert not (tmp_path / "o").exists()
