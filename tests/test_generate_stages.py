@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -18,6 +19,7 @@ from llm_server import Reply
 from test_generate import BUG, generate
 
 from pipeline.generate import stages
+from pipeline.paths import TEMPLATES_DIR
 from pipeline.review import actions, catalog
 
 
@@ -109,3 +111,48 @@ def test_verify_models_needs_one_or_two_specs(tmp_path):
     assert result.returncode == 2
     assert "--verify-models: expected MODEL or WEAK,STRONG (model specs), found 'a,b,c'" in result.stderr
     assert not (tmp_path / "o").exists()
+
+
+def test_themes_sharing_their_first_words_get_their_own_folders_and_recordings(tmp_path):
+    replay = tmp_path / "replay"
+    replay_kit.record_corridor(replay, "walk")
+    recorded = "A corridor walk along a long hall to the goal"
+    (replay / "walk" / "theme.txt").write_text(recorded + "\n")
+    themes = tmp_path / "themes.txt"
+    themes.write_text(f"{recorded}\nA corridor walk along a long hall full of traps\n")
+    out = tmp_path / "out"
+    result = generate("--themes", str(themes), "--out", str(out), "--provider", "replay", "--replay", str(replay),
+                      "--levels", "6", "--concurrency", "1", "--json")
+    summary = json.loads(result.stdout)
+    assert summary["accepted"] == ["a_corridor_walk_along_a_long_6046e9"]
+    assert json.loads((out / summary["accepted"][0] / "manifest.json").read_text())["theme"] == recorded
+    # The other theme is not served the recorded one's environment: it has no recording, which is
+    # an error of the setup (exit 2, one line naming it and the folder), not counted in Table 2.
+    assert summary["rejected"] == {}
+    assert list(summary["errors"]) == ["a_corridor_walk_along_a_long_89a569"]
+    assert summary["rates"]["overall"] == 1.0
+    assert result.returncode == 2
+    [line] = [ln for ln in result.stderr.splitlines() if ln.startswith("envforge generate:")]
+    assert "no recording of the theme 'A corridor walk along a long hall full of traps' in the replay folder " \
+           f"{replay}" in line
+
+
+def test_a_template_missing_from_the_installation_is_an_error_not_a_verdict(tmp_path):
+    """As a wheel that left out templates/ would be: envforge's templates folder lacks one."""
+    templates = tmp_path / "templates"
+    shutil.copytree(TEMPLATES_DIR, templates)
+    (templates / "generate" / "design.j2").unlink()
+    themes = tmp_path / "themes.txt"
+    themes.write_text("A lighthouse keeper must keep three lamps fuelled during a storm; fuel is carried from a "
+                      "shed and lamps burn down each step; reward for each step all lamps are lit.\n")
+    installed_without = (f"import sys; import pipeline.paths as p; p.TEMPLATES_DIR = p.Path({str(templates)!r}); "
+                         "from pipeline.cli import main; sys.exit(main())")
+    result = subprocess.run([sys.executable, "-c", installed_without, "generate", "--themes", str(themes), "--out",
+                             str(tmp_path / "out"), "--provider", "replay", "--json"],
+                            capture_output=True, text=True, timeout=120)
+    summary = json.loads(result.stdout)
+    assert result.returncode == 2, result.stderr
+    assert summary["rejected"] == {} and summary["rates"]["overall"] is None
+    [error] = summary["errors"].values()
+    assert error["stage"] == "design" and "the prompt template generate/design.j2 is missing" in error["reason"]
+    assert "Traceback" not in result.stderr
