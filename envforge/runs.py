@@ -77,17 +77,18 @@ async def generate_async(themes: str | Path, out: str | Path, **options: Any) ->
     """Turn a themes file into environments under `out`, as `envforge generate` does. `options`
     are generate's flags: provider="replay" (the offline demo), model=…, levels=15, seed=0,
     concurrency=2, resume=True, budget_usd=…"""
-    from pipeline.commands.generate import run_themes
+    from pipeline.commands.generate import run_themes, verification_models
     from pipeline.generate.run import prepare_output
     from pipeline.generate.themes import load_themes
     from pipeline.llm.cli_args import client_from_args
 
     args = _args("generate", [], {"themes": str(themes), "out": str(out), **options})
+    verifiers = verification_models(args)  # verify_models="WEAK,STRONG": the model-driven verification too
     theme_list = load_themes(args.themes)
     output = prepare_output(Path(args.out), args.resume)
     client = client_from_args(args)
     async with client:
-        summary = await run_themes(client, theme_list, output, args)
+        summary = await run_themes(client, theme_list, output, args, verifiers)
     return Generation(output.root, summary)
 
 
