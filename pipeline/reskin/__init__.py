@@ -31,9 +31,11 @@ class Reskinned:
     style: str
     file: Path
     report: IdentityReport
+    exit_status: str = "accepted"  # a model-written skin: how its ask-and-check loop ended (pipeline/llm/ask.py)
 
     def to_dict(self) -> dict:
-        return {"name": self.name, "style": self.style, "file": str(self.file), "identity": self.report.to_dict()}
+        return {"name": self.name, "style": self.style, "file": str(self.file), "identity": self.report.to_dict(),
+                "exit_status": self.exit_status}
 
 
 def observation_samples(ctx: Context, episodes: int = 1, seed: int = 0, limits: Limits | None = None) -> list[dict]:

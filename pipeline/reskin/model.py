@@ -7,10 +7,12 @@ the model for another attempt, up to `attempts` in all.
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 
-from pipeline.llm import LLMClient, Message
+from pipeline.llm import LLMClient, Message, Response
+from pipeline.llm.ask import ask_until_valid
 from pipeline.prompts import render
 from pipeline.reskin import Reskinned, install
 from pipeline.sandbox import Limits, Worker
@@ -24,23 +26,25 @@ async def reskin_with_model(ctx: Context, client: LLMClient, style: str, name: s
     messages = [Message.system(render("skins/write_system.j2")),
                 Message.user(render("skins/write_task.j2", style=style, env_name=ctx.env.name,
                                     instruction=_instruction(ctx), examples=rendering_examples(ctx, examples, limits)))]
-    result: Reskinned | None = None
-    for _ in range(max(1, attempts)):
-        response = await client.complete(messages, theme=ctx.env.name, stage=f"reskin:{name}", max_tokens=4096)
-        messages.append(Message.assistant(response.text))
-        source = extract_code(response.text)
-        if source is None:
-            messages.append(Message.user(render("skins/write_feedback.j2", reason=(
-                "expected the skin file in one ```python block, found no code block"))))
-            continue
-        header = f'# Skin "{name}" in the style {style!r}, written by {client.spec} (envforge reskin).\n'
-        result = install(ctx, name, f"model: {style}", header + source, **check)
-        if result.report.ok:
-            return result
-        messages.append(Message.user(render("skins/write_feedback.j2", reason=result.report.reason)))
-    if result is None:
+    header = f'# Skin "{name}" in the style {style!r}, written by {client.spec} (envforge reskin).\n'
+    installed: list[Reskinned] = []
+
+    async def ask(last: Response | None, problem: str) -> Response:
+        if last is not None:
+            messages.extend([Message.assistant(last.text),
+                             Message.user(render("skins/write_feedback.j2", reason=problem))])
+        return await client.complete(messages, theme=ctx.env.name, stage=f"reskin:{name}", max_tokens=4096)
+
+    async def identity(source: str) -> str:
+        installed[:] = [install(ctx, name, f"model: {style}", header + source, **check)]
+        return "" if installed[0].report.ok else installed[0].report.reason
+
+    asked = await ask_until_valid(ask, extract_code, identity, attempts,
+                                  "expected the skin file in one ```python block, found no code block")
+    asked.raise_budget()
+    if not installed:
         raise ValueError(f"the model replied {attempts} time(s) without a ```python block")
-    return result
+    return dataclasses.replace(installed[0], exit_status=asked.exit_status)
 
 
 def extract_code(text: str) -> str | None:
