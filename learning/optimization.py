@@ -7,6 +7,7 @@ component rewritten.
               rewrite_agent_code.j2 -> the new agent.py, in a ```python block; the code must pass
               code_agent.check_code in the sandbox before it is evaluated; if it fails, the
               rewrite is asked once more with the failure, then the candidate is rejected
+              (pipeline/llm/ask.py's loop; the rejection names how it ended)
 
 Both calls go to the optimizer model; what they cost is the candidate's `spent`.
 """
@@ -27,7 +28,8 @@ from learning.settings import Settings
 from pipeline.evaluate import EnvTarget
 from pipeline.evaluate.hosted import MAX_CALLS_PER_TURN, write_code
 from pipeline.evaluate.records import Records
-from pipeline.llm import Message
+from pipeline.llm import Message, Response
+from pipeline.llm.ask import ask_until_valid
 from pipeline.prompts import render
 from pipeline.sandbox import WorkerPool
 
@@ -53,38 +55,39 @@ class Optimizer:
         current = parent.components.prompt if method.component == "prompt" else agent_source(parent.components)
         task = render(method.signal_template, env_name=target.name, component_label=LABELS[method.component],
                       component=current, trajectories=render("learn/trajectories.j2", episodes=episodes))
-        child.analysis = (await self._ask(ANALYZE, task, child, pool, theme)).strip()
+        child.analysis = (await self._ask(ANALYZE, task, child, pool, theme)).text.strip()
         common = dict(env_name=target.name, analysis=child.analysis, signal=method.signal)
         if method.component == "prompt":
             reply = await self._ask(REWRITE, render("learn/rewrite_prompt.j2", prompt=current,
                                                     action_space=target.action_space, **common), child, pool, theme)
-            found = _INSTRUCTION.findall(reply)
-            child.components.prompt = (found[-1] if found else reply).strip()
+            found = _INSTRUCTION.findall(reply.text)
+            child.components.prompt = (found[-1] if found else reply.text).strip()
             if not child.components.prompt:
                 child.status, child.rejection = "rejected", "the rewrite returned an empty instruction"
             return child
-        failure = ""
-        for _ in range(CODE_ATTEMPTS):
-            reply = await self._ask(REWRITE, render("learn/rewrite_agent_code.j2", code=current, failure=failure,
-                                                    max_calls=MAX_CALLS_PER_TURN, **common), child, pool, theme)
-            code = python_block(reply)
-            if code is None:
-                failure = "expected the complete agent.py in one ```python block, found none in the reply"
-                continue
+
+        async def ask(last: Response | None, failure: str) -> Response:
+            return await self._ask(REWRITE, render("learn/rewrite_agent_code.j2", code=current, failure=failure,
+                                                   max_calls=MAX_CALLS_PER_TURN, **common), child, pool, theme)
+
+        async def check(code: str) -> str:
             folder = write_code(run / CANDIDATES / child.id, code)
-            failure = await asyncio.to_thread(check_code, folder, *self._check_inputs(child, target, episodes))
             child.components.agent_code = code  # a rejected candidate keeps what was tried, for people to read
-            if not failure:
-                return child
-        child.status, child.rejection = "rejected", f"failed its check: {failure}"
+            return await asyncio.to_thread(check_code, folder, *self._check_inputs(child, target, episodes))
+
+        asked = await ask_until_valid(ask, python_block, check, CODE_ATTEMPTS,
+                                      "expected the complete agent.py in one ```python block, found none in the reply")
+        asked.raise_budget()
+        if not asked.accepted:
+            child.status, child.rejection = "rejected", f"failed its check ({asked.exit_status}): {asked.problem}"
         return child
 
-    async def _ask(self, stage: str, task: str, child: Candidate, pool: Pool, theme: str) -> str:
+    async def _ask(self, stage: str, task: str, child: Candidate, pool: Pool, theme: str) -> Response:
         client = StageClient(self.client, theme, stage, pool.counters)
         response = await client.complete([Message.system(render("learn/system.j2")), Message.user(task)],
                                          max_tokens=self.settings.max_tokens, temperature=self.settings.temperature)
         add_usage(child.spent, response)
-        return response.text
+        return response
 
     def _check_inputs(self, child: Candidate, target: EnvTarget, episodes: list[dict]) -> tuple:
         """The check's sample turn (the first observation the parent saw) and canned reply."""

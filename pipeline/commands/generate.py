@@ -13,6 +13,7 @@ from pipeline.commands.verify import model_checks
 from pipeline.errors import UserError
 from pipeline.generate import stages
 from pipeline.generate.context import Options
+from pipeline.generate.interrupt import EXIT_INTERRUPTED, on_interrupt
 from pipeline.generate.rundb import RunDB
 from pipeline.generate.run import Run, prepare_output, print_summary
 from pipeline.generate.themes import load_themes
@@ -97,6 +98,8 @@ def verification_models(args):
 
 async def generate(client, themes, out, args, verifiers=None) -> int:
     summary = await run_themes(client, themes, out, args, verifiers)
+    if summary["interrupted"]:
+        return EXIT_INTERRUPTED
     if args.json:
         print(json.dumps(summary, indent=2))
     else:
@@ -124,11 +127,20 @@ async def run_themes(client, themes, out, args, verifiers=None) -> dict:
         async with slots:
             return await job.theme(theme, args.resume)
 
+    work = asyncio.gather(*(one(t) for t in themes))
+    interrupted: list[bool] = []
     try:
-        await asyncio.gather(*(one(t) for t in themes))
+        with on_interrupt(work, job.waiting_for, f"envforge generate --themes {args.themes} --out {args.out} --resume") \
+                as interrupted:
+            await work
+    except asyncio.CancelledError:
+        if not interrupted:
+            raise
     finally:
         summary = job.summary()
-        db.finish_run(run_id, "budget exceeded" if job.stopped else "finished", summary)
+        summary["interrupted"] = bool(interrupted)
+        db.finish_run(run_id, "interrupted" if interrupted else "budget exceeded" if job.stopped else "finished",
+                      summary)
         db.close()
         for checker in verifiers.clients() if verifiers else ():
             await checker.aclose()

@@ -64,6 +64,7 @@ class Run:
     stopped: str = ""  # why remaining themes were not started
     journals: list[JournaledClient] = field(default_factory=list)
     verifiers: ModelChecks | None = None  # the model-driven verification, when models are configured
+    active: dict[str, str] = field(default_factory=dict)  # theme -> the stage it is in now
 
     # -- progress ----------------------------------------------------------------------
     def say(self, name: str, what: str) -> None:
@@ -117,9 +118,11 @@ class Run:
         self.say(name, f"{stage.name}...")
         attempt = self.db.start_stage(self.run_id, name, stage.name)
         before = _theme_totals(self.client, name)
-        status, error, report = "done", "", StageReport("failed")
+        status, error, report = "interrupted", "", StageReport("interrupted")
+        self.active[name] = stage.name
         try:
             report = await stage.run(ctx)
+            status = "done"
             return report
         except Rejected as rejection:
             status, error = "rejected", rejection.reason
@@ -143,6 +146,7 @@ class Run:
             (ctx.work / "error.txt").write_text(traceback.format_exc(), encoding="utf-8")
             raise Broken(stage.name, error) from None
         finally:
+            self.active.pop(name, None)
             after = _theme_totals(self.client, name)
             self.db.end_stage(attempt, status, error, after[1] - before[1], after[2] - before[2],
                               round(after[0] - before[0], 6), report.steps, report.exit_status)
@@ -167,6 +171,11 @@ class Run:
     def _finish(self, outcome: Outcome) -> Outcome:
         self.outcomes.append(outcome)
         return outcome
+
+    def waiting_for(self) -> str:
+        """What an interrupted run waits for, in words."""
+        running = [f"{name} ({stage})" for name, stage in sorted(self.active.items())]
+        return ("the stage(s) in progress: " + ", ".join(running)) if running else "the run database to close"
 
     # -- summary -----------------------------------------------------------------------
     def summary(self) -> dict:
