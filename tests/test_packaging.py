@@ -22,8 +22,8 @@ def test_an_installed_wheel_run_from_an_empty_folder_gives_the_editable_demo_res
     assert lines[-1] == "same demo result"
     wheel = next(line for line in lines if line.startswith("installed wheel, from an empty folder: "))
     # The demo's known outcome: two accepted, the card game rejected at reliability.
-    assert '"accepted": ["a_lighthouse_keeper_must_keep_three", "a_robot_in_a_dark_server"]' in wheel
-    assert '"rejected": {"a_card_game_of_higher_or_lower_against": "reliability"}' in wheel
+    assert '"accepted": ["a_lighthouse_keeper_must_keep_three_962115", "a_robot_in_a_dark_server_2ea2c6"]' in wheel
+    assert '"rejected": {"a_card_game_of_higher_or_lower_against_406967": "reliability"}' in wheel
     assert "TemplateNotFound" not in done.stderr
 
 
