@@ -19,7 +19,7 @@ from pathlib import Path
 import jinja2
 
 from pipeline import layout
-from pipeline.errors import Rejected, UserError
+from pipeline.errors import InfrastructureError, Rejected, UserError
 from pipeline.generate import package, stages
 from pipeline.generate.context import Options, StageReport, ThemeContext
 from pipeline.generate.journal import JournaledClient
@@ -140,6 +140,9 @@ class Run:
         except LLMError as exc:
             status, error = "rejected", f"model call failed: {exc}"
             raise Rejected(error, stage.name) from None
+        except InfrastructureError:  # the machinery itself failed: the command stops, and resumes
+            status = "error"
+            raise
         except Exception as exc:  # a bug in envforge must not take the other themes down
             status = "error"
             error = f"internal error in stage {stage.name}: {type(exc).__name__}: {exc}"
