@@ -127,3 +127,18 @@ def test_verify_on_a_folder_that_is_no_environment_is_a_usage_error_and_writes_n
     assert sorted(p.name for p in (tmp_path / "notes").iterdir()) == ["readme.txt"]
     missing = envforge("verify", "missing", cwd=tmp_path)
     assert missing.returncode == 2 and "missing: expected an environment folder, found no such folder" in missing.stderr
+
+
+def test_a_copy_of_an_env_under_another_name_scores_the_same_random_episodes(tmp_path):
+    shutil.copytree(CRATE_DOCK, tmp_path / "my_copy")
+    for name, env in (("original", CRATE_DOCK), ("copy", tmp_path / "my_copy")):
+        done = envforge("evaluate", str(env), "--agent", "random", "--runs", "1", "--max-levels", "2",
+                        "--out", name, "--json", cwd=tmp_path)
+        assert done.returncode == 0, done.stderr
+    import json
+
+    def scores(out):
+        rows = [json.loads(line) for line in (tmp_path / out / "episodes.jsonl").read_text().splitlines()]
+        return sorted((r["level"], r["steps"], r["total_reward"], r["stop_reason"]) for r in rows)
+
+    assert scores("copy") == scores("original")

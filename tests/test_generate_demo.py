@@ -75,7 +75,7 @@ def test_recorded_stories_happened(demo):
     steps = [json.loads(line) for line in (out / ACCEPTED[1] / "trajectory.jsonl").read_text().splitlines()]
     checks = [s["result"] for s in steps if s.get("tool") == "run_check"]
     assert len(checks) == 2
-    assert checks[0].startswith("check failed") and "KeyError: 'direction'" in checks[0]
+    assert checks[0].startswith("check failed") and "KeyError in apply_action(): 'direction'" in checks[0]
     assert checks[1].startswith("check passed")
     assert not any(s["stage"] == "repair" for s in steps)  # the check passed, so no repair calls
 

@@ -14,12 +14,14 @@ from pipeline.planner import search
 
 
 class RandomAgent:
-    """A uniformly random declared action with sampled parameters, seeded by (env, level, run)
-    so a re-run plays the same episode."""
+    """A uniformly random declared action with sampled parameters, seeded by (the DSL's meta.id,
+    level, run) so a re-run plays the same episode, and a copy of the folder under another name too."""
 
     def __init__(self, ctx: EpisodeContext):
         self.space = ctx.env.space
-        self.rng = random.Random(f"{ctx.env.name}|{ctx.level}|{ctx.run}")
+        meta = ctx.env.config.get("meta") if isinstance(ctx.env.config, dict) else None
+        env_id = meta.get("id", "") if isinstance(meta, dict) else ""
+        self.rng = random.Random(f"{env_id}|{ctx.level}|{ctx.run}")
 
     async def act(self, turn: Turn) -> Decision:
         if not self.space:
