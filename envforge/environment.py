@@ -19,7 +19,8 @@ from pipeline import layout
 from pipeline.commands.play import resolve_level
 from pipeline.errors import UserError
 from pipeline.evaluate.context import EnvTarget
-from pipeline.sandbox import Limits, Worker
+from pipeline.sandbox import Limits
+from pipeline.sandbox.client import EnvClient, Level
 
 
 class Environment:
@@ -115,7 +116,7 @@ class Session:
 
     def __init__(self, env: Environment, skin: str | None = None, limits: Limits | None = None):
         self.env = env
-        self.worker = Worker(env.path, limits or Limits(call_seconds=10.0), skin=skin)
+        self.client = EnvClient.start(env.path, env.max_steps, limits or Limits(call_seconds=10.0), skin=skin)
         self.level: str | None = None
         self.steps = 0
         self.total = 0.0
@@ -125,13 +126,13 @@ class Session:
         """Start an episode on `level` (a level id; default: the first test level), or with
         `level=None` and a `seed` on the level the environment's generator makes from it."""
         if level is None and seed is not None:
-            reply = self.worker.call("reset", generate=True, seed=seed, want_state=True)
-            self.level = f"seed:{seed}"
+            chosen = Level(seed=seed)
         else:
-            self.level = self.env.level(level) if level is not None else self._first_level()
-            reply = self.worker.call("reset", level=self.level, seed=seed or 0, want_state=True)
+            chosen = Level(file=self.env.level(level) if level is not None else self._first_level())
+        reply = self.client.reset(chosen, seed or 0, want_state=True)
+        self.level = str(chosen)
         self.steps, self.total = 0, 0.0
-        self.last = Step(reply.get("observation"), reply.get("raw_obs"))
+        self.last = Step(reply.observation, reply.raw_obs)
         return self.last
 
     def step(self, action: str | dict) -> Step:
@@ -140,15 +141,12 @@ class Session:
         if self.last.done:
             raise RuntimeError("the episode has ended: call reset() for a new one")
         action = action if isinstance(action, dict) else self.env.parse_action(action)
-        reply = self.worker.call("step", action=action, want_state=True)
+        reply = self.client.step(action, want_state=True)
         self.steps += 1
-        reward = float(reply["reward"])
-        self.total += reward
-        # The cap is the runtime's, so a done() that only says "out of steps" is a truncation.
-        truncated = self.steps >= self.env.max_steps
-        self.last = Step(reply.get("observation"), reply.get("raw_obs"), reward, self.total,
-                         bool(reply["done"]) and not truncated, truncated, self.steps,
-                         [str(e) for e in reply.get("events") or []], reply.get("last_action_result"), action)
+        self.total += reply.reward
+        # The cap is the runtime's (the client counts it), terminated and truncated apart.
+        self.last = Step(reply.observation, reply.raw_obs, reply.reward, self.total, reply.terminated,
+                         reply.truncated, self.steps, reply.events, reply.last_action_result, action)
         return self.last
 
     def _first_level(self) -> str:
@@ -159,7 +157,7 @@ class Session:
         return levels[0]
 
     def close(self) -> None:
-        self.worker.close()
+        self.client.close()
 
     def __enter__(self) -> "Session":
         return self

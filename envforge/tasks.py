@@ -32,7 +32,8 @@ from pipeline.evaluate.context import WorkerSession
 from pipeline.evaluate.episode import Decision, Limits, Tracker, Turn, play
 from pipeline.evaluate.records import NO_MODEL
 from pipeline.sandbox import Limits as SandboxLimits
-from pipeline.sandbox import SandboxFailure, Worker
+from pipeline.sandbox import SandboxFailure
+from pipeline.sandbox.client import EnvClient, StepResult
 
 from envforge.environment import Environment
 
@@ -87,17 +88,17 @@ def episode(history: int = 10):
         loop = asyncio.get_running_loop()
         agent = ToolAgent(state, [ToolInfo.model_validate(t) for t in target.tools])
         try:
-            worker = await loop.run_in_executor(
-                executor, lambda: Worker(target.dir.path, SandboxLimits(call_seconds=10.0), skin=meta.get("skin")))
+            client = await loop.run_in_executor(executor, lambda: EnvClient.start(
+                target.dir.path, environment.max_steps, SandboxLimits(call_seconds=10.0), skin=meta.get("skin")))
         except SandboxFailure as f:
             executor.shutdown(wait=False)
             tracker.stop("env_error", f"the environment did not load: {f}")
         else:
-            session = LastStep(worker, executor)
+            session = LastStep(client, executor)
             try:
                 await play(agent, session, meta["level"], tracker, history)
             finally:
-                await loop.run_in_executor(executor, worker.close)
+                await loop.run_in_executor(executor, client.close)
                 executor.shutdown(wait=False)
             agent.finish(tracker, session.last)
         record = tracker.record(env=target.name, level=meta["level"], run=state.epoch - 1, agent="inspect",
@@ -142,19 +143,19 @@ class ToolAgent:
                                                        function=call.function))
         self.pending = []
 
-    def finish(self, tracker: Tracker, last: dict) -> None:
+    def finish(self, tracker: Tracker, last: StepResult | None) -> None:
         """Answer the last tool calls, so the transcript ends with what the episode came to."""
         if self.pending:
-            self._answer(f"{last.get('observation')}\n\nThe episode ended: {tracker.stop_reason}",
-                         last.get("last_action_result"))
+            self._answer(f"{last.observation if last else None}\n\nThe episode ended: {tracker.stop_reason}",
+                         last.last_action_result if last else None)
 
 
 class LastStep(WorkerSession):
     """A worker session that keeps the environment's last reply (the transcript's last word)."""
 
-    last: dict = {}
+    last: StepResult | None = None
 
-    async def step(self, action: dict) -> dict:
+    async def step(self, action: dict) -> StepResult:
         self.last = await super().step(action)
         return self.last
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pipeline.evaluate.hosted import AGENT_LIMITS
+from pipeline.evaluate.hosted import AGENT_LIMITS, agent_worker
 from pipeline.evaluate.model_agents import agent_turn, decision_of, with_system
 from pipeline.sandbox import SandboxFailure, WorkerPool
 from pipeline.sandbox.agent_host import AGENT_FILE
@@ -25,9 +25,9 @@ def check_code(folder: Path, env: dict, turn: dict, reply: str, names: set[str],
     if problems:
         return "; ".join(str(p) for p in problems[:5])
     try:
-        with agents.lease(folder) as worker:
-            worker.call("start", env=with_system(env))
-            out = worker.call("act", turn=agent_turn(turn), on_request=lambda kind, args: {"text": reply})
+        with agent_worker(folder, agents) as agent:
+            agent.start(with_system(env))
+            out = agent.act(agent_turn(turn), lambda kind, args: {"text": reply})
     except SandboxFailure as f:
         where = f" at {f.where}" if f.where else ""
         return f"{AGENT_FILE}{where}: {f.kind}: {f.detail}"

@@ -31,6 +31,7 @@ from pipeline.evaluate.records import Records
 from pipeline.evaluate.report import summarize
 from pipeline.evaluate.runner import RunOptions, evaluate
 from pipeline.sandbox import Limits, SandboxFailure, WorkerPool
+from pipeline.sandbox.client import Level
 from pipeline.verify.context import Context, Options
 from pipeline.verify.levels import certify
 
@@ -88,23 +89,24 @@ class TrainingLevels:
         kept: list[dict] = []
         try:
             with ctx.worker() as worker:
-                seen = {worker.call("reset", level=lv)["state_hash"] for lv in target.dir.all_levels()}
+                seen = {worker.reset(lv).state_hash for lv in target.dir.all_levels()}
                 for seed in range(first_seed, first_seed + self.count * SEEDS_PER_LEVEL):
                     if len(kept) == self.count:
                         break
-                    first = worker.call("reset", generate=True, seed=seed, want_state=True)
-                    if first["state_hash"] in seen:
+                    level = Level(seed=seed)
+                    first = worker.reset(level, want_state=True)
+                    if first.state_hash in seen:
                         continue
-                    seen.add(first["state_hash"])
-                    verdict = worker.call("validate", state=first["state"])
-                    if not verdict["ok"]:
+                    seen.add(first.state_hash)
+                    verdict = worker.validate(state=first.state)
+                    if not verdict.ok:
                         continue
                     try:
-                        lm = certify(ctx, worker, f"seed:{seed}", verdict["max_reward"], verdict["state_hash"])
+                        lm = certify(ctx, worker, str(level), verdict.max_reward, verdict.state_hash)
                     except Rejected:
                         continue  # the witness did not replay: not a level to score on
                     if not lm.unfit:
-                        kept.append({"source": f"seed:{seed}", "seed": seed, "state_hash": first["state_hash"],
+                        kept.append({"source": str(level), "seed": seed, "state_hash": first.state_hash,
                                      "max_reward": lm.max_reward, "calculation_method": lm.calculation_method})
         except (SandboxFailure, Rejected) as e:
             raise UserError(f"{target.name}: expected the generator to make training levels, found {e}") from None

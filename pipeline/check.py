@@ -18,7 +18,8 @@ from pipeline.envfolder.spec import EnvSpec
 from pipeline.errors import LocatedError
 from dsl_schema.problems import Problem
 from pipeline import rollout
-from pipeline.sandbox import Limits, SandboxFailure, Worker
+from pipeline.sandbox import Limits, SandboxFailure
+from pipeline.sandbox.client import EnvClient, Level
 from pipeline.sandbox.static import other_python_files, scan_env
 
 GENERATOR_SEEDS = (1, 2, 3)
@@ -50,7 +51,7 @@ class _Checker:
         self.deadline = (time.monotonic() + budget_seconds, f"check's budget of {budget_seconds:g}s ran out")
         self.rng = random.Random(seed)
         self.report = CheckReport(str(env.path))
-        self.worker: Worker | None = None
+        self.worker: EnvClient | None = None
         self.config: dict = {}
         self.spec: EnvSpec | None = None
         self.stopped = False
@@ -75,7 +76,7 @@ class _Checker:
             self.stopped = True
 
     # -- worker ----------------------------------------------------------------------
-    def live_worker(self) -> Worker | None:
+    def live_worker(self) -> EnvClient | None:
         if self.stopped:
             return None
         if time.monotonic() > self.deadline[0]:
@@ -83,10 +84,10 @@ class _Checker:
                          "wall_clock: still running; the remaining checks were skipped", "budget")
             self.stopped = True
             return None
-        if self.worker is None or not self.worker.alive or self.worker.failed:
+        if self.worker is None or not self.worker.worker.alive or self.worker.worker.failed:
             self.close_worker()
             try:
-                self.worker = Worker(self.env.path, self.limits)
+                self.worker = EnvClient.start(self.env.path, self.max_steps, self.limits)
             except SandboxFailure as f:
                 self.failure(f, "env_main.py to import and its SkinEnv subclass to instantiate", "load")
                 return None
@@ -156,11 +157,11 @@ class _Checker:
         for p in check_text(self.spec.config_text, layout.CONFIG):
             self.report.problems.append(dataclasses.replace(p, file=layout.CONFIG, severity="warning", check="dsl"))
 
-    def episode_starts(self) -> list[dict]:
+    def episode_starts(self) -> list[Level]:
         """Where episodes start: the shipped levels, else levels generated from fixed seeds
         (a freshly written environment has no level files until verification makes them)."""
-        shipped = [{"level": level} for level in self.spec.all_levels()]
-        return shipped or [{"level": None, "seed": seed} for seed in GENERATED_START_SEEDS]
+        shipped = [Level(file=level) for level in self.spec.all_levels()]
+        return shipped or [Level(seed=seed) for seed in GENERATED_START_SEEDS]
 
     @property
     def max_steps(self) -> int:
@@ -172,11 +173,11 @@ class _Checker:
             if worker is None:
                 return
             try:
-                first = worker.call("reset", level=level, seed=0)
+                first = worker.reset(level)
             except SandboxFailure as f:
                 self.failure(f, f"reset on {level} to succeed", "levels")
                 continue
-            self.check_observation(first.get("observation"), f"the observation after reset on {level}")
+            self.check_observation(first.observation, f"the observation after reset on {level}")
 
     def check_observation(self, observation, what: str) -> None:
         if observation is None or (isinstance(observation, str) and not observation.strip()):
@@ -190,17 +191,17 @@ class _Checker:
                 return
             sent = {"action": action.name, "params": self.space.sample_params(action, self.rng)}
             try:
-                rollout.start(worker, start["level"], start.get("seed", 0))
-                result = worker.call("step", action=sent)
+                worker.reset(start)
+                result = worker.step(sent)
             except SandboxFailure as f:
                 self.failure(f, f"step({_fmt(sent)}) to succeed", "actions")
                 continue
-            self.check_observation(result.get("observation"), f"the observation after {action.name}")
+            self.check_observation(result.observation, f"the observation after {action.name}")
 
     def check_episodes(self) -> None:
         space = self.space
         starts = self.episode_starts()
-        capped = []
+        truncated = []
         lengths = []
         for i in range(RANDOM_EPISODES):
             worker = self.live_worker()
@@ -209,20 +210,21 @@ class _Checker:
             start = starts[i % len(starts)]
             where = _start_name(start)
             try:
-                episode = rollout.run_episode(worker, lambda obs, last: space.sample(self.rng, 0.2),
-                                              self.max_steps, level=start["level"], seed=start.get("seed", i),
-                                              deadline=self.deadline)
+                episode = rollout.run_episode(worker, lambda obs, last: space.sample(self.rng, 0.2), start,
+                                              seed=i, deadline=self.deadline)
             except SandboxFailure as f:
                 self.failure(f, f"a random episode on {where} to run without failure", "episodes")
                 continue
             lengths.append(episode.steps)
-            if episode.capped:
-                capped.append(where)
+            if episode.truncated:
+                truncated.append(where)
         self.report.stats["random_episode_steps"] = lengths
-        if capped:
+        if truncated:
+            # The runtime truncates the episode at the cap, so this is no fault, but an env whose
+            # episodes never end by themselves is worth a look.
             self.problem(layout.ENV_MAIN, f"done() to become true by termination.max_steps={self.max_steps}",
-                         f"still running after {self.max_steps} steps on {', '.join(capped)} (the runner stopped it)",
-                         "episodes")
+                         f"still running after {self.max_steps} steps on {', '.join(truncated)} (the runtime "
+                         f"truncated it)", "episodes", severity="warning")
 
     def check_generator(self) -> None:
         hashes = {}
@@ -231,24 +233,24 @@ class _Checker:
             if worker is None:
                 return
             try:
-                result = worker.call("reset", generate=True, seed=seed, want_state=True)
+                result = worker.reset(Level(seed=seed), want_state=True)
             except SandboxFailure as f:
                 file = layout.ENV_GENERATE if self.env.file(layout.ENV_GENERATE).exists() else layout.ENV_MAIN
                 self.failure(f, f"the generator to make a level for seed {seed}", "generator", file)
                 return
             try:
-                verdict = worker.call("validate", state=result["state"])
+                verdict = worker.validate(state=result.state)
             except SandboxFailure as f:
                 self.failure(f, f"the validator to run on the level generated with seed {seed}", "validator",
                              layout.ENV_VALIDATOR)
                 return
-            if not verdict["ok"]:
+            if not verdict.ok:
                 self.problem(layout.ENV_GENERATE, f"the validator to accept the level generated with seed {seed}",
-                             "; ".join(verdict["issues"]) or "rejected without a reason", "generator")
-            if seed in hashes and hashes[seed] != result["state_hash"]:
+                             "; ".join(verdict.issues) or "rejected without a reason", "generator")
+            if seed in hashes and hashes[seed] != result.state_hash:
                 self.problem(layout.ENV_GENERATE, f"the same level for the same seed ({seed})",
                              "a different level on the second call", "generator")
-            hashes.setdefault(seed, result["state_hash"])
+            hashes.setdefault(seed, result.state_hash)
         if len(set(hashes.values())) < len(GENERATOR_SEEDS):
             self.problem(layout.ENV_GENERATE, f"different levels for seeds {list(GENERATOR_SEEDS)}",
                          f"only {len(set(hashes.values()))} distinct level(s)", "generator")
@@ -263,13 +265,13 @@ class _Checker:
             if worker is None:
                 return
             try:
-                verdict = worker.call("validate", level=level)
+                verdict = worker.validate(level)
             except SandboxFailure as f:
                 self.failure(f, f"the validator to run on {level}", "validator", layout.ENV_VALIDATOR)
                 return
-            if not verdict["ok"]:
+            if not verdict.ok:
                 self.problem(level, "the validator to accept this shipped level",
-                             "; ".join(verdict["issues"]) or "rejected without a reason", "validator")
+                             "; ".join(verdict.issues) or "rejected without a reason", "validator")
 
     def check_determinism(self) -> None:
         start = self.episode_starts()[0]
@@ -281,8 +283,8 @@ class _Checker:
                 return
             trace = iter(plan)
             try:
-                episode = rollout.run_episode(worker, lambda obs, last: next(trace), len(plan),
-                                              level=start["level"], seed=start.get("seed", 7), deadline=self.deadline)
+                episode = rollout.run_episode(worker, lambda obs, last: next(trace), start, seed=7, limit=len(plan),
+                                              deadline=self.deadline)
             except SandboxFailure as f:
                 self.failure(f, "a replayed episode to run", "determinism")
                 return
@@ -307,8 +309,8 @@ def check_env(env_dir: str | Path, limits: Limits | None = None, seed: int = 0,
     return _Checker(layout.EnvDir.at(env_dir), limits, seed, budget_seconds).run()
 
 
-def _start_name(start: dict) -> str:
-    return start["level"] or f"the level generated from seed {start['seed']}"
+def _start_name(start: Level) -> str:
+    return start.file or f"the level generated from seed {start.seed}"
 
 
 def _fmt(action: dict) -> str:

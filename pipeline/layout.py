@@ -157,3 +157,4 @@ def _level_key(name: str) -> str:
 def level_key(level_id: str) -> str:
     """The key a level id has in level_max_rewards.json."""
     return _level_key(level_id)
+

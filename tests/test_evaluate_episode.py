@@ -10,6 +10,7 @@ from pipeline.envfolder.actions import ActionSpace
 from pipeline.evaluate.episode import Decision, Limits, Tracker, play
 from pipeline.evaluate.react import FormatError, parse_action, thought_of
 from pipeline.evaluate.records import normalize
+from pipeline.sandbox.client import Observation, StepResult
 
 SPACE = [Action("move", "", (Param("direction", "string", ("north", "south")),)), Action("wait", "", ())]
 NORTH = {"action": "move", "params": {"direction": "north"}}
@@ -23,15 +24,15 @@ class Corridor:
         self.pos, self.t, self.length, self.reward_every_step = 0, 0, length, reward_every_step
 
     async def reset(self, level):
-        return {"observation": "at 0", "state_hash": "0"}
+        return Observation("at 0", "0")
 
     async def step(self, action):
         self.t += 1
         if action == NORTH:
             self.pos += 1
         done = self.pos >= self.length
-        return {"observation": f"at {self.pos}", "reward": 1.0 if done or self.reward_every_step else 0.0,
-                "done": done, "events": [], "last_action_result": "ok", "t": self.t, "state_hash": str(self.pos)}
+        return StepResult(f"at {self.pos}", str(self.pos), self.t, reward=1.0 if done or self.reward_every_step else 0.0,
+                          terminated=done, last_action_result="ok")
 
 
 class Scripted:
@@ -50,6 +51,25 @@ def episode(agent, limits=Limits(), max_steps=30, max_reward=1.0, session=None):
 def test_reaching_the_max_reward_is_solved():
     t = episode(Scripted(Decision(action=NORTH)))
     assert (t.stop_reason, t.turns, t.total) == ("solved", 5, 1.0)
+
+
+def test_the_environment_ending_the_episode_is_recorded_as_terminated():
+    t = episode(Scripted(Decision(action=NORTH)))
+    record = t.record(env="e", level="levels/level_01.yaml", run=0, agent="a", model="-", split="test")
+    assert (record.stop_reason, record.terminated, record.truncated) == ("solved", True, False)
+
+
+def test_an_agent_stopping_at_the_certified_max_is_solved_not_stopped():
+    # The planner agent stops when its witness is played out; at the level's max that is a solve.
+    t = episode(Scripted(Decision(action=NORTH), Decision(action=NORTH), Decision(error="stop", message="done")),
+                max_reward=2.0, session=Corridor(reward_every_step=True))
+    assert (t.stop_reason, t.turns, t.total, t.terminated) == ("solved", 3, 2.0, False)
+
+
+def test_the_turn_cap_is_recorded_as_truncated():
+    t = episode(Scripted(Decision(action=WAIT)), Limits(loop_visits=0, stagnation_steps=0), max_steps=4)
+    record = t.record(env="e", level="levels/level_01.yaml", run=0, agent="a", model="-", split="test")
+    assert (record.stop_reason, record.steps, record.terminated, record.truncated) == ("max_steps", 4, False, True)
 
 
 def test_an_agent_that_waits_in_place_is_stopped_as_a_loop():

@@ -49,7 +49,8 @@ CASES = [
     Case("string_reward", "step", "invalid_reward", r"expected a finite number, found '1\.0'"),
     Case("not_json_observation", "step", "not_json", r"set is not JSON serializable"),
     Case("import_time_loop", "load", "timeout", r"'load' took longer than 2s"),
-    Case("huge_reply", "step", "protocol", r"reply to 'step' is larger than 32 MB"),
+    # A long deadline, so that on a busy machine the reply-size limit, not the clock, ends the call.
+    Case("huge_reply", "step", "protocol", r"reply to 'step' is larger than 32 MB", Limits(call_seconds=120, cpu_seconds=60)),
     Case("sigxcpu", "step", "cpu_limit", r"used more than 1s of CPU during 'step'", CPU_LIMITS),
     Case("sigxcpu_ignored", "step", "crash", r"killed by SIGKILL during 'step'", CPU_LIMITS),
     Case("kill_parent", "step", "exception", r"ProcessLookupError", confined=True),

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from pipeline.sandbox import SandboxFailure, Worker, WorkerPool
+from pipeline.sandbox.client import EnvClient
 from sandbox_kit import LEVEL, LIMITS, STEP, RecordingWorker, assert_nothing_left, files_under, host, running  # noqa: F401
 
 # -- a sound env: happy path and protocol --------------------------------------------------
@@ -50,14 +51,19 @@ def counter(tmp_path) -> Path:
 
 def test_sound_env_steps_with_plain_json_replies(counter):
     with Worker(counter, LIMITS) as worker:
-        assert worker.info == {"class": "Counter", "max_steps": 5}
-        assert worker.call("reset", level=LEVEL)["observation"] == "{n: 0, t: 0}"
-        reply = worker.call("step", action={"action": "add", "params": {"by": 2}})
-        assert {k: reply[k] for k in ("reward", "done", "observation", "events", "t")} == {
+        # The load reply no longer carries the episode length: that is config.yaml's, read on the host.
+        assert worker.info == {"class": "Counter"}
+        env = EnvClient(worker, max_steps=5)
+        assert env.class_name == "Counter"
+        assert env.reset(LEVEL).observation == "{n: 0, t: 0}"
+        reply = env.step({"action": "add", "params": {"by": 2}})
+        assert {k: getattr(reply, k) for k in ("reward", "done", "observation", "events", "t")} == {
             "reward": 2.0, "done": False, "observation": "{n: 2, t: 1}", "events": ["counted"], "t": 1}
         for _ in range(4):
-            reply = worker.call("step", action=STEP)
-        assert (reply["done"], reply["t"]) == (True, 5)
+            reply = env.step(STEP)
+        assert (reply.done, reply.t) == (True, 5)
+        # Its done() is only the step count: the runtime's cap, so the episode was truncated, not ended.
+        assert (reply.terminated, reply.truncated) == (False, True)
 
 
 def test_snapshot_restore_round_trip_gives_identical_observations(counter):

@@ -7,7 +7,8 @@ from pathlib import Path
 from pipeline import layout
 from pipeline.envfolder.spec import EnvSpec
 from pipeline.errors import UserError
-from pipeline.sandbox import SandboxFailure, Worker
+from pipeline.sandbox import SandboxFailure
+from pipeline.sandbox.client import EnvClient, Level
 from pipeline.argtypes import SEED
 
 HELP = "Type an action (e.g. `move north`, `move direction=north` or JSON), `?` for the actions, `quit` to stop."
@@ -44,8 +45,8 @@ def run(args) -> int:
     lines = _action_lines(args.actions) if args.actions else None
     space = env.actions
     try:
-        with Worker(env.path) as worker:
-            return _play(env, worker, space, level, args.seed, lines)
+        with EnvClient.open(env.path, env.max_steps) as client:
+            return _play(env, client, space, level, args.seed, lines)
     except SandboxFailure as f:
         print(f"\nThe environment failed: {f}", file=sys.stderr)
         if f.output.strip():
@@ -61,18 +62,14 @@ def _action_lines(path: str) -> list[str]:
     return [ln.strip() for ln in text.splitlines() if ln.strip() and not ln.strip().startswith("#")]
 
 
-def _play(env, worker, space, level, seed, lines) -> int:
-    max_steps = env.max_steps  # config.yaml's, never the worker's word
+def _play(env, client: EnvClient, space, level, seed, lines) -> int:
+    max_steps = client.max_steps  # config.yaml's, never the worker's word
     if env.instruction:
         print(env.instruction, "\n")
     print("Actions:\n" + space.describe() + "\n")
-    if level is None:
-        first = worker.call("reset", generate=True, seed=seed)
-        label = f"generated level (seed {seed})"
-    else:
-        first = worker.call("reset", level=level, seed=0)
-        label = level
-    print(f"== {env.name}: {label} ==\n{first['observation']}\n")
+    first = client.reset(Level(seed=seed) if level is None else Level(file=level))
+    label = f"generated level (seed {seed})" if level is None else level
+    print(f"== {env.name}: {label} ==\n{first.observation}\n")
     total, steps, done = 0.0, 0, False
     feed = iter(lines) if lines is not None else None
     while not done and steps < max_steps:
@@ -89,14 +86,14 @@ def _play(env, worker, space, level, seed, lines) -> int:
             if feed is not None:
                 return 2
             continue
-        result = worker.call("step", action=action)
+        result = client.step(action)
         steps += 1
-        total += result["reward"]
-        done = result["done"]
-        print(f"> {text}\n  reward {result['reward']:+g} (total {total:g})"
-              + (f"  events: {', '.join(map(str, result['events']))}" if result["events"] else "")
-              + (f"\n  result: {result['last_action_result']}" if result.get("last_action_result") else ""))
-        print(f"\n{result['observation']}\n")
+        total += result.reward
+        done = result.terminated
+        print(f"> {text}\n  reward {result.reward:+g} (total {total:g})"
+              + (f"  events: {', '.join(result.events)}" if result.events else "")
+              + (f"\n  result: {result.last_action_result}" if result.last_action_result else ""))
+        print(f"\n{result.observation}\n")
     _summary(env, level, total, steps, done, max_steps)
     return 0
 

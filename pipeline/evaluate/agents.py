@@ -10,7 +10,6 @@ import random
 
 from pipeline.evaluate.context import EpisodeContext
 from pipeline.evaluate.episode import Decision, Turn
-from pipeline.planner import search
 
 
 class RandomAgent:
@@ -68,6 +67,6 @@ class PlannerAgent:
     async def _witness(self, stop_at: float | None) -> list[dict]:
         # Horizon: the episode's step limit, so the witness fits in the steps the agent has.
         result = await self.ctx.session.blocking(
-            search, self.ctx.session.worker, self.actions, self.ctx.max_steps, max_nodes=self.nodes,
+            self.ctx.session.env.search, self.actions, self.ctx.max_steps, max_nodes=self.nodes,
             seconds=self.seconds, time_in_key=False, stop_at=stop_at)
         return result.witness

@@ -10,7 +10,7 @@ from typing import Any, Callable
 from pipeline import layout
 from pipeline.envfolder.actions import ActionSpace
 from pipeline.envfolder.spec import DEFAULT_MAX_STEPS, EnvSpec
-from pipeline.sandbox import Worker
+from pipeline.sandbox.client import EnvClient, Observation, StepResult
 
 
 @dataclass
@@ -54,21 +54,19 @@ class WorkerSession:
     """A leased sandbox worker seen from async code. Worker calls block, so each runs on the
     evaluation's own thread pool: a slow environment holds one thread, never the event loop."""
 
-    worker: Worker
+    env: EnvClient
     executor: Executor
 
     async def blocking(self, fn: Callable, *args: Any, **kwargs: Any) -> Any:
         return await asyncio.get_running_loop().run_in_executor(self.executor, functools.partial(fn, *args, **kwargs))
 
-    async def reset(self, level: str) -> dict:
+    async def reset(self, level: str) -> Observation:
         """`level`: a level file of the folder, or "seed:N", the level the env's generator makes
-        from seed N (verify's convention; envforge learn trains on such levels)."""
-        if level.startswith("seed:"):
-            return await self.blocking(self.worker.call, "reset", generate=True, seed=int(level[5:]))
-        return await self.blocking(self.worker.call, "reset", level=level)
+        from seed N (envforge learn trains on such levels); see Level."""
+        return await self.blocking(self.env.reset, level)
 
-    async def step(self, action: dict) -> dict:
-        return await self.blocking(self.worker.call, "step", action=action)
+    async def step(self, action: dict) -> StepResult:
+        return await self.blocking(self.env.step, action)
 
 
 @dataclass

@@ -18,6 +18,7 @@ from typing import Any, Callable, Protocol
 from pipeline.envfolder.actions import ActionSpace
 from pipeline.evaluate.records import EpisodeRecord
 from pipeline.sandbox import SandboxFailure
+from pipeline.sandbox.client import Observation, StepResult
 
 # Why an episode ended. The keys are what records and reports say.
 STOP_REASONS = {
@@ -122,10 +123,12 @@ class Tracker:
     turn_log: list[dict] = field(default_factory=list)
     stop_reason: str | None = None
     stop_detail: str = ""
+    terminated: bool = False  # the environment reached an end state
+    truncated: bool = False  # the runtime's step cap ended the episode
     started: float = field(default_factory=time.monotonic)
 
-    def start(self, first: dict) -> None:
-        self.visits[first.get("state_hash")] += 1
+    def start(self, first: Observation) -> None:
+        self.visits[first.state_hash] += 1
 
     def decided(self, decision: Decision) -> None:
         """Count a turn and its cost; a turn with no action ends here."""
@@ -146,15 +149,16 @@ class Tracker:
             self._error()
             self._check()
         else:
-            reason = {"model": "model_error", "budget": "budget", "stop": "agent_stopped"}.get(decision.error, "agent_error")
+            stopped = "solved" if self._solved() else "agent_stopped"  # e.g. the planner at the certified max
+            reason = {"model": "model_error", "budget": "budget", "stop": stopped}.get(decision.error, "agent_error")
             self.stop(reason, decision.message)
 
-    def stepped(self, action: dict, out: dict) -> None:
+    def stepped(self, action: dict, out: StepResult) -> None:
         """Count what the environment made of an action."""
         self.env_steps += 1
-        reward = float(out.get("reward") or 0.0)
+        reward = out.reward
         self.total += reward
-        events = [str(e) for e in out.get("events") or []]
+        events = out.events
         self.events.update(events)
         why = self.space.invalid_reason(action) or next((f"the environment reported {e!r}" for e in events
                                                           if e.lower().startswith("invalid")), None)
@@ -171,15 +175,16 @@ class Tracker:
                 self.in_error = False
         # An invalid action leaves the state as it was: that is the invalid streak's business,
         # so only valid actions count as coming back to a state.
-        key = out.get("state_hash")
+        key = out.state_hash
         new_state = key not in self.visits
         if not why:
             self.visits[key] += 1
             self.last_visits = self.visits[key]
         self.stagnant = 0 if (new_state or reward != 0) else self.stagnant + 1
-        self.turn_log.append({"step": self.turns, "action": action, "result": out.get("last_action_result"),
+        self.turn_log.append({"step": self.turns, "action": action, "result": out.last_action_result,
                               "reward": reward, "invalid": why, "events": events})
-        if out.get("done"):
+        self.terminated, self.truncated = out.terminated, out.truncated
+        if out.done:
             self.stop(self._end_reason(out))
         else:
             self._check()
@@ -189,11 +194,13 @@ class Tracker:
             self.error_streaks += 1
             self.in_error = True
 
-    def _end_reason(self, out: dict) -> str:
-        if self.max_reward is not None and self.max_reward > 0 and self.total >= self.max_reward - 1e-9:
+    def _solved(self) -> bool:
+        return self.max_reward is not None and self.max_reward > 0 and self.total >= self.max_reward - 1e-9
+
+    def _end_reason(self, out: StepResult) -> str:
+        if self._solved():
             return "solved"
-        t = out.get("t")
-        return "max_steps" if isinstance(t, int) and t >= self.max_steps else "env_ended"
+        return "env_ended" if out.terminated else "max_steps"
 
     def _check(self) -> None:
         elapsed = time.monotonic() - self.started
@@ -203,6 +210,7 @@ class Tracker:
             if broken(self, self.limits):
                 return self.stop(reason)
         if self.turns >= self.max_steps:
+            self.truncated = True
             self.stop("max_steps")
 
     def stop(self, reason: str, detail: str = "") -> None:
@@ -217,6 +225,7 @@ class Tracker:
         return EpisodeRecord.scored(
             **identity, total_reward=self.total, max_reward=self.max_reward,
             stop_reason=self.stop_reason or "agent_stopped", stop_detail=self.stop_detail,
+            terminated=self.terminated, truncated=self.truncated,
             steps=self.turns, env_steps=self.env_steps, valid_actions=self.valid, invalid_actions=self.invalid,
             format_errors=self.format_errors,
             action_validity_rate=_rate(self.turns - self.format_errors, self.turns),
@@ -235,9 +244,9 @@ def _rate(part: int, whole: int) -> float | None:
 class Session(Protocol):
     """What the loop needs from a sandbox worker (WorkerSession in pipeline.evaluate.context)."""
 
-    async def reset(self, level: str) -> dict: ...
+    async def reset(self, level: str) -> Observation: ...
 
-    async def step(self, action: dict) -> dict: ...
+    async def step(self, action: dict) -> StepResult: ...
 
 
 async def play(agent, session: Session, level: str, tracker: Tracker, history: int = 10,
@@ -249,12 +258,12 @@ async def play(agent, session: Session, level: str, tracker: Tracker, history: i
         tracker.stop("env_error", str(f))
         return tracker
     tracker.start(first)
-    observation, feedback = first["observation"], None
+    observation, feedback = first.observation, None
     while tracker.stop_reason is None:
         turn = Turn(tracker.turns + 1, tracker.max_steps, observation, feedback, tracker.recent(history))
         decision = await agent.act(turn)
         tracker.decided(decision)
-        out: dict = {}
+        out: StepResult | None = None
         if decision.action is not None:
             try:
                 out = await session.step(decision.action)
@@ -262,7 +271,7 @@ async def play(agent, session: Session, level: str, tracker: Tracker, history: i
                 tracker.stop("env_error", str(f))
                 break
             tracker.stepped(decision.action, out)
-            observation, feedback = out["observation"], out.get("last_action_result")
+            observation, feedback = out.observation, out.last_action_result
         log(trajectory_line(turn, decision, out, tracker))
     return tracker
 
@@ -282,7 +291,7 @@ def _capped(value: Any) -> Any:
     return text[:TRAJECTORY_TEXT_CHARS] + f"… [cut: {len(text) - TRAJECTORY_TEXT_CHARS} of {len(text)} characters not logged]"
 
 
-def trajectory_line(turn: Turn, decision: Decision, out: dict, tracker: Tracker) -> dict:
+def trajectory_line(turn: Turn, decision: Decision, out: StepResult | None, tracker: Tracker) -> dict:
     """One line of the episode's JSONL trajectory; long texts capped (see _capped)."""
     line = {"type": "turn", "step": turn.step, "observation": _capped(turn.observation),
             "last_action_result": _capped(turn.last_action_result), "prompt": _capped(decision.prompt),
@@ -290,9 +299,9 @@ def trajectory_line(turn: Turn, decision: Decision, out: dict, tracker: Tracker)
             "thought": _capped(decision.thought), "action": decision.action, "error": decision.error,
             "message": decision.message, "tokens_in": decision.tokens_in, "tokens_out": decision.tokens_out,
             "dollars": decision.dollars}
-    if out:
-        line.update(reward=out.get("reward"), done=out.get("done"), events=out.get("events"),
-                    result=_capped(out.get("last_action_result")), invalid=tracker.turn_log[-1].get("invalid"),
-                    t=out.get("t"), state_hash=out.get("state_hash"))
+    if out is not None:
+        line.update(reward=out.reward, done=out.done, terminated=out.terminated, truncated=out.truncated,
+                    events=out.events, result=_capped(out.last_action_result),
+                    invalid=tracker.turn_log[-1].get("invalid"), t=out.t, state_hash=out.state_hash)
     line.update(total=tracker.total, stop_reason=tracker.stop_reason)
     return line

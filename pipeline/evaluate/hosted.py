@@ -17,7 +17,7 @@ import asyncio
 import contextlib
 import traceback
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 from pipeline.evaluate import react
 from pipeline.evaluate.context import EpisodeContext
@@ -25,6 +25,7 @@ from pipeline.evaluate.episode import Decision, Turn, play
 from pipeline.evaluate.model_agents import ModelOptions, TurnError, agent_env, agent_turn, call_model, decision_of
 from pipeline.llm import Message
 from pipeline.sandbox import Limits, SandboxFailure, Worker, WorkerPool
+from pipeline.sandbox.client import AgentClient
 from pipeline.sandbox.agent_host import AGENT_FILE, ask_model
 
 MAX_CALLS_PER_TURN = 5
@@ -150,13 +151,14 @@ def react_player(client, options: ModelOptions, instruction: str | None = None):
 
 
 @contextlib.contextmanager
-def _agent_worker(folder: Path, agents: WorkerPool | None):
+def agent_worker(folder: Path, agents: WorkerPool | None) -> Iterator[AgentClient]:
+    """The agent in `folder`/agent.py in a worker: one of `agents`, else a fresh one."""
     if agents is not None:
         with agents.lease(folder) as worker:
-            yield worker
+            yield AgentClient(worker)
     else:
         with Worker(folder, AGENT_LIMITS, host="agent") as worker:
-            yield worker
+            yield AgentClient(worker)
 
 
 def code_player(folder: Path, instruction: str, client, options: ModelOptions, agents: WorkerPool | None = None):
@@ -164,16 +166,15 @@ def code_player(folder: Path, instruction: str, client, options: ModelOptions, a
     workers to reuse (the learner's); without one, each episode starts its own worker."""
 
     async def player(ctx: EpisodeContext, tracker, log):
-        lease = _agent_worker(folder, agents)
+        lease = agent_worker(folder, agents)
         try:
-            worker = await ctx.session.blocking(lease.__enter__)
+            agent = await ctx.session.blocking(lease.__enter__)
         except SandboxFailure as f:
             tracker.stop("agent_error", f"agent.py did not load: {f.kind}: {f.detail}")
             return tracker
         try:
-            await ctx.session.blocking(worker.call, "start", env=agent_env(ctx, instruction))
-            act = lambda turn, on_request: worker.call("act", turn=turn, on_request=on_request)  # noqa: E731
-            return await play(HostedAgent(act, ctx, client, options), ctx.session, ctx.level, tracker, options.history, log)
+            await ctx.session.blocking(agent.start, agent_env(ctx, instruction))
+            return await play(HostedAgent(agent.act, ctx, client, options), ctx.session, ctx.level, tracker, options.history, log)
         except SandboxFailure as f:
             tracker.stop("agent_error", f"agent.py failed to start: {f.kind}: {f.detail}")
             return tracker

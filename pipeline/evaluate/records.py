@@ -55,6 +55,8 @@ class EpisodeRecord:
     dollars: float
     wall_seconds: float
     stop_detail: str = ""
+    terminated: bool = False  # the environment reached an end state
+    truncated: bool = False  # the step cap ended the episode (the runtime's, or the turns of --max-steps)
     trajectory: str = ""
     tags: dict = field(default_factory=dict)  # the environment's category tags (manifest.json)
     events: dict = field(default_factory=dict)  # event name -> times emitted

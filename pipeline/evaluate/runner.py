@@ -16,11 +16,13 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Awaitable, Callable
 
+from pipeline import layout
 from pipeline.evaluate.context import EnvTarget, EpisodeContext, WorkerSession
 from pipeline.evaluate.episode import INFRASTRUCTURE, RERUN_ON_RESUME, Limits, Tracker
 from pipeline.evaluate.records import EpisodeRecord, Records, Trajectory
 from pipeline.sandbox import Limits as SandboxLimits
 from pipeline.sandbox import SandboxFailure, WorkerPool
+from pipeline.sandbox.client import EnvClient
 from pipeline.sandbox.executor import infrastructure_errors
 
 INFRASTRUCTURE_RETRIES = 2  # plays of one episode after the first, when its node is lost
@@ -145,8 +147,9 @@ async def _episode(spec: EpisodeSpec, player: Player, options: RunOptions, recor
         tracker.stop("env_error", f"the environment did not load: {f}")
     else:
         try:
-            ctx = EpisodeContext(spec.env, spec.level, spec.run, tracker.max_steps, max_reward,
-                                 WorkerSession(worker, executor))
+            # The episode's length is the runtime's: config.yaml's cap, or less if asked.
+            ctx = EpisodeContext(spec.env, spec.level, spec.run, turns, max_reward,
+                                 WorkerSession(EnvClient(worker, turns), executor))
             await player(ctx, tracker, trajectory.write)
         except SandboxFailure as f:  # e.g. the planner's search failed in the worker
             tracker.stop("env_error", str(f))

@@ -25,7 +25,8 @@ from typing import Any, Callable
 from pipeline.errors import UserError
 from pipeline.evaluate.context import EpisodeContext
 from pipeline.evaluate.episode import Decision, Tracker, Turn, trajectory_line
-from pipeline.sandbox import SandboxFailure, Worker
+from pipeline.sandbox import SandboxFailure
+from pipeline.sandbox.client import EnvClient, Observation
 
 
 class EpisodeOver(RuntimeError):
@@ -75,11 +76,12 @@ def load_user_agent(spec: str) -> Callable[[], Any]:
 class EnvProxy:
     """The environment as a user's agent sees it; every call goes to the sandbox worker."""
 
-    def __init__(self, ctx: EpisodeContext, worker: Worker, tracker: Tracker, first: dict, log: Callable[[dict], None]):
-        self.ctx, self._worker, self._tracker, self._log = ctx, worker, tracker, log
+    def __init__(self, ctx: EpisodeContext, env: EnvClient, tracker: Tracker, first: Observation,
+                 log: Callable[[dict], None]):
+        self.ctx, self._env, self._tracker, self._log = ctx, env, tracker, log
         self.configs = ctx.env.config  # data only, as AutoEnv agents read env.configs
         self.max_steps = ctx.max_steps
-        self._observation, self._feedback, self._raw = first["observation"], None, None
+        self._observation, self._feedback, self._raw = first.observation, None, None
         self._done = False
 
     def reset(self, mode: str = "load", world_id: Any = None, seed: Any = None):
@@ -92,7 +94,7 @@ class EnvProxy:
         return self._observation
 
     def observe_semantic(self) -> Any:
-        self._raw = self._worker.call("observe", want_state=True).get("raw_obs")
+        self._raw = self._env.observe(want_state=True).raw_obs
         return self._raw
 
     def render_skin(self, omega: Any = None) -> Any:
@@ -109,15 +111,16 @@ class EnvProxy:
         turn = Turn(self._tracker.turns + 1, self.max_steps, self._observation, self._feedback, [])
         decision = Decision(action=action)
         self._tracker.decided(decision)
-        out = self._worker.call("step", action=action, want_state=True)
-        out.pop("state", None)  # the true state stays hidden; raw_obs is what the observation policy shows
+        out = self._env.step(action, want_state=True)
+        out.state = None  # the true state stays hidden; raw_obs is what the observation policy shows
         self._tracker.stepped(action, out)
-        self._observation, self._feedback = out["observation"], out.get("last_action_result")
+        self._observation, self._feedback = out.observation, out.last_action_result
         self._done = self._tracker.stop_reason is not None
         self._log(trajectory_line(turn, decision, out, self._tracker))
-        info = {"skinned": out["observation"], "raw_obs": out.get("raw_obs"), "events": out.get("events") or [],
-                "last_action_result": out.get("last_action_result")}
-        return None, out["reward"], self._done, info
+        info = {"skinned": out.observation, "raw_obs": out.raw_obs, "events": out.events,
+                "last_action_result": out.last_action_result, "terminated": out.terminated,
+                "truncated": out.truncated}
+        return None, out.reward, self._done, info
 
 
 def env_info(ctx: EpisodeContext) -> dict:
@@ -134,7 +137,7 @@ async def play_user_agent(make: Callable[[], Any], ctx: EpisodeContext, tracker:
         tracker.stop("env_error", str(f))
         return tracker
     tracker.start(first)
-    proxy = EnvProxy(ctx, ctx.session.worker, tracker, first, log)
+    proxy = EnvProxy(ctx, ctx.session.env, tracker, first, log)
 
     def call() -> Any:
         result = make().run(proxy, env_info(ctx))

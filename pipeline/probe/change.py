@@ -23,7 +23,8 @@ from typing import Any, Iterator
 from pipeline.probe.items import ChangeItem, Start
 from pipeline.probe.session import Session
 from pipeline.probe.variants import select, variant_worker
-from pipeline.sandbox import Limits, Worker
+from pipeline.sandbox import Limits
+from pipeline.sandbox.client import EnvClient
 
 CONFIG_SECTIONS = ("reward", "termination", "transition")
 
@@ -76,7 +77,7 @@ def make_change(session: Session, n: int, options: ChangeOptions = ChangeOptions
 
 
 @contextlib.contextmanager
-def mutated(env_dir, mutation: dict, skin: str | None = None, limits: Limits | None = None) -> Iterator[Worker]:
+def mutated(env_dir, mutation: dict, skin: str | None = None, limits: Limits | None = None) -> Iterator[EnvClient]:
     """A worker holding the env changed by `mutation` (as a change item records it)."""
     change = {"path": mutation["path"], "value": mutation["to"]} if mutation["kind"] == "config_constant" else None
     with variant_worker(env_dir, skin, change, limits) as worker:
@@ -84,7 +85,7 @@ def mutated(env_dir, mutation: dict, skin: str | None = None, limits: Limits | N
         yield worker
 
 
-def _one(session: Session, worker: Worker, mutation: dict, number: int, o: ChangeOptions) -> ChangeItem | str | None:
+def _one(session: Session, worker: EnvClient, mutation: dict, number: int, o: ChangeOptions) -> ChangeItem | str | None:
     """An item on a random level; "initial" when the mutation shows before any action; None when
     it never showed in `tries` sequences."""
     rng, ctx = session.rng, session.ctx
@@ -107,11 +108,11 @@ def _one(session: Session, worker: Worker, mutation: dict, number: int, o: Chang
     return None
 
 
-def defect_time(session: Session, worker: Worker, start: Start, actions: list[dict],
+def defect_time(session: Session, worker: EnvClient, start: Start, actions: list[dict],
                 seeds: int) -> tuple[int, list[str], str] | str | None:
     """(t*, the changed env's observations, the original's observation at t*); "initial" when the
     first observations differ; None when the observations never differ."""
-    if session.begin(start, worker)["observation"] != session.begin(start)["observation"]:
+    if session.begin(start, worker).observation != session.begin(start).observation:
         return "initial"
     changed = _observations(session, worker, start, actions)
     runs = [_observations(session, session.worker, Start(start.level, start.seed + s, start.prefix), actions)
@@ -130,9 +131,9 @@ def defect_time(session: Session, worker: Worker, start: Start, actions: list[di
     return None
 
 
-def _observations(session: Session, worker: Worker, start: Start, actions: list[dict]) -> list[str]:
+def _observations(session: Session, worker: EnvClient, start: Start, actions: list[dict]) -> list[str]:
     first = session.begin(start, worker)
-    return [first["observation"]] + [reply["observation"] for reply in session.play(actions, worker)]
+    return [first.observation] + [reply.observation for reply in session.play(actions, worker)]
 
 
 def _sequence(session: Session, mutation: dict, length: int) -> list[dict]:
@@ -160,7 +161,7 @@ def _state_constants(session: Session) -> list[dict]:
     in lists are coordinates, not rules); one less only where no level would go below 0."""
     lowest: dict[str, Any] = {}
     for level in session.levels:
-        state = session.worker.call("reset", level=level, seed=0, want_state=True)["state"]
+        state = session.worker.reset(level, want_state=True).state
         for path, value in _numbers(state):
             lowest[path] = min(value, lowest.get(path, value))
     out = []

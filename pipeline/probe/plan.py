@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from pipeline.planner import search
 from pipeline.probe.items import PlanItem, Start
 from pipeline.probe.session import Session
 from pipeline.probe.variant_env import meets
@@ -52,13 +51,13 @@ def _one(session: Session, goal_worker, number: int, o: PlanOptions, seen: set[s
     others = []
     for _ in range(o.other_walks):
         session.begin(start)
-        others.append(session.play(session.random_actions(length))[-1]["raw_obs"])
+        others.append(session.play(session.random_actions(length))[-1].raw_obs)
     first = session.begin(start)
     walk = session.play(session.random_actions(length))
-    if len(walk) < length or walk[-1]["done"]:
+    if len(walk) < length or walk[-1].done:
         session.drop("the random walk ended the episode")
         return None
-    target = target_of(first["raw_obs"], [reply["raw_obs"] for reply in walk], others)
+    target = target_of(first.raw_obs, [reply.raw_obs for reply in walk], others)
     key = json.dumps([start.level, target], sort_keys=True)
     if not target or key in seen:
         session.drop("the walk changed nothing new")
@@ -66,8 +65,8 @@ def _one(session: Session, goal_worker, number: int, o: PlanOptions, seen: set[s
     seen.add(key)
 
     select(goal_worker, {"goal": target})
-    goal_worker.call("reset", level=start.level, seed=start.seed)
-    found = search(goal_worker, ctx.candidates, ctx.max_steps, o.search_nodes, o.search_seconds, stop_at=1.0)
+    goal_worker.reset(start.level, start.seed)
+    found = goal_worker.search(ctx.candidates, ctx.max_steps, o.search_nodes, o.search_seconds, stop_at=1.0)
     if found.best_reward < 1.0:
         session.drop("the planner did not reach the target within its budget")
         return None
@@ -79,8 +78,8 @@ def _one(session: Session, goal_worker, number: int, o: PlanOptions, seen: set[s
         return None
     wins = sum(reaches(session, start, session.random_actions(len(found.witness)), target)
                for _ in range(o.random_samples))
-    return PlanItem(**session.item_fields("plan", number, start), observation=first["observation"],
-                    target=target, target_text=describe_target(target), target_observation=walk[-1]["observation"],
+    return PlanItem(**session.item_fields("plan", number, start), observation=first.observation,
+                    target=target, target_text=describe_target(target), target_observation=walk[-1].observation,
                     max_length=ctx.max_steps, planner_length=len(found.witness), planner_plan=found.witness,
                     action_choices=ctx.candidates, random_success=wins / o.random_samples,
                     random_samples=o.random_samples)
@@ -118,4 +117,4 @@ def reaches(session: Session, start: Start, plan: list[dict], target: dict, work
     first = session.begin(start, worker)
     replies = session.play(plan, worker)
     final = replies[-1] if replies else first
-    return final is not None and meets(final["raw_obs"], target)
+    return final is not None and meets(final.raw_obs, target)

@@ -51,17 +51,17 @@ def _one(session: Session, number: int, k: int, o: PredictOptions) -> PredictIte
     if first is None:
         session.drop("the episode ended during the prefix")
         return None
-    snapshot = worker.call("snapshot")["handle"]
+    snapshot = worker.snapshot()
     try:
         actions = session.random_actions(k)
         truths = set()
         for sample in range(o.stochastic_samples if session.stochastic() else o.samples):
-            worker.call("restore", handle=snapshot, reseed=RESEED_BASE + sample if sample else None)
+            worker.restore(snapshot, reseed=RESEED_BASE + sample if sample else None)
             replies = session.play(actions)
             if len(replies) < k:
                 session.drop("the episode ended before the k-th action")
                 return None
-            truths.add(replies[-1]["observation"])
+            truths.add(replies[-1].observation)
         if len(truths) > 1:
             session.drop("the truth is not one rendering (stochastic dynamics)")
             return None
@@ -70,21 +70,21 @@ def _one(session: Session, number: int, k: int, o: PredictOptions) -> PredictIte
         seen = {truth}
 
         def consider(source: str, replies: list[dict]) -> None:
-            if len(replies) == k and replies[-1]["observation"] not in seen:
-                seen.add(replies[-1]["observation"])
-                pool[source].append(replies[-1]["observation"])
+            if len(replies) == k and replies[-1].observation not in seen:
+                seen.add(replies[-1].observation)
+                pool[source].append(replies[-1].observation)
 
         for attempt in range(o.tries):
             other = _other_actions(session, actions, whole=attempt % 2 == 1)
             if other != actions:
-                worker.call("restore", handle=snapshot)
+                worker.restore(snapshot)
                 consider("counterfactual_action", session.play(other))
         for _ in range(o.tries):
             other_start = _other_start(session, start)
             if other_start is not None and session.begin(other_start) is not None:
                 consider("counterfactual_state", session.play(actions))
     finally:
-        worker.call("drop", handles=[snapshot])
+        worker.drop([snapshot])
 
     distractors = _interleave(pool, o.choices - 1)
     if len(distractors) < 3:
@@ -92,7 +92,7 @@ def _one(session: Session, number: int, k: int, o: PredictOptions) -> PredictIte
         return None
     order = [("truth", truth)] + distractors
     rng.shuffle(order)
-    return PredictItem(**session.item_fields("predict", number, start), observation=first["observation"],
+    return PredictItem(**session.item_fields("predict", number, start), observation=first.observation,
                        actions=actions, k=k, candidates=[text for _, text in order],
                        answer=[source for source, _ in order].index("truth"),
                        sources=[source for source, _ in order],

@@ -13,6 +13,7 @@ score of a uniformly random step.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,7 +24,11 @@ from pipeline.probe.items import (
     ChangeItem, Item, PlanItem, PredictItem, random_change, random_predict, score_change, score_plan, score_predict,
 )
 from pipeline.probe.variant_env import meets
-from pipeline.sandbox import Limits, Worker
+from pipeline.sandbox import Limits
+from pipeline.sandbox.client import EnvClient
+from pipeline.errors import UserError
+from pipeline.errors import Rejected
+from pipeline.verify.context import Context, Options
 
 
 @dataclass
@@ -69,7 +74,8 @@ async def score_items(items: list[Item], agent: ProbeAgent, limits: Limits | Non
     """Pose every item to `agent` and score it. `env_dirs` maps env names to folders, for plan
     items whose folder has moved since they were made."""
     report = ProbeReport(agent.name)
-    workers: dict[tuple, Worker] = {}
+    workers: dict[tuple, EnvClient] = {}
+    stack = contextlib.ExitStack()
     try:
         for item in items:
             row = {"id": item.id, "env": item.env, "kind": item.kind, "skin": item.skin}
@@ -80,7 +86,11 @@ async def score_items(items: list[Item], agent: ProbeAgent, limits: Limits | Non
                 plan = await agent.plan(item)
                 key = ((env_dirs or {}).get(item.env, item.env_dir), item.skin)
                 if key not in workers:
-                    workers[key] = Worker(Path(key[0]), limits, skin=item.skin)
+                    try:
+                        max_steps = Context.open(key[0], Options()).max_steps
+                    except Rejected as e:
+                        raise UserError(f"plan item {item.id}: {e.reason}") from None
+                    workers[key] = stack.enter_context(EnvClient.open(Path(key[0]), max_steps, limits, skin=item.skin))
                 reached, steps = execute_plan(workers[key], item, plan)
                 success, efficiency = score_plan(item, reached, steps)
                 row.update(plan_length=len(plan), steps=steps, score=success, efficiency=efficiency,
@@ -94,26 +104,25 @@ async def score_items(items: list[Item], agent: ProbeAgent, limits: Limits | Non
                 row.update(t=t, t_star=item.t_star, score=score_change(t, item.t_star), random=random_change(item))
             report.rows.append(row)
     finally:
-        for worker in workers.values():
-            worker.close()
+        stack.close()
     return report
 
 
-def execute_plan(worker: Worker, item: PlanItem, plan: list[dict]) -> tuple[bool, int]:
+def execute_plan(worker: EnvClient, item: PlanItem, plan: list[dict]) -> tuple[bool, int]:
     """Play the plan from the item's start (at most max_length actions; stopping where the episode
     ends): (whether the last observation meets the target, steps played)."""
-    last = worker.call("reset", level=item.start.level, seed=item.start.seed, want_state=True)
+    last = worker.reset(item.start.level, item.start.seed, want_state=True)
     for action in item.start.prefix:
-        last = worker.call("step", action=action, want_state=True)
+        last = worker.step(action, want_state=True)
     steps = 0
     for action in plan[:item.max_length]:
         if not isinstance(action, dict):
             action = {"action": str(action), "params": {}}
-        last = worker.call("step", action=action, want_state=True)
+        last = worker.step(action, want_state=True)
         steps += 1
-        if last["done"]:
+        if last.done:
             break
-    return meets(last.get("raw_obs"), item.target), steps
+    return meets(last.raw_obs, item.target), steps
 
 
 def run_probes(items: list[Item], agent: str | ProbeAgent = "random", client: LLMClient | None = None,

@@ -6,14 +6,15 @@ from dataclasses import dataclass, field
 
 from pipeline.errors import Rejected, UserError
 from pipeline.probe.items import Start
-from pipeline.sandbox import Limits, Worker
+from pipeline.sandbox import Limits
+from pipeline.sandbox.client import EnvClient, Observation, StepResult
 from pipeline.verify.context import Context, Options
 
 
 @dataclass
 class Session:
     ctx: Context
-    worker: Worker
+    worker: EnvClient
     skin: str | None
     rng: random.Random
     dropped: dict[str, int] = field(default_factory=dict)  # reason -> items given up
@@ -38,14 +39,14 @@ class Session:
     def random_actions(self, count: int, choices: list[dict] | None = None) -> list[dict]:
         return [self.rng.choice(choices or self.ctx.candidates) for _ in range(count)]
 
-    def begin(self, start: Start, worker: Worker | None = None) -> dict | None:
+    def begin(self, start: Start, worker: EnvClient | None = None) -> Observation | None:
         """Reset to `start` and play its prefix: the last reply (its observation), or None when the
         episode ended during the prefix."""
         worker = worker or self.worker
-        out = worker.call("reset", level=start.level, seed=start.seed, want_state=True)
+        out = worker.reset(start.level, start.seed, want_state=True)
         for action in start.prefix:
-            out = worker.call("step", action=action, want_state=True)
-            if out["done"]:
+            out = worker.step(action, want_state=True)
+            if out.done:
                 return None
         return out
 
@@ -59,18 +60,18 @@ class Session:
                 actions = self.random_actions(length)
                 for seed in (0, 1, 2):
                     first = self.begin(Start(level, seed, []))
-                    runs.add((level, first["observation"], tuple(r["observation"] for r in self.play(actions))))
+                    runs.add((level, first.observation, tuple(r.observation for r in self.play(actions))))
             self.rng.setstate(rng_state)
             self.cache["stochastic"] = len(runs) > len(self.levels[:levels])
         return self.cache["stochastic"]
 
-    def play(self, actions: list[dict], worker: Worker | None = None) -> list[dict]:
+    def play(self, actions: list[dict], worker: EnvClient | None = None) -> list[StepResult]:
         """Step `actions` from the current state; the replies, fewer when the episode ends."""
         worker = worker or self.worker
         replies = []
         for action in actions:
-            replies.append(worker.call("step", action=action, want_state=True))
-            if replies[-1]["done"]:
+            replies.append(worker.step(action, want_state=True))
+            if replies[-1].done:
                 break
         return replies
 
@@ -90,4 +91,4 @@ def open_env(env_dir: str, skin: str | None) -> Context:
 
 
 def open_session(ctx: Context, skin: str | None, seed: int, limits: Limits | None = None) -> Session:
-    return Session(ctx, Worker(ctx.env.path, limits, skin=skin), skin, random.Random(seed))
+    return Session(ctx, EnvClient.start(ctx.env.path, ctx.max_steps, limits, skin), skin, random.Random(seed))

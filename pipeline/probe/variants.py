@@ -17,8 +17,10 @@ import yaml
 
 from pipeline import layout
 from pipeline.envfolder import safe_io
+from pipeline.envfolder.spec import max_steps
 from pipeline.probe.variant_env import set_path
-from pipeline.sandbox import Limits, Worker
+from pipeline.sandbox import Limits
+from pipeline.sandbox.client import EnvClient
 
 ORIGINAL = "_envforge_original"
 WRAPPER = f'''"""A derived variant of this environment, written by envforge probe in a private copy."""
@@ -40,23 +42,23 @@ def select(spec):
 
 @contextlib.contextmanager
 def variant_worker(env_dir: str | Path, skin: str | None = None, config_change: dict | None = None,
-                   limits: Limits | None = None) -> Iterator[Worker]:
+                   limits: Limits | None = None) -> Iterator[EnvClient]:
     """A worker holding a variant of `env_dir`; `config_change` = {"path": "a.b", "value": v} edits
-    the copy's config.yaml."""
+    the copy's config.yaml. The step cap is the copy's config.yaml's."""
     source = Path(env_dir).resolve()
     with tempfile.TemporaryDirectory(prefix="envforge-variant-") as tmp:
         copy = Path(tmp) / source.name
         shutil.copytree(source, copy, ignore=shutil.ignore_patterns("__pycache__", "*.pyc", layout.GENERATED_LEVELS))
         (copy / layout.ENV_MAIN).rename(copy / f"{ORIGINAL}.py")
         (copy / layout.ENV_MAIN).write_text(WRAPPER, encoding="utf-8")
+        config = safe_io.load_yaml(copy, layout.CONFIG)
         if config_change:
-            config = safe_io.load_yaml(copy, layout.CONFIG)
             set_path(config, config_change["path"], config_change["value"])
             (copy / layout.CONFIG).write_text(yaml.safe_dump(config, sort_keys=False), encoding="utf-8")
-        with Worker(copy, limits, skin=skin) as worker:
-            yield worker
+        with EnvClient.open(copy, max_steps(config), limits, skin=skin) as env:
+            yield env
 
 
-def select(worker: Worker, spec: dict | None) -> None:
-    worker.call("call", module=layout.ENV_MAIN.removesuffix(".py"), function="select", args=[spec or {}])
+def select(env: EnvClient, spec: dict | None) -> None:
+    env.call_function(layout.ENV_MAIN.removesuffix(".py"), "select", [spec or {}])
 

@@ -19,7 +19,8 @@ from pathlib import Path
 from pipeline import layout
 from pipeline.reskin.identity import IdentityReport, check_identity
 from pipeline.reskin.styles import TEMPLATE_STYLES, template_source
-from pipeline.sandbox import Limits, Worker
+from pipeline.sandbox import Limits
+from pipeline.sandbox.client import EnvClient
 from pipeline.verify.context import Context
 
 REJECTED = "_rejected"
@@ -42,16 +43,16 @@ def observation_samples(ctx: Context, episodes: int = 1, seed: int = 0, limits: 
     """Semantic observations of every level: the reset and a random episode's steps."""
     rng = random.Random(seed)
     samples = []
-    with Worker(ctx.env.path, limits) as worker:
+    with EnvClient.open(ctx.env.path, ctx.max_steps, limits) as env:
         for level in ctx.env.all_levels():
-            samples.append(worker.call("reset", level=level, seed=seed, want_state=True)["raw_obs"])
+            samples.append(env.reset(level, seed, want_state=True).raw_obs)
             for _ in range(episodes):
-                for _ in range(ctx.max_steps):
-                    out = worker.call("step", action=ctx.space.sample(rng), want_state=True)
-                    samples.append(out["raw_obs"])
-                    if out["done"]:
+                while True:
+                    out = env.step(ctx.space.sample(rng), want_state=True)
+                    samples.append(out.raw_obs)
+                    if out.done:
                         break
-                worker.call("reset", level=level, seed=seed)
+                env.reset(level, seed)
     return [s for s in samples if isinstance(s, dict)]
 
 

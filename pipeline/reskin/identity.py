@@ -13,12 +13,12 @@ import random
 from dataclasses import asdict, dataclass, field
 
 from pipeline import layout
-from pipeline.planner import search
-from pipeline.sandbox import Limits, SandboxFailure, Worker
+from pipeline.sandbox import Limits, SandboxFailure
+from pipeline.sandbox.client import EnvClient
 from pipeline.verify.context import Context
 
 # What must be equal after a reset or a step of the two envs.
-COMPARED = ("state_hash", "t", "reward", "done", "events")
+COMPARED = ("state_hash", "t", "reward", "terminated", "truncated", "events")
 
 
 @dataclass
@@ -55,21 +55,21 @@ def check_identity(ctx: Context, skin: str, random_sequences: int = 2, seed: int
     if not levels:
         report.reason = "expected level files under levels/ or val_levels/, found none"
         return report
-    base = Worker(ctx.env.path, limits)
+    base = EnvClient.start(ctx.env.path, ctx.max_steps, limits)
     try:
         try:
-            skinned = Worker(ctx.env.path, limits, skin=skin)
+            skinned = EnvClient.start(ctx.env.path, ctx.max_steps, limits, skin)
         except SandboxFailure as f:
             report.reason = f"{f.where or f'skins/{skin}.py'}: the skin does not load: {f.kind}: {f.detail}"
             return report
         try:
             for level in levels:
                 report.levels += 1
-                base.call("reset", level=level, seed=seed)
+                base.reset(level, seed)
                 # Any rewarding sequence will do here, so equal states at different steps are merged
                 # (a deep witness is found in a fraction of the nodes); it is replayed step by step below.
-                witness = search(base, ctx.candidates, ctx.max_steps, planner_nodes, planner_seconds,
-                                 time_in_key=False, stop_at=bounds.get(layout.level_key(level))).witness
+                witness = base.search(ctx.candidates, ctx.max_steps, planner_nodes, planner_seconds,
+                                      time_in_key=False, stop_at=bounds.get(layout.level_key(level))).witness
                 plans = ([witness] if witness else []) + [
                     [ctx.space.sample(rng, invalid_rate) for _ in range(ctx.max_steps)]
                     for _ in range(random_sequences)]
@@ -99,26 +99,26 @@ def check_identity(ctx: Context, skin: str, random_sequences: int = 2, seed: int
     return report
 
 
-def _side_by_side(base: Worker, skinned: Worker, level: str, seed: int, actions: list[dict],
+def _side_by_side(base: EnvClient, skinned: EnvClient, level: str, seed: int, actions: list[dict],
                   report: IdentityReport) -> dict | None:
-    a = base.call("reset", level=level, seed=seed)
-    b = skinned.call("reset", level=level, seed=seed)
+    a = base.reset(level, seed)
+    b = skinned.reset(level, seed)
     for step in range(len(actions) + 1):
         if step:
-            a = base.call("step", action=actions[step - 1])
-            b = skinned.call("step", action=actions[step - 1])
+            a = base.step(actions[step - 1])
+            b = skinned.step(actions[step - 1])
             report.steps += 1
         for name in COMPARED:
-            if name in a and a.get(name) != b.get(name):
-                return {"level": level, "step": step, "field": name, "base": a.get(name), "skinned": b.get(name),
-                        "actions": actions[:step]}
-        if not isinstance(b["observation"], str):
-            return {"level": level, "step": step, "field": "observation type", "base": type(a["observation"]).__name__,
-                    "skinned": type(b["observation"]).__name__, "actions": actions[:step]}
+            if hasattr(a, name) and getattr(a, name) != getattr(b, name):
+                return {"level": level, "step": step, "field": name, "base": getattr(a, name),
+                        "skinned": getattr(b, name), "actions": actions[:step]}
+        if not isinstance(b.observation, str):
+            return {"level": level, "step": step, "field": "observation type", "base": type(a.observation).__name__,
+                    "skinned": type(b.observation).__name__, "actions": actions[:step]}
         report.renderings += 1
-        if a["observation"] != b["observation"]:
+        if a.observation != b.observation:
             report.renderings_differing += 1
-            report.examples = report.examples or {"base": a["observation"], "skinned": b["observation"]}
-        if a.get("done"):
+            report.examples = report.examples or {"base": a.observation, "skinned": b.observation}
+        if getattr(a, "done", False):
             return None
     return None

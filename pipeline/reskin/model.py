@@ -15,7 +15,8 @@ from pipeline.llm import LLMClient, Message, Response
 from pipeline.llm.ask import ask_until_valid
 from pipeline.prompts import render
 from pipeline.reskin import Reskinned, install
-from pipeline.sandbox import Limits, Worker
+from pipeline.sandbox import Limits
+from pipeline.sandbox.client import EnvClient
 from pipeline.verify.context import Context
 
 _CODE = re.compile(r"```(?:python|py)?[ \t]*\n(.*?)```", re.S)
@@ -56,10 +57,10 @@ def extract_code(text: str) -> str | None:
 def rendering_examples(ctx: Context, count: int, limits: Limits | None = None) -> list[dict]:
     """The resets of the first `count` levels: omega (as JSON) and the env's own rendering."""
     out = []
-    with Worker(ctx.env.path, limits) as worker:
+    with EnvClient.open(ctx.env.path, ctx.max_steps, limits) as env:
         for level in ctx.env.all_levels()[:count]:
-            first = worker.call("reset", level=level, seed=0, want_state=True)
-            out.append({"omega": json.dumps(first["raw_obs"], sort_keys=True), "observation": first["observation"]})
+            first = env.reset(level, want_state=True)
+            out.append({"omega": json.dumps(first.raw_obs, sort_keys=True), "observation": first.observation})
     return out
 
 

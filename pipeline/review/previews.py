@@ -7,9 +7,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pipeline import layout
-from pipeline.envfolder.spec import claimed_max_rewards
+from pipeline.envfolder.spec import DEFAULT_MAX_STEPS, claimed_max_rewards
 from pipeline.errors import LocatedError
-from pipeline.sandbox import SandboxFailure, Worker
+from pipeline.sandbox import SandboxFailure
+from pipeline.sandbox.client import EnvClient, Level
 
 
 @dataclass
@@ -36,13 +37,13 @@ def previews(folder: Path, count: int) -> list[Preview]:
     maxima = _claimed(folder)
     shown: list[Preview] = []
     try:
-        with Worker(env.path) as worker:
+        # Only resets here: no step, so the step cap plays no part.
+        with EnvClient.open(env.path, DEFAULT_MAX_STEPS) as client:
             for i, level in enumerate(wanted):
                 label = level or f"seed {i}"
                 try:
-                    first = (worker.call("reset", level=level, seed=0) if level
-                             else worker.call("reset", generate=True, seed=i))
-                    shown.append(Preview(label, _text(first.get("observation")),
+                    first = client.reset(Level(file=level) if level else Level(seed=i))
+                    shown.append(Preview(label, _text(first.observation),
                                          max_reward=maxima.get(layout.level_key(level)) if level else None))
                 except SandboxFailure as failure:
                     shown.append(Preview(label, error=f"reset failed: {failure}"))

@@ -1,8 +1,10 @@
 """Untrusted code runs here: sandboxed worker processes driven over a message protocol.
 
-    with Worker("generated_envs/reference/crate_dock") as w:
-        w.call("reset", level="levels/level_01.yaml")
-        w.call("step", action={"action": "move", "params": {"direction": "north"}})
+Use them through the typed client (pipeline/sandbox/client.py), which checks every reply:
+
+    with EnvClient.open("generated_envs/reference/crate_dock", max_steps=30) as env:
+        env.reset(Level.parse("levels/level_01.yaml"))
+        env.step({"action": "move", "params": {"direction": "north"}})
 """
 from pipeline.sandbox.capabilities import capabilities
 from pipeline.sandbox.failures import SandboxFailure

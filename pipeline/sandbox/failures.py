@@ -17,6 +17,7 @@ KINDS = {
     "protocol": "the worker broke the message protocol",
     "load": "the environment could not be loaded",
     "usage": "the parent asked for something the environment does not have",
+    "interface": "the environment's validator or generator has a shape envforge cannot call",
 }
 
 
@@ -37,3 +38,26 @@ class SandboxFailure(Exception):
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+
+def failure_of(reply: dict, op: str, output: str = "") -> SandboxFailure:
+    """The failure a worker reported in `reply` ({"ok": false, "kind", "detail", "where"}); its
+    fields are the worker's word, so each is checked and bounded, and an unknown kind is the
+    worker breaking the protocol."""
+    kind, detail, where = (reply.get(k) for k in ("kind", "detail", "where"))
+    if reply.get("ok") is not False or kind not in KINDS or not isinstance(detail, str):
+        return SandboxFailure("protocol", f"reply to '{op}': expected ok true with a result, or ok false "
+                                          f"with a known kind and a detail, found {_keys(reply)}", "", output, op)
+    where = where if isinstance(where, str) else ""
+    return SandboxFailure(kind, _cut(detail, MAX_DETAIL), _cut(where, 200), output, op)
+
+
+MAX_DETAIL = 4000
+
+
+def _cut(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[:limit] + f"... ({len(text) - limit} more characters)"
+
+
+def _keys(reply: dict) -> str:
+    return "{" + ", ".join(f"{str(k)[:20]}: {type(v).__name__}" for k, v in list(reply.items())[:6]) + "}"

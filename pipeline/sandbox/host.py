@@ -21,6 +21,9 @@ from pathlib import Path
 from typing import Any
 
 from pipeline import layout
+from pipeline.sandbox import rngs, search
+from pipeline.sandbox import faults
+from pipeline.sandbox.faults import Failure, failure_reply, in_function, short, where, where_of
 from pipeline.runtime import env as runtime_env
 from pipeline.runtime.levels import state_hash
 from pipeline.runtime.plain import plain
@@ -30,45 +33,38 @@ COMPAT_DIR = str(Path(runtime_env.__file__).resolve().parent / "compat")
 # Instance attributes shared by every snapshot instead of copied.
 _STATIC_ATTRS = {"configs", "obs_policy"}
 MAX_SNAPSHOTS = 200_000
-
-
-class Failure(Exception):
-    def __init__(self, kind: str, detail: str, where: str = ""):
-        super().__init__(detail)
-        self.kind, self.detail, self.where = kind, detail, where
-
-
-_root = [""]  # the environment folder, absolute: what file names in tracebacks are relative to
+DEFAULT_MAX_STEPS = 100  # a search's horizon when the host sent no cap
 
 
 class EnvHost:
     def __init__(self, env_dir: str):
         self.env_dir = Path(env_dir)
-        _root[0] = os.path.abspath(env_dir)
+        faults.ROOT[0] = os.path.abspath(env_dir)
         self.env = None
         self.snapshots: dict[int, tuple] = {}
         self.next_handle = 0
+        self.max_steps: int | None = None  # the episode's step cap, as the host sent it with reset
 
     # -- protocol ------------------------------------------------------------------
     def handle(self, request: dict) -> dict:
         op = request.get("op")
         method = getattr(self, f"op_{op}", None)
         if method is None:
-            return _failure("usage", f"unknown operation {op!r}")
+            return failure_reply("usage", f"unknown operation {op!r}")
         if op != "load" and self.env is None:
-            return _failure("usage", f"'{op}' before 'load'")
+            return failure_reply("usage", f"'{op}' before 'load'")
         try:
             result = method(**request.get("args", {}))
             return {"ok": True, "result": plain(result)}
         except Failure as f:
-            return _failure(f.kind, f.detail, f.where)
+            return failure_reply(f.kind, f.detail, f.where)
         except MemoryError:
-            return _failure("memory", "MemoryError: the environment exceeded its memory limit", _where())
+            return failure_reply("memory", "MemoryError: the environment exceeded its memory limit", where())
         except SystemExit as e:
-            return _failure("exit", f"the environment called exit({e.code!r})", _where())
+            return failure_reply("exit", f"the environment called exit({e.code!r})", where())
         except BaseException as e:  # noqa: BLE001 - any error in env code is a typed failure
-            return _failure("exception", f"{type(e).__name__}{_in_function()}: {e}", _where(),
-                            traceback.format_exc(limit=-8))
+            return failure_reply("exception", f"{type(e).__name__}{in_function()}: {e}", where(),
+                                 traceback.format_exc(limit=-8))
 
     # -- operations ------------------------------------------------------------------
     def op_load(self, env_id: Any = None, skin: str | None = None) -> dict:
@@ -85,12 +81,13 @@ class EnvHost:
         except BaseException as e:  # noqa: BLE001
             if isinstance(e, MemoryError):
                 raise
-            raise Failure("load", f"{type(e).__name__}: {e}", _where())
-        return {"class": cls.__name__, "max_steps": _max_steps(self.env), **({"skin": skin} if skin else {})}
+            raise Failure("load", f"{type(e).__name__}: {e}", where())
+        return {"class": cls.__name__, **({"skin": skin} if skin else {})}
 
     def op_reset(self, level: str | None = None, seed: int | None = None, generate: bool = False,
-                 want_state: bool = False) -> dict:
-        _seed_global_rngs(0 if seed is None else seed)  # envs that use the global RNGs become repeatable
+                 want_state: bool = False, max_steps: int | None = None) -> dict:
+        self.max_steps = max_steps
+        rngs.seed_all(0 if seed is None else seed)  # envs that use the global RNGs become repeatable
         if generate:
             try:
                 self.env.reset(mode="generate", seed=seed)
@@ -108,13 +105,13 @@ class EnvHost:
             action = {"action": str(action), "params": {}}
         out = self.env.step(action)
         if not isinstance(out, (tuple, list)) or len(out) != 4:
-            raise Failure("exception", f"step: expected (state, reward, done, info), found {_short(out)}", _where_of("step", self.env))
-        _, reward, done, info = out
+            raise Failure("exception", f"step: expected (state, reward, done, info), found {short(out)}", where_of("step", self.env))
+        next_state, reward, done, info = out
         reward = _check_reward(reward, self.env)
         info = info if isinstance(info, dict) else {}
         result = {
             "reward": reward,
-            "done": bool(done),
+            "terminated": bool(done) and not self._capped_only(next_state),
             "observation": info.get("skinned"),
             "events": info.get("events") or [],
             "last_action_result": info.get("last_action_result"),
@@ -134,7 +131,7 @@ class EnvHost:
             raise Failure("usage", f"more than {MAX_SNAPSHOTS} snapshots held; drop some")
         handle = self.next_handle
         self.next_handle += 1
-        self.snapshots[handle] = self._capture()
+        self.snapshots[handle] = self.capture()
         return {"handle": handle, "state_hash": state_hash(getattr(self.env, "_state", None))}
 
     def op_restore(self, handle: int, reseed: int | None = None) -> dict:
@@ -143,9 +140,9 @@ class EnvHost:
         possible next observations, as derived prediction tests sample them)."""
         if handle not in self.snapshots:
             raise Failure("usage", f"no snapshot {handle}")
-        self._apply(self.snapshots[handle])
+        self.apply(self.snapshots[handle])
         if reseed is not None:
-            _seed_global_rngs(reseed)
+            rngs.seed_all(reseed)
             for value in vars(self.env).values():
                 if isinstance(value, random.Random):
                     value.seed(reseed)
@@ -162,9 +159,8 @@ class EnvHost:
                   seconds: float = 30.0, time_in_key: bool = True, stop_at: float | None = None,
                   max_mb: float = 256.0) -> dict:
         """Breadth-first search from the current state (see pipeline/sandbox/search.py)."""
-        from pipeline.sandbox import search
-
-        return search.breadth_first(self, actions, max_steps, max_nodes, seconds, time_in_key, stop_at, max_mb)
+        horizon = int(max_steps or self.max_steps or DEFAULT_MAX_STEPS)
+        return search.breadth_first(self, actions, horizon, max_nodes, seconds, time_in_key, stop_at, max_mb)
 
     def op_validate(self, level: str | None = None, state: dict | None = None) -> dict:
         """Run the env's validator (any shape pipeline/sandbox/adapters.py accepts) on a level
@@ -198,7 +194,22 @@ class EnvHost:
         return {"pong": True}
 
     # -- helpers ---------------------------------------------------------------------
-    def _capture(self, like: tuple | None = None) -> tuple:
+    def _capped_only(self, state: Any) -> bool:
+        """Whether an episode the env says is done ended only by its own copy of the step cap
+        (`self._t >= self.max_steps` in done()): that is the runtime's truncation, not an end
+        state. Asked only at the cap, by asking done() again with the clock at zero."""
+        t = getattr(self.env, "_t", None)
+        if self.max_steps is None or not isinstance(t, int) or t < self.max_steps:
+            return False
+        try:
+            self.env._t = 0
+            return not self.env.done(state)
+        except Exception:  # noqa: BLE001 - a done() that cannot say: leave its answer as it was
+            return False
+        finally:
+            self.env._t = t
+
+    def capture(self, like: tuple | None = None) -> tuple:
         """A snapshot: a copy of the env's own attributes and the global RNG state.
 
         Pickled when the attributes allow it (several times faster than deepcopy for plain
@@ -206,18 +217,18 @@ class EnvHost:
         state equal to the one in `like` is shared, not held twice (it is ~20 KB).
         """
         attrs = {k: v for k, v in vars(self.env).items() if k not in _STATIC_ATTRS}
-        rng = _rng_state()
-        if like is not None and _same_rng(rng, like[1]):
+        rng = rngs.state()
+        if like is not None and rngs.same(rng, like[1]):
             rng = like[1]
         try:
             return pickle.dumps(attrs, pickle.HIGHEST_PROTOCOL), rng
         except Exception:  # noqa: BLE001 - unpicklable attributes (lambdas, handles): deepcopy them
             return copy.deepcopy(attrs), rng
 
-    def _apply(self, snapshot: tuple) -> None:
+    def apply(self, snapshot: tuple) -> None:
         attrs, rng = snapshot
         vars(self.env).update(pickle.loads(attrs) if isinstance(attrs, bytes) else copy.deepcopy(attrs))
-        _set_rng_state(rng)
+        rngs.set_state(rng)
 
     def _observation(self, want_state: bool) -> dict:
         omega = self.env.observe_semantic()
@@ -300,109 +311,11 @@ def _instantiate(cls: type, env_id: Any):
         return cls()
 
 
-def _numpy_random():
-    """numpy's global RNG module when the environment imported numpy (never imported here)."""
-    numpy = sys.modules.get("numpy")
-    return getattr(numpy, "random", None) if numpy is not None else None
-
-
-def _seed_global_rngs(seed: int) -> None:
-    random.seed(seed)
-    np_random = _numpy_random()
-    if np_random is not None:
-        np_random.seed(int(seed) % 2**32)
-
-
-def _rng_state() -> tuple:
-    """The global RNGs' state: `random`'s, and numpy's when the environment uses numpy."""
-    np_random = _numpy_random()
-    return random.getstate(), (np_random.get_state() if np_random is not None else None)
-
-
-def _set_rng_state(state: tuple) -> None:
-    random.setstate(state[0])
-    np_random = _numpy_random()
-    if np_random is not None and state[1] is not None:
-        np_random.set_state(state[1])
-
-
-def _same_rng(a: tuple, b: tuple) -> bool:
-    if a[0] != b[0] or (a[1] is None) != (b[1] is None):
-        return False
-    if a[1] is None:
-        return True
-    return a[1][0] == b[1][0] and a[1][2:] == b[1][2:] and bytes(a[1][1].data) == bytes(b[1][1].data)
-
-
-def _rng_key(state: tuple) -> int:
-    """A hashable digest of a global-RNG state (for the search's merge key)."""
-    numpy_part = None if state[1] is None else (state[1][2:], bytes(state[1][1].data))
-    return hash((state[0], numpy_part))
-
-
 def _check_reward(value: Any, env, what: str = "reward") -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        where = _where_of("reward", env) if env is not None else layout.ENV_VALIDATOR
-        raise Failure("invalid_reward", f"{what}: expected a finite number, found {_short(value)}", where)
+        where = where_of("reward", env) if env is not None else layout.ENV_VALIDATOR
+        raise Failure("invalid_reward", f"{what}: expected a finite number, found {short(value)}", where)
     return float(value)
-
-
-def _max_steps(env) -> int | None:
-    """config.yaml's step limit by the one rule (pipeline.envfolder.spec.max_steps); None when
-    the env has no readable config or the value breaks the rule (the host refuses those first)."""
-    from pipeline.envfolder.spec import max_steps
-    from pipeline.errors import LocatedError
-
-    try:
-        return max_steps(getattr(env, "configs", None) or {})
-    except LocatedError:
-        return None
-
-
-def _short(value: Any) -> str:
-    text = repr(value)
-    return text if len(text) <= 80 else text[:77] + "..."
-
-
-def _where() -> str:
-    """file:line of the innermost traceback frame inside the environment folder."""
-    tb = sys.exc_info()[2]
-    where = ""
-    for frame, lineno in traceback.walk_tb(tb):
-        rel = _env_relative(frame.f_code.co_filename)
-        if rel:
-            where = f"{rel}:{lineno}"
-    return where
-
-
-def _in_function() -> str:
-    """' in NAME()' of the innermost traceback frame inside the environment folder, or ''."""
-    name = ""
-    for frame, _ in traceback.walk_tb(sys.exc_info()[2]):
-        if _env_relative(frame.f_code.co_filename):
-            name = frame.f_code.co_name
-    return f" in {name}()" if name and name != "<module>" else ""
-
-
-def _where_of(method: str, env) -> str:
-    fn = getattr(type(env), method, None)
-    try:
-        rel = _env_relative(inspect.getsourcefile(fn))
-        return f"{rel}:{inspect.getsourcelines(fn)[1]}" if rel else ""
-    except (TypeError, OSError):
-        return ""
-
-
-def _env_relative(filename: str | None) -> str:
-    # Not the working directory: the env may have moved it, or left it unreadable.
-    root = _root[0] or os.getcwd()
-    if filename and filename.startswith(root + "/"):
-        return filename[len(root) + 1:]
-    return ""
-
-
-def _failure(kind: str, detail: str, where: str = "", trace: str = "") -> dict:
-    return {"ok": False, "kind": kind, "detail": detail, "where": where, "traceback": trace}
 
 
 def encode(reply: dict) -> bytes:
@@ -410,4 +323,4 @@ def encode(reply: dict) -> bytes:
     try:
         return (json.dumps(reply, allow_nan=False) + "\n").encode()
     except (TypeError, ValueError, RecursionError) as e:
-        return (json.dumps(_failure("not_json", f"reply is not plain JSON: {type(e).__name__}: {e}")) + "\n").encode()
+        return (json.dumps(failure_reply("not_json", f"reply is not plain JSON: {type(e).__name__}: {e}")) + "\n").encode()

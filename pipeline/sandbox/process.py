@@ -22,7 +22,7 @@ from typing import Any, Callable
 
 from pipeline.sandbox.capabilities import UNSHARE_ARGS, capabilities
 from pipeline.sandbox.confine import ENV_MOUNT
-from pipeline.sandbox.failures import SandboxFailure
+from pipeline.sandbox.failures import SandboxFailure, failure_of
 from pipeline.sandbox.folder import DIR_PREFIX, FolderCopy, private_dir, remove_tree
 from pipeline.sandbox.limits import EXIT_ALARM, EXIT_CPU, Limits, worker_environment
 
@@ -150,10 +150,9 @@ class Worker:
                 raise
             finally:
                 self.cpu_seconds_used = max(self.cpu_seconds_used, self._cpu_seconds())
-            if not reply.get("ok"):
+            if reply.get("ok") is not True:
                 self.failed = True
-                raise SandboxFailure(reply.get("kind", "protocol"), reply.get("detail", ""),
-                                     reply.get("where", ""), self.output_text(), op)
+                raise failure_of(reply, op, self.output_text())
             return reply.get("result")
 
     def _cpu_seconds(self) -> float:
@@ -202,9 +201,13 @@ class Worker:
                     if buf.endswith(b"\n"):
                         try:
                             message = json.loads(buf)
-                        except ValueError:
-                            raise SandboxFailure("protocol", f"reply to '{op}' is not JSON") from None
-                        if not (isinstance(message, dict) and "request" in message):
+                        except (ValueError, RecursionError) as e:
+                            what = "nested too deep" if isinstance(e, RecursionError) else "not JSON"
+                            raise SandboxFailure("protocol", f"reply to '{op}' is {what}") from None
+                        if not isinstance(message, dict):
+                            raise SandboxFailure("protocol", f"reply to '{op}': expected a mapping, found "
+                                                             f"{type(message).__name__}")
+                        if "request" not in message:
                             return message
                         started = time.monotonic()
                         self._answer(op, message, on_request)

@@ -5,13 +5,17 @@ from __future__ import annotations
 import time
 
 from pipeline.runtime.levels import state_hash
-from pipeline.sandbox.host import EnvHost, Failure, _max_steps, _rng_key, _rng_state, _same_rng, _where
+from pipeline.sandbox import rngs
+from pipeline.sandbox.faults import Failure, where
 
 
-def breadth_first(host: EnvHost, actions: list[dict], max_steps: int | None = None, max_nodes: int = 50_000,
+def breadth_first(host, actions: list[dict], max_steps: int, max_nodes: int = 50_000,
                   seconds: float = 30.0, time_in_key: bool = True, stop_at: float | None = None,
                   max_mb: float = 256.0) -> dict:
     """Breadth-first search from the current state over in-process snapshots.
+
+    `host` is the worker's EnvHost (capture, apply, op_step, env); `max_steps` the episode's
+    step cap as the parent sent it.
 
     Every node is one step of the environment's own `step`, from a copy of the parent's
     attributes and global RNG (a snapshot, as op_snapshot takes), so the search plays
@@ -31,9 +35,9 @@ def breadth_first(host: EnvHost, actions: list[dict], max_steps: int | None = No
     the search began.
     """
     started = time.monotonic()
-    horizon = int(max_steps or _max_steps(host.env) or 100)
+    horizon = int(max_steps)
     t0 = getattr(host.env, "_t", 0) or 0
-    root = host._capture()
+    root = host.capture()
     parents: list[tuple[int, int]] = [(-1, -1)]  # node -> (parent node, action index)
     layer = [(0, root, 0.0)]
     seen = {(state_hash(getattr(host.env, "_state", None)), 0.0, t0 if time_in_key else None, None)}
@@ -53,27 +57,27 @@ def breadth_first(host: EnvHost, actions: list[dict], max_steps: int | None = No
                         raise _Budget("seconds")
                     if layer_bytes + held > max_mb * 1024 * 1024:
                         raise _Budget("memory")
-                    host._apply(snap)
+                    host.apply(snap)
                     try:
                         out = host.op_step(action)
                     except Failure as f:
                         raise Failure(f.kind, f"{f.detail} (after {_path(parents, node, actions) + [action]})", f.where)
                     except Exception as e:  # noqa: BLE001 - env code failed mid-search
                         raise Failure("exception", f"{type(e).__name__}: {e} (after "
-                                      f"{_path(parents, node, actions) + [action]})", _where()) from None
+                                      f"{_path(parents, node, actions) + [action]})", where()) from None
                     nodes += 1
                     parents.append((node, index))
                     child = len(parents) - 1
                     reached = total + out["reward"]
                     if reached > best:
                         best, best_node = reached, child
-                    rng = _rng_state()
+                    rng = rngs.state()
                     key = (out["state_hash"], round(reached, 9), out["t"] if time_in_key else None,
-                           None if _same_rng(rng, root[1]) else _rng_key(rng))
-                    if out["done"] or key in seen:
+                           None if rngs.same(rng, root[1]) else rngs.key(rng))
+                    if out["terminated"] or key in seen:
                         continue
                     seen.add(key)
-                    captured = host._capture(like=snap)
+                    captured = host.capture(like=snap)
                     next_layer.append((child, captured, reached))
                     held += _snapshot_bytes(captured, snap)
             layer = next_layer
@@ -86,36 +90,36 @@ def breadth_first(host: EnvHost, actions: list[dict], max_steps: int | None = No
         if stopped is not None:
             best, witness, completion = _complete_greedily(host, root, actions, witness, best, horizon - t0)
     finally:
-        host._apply(root)
+        host.apply(root)
     return {"best_reward": best, "witness": witness, "nodes": nodes, "completion_steps": completion,
             "exhausted": exhausted, "stopped": stopped, "distinct_states": len(seen), "depth": depth - t0,
             "seconds": round(time.monotonic() - started, 3)}
 
 
-def _complete_greedily(host: EnvHost, root: tuple, actions: list[dict], witness: list[dict], best: float,
+def _complete_greedily(host, root: tuple, actions: list[dict], witness: list[dict], best: float,
                        steps_left: int) -> tuple[float, list[dict], int]:
     """After a budget cut the search: continue its best path to the episode's end, each step the
     action paying most at once. Rewards that accrue step by step (a cut search stops short of
     them) are then collected. Returns the better of the two paths and the steps it cost."""
-    host._apply(root)
+    host.apply(root)
     total, done = 0.0, False
     for action in witness:
         out = host.op_step(action)
-        total, done = total + out["reward"], out["done"]
+        total, done = total + out["reward"], out["terminated"]
     path, cost = list(witness), len(witness)
     while not done and len(path) < steps_left:
-        here = host._capture()
+        here = host.capture()
         choice = None
         for action in actions:
-            host._apply(here)
+            host.apply(here)
             out = host.op_step(action)
             cost += 1
             if choice is None or out["reward"] > choice[1]:
                 choice = (action, out["reward"])
-        host._apply(here)
+        host.apply(here)
         out = host.op_step(choice[0])
         cost += 1
-        total, done = total + out["reward"], out["done"]
+        total, done = total + out["reward"], out["terminated"]
         path.append(choice[0])
         if total > best:
             best, witness = total, list(path)

@@ -15,7 +15,8 @@ from typing import Iterator
 from pipeline import layout
 from pipeline.envfolder.spec import EnvSpec
 from pipeline.errors import LocatedError, Rejected
-from pipeline.sandbox import Limits, SandboxFailure, Worker
+from pipeline.sandbox import Limits, SandboxFailure
+from pipeline.sandbox.client import EnvClient
 from pipeline.verify.claims import read_claims
 from pipeline.sandbox.executor import open_worker
 
@@ -95,23 +96,17 @@ class Context:
         return None
 
     @contextlib.contextmanager
-    def worker(self) -> Iterator[Worker]:
+    def worker(self) -> Iterator[EnvClient]:
         """A fresh worker for one stage, closed (and so reaped, for CPU accounting) after it."""
         try:
-            worker = open_worker(self.env.path, self.options.limits)  # here, or on a Ray node
+            env = EnvClient.start(self.env.path, self.max_steps, self.options.limits)  # here, or on a Ray node
         except SandboxFailure as f:
             raise Rejected(f"{located(f, layout.ENV_MAIN)}: expected env_main.py to import and its SkinEnv "
                            f"subclass to instantiate, found {f.kind}: {f.detail}") from None
         try:
-            yield worker
+            yield env
         finally:
-            worker.close()
-
-
-def reset(worker: Worker, source: str, want_state: bool = False) -> dict:
-    if source.startswith("seed:"):
-        return worker.call("reset", generate=True, seed=int(source[5:]), want_state=want_state)
-    return worker.call("reset", level=source, seed=0, want_state=want_state)
+            env.close()
 
 
 def located(failure: SandboxFailure, default: str) -> str:

@@ -45,12 +45,13 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from pipeline import layout
-from pipeline.planner import replay, search
+from pipeline.planner import replay
 from pipeline.runtime.levels import save_level
-from pipeline.sandbox import SandboxFailure, Worker
+from pipeline.sandbox import SandboxFailure
+from pipeline.sandbox.client import EnvClient, Level, Verdict
 from pipeline.errors import Rejected
 from pipeline.verify import claims
-from pipeline.verify.context import Clock, Context, failure_text, located, reset
+from pipeline.verify.context import Clock, Context, failure_text, located
 
 EPS = 1e-6
 
@@ -142,7 +143,7 @@ def _scored_figures(figures: dict, scored: list[LevelMax], ctx: Context) -> None
         figures["claims"] = claims.compare(ctx.claims, scored)
 
 
-def _shipped_despite(generator_broken: Rejected | None, ctx: Context, worker: Worker,
+def _shipped_despite(generator_broken: Rejected | None, ctx: Context, worker: EnvClient,
                      certifier: "_Certifier") -> list[LevelMax]:
     """The shipped levels; when the generator already failed, a failure here names both."""
     try:
@@ -160,7 +161,7 @@ def _shipped_despite(generator_broken: Rejected | None, ctx: Context, worker: Wo
         raise Rejected(f"{generator_broken.reason}; and the shipped levels: {rejected.reason}") from None
 
 
-def _generate(ctx: Context, worker: Worker, certifier: "_Certifier", figures: dict) -> list[LevelMax]:
+def _generate(ctx: Context, worker: EnvClient, certifier: "_Certifier", figures: dict) -> list[LevelMax]:
     """Seeds 1, 2, … in batches: generate and validate one by one, certify a batch at once."""
     want = ctx.options.test_levels + ctx.options.val_levels
     kept: list[LevelMax] = []
@@ -173,22 +174,22 @@ def _generate(ctx: Context, worker: Worker, certifier: "_Certifier", figures: di
             seed += 1
             figures["seeds_tried"] += 1
             try:
-                first = worker.call("reset", generate=True, seed=seed, want_state=True)
+                first = worker.reset(Level(seed=seed), want_state=True)
             except SandboxFailure as f:
                 raise Rejected(f"{located(f, layout.ENV_GENERATE)}: expected generate_level to make a level for "
                                f"seed {seed}, found {failure_text(f)}") from None
-            if first["state_hash"] in seen:
+            if first.state_hash in seen:
                 figures["duplicates"] += 1
                 continue
-            seen[first["state_hash"]] = seed
-            verdict = _validate(worker, f"the level generated with seed {seed}", state=first["state"])
-            if not verdict["ok"]:
+            seen[first.state_hash] = seed
+            verdict = _validate(worker, f"the level generated with seed {seed}", state=first.state)
+            if not verdict.ok:
                 figures["rejected_by_validator"] += 1
                 _example(figures, f"seed {seed}: rejected by the validator: "
-                                  f"{'; '.join(verdict['issues']) or 'no reason given'}")
+                                  f"{'; '.join(verdict.issues) or 'no reason given'}")
                 continue
-            batch.append((seed, first["state"], verdict))
-        certified = certifier.many([(f"seed:{s}", verdict) for s, _, verdict in batch])
+            batch.append((seed, first.state, verdict))
+        certified = certifier.many([(str(Level(seed=s)), verdict) for s, _, verdict in batch])
         for (s, state, _), lm in zip(batch, certified):
             lm = dataclasses.replace(lm, seed=s, state=state)
             if lm.unfit:
@@ -221,13 +222,13 @@ def _generate(ctx: Context, worker: Worker, certifier: "_Certifier", figures: di
     return kept
 
 
-def _shipped(ctx: Context, worker: Worker, certifier: "_Certifier") -> list[LevelMax]:
+def _shipped(ctx: Context, worker: EnvClient, certifier: "_Certifier") -> list[LevelMax]:
     items = []
     for level in ctx.env.all_levels():
         verdict = _validate(worker, level, level=level)
-        if not verdict["ok"]:
+        if not verdict.ok:
             raise Rejected(f"{level}: expected the validator to accept this shipped level, found "
-                           f"{'; '.join(verdict['issues']) or 'rejected without a reason'}")
+                           f"{'; '.join(verdict.issues) or 'rejected without a reason'}")
         items.append((level, verdict))
     out = certifier.many(items)
     for lm in out:
@@ -251,9 +252,9 @@ def _write_levels(ctx: Context, generated: list[LevelMax]) -> list[LevelMax]:
     return out
 
 
-def _validate(worker: Worker, what: str, **where) -> dict:
+def _validate(worker: EnvClient, what: str, **where) -> Verdict:
     try:
-        return worker.call("validate", **where)
+        return worker.validate(**where)
     except SandboxFailure as f:
         raise Rejected(f"{located(f, layout.ENV_VALIDATOR)}: expected the validator to run on {what}, "
                        f"found {failure_text(f)}") from None
@@ -262,7 +263,7 @@ def _validate(worker: Worker, what: str, **where) -> dict:
 class _Certifier:
     """Certifies levels on several workers at once (one search each), once per distinct state."""
 
-    def __init__(self, ctx: Context, workers: list[Worker], figures: dict):
+    def __init__(self, ctx: Context, workers: list[EnvClient], figures: dict):
         self.ctx, self.figures = ctx, figures
         self.cache: dict[str, LevelMax] = {}
         self.free: queue.Queue = queue.Queue()
@@ -271,23 +272,23 @@ class _Certifier:
         self.pool = ThreadPoolExecutor(len(workers), thread_name_prefix="certify")
         self.lock = threading.Lock()
 
-    def many(self, items: list[tuple[str, dict]]) -> list[LevelMax]:
+    def many(self, items: list[tuple[str, Verdict]]) -> list[LevelMax]:
         """[(source, validator verdict)] -> their certified max rewards, in order."""
-        todo: dict[str, tuple[str, dict]] = {}
+        todo: dict[str, tuple[str, Verdict]] = {}
         for source, verdict in items:
-            if verdict["state_hash"] not in self.cache:
-                todo.setdefault(verdict["state_hash"], (source, verdict))
+            if verdict.state_hash not in self.cache:
+                todo.setdefault(verdict.state_hash, (source, verdict))
         for digest, lm in zip(todo, self.pool.map(self._one, todo.values())):
             self.cache[digest] = lm
             self.figures["search_nodes"] += lm.search_nodes
-        return [dataclasses.replace(self.cache[v["state_hash"]], source=s) for s, v in items]
+        return [dataclasses.replace(self.cache[v.state_hash], source=s) for s, v in items]
 
-    def _one(self, item: tuple[str, dict]) -> LevelMax:
+    def _one(self, item: tuple[str, Verdict]) -> LevelMax:
         source, verdict = item
         worker = self.free.get()
         started = time.monotonic()
         try:
-            return certify(self.ctx, worker, source, verdict["max_reward"], verdict["state_hash"])
+            return certify(self.ctx, worker, source, verdict.max_reward, verdict.state_hash)
         except SandboxFailure as f:
             raise Rejected(f"{located(f, layout.ENV_MAIN)}: expected the search for the max reward of {source} to "
                            f"run without failure, found {failure_text(f)}") from None
@@ -297,26 +298,26 @@ class _Certifier:
             self.free.put(worker)
 
 
-def certify(ctx: Context, worker: Worker, source: str, bound: float | None, digest: str = "") -> LevelMax:
+def certify(ctx: Context, worker: EnvClient, source: str, bound: float | None, digest: str = "") -> LevelMax:
     """The certified max reward of one level (the rules are in the module docstring)."""
     opts = ctx.options
     budget = dict(max_nodes=opts.search_nodes, seconds=opts.search_seconds, stop_at=bound)
-    reset(worker, source)
-    result = search(worker, ctx.candidates, ctx.max_steps, time_in_key=False, **budget)
+    worker.reset(source)
+    result = worker.search(ctx.candidates, time_in_key=False, **budget)
     nodes, exhaustive = result.nodes, False
     nothing = _nothing(ctx, worker, source)
     claim = ctx.claims.get(source.rsplit("/", 1)[-1].removesuffix(".yaml")) if "/" in source else None
     if bound is None or result.best_reward < bound - EPS or result.best_reward <= nothing + EPS or (
             claim is not None and result.best_reward < claim - EPS):
-        reset(worker, source)
+        worker.reset(source)
         if claim is not None:  # a shipped claim above what was found: search until it is reached or refuted
             budget["stop_at"] = max(claim, bound if bound is not None else claim)
-        keyed = search(worker, ctx.candidates, ctx.max_steps, time_in_key=True, **budget)
+        keyed = worker.search(ctx.candidates, time_in_key=True, **budget)
         # Exhaustive over the candidate actions; over the env's action space only when those are all of it.
         nodes, exhaustive = nodes + keyed.nodes, keyed.exhausted and ctx.candidates_complete
         if keyed.best_reward > result.best_reward + EPS:
             result = keyed
-    reset(worker, source)
+    worker.reset(source)
     achieved, _, steps = replay(worker, result.witness)
     if abs(achieved - result.best_reward) > EPS or steps != len(result.witness):
         raise Rejected(f"{source}: expected the search's witness ({len(result.witness)} actions) to score "
@@ -366,11 +367,11 @@ def certify(ctx: Context, worker: Worker, source: str, bound: float | None, dige
     return lm
 
 
-def _nothing(ctx: Context, worker: Worker, source: str) -> float:
+def _nothing(ctx: Context, worker: EnvClient, source: str) -> float:
     """What doing nothing scores: the no-op action until the episode ends; 0 without a no-op."""
     if ctx.no_op is None:
         return 0.0
-    reset(worker, source)
+    worker.reset(source)
     total, _, _ = replay(worker, [ctx.no_op] * ctx.max_steps)
     return total
 

@@ -22,8 +22,9 @@ from pipeline.planner import replay
 from pipeline.rollout import run_episode
 from pipeline.sandbox import SandboxFailure
 from pipeline.errors import Rejected
+from pipeline.sandbox.client import Level
 from pipeline.verify import claims
-from pipeline.verify.context import Clock, Context, failure_text, located, reset
+from pipeline.verify.context import Clock, Context, failure_text, located
 from pipeline.verify.levels import EPS, LevelMax
 
 RANDOM_AGENT = "uniform random declared action with sampled parameters"
@@ -82,10 +83,9 @@ def run(ctx: Context, levels: list[LevelMax], figures: dict) -> list[LevelMax]:
 
 def _score_level(ctx: Context, worker, lm: LevelMax, rng: random.Random, figures: dict) -> tuple[LevelMax, dict]:
     totals = []
-    level, seed = (None, int(lm.source[5:])) if lm.source.startswith("seed:") else (lm.source, None)
+    level = Level.parse(lm.source)
     for i in range(ctx.options.random_episodes):
-        episode = run_episode(worker, lambda obs, last: ctx.space.sample(rng), ctx.max_steps,
-                              level=level, seed=seed if level is None else i)
+        episode = run_episode(worker, lambda obs, last: ctx.space.sample(rng), level, seed=i)
         figures["episodes"] += 1
         totals.append(episode.total_reward)
         if episode.total_reward > lm.max_reward + EPS:
@@ -94,7 +94,7 @@ def _score_level(ctx: Context, worker, lm: LevelMax, rng: random.Random, figures
                 calculation_method="random_episode_witness", certainty="lower_bound",
                 notes=f"a random episode scored {episode.total_reward:g}, above the max reward {lm.max_reward:g} "
                       f"({lm.calculation_method}); corrected")
-    reset(worker, lm.source)
+    worker.reset(level)
     planner_total, _, _ = replay(worker, lm.witness)
     figures["episodes"] += 1
     lm = dataclasses.replace(lm, best_seen=max(lm.best_seen, planner_total, *totals))

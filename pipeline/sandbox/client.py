@@ -1,0 +1,286 @@
+"""The one typed client over a sandbox worker: every host-side use of an environment goes here.
+
+    with EnvClient.open("generated_envs/reference/crate_dock", max_steps=30) as env:
+        first = env.reset(Level.parse("levels/level_01.yaml"))
+        result = env.step({"action": "move", "params": {"direction": "north"}})
+        result.reward, result.terminated, result.truncated
+
+The protocol's operation names live here and on the worker's side (host.py, agent_host.py),
+nowhere else. Every reply is checked here (replies.py) before anyone reads it.
+
+The step cap is the runtime's: the client counts the steps since `reset` against `max_steps`,
+which the caller takes from config.yaml on the host (never from the environment's code or a
+reply). A step reports `terminated` (the environment reached an end state) apart from
+`truncated` (the cap was reached first), as Gymnasium does.
+"""
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterator
+
+from pipeline.sandbox import replies
+from pipeline.sandbox.failures import SandboxFailure
+from pipeline.sandbox.executor import open_worker
+from pipeline.sandbox.limits import Limits
+from pipeline.sandbox.pool import WorkerPool
+from pipeline.sandbox.process import OnRequest, Worker
+from pipeline.sandbox.replies import JSON, NUMBER, OPTIONAL
+
+SEED_PREFIX = "seed:"
+# Wall-clock slack on top of a search's own time budget before the worker call times out.
+SEARCH_MARGIN_SECONDS = 15.0
+
+
+@dataclass(frozen=True)
+class Level:
+    """A level: a level file of the folder ("levels/level_01.yaml"), or a seed the environment's
+    generator makes one from (in the worker, never written to the folder). In records it is the
+    text `str(level)` gives: the file, or "seed:N"."""
+
+    file: str | None = None
+    seed: int | None = None
+
+    def __post_init__(self):
+        if (self.file is None) == (self.seed is None):
+            raise ValueError("a level is a file or a seed, exactly one of them")
+
+    @classmethod
+    def parse(cls, text: "str | Level") -> "Level":
+        if isinstance(text, Level):
+            return text
+        text = str(text)
+        if text.startswith(SEED_PREFIX):
+            number = text[len(SEED_PREFIX):]
+            if not number.lstrip("-").isdigit() or len(number) > 18:
+                raise ValueError(f"expected a level file or 'seed:N' with an integer N, found {text!r}")
+            return cls(seed=int(number))
+        return cls(file=text)
+
+    @property
+    def generated(self) -> bool:
+        return self.seed is not None
+
+    def __str__(self) -> str:
+        return f"{SEED_PREFIX}{self.seed}" if self.file is None else self.file
+
+
+@dataclass
+class Observation:
+    """What `reset` and `observe` give: the text the agent reads and, with want_state, the data."""
+
+    observation: Any  # what the agent reads (the env's render_skin: usually text)
+    state_hash: str
+    t: int | None = None  # the environment's own step counter, for display only
+    state: Any = None  # the true state (want_state)
+    raw_obs: Any = None  # the structured observation omega (want_state)
+
+
+@dataclass
+class StepResult(Observation):
+    reward: float = 0.0
+    events: list[str] = field(default_factory=list)
+    last_action_result: Any = None
+    terminated: bool = False  # the environment reached an end state
+    truncated: bool = False  # the runtime's step cap was reached first
+
+    @property
+    def done(self) -> bool:
+        return self.terminated or self.truncated
+
+
+@dataclass
+class Verdict:
+    """The environment's validator on one level."""
+
+    ok: bool
+    issues: list[str]
+    max_reward: float | None
+    state_hash: str
+    warnings: list[str] = field(default_factory=list)
+
+
+@dataclass
+class SearchResult:
+    best_reward: float
+    witness: list[dict] = field(default_factory=list)
+    nodes: int = 0
+    exhausted: bool = False  # the whole reachable space within max_steps was searched
+    distinct_states: int = 0
+    seconds: float = 0.0
+    time_in_key: bool = True  # states at different steps were kept apart (see host.op_search)
+    stopped: str | None = None  # the budget that ended it: "nodes", "seconds", "memory" or "bound"
+
+
+_OBSERVATION = {"observation": JSON, "state_hash": str, "t": (int, OPTIONAL), "state": JSON, "raw_obs": JSON}
+_STEP = {**_OBSERVATION, "reward": JSON, "terminated": bool, "events": list, "last_action_result": JSON}
+_SEARCH = {"best_reward": JSON, "witness": list, "nodes": int, "exhausted": bool, "distinct_states": int,
+           "seconds": NUMBER, "stopped": (str, OPTIONAL)}
+_VERDICT = {"ok": bool, "issues": list, "max_reward": JSON, "state_hash": str, "warnings": (list, OPTIONAL)}
+
+
+class EnvClient:
+    """A loaded environment in a sandbox worker, seen through typed calls.
+
+    `max_steps`: the episode's step cap, from config.yaml (pipeline.envfolder's rule).
+    """
+
+    def __init__(self, worker: Worker, max_steps: int):
+        self.worker = worker
+        self.max_steps = int(max_steps)
+        self.steps = 0  # steps since the last reset: what the cap counts
+        self._steps_at: dict[int, int] = {}  # snapshot handle -> steps when it was taken
+        self.class_name: str = _loaded(worker, {"class": str, "skin": (str, OPTIONAL)})["class"]
+
+    @classmethod
+    def start(cls, env_dir: str | Path, max_steps: int, limits: Limits | None = None,
+              skin: str | None = None) -> "EnvClient":
+        """A fresh worker holding `env_dir` (here, or on a Ray node: see executor.py); the caller closes it."""
+        worker = open_worker(env_dir, limits, skin=skin)
+        try:
+            return cls(worker, max_steps)
+        except BaseException:
+            worker.close()
+            raise
+
+    @classmethod
+    @contextlib.contextmanager
+    def open(cls, env_dir: str | Path, max_steps: int, limits: Limits | None = None,
+             skin: str | None = None) -> Iterator["EnvClient"]:
+        """A fresh worker holding `env_dir`, closed afterwards."""
+        env = cls.start(env_dir, max_steps, limits, skin)
+        try:
+            yield env
+        finally:
+            env.close()
+
+    @classmethod
+    @contextlib.contextmanager
+    def lease(cls, pool: WorkerPool, env_dir: str | Path, max_steps: int) -> Iterator["EnvClient"]:
+        """A worker of `pool` holding `env_dir`, handed back afterwards."""
+        with pool.lease(env_dir) as worker:
+            yield cls(worker, max_steps)
+
+    @property
+    def env_dir(self) -> Path:
+        return self.worker.env_dir
+
+    def close(self) -> None:
+        self.worker.close()
+
+    # -- episodes ------------------------------------------------------------------------
+    def reset(self, level: Level | str, seed: int | None = 0, want_state: bool = False) -> Observation:
+        """Start an episode on `level`. `seed` seeds the environment's random numbers for a level
+        file; a generated level uses its own seed for both."""
+        level = Level.parse(level)
+        if level.generated:
+            args = {"generate": True, "seed": level.seed}
+        else:
+            args = {"level": level.file, "seed": seed}
+        reply = self._call("reset", _OBSERVATION, want_state=want_state, max_steps=self.max_steps, **args)
+        self.steps = 0
+        return _observation(reply)
+
+    def observe(self, want_state: bool = False) -> Observation:
+        return _observation(self._call("observe", _OBSERVATION, want_state=want_state))
+
+    def step(self, action: dict, want_state: bool = False) -> StepResult:
+        reply = self._call("step", _STEP, action=action, want_state=want_state)
+        self.steps += 1
+        terminated = reply["terminated"]
+        return StepResult(
+            **vars(_observation(reply)), reward=replies.reward(reply["reward"], "step"),
+            events=[str(e) for e in reply["events"]], last_action_result=reply.get("last_action_result"),
+            terminated=terminated, truncated=not terminated and self.steps >= self.max_steps)
+
+    # -- snapshots -----------------------------------------------------------------------
+    def snapshot(self) -> int:
+        """A handle to the current state (the worker holds it)."""
+        handle = self._call("snapshot", {"handle": int, "state_hash": str})["handle"]
+        self._steps_at[handle] = self.steps
+        return handle
+
+    def restore(self, handle: int, reseed: int | None = None) -> str:
+        """Back to a snapshot; with `reseed`, its random numbers continue along another path.
+        Returns the state's hash."""
+        reply = self._call("restore", {"state_hash": str}, handle=handle, reseed=reseed)
+        self.steps = self._steps_at.get(handle, self.steps)
+        return reply["state_hash"]
+
+    def drop(self, handles: list[int] | None = None) -> int:
+        """Forget snapshots (all of them by default); returns how many are still held."""
+        for handle in (list(self._steps_at) if handles is None else handles):
+            self._steps_at.pop(handle, None)
+        return self._call("drop", {"held": int}, handles=handles)["held"]
+
+    # -- the worker's own work -------------------------------------------------------------
+    def search(self, actions: list[dict], max_steps: int | None = None, max_nodes: int = 50_000,
+               seconds: float = 30.0, time_in_key: bool = True, stop_at: float | None = None) -> SearchResult:
+        """Breadth-first search from the current state (host.op_search) within `max_steps` of the
+        episode (default: the cap)."""
+        reply = self._call("search", _SEARCH, timeout=seconds + SEARCH_MARGIN_SECONDS, actions=actions,
+                           max_steps=min(max_steps or self.max_steps, self.max_steps), max_nodes=max_nodes,
+                           seconds=seconds, time_in_key=time_in_key, stop_at=stop_at)
+        if not all(isinstance(a, dict) for a in reply["witness"]):
+            raise SandboxFailure("protocol", "reply to 'search': witness: expected a list of actions", op="search")
+        return SearchResult(replies.reward(reply["best_reward"], "search", "best_reward"), reply["witness"],
+                            reply["nodes"], reply["exhausted"], reply["distinct_states"], float(reply["seconds"]),
+                            time_in_key, reply.get("stopped"))
+
+    def validate(self, level: Level | str | None = None, state: Any = None) -> Verdict:
+        """The environment's validator on a level file, a given state, or the current state."""
+        args = {"level": Level.parse(level).file} if level is not None else {"state": state}
+        if level is not None and args["level"] is None:
+            raise ValueError("validate takes a level file or a state; a seed's level is validated by its state")
+        reply = self._call("validate", _VERDICT, **args)
+        bound = reply["max_reward"]
+        return Verdict(reply["ok"], [str(i) for i in reply["issues"]],
+                       None if bound is None else replies.reward(bound, "validate", "max_reward"), reply["state_hash"],
+                       [str(w) for w in reply.get("warnings") or []])
+
+    def call_function(self, module: str, function: str, args: list | None = None) -> Any:
+        """Call `function` of one of the environment's own modules (e.g. a variant selector)."""
+        return self._call("call", {}, module=module, function=function, args=args or [])
+
+    def ping(self) -> bool:
+        return self._call("ping", {"pong": bool})["pong"]
+
+    def _call(self, op: str, fields: dict, timeout: float | None = None, **args: Any) -> Any:
+        result = self.worker.call(op, timeout=timeout, **args)
+        try:
+            return replies.shaped(result, op, fields) if fields else replies.plain(result, op)
+        except SandboxFailure as failure:
+            failure.output = self.worker.output_text()
+            self.worker.failed = True  # a worker that lies is not reused
+            raise
+
+
+class AgentClient:
+    """A learned agent's agent.py in a sandbox worker (host="agent", see agent_host.py)."""
+
+    def __init__(self, worker: Worker):
+        self.worker = worker
+        _loaded(worker, {"class": str})
+
+    def start(self, env: dict) -> str:
+        """A fresh agent for one episode; returns its class name."""
+        return replies.shaped(self.worker.call("start", env=env), "start", {"class": str})["class"]
+
+    def act(self, turn: dict, on_request: OnRequest) -> Any:
+        """The agent's answer to one turn (plain JSON; the caller reads the decision out of it)."""
+        return replies.plain(self.worker.call("act", turn=turn, on_request=on_request), "act")
+
+
+def _loaded(worker: Worker, fields: dict) -> dict:
+    """The worker's reply to its load, checked; a worker that lied in it is not reused."""
+    try:
+        return replies.shaped(worker.info, "load", fields)
+    except SandboxFailure:
+        worker.failed = True
+        raise
+
+
+def _observation(reply: dict) -> Observation:
+    return Observation(reply["observation"], reply["state_hash"], reply.get("t"), reply.get("state"),
+                       reply.get("raw_obs"))
