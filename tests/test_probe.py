@@ -14,7 +14,8 @@ from pipeline.probe import read_items, run_probes
 from pipeline.probe.change import mutated
 from pipeline.probe.items import ChangeItem, PlanItem, PredictItem, score_change
 from pipeline.probe.variant_env import meets
-from pipeline.sandbox import Worker
+from pipeline.sandbox.client import EnvClient
+from pipeline.verify.context import Context, Options
 
 REFERENCE = Path(__file__).resolve().parent.parent / "generated_envs" / "reference"
 ENVS = ("crate_dock", "tide_pool")
@@ -34,11 +35,15 @@ def made(request, tmp_path_factory):
     return request.param, out, result.stdout
 
 
-def start(worker: Worker, item) -> dict:
-    out = worker.call("reset", level=item.start.level, seed=item.start.seed, want_state=True)
+def start(worker: EnvClient, item):
+    out = worker.reset(item.start.level, item.start.seed, want_state=True)
     for action in item.start.prefix:
-        out = worker.call("step", action=action, want_state=True)
+        out = worker.step(action, want_state=True)
     return out
+
+
+def env_client(name: str):
+    return EnvClient.open(REFERENCE / name, Context.open(REFERENCE / name, Options()).max_steps)
 
 
 def test_probe_writes_every_kind_and_prints_counts_and_baselines(made):
@@ -56,11 +61,11 @@ def test_predict_items_have_exactly_one_true_candidate(made):
     name, out, _ = made
     items = [i for i in read_items(out) if isinstance(i, PredictItem)]
     assert {i.k for i in items} == {1, 2, 3}
-    with Worker(REFERENCE / name) as worker:
+    with env_client(name) as worker:
         for item in items:
-            assert start(worker, item)["observation"] == item.observation
+            assert start(worker, item).observation == item.observation
             for action in item.actions:
-                truth = worker.call("step", action=action)["observation"]
+                truth = worker.step(action).observation
             assert 4 <= len(item.candidates) <= 6 and len(item.actions) == item.k
             assert [c == truth for c in item.candidates].count(True) == 1
             assert item.candidates[item.answer] == truth
@@ -72,13 +77,13 @@ def test_predict_items_have_exactly_one_true_candidate(made):
 def test_plan_items_are_reached_by_the_planner_plan(made):
     name, out, _ = made
     items = [i for i in read_items(out) if isinstance(i, PlanItem)]
-    with Worker(REFERENCE / name) as worker:
+    with env_client(name) as worker:
         for item in items:
             first = start(worker, item)
-            assert first["observation"] == item.observation and not meets(first["raw_obs"], item.target)
+            assert first.observation == item.observation and not meets(first.raw_obs, item.target)
             for action in item.planner_plan:
-                last = worker.call("step", action=action, want_state=True)
-            assert meets(last["raw_obs"], item.target)
+                last = worker.step(action, want_state=True)
+            assert meets(last.raw_obs, item.target)
             assert item.planner_length == len(item.planner_plan) >= 3
             assert 0.0 <= item.random_success <= 1.0
 
@@ -86,13 +91,11 @@ def test_plan_items_are_reached_by_the_planner_plan(made):
 def test_change_items_have_the_first_divergence_as_t_star(made):
     name, out, _ = made
     items = [i for i in read_items(out) if isinstance(i, ChangeItem)]
-    with Worker(REFERENCE / name) as original:
+    with env_client(name) as original:
         for item in items:
             with mutated(REFERENCE / name, item.mutation) as changed:  # a fresh copy: nothing shared with the maker
-                base = [start(original, item)["observation"]] + [original.call("step", action=a)["observation"]
-                                                                  for a in item.actions]
-                other = [start(changed, item)["observation"]] + [changed.call("step", action=a)["observation"]
-                                                                 for a in item.actions]
+                base = [start(original, item).observation] + [original.step(a).observation for a in item.actions]
+                other = [start(changed, item).observation] + [changed.step(a).observation for a in item.actions]
             assert other == item.observations
             assert base[:item.t_star] == other[:item.t_star] and base[item.t_star] != other[item.t_star]
             assert item.original_at_t_star == base[item.t_star]
