@@ -91,7 +91,7 @@ class _Checker:
             except SandboxFailure as f:
                 self.failure(f, "env_main.py to import and its SkinEnv subclass to instantiate", "load")
                 return None
-            self.report_dropped(self.worker.dropped)
+            self.report_dropped(self.worker.worker.dropped)
         return self.worker
 
     def report_dropped(self, dropped: list[tuple[str, str]]) -> None:
