@@ -299,7 +299,7 @@ def trajectory_line(turn: Turn, decision: Decision, out: StepResult | None, trac
             "thought": _capped(decision.thought), "action": decision.action, "error": decision.error,
             "message": decision.message, "tokens_in": decision.tokens_in, "tokens_out": decision.tokens_out,
             "dollars": decision.dollars}
-    if out is not None:
+    if out:  # a StepResult; None (or {}) when the turn sent no action
         line.update(reward=out.reward, done=out.done, terminated=out.terminated, truncated=out.truncated,
                     events=out.events, result=_capped(out.last_action_result),
                     invalid=tracker.turn_log[-1].get("invalid"), t=out.t, state_hash=out.state_hash)
