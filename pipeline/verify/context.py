@@ -18,7 +18,6 @@ from pipeline.errors import LocatedError, Rejected
 from pipeline.sandbox import Limits, SandboxFailure
 from pipeline.sandbox.client import EnvClient
 from pipeline.verify.claims import read_claims
-from pipeline.sandbox.executor import open_worker
 
 # A parameterless action with one of these names is the "do nothing" action of a level.
 NO_OP_NAMES = ("wait", "noop", "no_op", "stay", "pass", "idle", "skip", "nothing", "rest")
