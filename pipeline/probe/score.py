@@ -26,8 +26,7 @@ from pipeline.probe.items import (
 from pipeline.probe.variant_env import meets
 from pipeline.sandbox import Limits
 from pipeline.sandbox.client import EnvClient
-from pipeline.errors import UserError
-from pipeline.errors import Rejected
+from pipeline.errors import Rejected, UserError
 from pipeline.verify.context import Context, Options
 
 
