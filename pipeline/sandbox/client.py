@@ -189,8 +189,13 @@ class EnvClient:
         reply = self._call("step", _STEP, action=action, want_state=want_state)
         self.steps += 1
         terminated = reply["terminated"]
+        try:
+            reward = replies.reward(reply["reward"], "step")
+        except SandboxFailure:
+            self.worker.failed = True  # its own reward check did not hold: not reused
+            raise
         return StepResult(
-            **vars(_observation(reply)), reward=replies.reward(reply["reward"], "step"),
+            **vars(_observation(reply)), reward=reward,
             events=[str(e) for e in reply["events"]], last_action_result=reply.get("last_action_result"),
             terminated=terminated, truncated=not terminated and self.steps >= self.max_steps)
 
