@@ -12,6 +12,10 @@ from typing import Any
 _MAX_DEPTH = 200
 
 
+class NotPlainData(TypeError):
+    """A value the environment returned has no plain-JSON form (an arbitrary object, say)."""
+
+
 def plain(value: Any, depth: int = 0) -> Any:
     if value is None or isinstance(value, (bool, str)):
         return value
@@ -31,7 +35,7 @@ def plain(value: Any, depth: int = 0) -> Any:
     tolist = getattr(value, "tolist", None)  # numpy arrays and scalars, without importing numpy
     if callable(tolist) and type(value).__module__.split(".")[0] == "numpy":
         return plain(tolist(), depth + 1)
-    raise TypeError(f"{type(value).__name__} is not plain data")
+    raise NotPlainData(f"{type(value).__name__} is not plain data")
 
 
 def _key(key: Any) -> str | int | float | bool | None:

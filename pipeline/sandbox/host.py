@@ -26,7 +26,7 @@ from pipeline.sandbox import faults
 from pipeline.sandbox.faults import Failure, failure_reply, in_function, short, where, where_of
 from pipeline.runtime import env as runtime_env
 from pipeline.runtime.levels import state_hash
-from pipeline.runtime.plain import plain
+from pipeline.runtime.plain import NotPlainData, plain
 from pipeline.sandbox import adapters
 
 COMPAT_DIR = str(Path(runtime_env.__file__).resolve().parent / "compat")
@@ -58,6 +58,8 @@ class EnvHost:
             return {"ok": True, "result": plain(result)}
         except Failure as f:
             return failure_reply(f.kind, f.detail, f.where)
+        except NotPlainData as e:
+            return failure_reply("not_json", f"reply is not plain JSON: {e}")
         except MemoryError:
             return failure_reply("memory", "MemoryError: the environment exceeded its memory limit", where())
         except SystemExit as e:
