@@ -13,11 +13,10 @@ lineage.md (the tree, the metrics, and each candidate's change as a diff against
 from __future__ import annotations
 
 import difflib
-import json
-import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from pipeline import records as files
 from pipeline.evaluate.hosted import SEED_SOURCE
 
 COMPONENTS = ("prompt", "agent_code")
@@ -149,14 +148,14 @@ class Pool:
         data = {"env": self.env, "method": self.method, "iterations_done": self.iterations_done,
                 "counters": self.counters, "final": self.final, "stopped": self.stopped,
                 "candidates": [c.to_dict() for c in self.candidates]}
-        _write(self.folder / POOL_JSON, json.dumps(data, indent=1) + "\n")
+        files.write_json(self.folder / POOL_JSON, "pool", data, indent=1)
         for c in self.candidates:
             _write_components(self.folder / CANDIDATES / c.id, c)
-        _write(self.folder / LINEAGE_MD, lineage_markdown(self))
+        files.write_text(self.folder / LINEAGE_MD, lineage_markdown(self))
 
     @classmethod
     def load(cls, folder: Path) -> "Pool":
-        data = json.loads((folder / POOL_JSON).read_text(encoding="utf-8"))
+        data = files.read_json(folder / POOL_JSON, "pool")
         candidates = [Candidate.from_dict(c) for c in data.pop("candidates")]
         return cls(folder=folder, candidates=candidates, **data)
 
@@ -165,19 +164,11 @@ class Pool:
         return cls.load(folder) if (folder / POOL_JSON).is_file() else cls(env, method, folder)
 
 
-def _write(path: Path, text: str) -> None:
-    """Whole or not at all: a run killed mid-write leaves the previous version."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
-
-
 def _write_components(folder: Path, c: Candidate) -> None:
     files = {"prompt.txt": c.components.prompt, "agent.py": c.components.agent_code, "analysis.txt": c.analysis or None}
     for name, text in files.items():
         if text is not None and not ((folder / name).is_file() and (folder / name).read_text(encoding="utf-8") == text):
-            _write(folder / name, text)
+            files.write_text(folder / name, text)
 
 
 def lineage_markdown(pool: Pool) -> str:

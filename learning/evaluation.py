@@ -16,11 +16,11 @@ is complete (a budget cap that stops it raises BudgetStop and it is redone on re
 from __future__ import annotations
 
 import asyncio
-import json
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from pipeline import records as files
 from learning.calls import ACT, StageClient
 from learning.candidates import CANDIDATES, Candidate, Evaluation, Metrics
 from learning.settings import Settings
@@ -77,10 +77,10 @@ class TrainingLevels:
     def _load_or_make(self, target: EnvTarget, iteration: int) -> list[dict]:
         path = self.path(target.name, iteration)
         if path.is_file():
-            return json.loads(path.read_text(encoding="utf-8"))["levels"]
+            return files.read_json(path, "training_levels")["levels"]
         levels = self._make(target, iteration)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps({"env": target.name, "iteration": iteration, "levels": levels}, indent=1) + "\n")
+        files.write_json(path, "training_levels", {"env": target.name, "iteration": iteration, "levels": levels},
+                         indent=1)
         return levels
 
     def _make(self, target: EnvTarget, iteration: int) -> list[dict]:

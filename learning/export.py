@@ -6,10 +6,10 @@
 """
 from __future__ import annotations
 
-import json
 import shutil
 from pathlib import Path
 
+from pipeline import records as files
 from learning.candidates import Pool
 from pipeline.errors import UserError
 from pipeline.evaluate import ModelOptions, make_player
@@ -25,14 +25,14 @@ def export(pool: Pool, folder: Path, model: str) -> Path:
     if folder.exists():
         shutil.rmtree(folder)
     folder.mkdir(parents=True)
-    (folder / PROMPT_TXT).write_text(c.components.prompt, encoding="utf-8")
+    files.write_text(folder / PROMPT_TXT, c.components.prompt)
     if c.components.agent_code is not None:
-        (folder / AGENT_FILE).write_text(c.components.agent_code, encoding="utf-8")
+        files.write_text(folder / AGENT_FILE, c.components.agent_code)
     test = c.evaluations.get("test")
-    (folder / LEARNED_JSON).write_text(json.dumps({
+    files.write_json(folder / LEARNED_JSON, "learned_agent", {
         "env": pool.env, "method": pool.method, "candidate": c.id, "lineage": pool.lineage(c.id),
         "iteration": c.iteration, "execution_model": model, "agent_code": c.components.agent_code is not None,
-        "train_reward": c.reward, "test_reward": test.metrics.reward if test else None}, indent=1) + "\n")
+        "train_reward": c.reward, "test_reward": test.metrics.reward if test else None}, indent=1)
     return folder
 
 
@@ -43,6 +43,7 @@ def learned_player(path: str, client, options: ModelOptions):
     if not (folder / LEARNED_JSON).is_file() or not (folder / PROMPT_TXT).is_file():
         raise UserError(f"--agent learned:{path}: expected a folder exported by envforge learn "
                         f"({LEARNED_JSON}, {PROMPT_TXT}), found none at {folder}")
+    files.read_json(folder / LEARNED_JSON, "learned_agent")  # refused when a newer envforge wrote it
     prompt = (folder / PROMPT_TXT).read_text(encoding="utf-8")
     if (folder / AGENT_FILE).is_file():
         return code_player(folder.resolve(), prompt, client, options)

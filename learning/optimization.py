@@ -19,6 +19,7 @@ import re
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from pipeline import records as files
 from learning.calls import ANALYZE, REWRITE, StageClient, add_usage
 from learning.candidates import CANDIDATES, Candidate, Pool, agent_source
 from learning.code_agent import check_code
@@ -114,7 +115,7 @@ def read_episodes(folder: Path, count: int) -> list[dict]:
                                                           r.level, r.run))
     out = []
     for r in spread(records[::-1], count):
-        lines = [json.loads(x) for x in (folder / r.trajectory).read_text(encoding="utf-8").splitlines() if x.strip()]
+        lines = [x for _, x in files.read_jsonl(folder / r.trajectory, "trajectory")]
         turns = [_turn(x) for x in lines if x.get("type") == "turn"]
         head, tail = SHOWN_TURNS
         if len(turns) > head + tail + 1:

@@ -12,8 +12,10 @@
 from __future__ import annotations
 
 import csv
-import json
+import io
 from pathlib import Path
+
+from pipeline import records as files
 
 TABLE_MD, TABLE_CSV, FIGURE_PNG, RESULTS_JSON = "table5.md", "table5.csv", "figure3.png", "results.json"
 BOUND_LABELS = {"best": "UpperBound (best)", "pareto": "UpperBound (pareto)", "all": "UpperBound (all)"}
@@ -21,11 +23,11 @@ BOUND_LABELS = {"best": "UpperBound (best)", "pareto": "UpperBound (pareto)", "a
 
 def write_report(folder: Path, results: dict) -> list[Path]:
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / RESULTS_JSON).write_text(json.dumps(results, indent=1) + "\n", encoding="utf-8")
+    files.write_json(folder / RESULTS_JSON, "learn_results", results, indent=1)
     rows = table_rows(results)
     _write_csv(folder / TABLE_CSV, rows, results["envs"])
     figure = figure3(folder / FIGURE_PNG, results)
-    (folder / TABLE_MD).write_text(markdown(results, rows, figure is not None), encoding="utf-8")
+    files.write_text(folder / TABLE_MD, markdown(results, rows, figure is not None))
     return [folder / TABLE_MD, folder / TABLE_CSV] + ([figure] if figure else []) + [folder / RESULTS_JSON]
 
 
@@ -151,20 +153,21 @@ def figure3(path: Path, results: dict) -> Path | None:
     for ax in (left, right, by_m):
         ax.xaxis.get_major_locator().set_params(integer=True)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    files.write_figure(path, fig, dpi=110)
     plt.close(fig)
     return path
 
 
 def _write_csv(path: Path, rows: list[dict], envs: list[str]) -> None:
-    with path.open("w", encoding="utf-8", newline="") as f:
-        writer = csv.writer(f)
-        writer.writerow(["kind", "group", "method", "label", *envs, "avg", "cost_usd_per_env",
-                         "learning_usd_per_env", "learning_tokens_per_env"])
-        for r in rows:
-            writer.writerow([r["kind"], r["group"], r["method"], r["label"],
-                             *(_cell(r["scores"].get(e)) for e in envs), _cell(r["avg"]), _cell(r["cost"]),
-                             _cell(r["learning_dollars"]), _cell(r["learning_tokens"])])
+    text = io.StringIO(newline="")
+    writer = csv.writer(text)
+    writer.writerow(["kind", "group", "method", "label", *envs, "avg", "cost_usd_per_env",
+                     "learning_usd_per_env", "learning_tokens_per_env"])
+    for r in rows:
+        writer.writerow([r["kind"], r["group"], r["method"], r["label"],
+                         *(_cell(r["scores"].get(e)) for e in envs), _cell(r["avg"]), _cell(r["cost"]),
+                         _cell(r["learning_dollars"]), _cell(r["learning_tokens"])])
+    files.write_text(path, text.getvalue())
 
 
 def _mean(values) -> float | None:

@@ -15,11 +15,11 @@ it reaches (the others go on); what was done stays in the pools, and re-running 
 from __future__ import annotations
 
 import asyncio
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
+from pipeline import records as files
 from learning.calls import theme
 from learning.candidates import POOL_JSON, Pool
 from learning.evaluation import SANDBOX, BudgetStop, Evaluator, TrainingLevels
@@ -53,7 +53,7 @@ def open_study(out: Path, data: dict, resume: bool) -> dict:
     (with --resume) or `data` if it is the same (a plain re-run continues it too)."""
     path = out / STUDY_JSON
     if path.is_file():
-        saved = json.loads(path.read_text(encoding="utf-8"))
+        saved = files.read_json(path, "study")
         if resume:
             return saved
         if saved != data:
@@ -63,8 +63,7 @@ def open_study(out: Path, data: dict, resume: bool) -> dict:
         return saved
     if resume:
         raise UserError(f"--resume: expected a study in {out} ({STUDY_JSON}), found none")
-    out.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
+    files.write_json(path, "study", data, indent=1)
     return data
 
 

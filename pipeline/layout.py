@@ -52,6 +52,11 @@ CALL_JOURNAL = "calls.jsonl"
 TRAJECTORY = "trajectory.jsonl"
 REJECTION = "rejection.json"
 
+# The records envforge writes into an env or work folder, and their kinds (pipeline/records.py).
+# Only envforge writes them: the coding agent may not.
+RECORD_KINDS = {MANIFEST: "manifest", VERIFICATION: "verification", LEVEL_MAX_REWARDS: "level_max_rewards",
+                REJECTION: "rejection", THEME_FILE: "theme", CALL_JOURNAL: "model_call", TRAJECTORY: "coding_step"}
+
 REQUIRED_FILES = (ENV_MAIN, CONFIG)
 CODE_FILES = (ENV_MAIN, ENV_OBS, ENV_GENERATE, ENV_VALIDATOR)
 LEVEL_SPLITS = {"test": LEVELS, "val": VAL_LEVELS}
@@ -97,10 +102,17 @@ class EnvDir:
         return self.path / SKINS / f"{name}.py"
 
     def read_json(self, name: str) -> dict | None:
-        """A JSON file of the folder, bounded and never through a link; None when it is absent."""
+        """A JSON file of the folder, bounded and never through a link; None when it is absent. An
+        envforge record (RECORD_KINDS) comes without its format fields, refused when a newer
+        envforge wrote it."""
+        from pipeline import records
+
         if not safe_io.exists(self.path, name):
             return None
-        return safe_io.load_json(self.path, name)
+        data = safe_io.load_json(self.path, name)
+        if name in RECORD_KINDS and isinstance(data, dict):
+            return records.check(data, RECORD_KINDS[name], self.path / name)
+        return data
 
     def is_env(self) -> bool:
         return self.path.is_dir() and not self.missing_required()

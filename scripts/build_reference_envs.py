@@ -14,7 +14,6 @@ env_generate, ..., and they must not meet in one interpreter.
 """
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 import time
@@ -22,6 +21,8 @@ from pathlib import Path
 
 import yaml
 
+from pipeline import manifest
+from pipeline import records as files
 from pipeline import layout
 from pipeline.runtime import save_level, state_hash
 
@@ -79,7 +80,7 @@ def write_reference_artifacts(env_dir: Path) -> None:
 
 def _write_max_rewards(env_dir: Path, entries: dict) -> None:
     path = env_dir / layout.LEVEL_MAX_REWARDS
-    previous = json.loads(path.read_text()) if path.is_file() else {}
+    previous = files.read_json(path, "level_max_rewards", {})
     # An unchanged result keeps its timestamp, so a rebuild without edits changes no file.
     stamp = previous.get("calculation_timestamp") if previous.get("levels") == entries else None
     values = [e["max_reward"] for e in entries.values()]
@@ -95,22 +96,13 @@ def _write_max_rewards(env_dir: Path, entries: dict) -> None:
             "methodology": "env_validator.max_reward on each level as generated (scripts/build_reference_envs.py)",
         },
     }
-    path.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+    files.write_json(path, "level_max_rewards", data)
 
 
 def _write_manifest(env_dir: Path, config: dict) -> None:
-    files = {
-        rel: digest for rel, digest in layout.EnvDir.at(env_dir).file_hashes().items()
-        if not rel.startswith(layout.GENERATED_LEVELS + "/")
-    }
-    manifest = {
-        "name": env_dir.name,
-        "theme": THEMES[env_dir.name],
-        "tags": config["meta"]["tags"],
-        "origin": "hand-written reference",
-        "files": files,
-    }
-    (env_dir / layout.MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
+    fresh = {"name": env_dir.name, "theme": THEMES[env_dir.name], "tags": config["meta"]["tags"],
+             "origin": "hand-written reference"}
+    manifest.update(env_dir, lambda m: (m.clear(), m.update(fresh)), human_review=None, rehash=True)
 
 
 def main(argv: list[str]) -> int:

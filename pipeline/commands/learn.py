@@ -11,10 +11,10 @@ with (DIR/learn/settings.json, which --record writes): a replay asks the recordi
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
+from pipeline import records as files
 from learning import methods as method_space
 from learning.candidates import COMPONENTS
 from learning.report import TABLE_MD
@@ -140,12 +140,11 @@ def _settings(args, client: LLMClient) -> Settings:
     recorded = {}
     replay = client.config.replay_dir
     if replay is not None and (replay / RECORDED_SETTINGS).is_file():
-        recorded = json.loads((replay / RECORDED_SETTINGS).read_text(encoding="utf-8"))
+        recorded = files.read_json(replay / RECORDED_SETTINGS, "learn_settings")
     settings = Settings.from_dict({**recorded, **given})
     if client.config.record_dir is not None:
-        path = client.config.record_dir / RECORDED_SETTINGS
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(_study_settings(settings), indent=1) + "\n", encoding="utf-8")
+        files.write_json(client.config.record_dir / RECORDED_SETTINGS, "learn_settings", _study_settings(settings),
+                         indent=1)
     return settings
 
 

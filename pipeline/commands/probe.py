@@ -13,6 +13,7 @@ import json
 from collections import Counter
 from pathlib import Path
 
+from pipeline import records as files
 from pipeline.errors import UserError
 from pipeline.llm.cli_args import run_with_client
 from pipeline.probe import (
@@ -123,8 +124,8 @@ def evaluate_probes(args) -> int:
         out = Path(getattr(args, "out", None) or ".")
         out.mkdir(parents=True, exist_ok=True)
         label = report.agent.replace("/", "_").replace(" ", "_")
-        (out / f"probes-{label}.json").write_text(json.dumps(report.to_dict(), indent=2) + "\n", encoding="utf-8")
-        (out / f"probes-{label}.md").write_text(report.table() + "\n", encoding="utf-8")
+        files.write_json(out / f"probes-{label}.json", "probe_report", report.to_dict())
+        files.write_text(out / f"probes-{label}.md", report.table() + "\n")
         print(json.dumps(report.to_dict(), indent=2) if getattr(args, "json", False) else report.table())
         return 0
 

@@ -8,12 +8,14 @@ agent (a failed model call, a budget cap): they run again and their new record w
 from __future__ import annotations
 
 import csv
+import io
 import json
-import os
 import re
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import MISSING, asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, Iterable
+
+from pipeline import records as files
 
 EPISODES_JSONL = "episodes.jsonl"
 EPISODES_CSV = "episodes.csv"
@@ -76,9 +78,19 @@ class EpisodeRecord:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, data: dict) -> "EpisodeRecord":
-        names = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in data.items() if k in names})
+    def from_dict(cls, data: dict, where: str = "episode record") -> "EpisodeRecord":
+        """From a record's fields; a field this envforge does not know, or a missing one, is refused
+        (never dropped: it may be what determined the episode)."""
+        known = {f.name: f for f in fields(cls)}
+        unknown = sorted(set(data) - set(known))
+        if unknown:
+            raise files.RecordError(f"{where}: expected the fields of {files.format_of('episode')}, found unknown "
+                                    f"field(s) {', '.join(unknown)[:200]}; it was written by another envforge")
+        missing = [n for n, f in known.items() if n not in data and f.default is MISSING and f.default_factory is MISSING]
+        if missing:
+            raise files.RecordError(f"{where}: expected the fields of {files.format_of('episode')}, found no "
+                                    f"{', '.join(missing)}")
+        return cls(**data)
 
 
 def normalize(total: float, max_reward: float | None, level: str = "") -> tuple[float | None, float | None, bool, str]:
@@ -113,15 +125,11 @@ class Records:
         self.jsonl = self.out / EPISODES_JSONL
         self.csv = self.out / EPISODES_CSV
         self.latest: dict[tuple, EpisodeRecord] = {}
-        if self.jsonl.is_file():
-            for number, line in enumerate(self.jsonl.read_text(encoding="utf-8").splitlines(), start=1):
-                if not line.strip():
-                    continue
-                try:
-                    record = EpisodeRecord.from_dict(json.loads(line))
-                except (ValueError, TypeError):
-                    continue  # a line cut short by a killed run: that episode runs again
-                self.latest[record.key] = record
+        # A line cut short by a killed run is skipped (that episode runs again); a record of
+        # another envforge is refused.
+        for number, data in files.read_jsonl(self.jsonl, "episode"):
+            record = EpisodeRecord.from_dict(data, f"{self.jsonl}:{number}")
+            self.latest[record.key] = record
 
     def finished(self, key: tuple, rerun: Iterable[str]) -> bool:
         record = self.latest.get(key)
@@ -132,14 +140,13 @@ class Records:
         return self.out / TRAJECTORIES / slug(env) / method / f"{slug(Path(level).stem)}__{Path(level).parent.name}__run{run}.jsonl"
 
     def add(self, record: EpisodeRecord) -> None:
-        with self.jsonl.open("a", encoding="utf-8") as f:
-            f.write(json.dumps(record.to_dict()) + "\n")
-        new_csv = not self.csv.is_file()
-        with self.csv.open("a", encoding="utf-8", newline="") as f:
-            writer = csv.DictWriter(f, csv_columns(), extrasaction="ignore")
-            if new_csv:
-                writer.writeheader()
-            writer.writerow(_csv_row(record))
+        files.append_jsonl(self.jsonl, "episode", record.to_dict())
+        row = io.StringIO(newline="")
+        writer = csv.DictWriter(row, csv_columns(), extrasaction="ignore")
+        if not self.csv.is_file():
+            writer.writeheader()
+        writer.writerow(_csv_row(record))
+        files.append_text(self.csv, row.getvalue())
         self.latest[record.key] = record
 
     def all(self) -> list[EpisodeRecord]:
@@ -147,13 +154,12 @@ class Records:
 
     def rewrite_csv(self) -> None:
         """One row per episode (the latest record of each), replacing rows a re-run superseded."""
-        tmp = self.csv.with_suffix(".csv.tmp")
-        with tmp.open("w", encoding="utf-8", newline="") as f:
-            writer = csv.DictWriter(f, csv_columns(), extrasaction="ignore")
-            writer.writeheader()
-            for record in self.all():
-                writer.writerow(_csv_row(record))
-        os.replace(tmp, self.csv)
+        text = io.StringIO(newline="")
+        writer = csv.DictWriter(text, csv_columns(), extrasaction="ignore")
+        writer.writeheader()
+        for record in self.all():
+            writer.writerow(_csv_row(record))
+        files.write_text(self.csv, text.getvalue())
 
 
 def _csv_row(record: EpisodeRecord) -> dict:
@@ -161,17 +167,8 @@ def _csv_row(record: EpisodeRecord) -> dict:
             for k, v in record.to_dict().items()}
 
 
-class Trajectory:
+class Trajectory(files.JsonlLog):
     """An episode's JSONL trajectory, written and flushed line by line so a crash loses nothing."""
 
     def __init__(self, path: Path):
-        path.parent.mkdir(parents=True, exist_ok=True)
-        self.path = path
-        self._file = path.open("w", encoding="utf-8")
-
-    def write(self, line: dict) -> None:
-        self._file.write(json.dumps(line, default=str) + "\n")
-        self._file.flush()
-
-    def close(self) -> None:
-        self._file.close()
+        super().__init__(path, "trajectory")

@@ -11,12 +11,12 @@ and counted; episodes whose level has no usable max reward count for steps but n
 """
 from __future__ import annotations
 
-import json
 import statistics
 from collections import Counter, defaultdict
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from pipeline import records as files
 from pipeline.evaluate.episode import INFRASTRUCTURE, STOP_REASONS
 from pipeline.evaluate.records import NO_MODEL, EpisodeRecord
 
@@ -145,9 +145,9 @@ def write_report(out: Path, methods: list[MethodSummary]) -> list[Path]:
     """report.md, summary.json and the two plots; returns the paths written."""
     out = Path(out)
     written = [out / REPORT_MD, out / SUMMARY_JSON]
-    (out / SUMMARY_JSON).write_text(json.dumps({"methods": [m.to_dict() for m in methods]}, indent=2) + "\n")
+    files.write_json(out / SUMMARY_JSON, "evaluate_summary", {"methods": [m.to_dict() for m in methods]})
     written += plot(out, methods)
-    (out / REPORT_MD).write_text(markdown(methods, [p.name for p in written if p.suffix == ".png"]))
+    files.write_text(out / REPORT_MD, markdown(methods, [p.name for p in written if p.suffix == ".png"]))
     return written
 
 
@@ -254,7 +254,7 @@ def plot(out: Path, methods: list[MethodSummary]) -> list[Path]:
         ax.set_title(title)
         ax.legend(fontsize="small")
         fig.tight_layout()
-        fig.savefig(out / filename, dpi=110)
+        files.write_figure(out / filename, fig, dpi=110)
         plt.close(fig)
         written.append(out / filename)
     return written

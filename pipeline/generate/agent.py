@@ -8,10 +8,10 @@ never runs the code it writes; only the sandbox does, through the check.
 from __future__ import annotations
 
 import asyncio
-import json
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
+from pipeline import records as files
 from pipeline import layout
 from pipeline.check import CheckReport, check_env
 from pipeline.generate.journal import JournaledClient
@@ -19,7 +19,7 @@ from pipeline.llm.messages import Message, ToolCall, ToolSpec
 
 MAX_FILE_BYTES = 200_000
 WRITABLE_SUFFIXES = (".py", ".txt", ".yaml", ".json", ".md")
-PROTECTED = {layout.THEME_FILE, layout.CALL_JOURNAL, layout.TRAJECTORY, layout.REJECTION, layout.DESIGN}
+PROTECTED = {*layout.RECORD_KINDS, layout.DESIGN}  # envforge's records: the model may not write them
 
 _path = {"path": {"type": "string", "description": "file name inside the environment folder, e.g. env_main.py"}}
 TOOLS = (
@@ -77,10 +77,10 @@ class Workspace:
         return self.root / Path(*rel.parts)
 
     def list_files(self) -> str:
-        files = [str(p.relative_to(self.root)) for p in sorted(self.root.rglob("*"))
+        names = [str(p.relative_to(self.root)) for p in sorted(self.root.rglob("*"))
                  if p.is_file() and "__pycache__" not in p.parts and layout.GENERATED_LEVELS not in p.parts
                  and p.name not in (layout.CALL_JOURNAL, layout.TRAJECTORY)]
-        return "\n".join(files) or "(empty)"
+        return "\n".join(names) or "(empty)"
 
     def read_file(self, path) -> str:
         target = self.resolve(path)
@@ -94,8 +94,7 @@ class Workspace:
             raise ToolError("expected `content`, the whole text of the file")
         if len(content.encode()) > MAX_FILE_BYTES:
             raise ToolError(f"file too large: {len(content.encode())} bytes, at most {MAX_FILE_BYTES}")
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(content, encoding="utf-8")
+        files.write_text(target, content)
         return f"wrote {path} ({content.count(chr(10)) + 1} lines)"
 
     def edit_file(self, path, old, new) -> str:
@@ -165,5 +164,4 @@ async def _execute(workspace: Workspace, call: ToolCall) -> tuple[str, bool]:
 
 
 def _log(trajectory: Path, entry: dict) -> None:
-    with open(trajectory, "a", encoding="utf-8") as f:
-        f.write(json.dumps(entry) + "\n")
+    files.append_jsonl(trajectory, "coding_step", entry)

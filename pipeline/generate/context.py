@@ -4,6 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from pipeline import records as files
 from pipeline.generate.journal import JournaledClient
 from pipeline.generate.themes import Theme
 from pipeline.verify.models import ModelChecks
@@ -41,7 +42,4 @@ class ThemeContext:
         return (self.work / name).read_text(encoding="utf-8")
 
     def write(self, name: str, text: str) -> None:
-        target = self.work / name
-        tmp = target.with_name(target.name + ".tmp")
-        tmp.write_text(text, encoding="utf-8")
-        tmp.replace(target)
+        files.write_text(self.work / name, text)

@@ -7,11 +7,10 @@ at any instant resumes where it stopped and no model call is made twice.
 """
 from __future__ import annotations
 
-import json
-import os
 from pathlib import Path
 from typing import Any
 
+from pipeline import records as files
 from pipeline.llm.client import LLMClient
 from pipeline.llm.messages import Response
 
@@ -25,13 +24,8 @@ class JournaledClient:
         self._entries: dict[tuple[str, int], dict[str, Any]] = {}
         self._next: dict[str, int] = {}
         self.served = 0  # calls answered from the journal: made by an earlier, interrupted run
-        if path.exists():
-            for line in path.read_text(encoding="utf-8").splitlines():
-                try:
-                    entry = json.loads(line)
-                except ValueError:
-                    break  # a line cut by a kill: everything after it is lost anyway
-                self._entries[(entry["stage"], entry["index"])] = entry
+        for _, entry in files.read_jsonl(path, "model_call"):  # a line cut by a kill is skipped
+            self._entries[(entry["stage"], entry["index"])] = entry
 
     def restart(self, stage: str) -> None:
         """Forget a stage's calls: the stage runs again from its first call (a retry)."""
@@ -50,13 +44,9 @@ class JournaledClient:
                                               subject=self.text, **kwargs)
         entry = {"stage": stage, "index": index, "response": response.to_dict()}
         self._entries[(stage, index)] = entry
-        with open(self.path, "a", encoding="utf-8") as f:
-            f.write(json.dumps(entry) + "\n")
-            f.flush()
-            os.fsync(f.fileno())
+        files.append_jsonl(self.path, "model_call", entry, durable=True)
         return response
 
     def _rewrite(self) -> None:
-        tmp = self.path.with_suffix(".tmp")
-        tmp.write_text("".join(json.dumps(e) + "\n" for e in self._entries.values()), encoding="utf-8")
-        tmp.replace(self.path)
+        files.write_text(self.path, "".join(files.dumps("model_call", e, indent=None) + "\n"
+                                            for e in self._entries.values()))

@@ -3,12 +3,13 @@ one becomes OUT/_rejected/<name>/ with rejection.json. Each is one rename of the
 so a run killed at any instant leaves no half-written folder among the accepted ones."""
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import time
 from pathlib import Path
 
+from pipeline import manifest
+from pipeline import records as files
 from pipeline import layout
 from pipeline.envfolder import safe_io
 from pipeline.envfolder.spec import config_tags
@@ -18,11 +19,10 @@ from pipeline.generate.context import ThemeContext
 LOG_EXCERPT_LINES = 12
 
 
-def accept(ctx: ThemeContext, out: layout.OutputDir, record: dict) -> Path:
-    env = layout.EnvDir(ctx.work)
-    manifest = env.read_json(layout.MANIFEST) or {}  # verification wrote its part
+def accept(ctx: ThemeContext, out: layout.OutputDir, record: dict, human_review: dict | None = None) -> Path:
+    """`human_review`: the decision of `envforge review accept` (the pipeline's own verdict has none)."""
     config_tags = _config_tags(ctx.work)
-    manifest.update({
+    manifest.update(ctx.work, lambda m: m.update({
         "name": ctx.theme.name,
         "theme": ctx.theme.text,
         "tags": {**config_tags, **ctx.theme.tags},
@@ -32,15 +32,13 @@ def accept(ctx: ThemeContext, out: layout.OutputDir, record: dict) -> Path:
         "generated_at": time.strftime("%Y-%m-%d %H:%M:%S"),
         "stages": record["stages"],
         "cost_usd": round(sum(s.get("usd", 0.0) for s in record["stages"].values()), 6),
-    })
-    manifest["files"] = env.file_hashes()
-    _write_json(ctx.work / layout.MANIFEST, manifest)
+    }), human_review=human_review, rehash=True)  # verification wrote its part before
     return _move(ctx.work, out.accepted(ctx.theme.name))
 
 
 def reject(work: Path, out: layout.OutputDir, name: str, rejection: Rejected, record: dict) -> Path:
     work.mkdir(parents=True, exist_ok=True)
-    _write_json(work / layout.REJECTION, {
+    files.write_json(work / layout.REJECTION, "rejection", {
         "name": name,
         "stage": rejection.stage,
         "reason": rejection.reason,
@@ -74,8 +72,3 @@ def _log_excerpt(trajectory: Path) -> list[str]:
         return []
     return trajectory.read_text(encoding="utf-8", errors="replace").splitlines()[-LOG_EXCERPT_LINES:]
 
-
-def _write_json(path: Path, data: dict) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(data, indent=2, default=str) + "\n", encoding="utf-8")
-    tmp.replace(path)

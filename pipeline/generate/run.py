@@ -10,7 +10,6 @@ installation, a bug in envforge) says nothing about the environment and is not c
 """
 from __future__ import annotations
 
-import json
 import sys
 import traceback
 from dataclasses import dataclass, field
@@ -18,6 +17,7 @@ from pathlib import Path
 
 import jinja2
 
+from pipeline import records as files
 from pipeline import layout
 from pipeline.errors import InfrastructureError, Rejected, UserError
 from pipeline.generate import package, stages
@@ -82,7 +82,7 @@ class Run:
             return self._finish(done)
         work = self.out.work(theme.name)
         work.mkdir(parents=True, exist_ok=True)
-        (work / layout.THEME_FILE).write_text(json.dumps(theme.to_dict(), indent=2) + "\n", encoding="utf-8")
+        files.write_json(work / layout.THEME_FILE, "theme", theme.to_dict())
         if theme.problem:
             return self._reject(theme, work, Rejected(theme.problem, stages.INPUT))
         journal = JournaledClient(self.client, work / layout.CALL_JOURNAL, theme.name, theme.text)

@@ -6,9 +6,10 @@ Only the event-loop thread writes to it.
 from __future__ import annotations
 
 import json
-import sqlite3
 import time
 from pathlib import Path
+
+from pipeline import records as files
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
@@ -28,9 +29,8 @@ CREATE TABLE IF NOT EXISTS artifacts (
 class RunDB:
     def __init__(self, path: Path):
         self.path = path
-        self.conn = sqlite3.connect(path, isolation_level=None, timeout=30)
+        self.conn = files.open_sqlite(path, SCHEMA, "run_db", isolation_level=None, timeout=30)
         self.conn.execute("PRAGMA journal_mode=WAL")
-        self.conn.executescript(SCHEMA)
         columns = {row[1] for row in self.conn.execute("PRAGMA table_info(stage_attempts)")}
         if "exit_status" not in columns:  # a database written before stages named how they ended
             self.conn.execute("ALTER TABLE stage_attempts ADD COLUMN exit_status TEXT")

@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from pipeline import records as files
 from pipeline.llm.messages import Response
 
 SCHEMA = """
@@ -39,9 +40,12 @@ class ResponseCache:
     def __init__(self, path: str | Path):
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        with self._connect() as db:
+        db = files.open_sqlite(self.path, SCHEMA, "response_cache", timeout=60)
+        try:
+            db.execute("PRAGMA busy_timeout=60000")
             db.execute("PRAGMA journal_mode=WAL")
-            db.execute(SCHEMA)
+        finally:
+            db.close()
 
     def _connect(self) -> sqlite3.Connection:
         db = sqlite3.connect(self.path, timeout=60)

@@ -18,6 +18,7 @@ from typing import Any
 
 import yaml
 
+from pipeline import records as files
 from pipeline.llm.errors import ReplayInvalid, ReplayMissing
 from pipeline.llm.messages import CallContext, Message, Request, Response, ToolCall, Usage
 
@@ -94,15 +95,11 @@ class Recorder:
 
     def write(self, ctx: CallContext, index: int, request: Request, model: str, response: Response) -> Path:
         path = recording_path(self.root, ctx, index)
-        path.parent.mkdir(parents=True, exist_ok=True)
         theme = path.parent.parent / THEME_TEXT
         if ctx.subject and not theme.exists():
-            theme.write_text(ctx.subject.strip() + "\n", encoding="utf-8")
+            files.write_text(theme, ctx.subject.strip() + "\n")
         doc = {"request": request_summary(request, ctx, index, model), "response": response_data(response)}
-        text = HEADER + yaml.dump(doc, Dumper=_Dumper, sort_keys=False, allow_unicode=True, width=100)
-        tmp = path.with_suffix(".yaml.tmp")
-        tmp.write_text(text, encoding="utf-8")
-        tmp.replace(path)
+        files.write_text(path, HEADER + yaml.dump(doc, Dumper=_Dumper, sort_keys=False, allow_unicode=True, width=100))
         return path
 
 

@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
+from pipeline import records as files
+
 KINDS = ("predict", "plan", "change")
 
 
@@ -109,16 +111,9 @@ def from_dict(data: dict) -> Item:
 
 def write_items(path: str | Path, items: Iterable[Item]) -> int:
     """Write items as JSONL (atomically); returns how many."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    count = 0
-    with tmp.open("w", encoding="utf-8") as f:
-        for item in items:
-            f.write(json.dumps(item.to_dict(), sort_keys=True) + "\n")
-            count += 1
-    tmp.replace(path)
-    return count
+    lines = [json.dumps(files.stamp("probe_item", item.to_dict()), sort_keys=True) + "\n" for item in items]
+    files.write_text(path, "".join(lines))
+    return len(lines)
 
 
 def read_items(path: str | Path) -> list[Item]:
@@ -127,7 +122,7 @@ def read_items(path: str | Path) -> list[Item]:
         if not line.strip():
             continue
         try:
-            items.append(from_dict(json.loads(line)))
+            items.append(from_dict(files.check(json.loads(line), "probe_item", f"{path}:{number}")))
         except (ValueError, TypeError) as e:
             raise ValueError(f"{path}:{number}: {e}") from None
     return items

@@ -11,11 +11,12 @@ skins/_rejected/<name>.py, where no worker will load it, and is not listed.
 from __future__ import annotations
 
 import hashlib
-import json
 import random
 from dataclasses import dataclass
 from pathlib import Path
 
+from pipeline import manifest
+from pipeline import records as files
 from pipeline import layout
 from pipeline.reskin.identity import IdentityReport, check_identity
 from pipeline.reskin.styles import TEMPLATE_STYLES, template_source
@@ -59,10 +60,7 @@ def observation_samples(ctx: Context, episodes: int = 1, seed: int = 0, limits: 
 def install(ctx: Context, name: str, style: str, source: str, **check) -> Reskinned:
     """Write skins/<name>.py, check it, and list it in the manifest; a failing skin goes to skins/_rejected/."""
     path = ctx.env.skin_file(name)
-    path.parent.mkdir(exist_ok=True)
-    tmp = path.with_suffix(".py.tmp")
-    tmp.write_text(source, encoding="utf-8")
-    tmp.replace(path)
+    files.write_text(path, source)
     report = check_identity(ctx, name, **check)
     return Reskinned(name, style, _settle(ctx.env, name, style, report), report)
 
@@ -96,32 +94,17 @@ def _settle(env: layout.EnvDir, name: str, style: str, report: IdentityReport) -
 
 
 def _list(env: layout.EnvDir, name: str, style: str, report: IdentityReport) -> None:
-    manifest = env.read_json(layout.MANIFEST) or {"name": env.name}
     rel = f"{layout.SKINS}/{name}.py"
     digest = hashlib.sha256(env.skin_file(name).read_bytes()).hexdigest()
-    manifest.setdefault("skins", {})[name] = {
-        "style": style, "file": rel, "sha256": digest,
-        "identity": {k: getattr(report, k) for k in ("levels", "sequences", "steps", "renderings",
-                                                    "renderings_differing")},
-    }
-    if isinstance(manifest.get("files"), dict):
-        manifest["files"][rel] = digest
-    _write(env, manifest)
+    entry = {"style": style, "file": rel, "sha256": digest,
+             "identity": {k: getattr(report, k) for k in ("levels", "sequences", "steps", "renderings",
+                                                         "renderings_differing")}}
+    manifest.update(env.path, lambda m: m.setdefault("skins", {}).__setitem__(name, entry))
 
 
 def _unlist(env: layout.EnvDir, name: str) -> None:
-    manifest = env.read_json(layout.MANIFEST)
-    if manifest and name in (manifest.get("skins") or {}):
-        del manifest["skins"][name]
-        (manifest.get("files") or {}).pop(f"{layout.SKINS}/{name}.py", None)
-        _write(env, manifest)
-
-
-def _write(env: layout.EnvDir, manifest: dict) -> None:
-    path = env.file(layout.MANIFEST)
-    tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
-    tmp.replace(path)
+    if name in (manifest.read(env.path).get("skins") or {}):
+        manifest.update(env.path, lambda m: m["skins"].pop(name, None))
 
 
 __all__ = ["IdentityReport", "Reskinned", "TEMPLATE_STYLES", "check_identity", "install", "observation_samples",

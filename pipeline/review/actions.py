@@ -11,13 +11,14 @@ pipeline did undoes an override.
 """
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from pipeline import manifest
+from pipeline import records as files
 from dsl_schema.check import check_text
 from dsl_schema.problems import errors
 from pipeline import layout
@@ -50,13 +51,13 @@ def decide(catalog: Catalog, name: str, decision: str, reason: str) -> Entry:
     out, db = catalog.out, catalog.db
     work = _to_work(catalog, entry)
     theme = _theme(work, entry)
-    manifest = read_json(work / layout.MANIFEST)
     at = time.strftime("%Y-%m-%d %H:%M:%S")
-    if undo:
-        manifest.pop("human_review", None)
-    else:
-        manifest["human_review"] = {"decision": decision, "reason": reason.strip(), "at": at}
-    _write_json(work / layout.MANIFEST, manifest)
+    # Every hand decision is kept, the earlier ones under "history"; the pipeline's verdict beside it.
+    earlier = entry.human or {}
+    history = [*earlier.get("history", []), {k: earlier.get(k) for k in ("decision", "reason", "at")}] if earlier else []
+    review = {"decision": decision, "reason": reason.strip(), "at": at, "pipeline": entry.machine_status,
+              "history": history}
+    manifest.update(work, human_review=review)
     # The level count and seed pass on, so a later retry verifies as the generate run did.
     previous = db.run_args(name)
     run_id = db.start_run({"command": f"review {decision[:-2]}", "name": name, "reason": reason.strip(),
@@ -66,8 +67,8 @@ def decide(catalog: Catalog, name: str, decision: str, reason: str) -> Entry:
         if undo:
             (work / layout.REJECTION).unlink(missing_ok=True)  # it was the hand rejection
         ctx = ThemeContext(theme, work, None, Options(seed=int(previous.get("seed") or 0),
-                                                       model=str(manifest.get("model") or _model(work))))
-        package.accept(ctx, out, record)
+                                                       model=str(manifest.read(work).get("model") or _model(work))))
+        package.accept(ctx, out, record, human_review=review)
         stage, why = (entry.stage, f"accepted by hand: {reason.strip()}") if not undo else ("package", "accepted")
     else:
         if undo:  # the pipeline's rejection, kept when it was accepted by hand
@@ -167,19 +168,10 @@ def _theme(work: Path, entry: Entry) -> Theme:
 def _model(work: Path) -> str:
     """The model that wrote the environment: the latest response in its call journal."""
     model = ""
-    try:
-        lines = (work / layout.CALL_JOURNAL).read_text(encoding="utf-8").splitlines()
-    except OSError:
-        return model
-    for line in lines:
+    for _, entry in files.read_jsonl(work / layout.CALL_JOURNAL, "model_call"):
         try:
-            model = json.loads(line)["response"].get("model") or model
-        except (ValueError, KeyError, TypeError, AttributeError):
+            model = entry["response"].get("model") or model
+        except (KeyError, TypeError, AttributeError):
             continue
     return model
 
-
-def _write_json(path: Path, data: dict) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(data, indent=2, default=str) + "\n", encoding="utf-8")
-    tmp.replace(path)

@@ -6,10 +6,10 @@ An entry joins the two. Reading never changes either.
 """
 from __future__ import annotations
 
-import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from pipeline import records as files
 from pipeline import layout
 from pipeline.envfolder import safe_io
 from pipeline.errors import LocatedError, UserError
@@ -42,7 +42,9 @@ class Entry:
 
     @property
     def by_hand(self) -> bool:
-        return bool(self.human)
+        """A person decided otherwise than the pipeline (a decision written before the pipeline's
+        verdict was kept beside it is taken as an override)."""
+        return bool(self.human) and self.human.get("decision") != self.human.get("pipeline")
 
     @property
     def label(self) -> str:
@@ -52,6 +54,8 @@ class Entry:
     @property
     def machine_status(self) -> str:
         """What the pipeline itself decided (a human override reverses it)."""
+        if self.human and self.human.get("pipeline") in ("accepted", "rejected"):
+            return self.human["pipeline"]
         if self.by_hand and self.status in ("accepted", "rejected"):
             return "rejected" if self.status == "accepted" else "accepted"
         return self.status
@@ -123,6 +127,8 @@ class Catalog:
         if path is not None:
             manifest = read_json(path / layout.MANIFEST)
             human = manifest.get("human_review") if isinstance(manifest.get("human_review"), dict) else None
+            if not any(a["stage"] == "review" for a in attempts):
+                human = None  # a decision `envforge review` never made (a model wrote the manifest)
         return Entry(name=row["name"], theme=row["theme"] or "", source=row["source"] or "", status=row["status"] or "",
                      stage=row["stage"] or "", reason=row["reason"] or "", folder=str(path) if path else "",
                      place=place, human=human, repair_steps=_repair_steps(path, attempts),
@@ -171,12 +177,15 @@ def _repair_steps(path: Path | None, attempts: list[dict]) -> int | None:
 
 def read_json(path: Path) -> dict:
     """A JSON object from a theme's folder, bounded and never through a link; {} when it is
-    absent or unfit (the report shows what it can)."""
+    absent or unfit (the report shows what it can). A record a newer envforge wrote is refused."""
     try:
         data = safe_io.load_json(path.parent, path.name) if safe_io.exists(path.parent, path.name) else {}
     except LocatedError:
         return {}
-    return data if isinstance(data, dict) else {}
+    if not isinstance(data, dict):
+        return {}
+    kind = layout.RECORD_KINDS.get(path.name)
+    return files.check(data, kind, path) if kind else data
 
 
 def shorten(text: str, width: int) -> str:

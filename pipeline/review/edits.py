@@ -9,9 +9,9 @@ that has not finished yet).
 from __future__ import annotations
 
 import difflib
-import json
 from pathlib import Path
 
+from pipeline import records as files
 from pipeline import layout
 from pipeline.envfolder import safe_io
 from pipeline.generate.dsl import extract_yaml
@@ -21,15 +21,10 @@ from pipeline.review.history import AgentAttempt
 def model_versions(folder: Path, agent: list[AgentAttempt]) -> dict[str, str]:
     versions: dict[str, str] = {}
     replies: dict[str, str] = {}
-    try:
-        lines = (folder / layout.CALL_JOURNAL).read_text(encoding="utf-8").splitlines()
-    except OSError:
-        lines = []
-    for line in lines:
+    for _, entry in files.read_jsonl(folder / layout.CALL_JOURNAL, "model_call"):
         try:
-            entry = json.loads(line)
             replies[entry["stage"]] = str(entry["response"].get("text") or "")
-        except (ValueError, KeyError, TypeError, AttributeError):
+        except (KeyError, TypeError, AttributeError):
             continue
     if "design" in replies:
         versions[layout.DESIGN] = replies["design"].strip() + "\n"

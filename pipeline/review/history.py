@@ -6,9 +6,10 @@ ran again (a retry) starts again at step 1, which is where one attempt ends and 
 """
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from pipeline import records as files
 
 
 @dataclass
@@ -99,17 +100,8 @@ def check_verdict(result: str) -> str:
 
 
 def _entries(trajectory: Path):
-    try:
-        lines = trajectory.read_text(encoding="utf-8", errors="replace").splitlines()
-    except OSError:
-        return
-    for line in lines:
-        try:
-            entry = json.loads(line)
-        except ValueError:
-            continue  # a line cut by a kill
-        if isinstance(entry, dict):
-            yield entry
+    for _, entry in files.read_jsonl(trajectory, "coding_step"):  # a line cut by a kill is skipped
+        yield entry
 
 
 def _clip(value, width: int = 60) -> str:

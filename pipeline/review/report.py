@@ -15,6 +15,7 @@ from pathlib import Path
 
 import jinja2
 
+from pipeline import records as files
 from pipeline.errors import UserError
 from pipeline.generate import stages
 from pipeline.paths import TEMPLATES_DIR
@@ -55,12 +56,11 @@ def write_report(catalog: Catalog, site: str | Path, evaluations: list[str] = ()
         page = templates.get_template("env.html.j2").render(
             **_env_page(gather(entry), shown[entry.name], scores.get(entry.name, [])), generated=generated,
             run=str(catalog.out.root))
-        (root / ENV_PAGES / f"{entry.name}.html").write_text(page, encoding="utf-8")
+        files.write_text(root / ENV_PAGES / f"{entry.name}.html", page)
     index = root / "index.html"
-    index.write_text(templates.get_template("index.html.j2").render(
+    files.write_text(index, templates.get_template("index.html.j2").render(
         entries=entries, table2=table2(entries), plot=_table2_plot(entries), counts=count_labels(entries),
-        generated=generated, run=str(catalog.out.root), pages=ENV_PAGES, evaluations=list(evaluations)),
-        encoding="utf-8")
+        generated=generated, run=str(catalog.out.root), pages=ENV_PAGES, evaluations=list(evaluations)))
     return index
 
 

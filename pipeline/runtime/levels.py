@@ -8,6 +8,7 @@ from typing import Any
 
 import yaml
 
+from pipeline import records as files
 from pipeline.runtime.plain import plain
 
 
@@ -20,11 +21,7 @@ def load_level(path: str | Path) -> dict[str, Any]:
 
 
 def save_level(path: str | Path, state: dict[str, Any]) -> None:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(yaml.safe_dump(state, sort_keys=False, allow_unicode=True), encoding="utf-8")
-    tmp.replace(path)
+    files.write_text(path, yaml.safe_dump(state, sort_keys=False, allow_unicode=True))
 
 
 def canonical_json(value: Any) -> str:

@@ -19,13 +19,13 @@ What it writes into the folder:
 """
 from __future__ import annotations
 
-import json
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from pipeline import manifest
+from pipeline import records as files
 from pipeline import layout
-from pipeline.errors import LocatedError
 from pipeline.verify import execution, levels, reliability
 from pipeline.sandbox import SandboxFailure
 from pipeline.errors import Rejected
@@ -93,23 +93,18 @@ def record(env_dir: Path, result: VerificationResult) -> None:
     """Write verification.json and the manifest's verification summary and difficulty baseline."""
     if not env_dir.is_dir():
         return
-    env = layout.EnvDir.at(env_dir)
     data = result.to_dict()
     data["verified_at"] = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime())
-    env.file(layout.VERIFICATION).write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
-    try:
-        manifest = env.read_json(layout.MANIFEST) or {"name": env.name}
-    except LocatedError:  # not JSON (or a link): rebuilt from what verify knows
-        manifest = {"name": env.name}
-    manifest["verification"] = {k: data[k] for k in ("accepted", "stage", "reason", "verified_at")}
-    per_level = (result.stages.get("reliability") or {}).get("per_level")
-    if per_level:
-        manifest["difficulty_baseline"] = {
-            "agent": reliability.RANDOM_AGENT,
-            "episodes_per_level": result.stages["reliability"]["random_episodes_per_level"],
-            "random_normalized": {k: v["random_normalized"] for k, v in per_level.items()},
-            "mean": result.stages["reliability"]["random_normalized"],
-        }
-    if "files" in manifest:
-        manifest["files"] = env.file_hashes()
-    env.file(layout.MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
+    files.write_json(env_dir / layout.VERIFICATION, "verification", data)
+
+    def change(m: dict) -> None:
+        m["verification"] = {k: data[k] for k in ("accepted", "stage", "reason", "verified_at")}
+        per_level = (result.stages.get("reliability") or {}).get("per_level")
+        if per_level:
+            m["difficulty_baseline"] = {
+                "agent": reliability.RANDOM_AGENT,
+                "episodes_per_level": result.stages["reliability"]["random_episodes_per_level"],
+                "random_normalized": {k: v["random_normalized"] for k, v in per_level.items()},
+                "mean": result.stages["reliability"]["random_normalized"],
+            }
+    manifest.update(env_dir, change)  # a manifest that is not JSON is rebuilt from what verify knows

@@ -37,13 +37,13 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import json
 import queue
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
+from pipeline import records as files
 from pipeline import layout
 from pipeline.planner import replay
 from pipeline.runtime.levels import save_level
@@ -399,5 +399,4 @@ def write_max_rewards(ctx: Context, levels: list[LevelMax]) -> None:
                            "replayed witness; methods used: " + ", ".join(methods),
         },
     }
-    path = ctx.env.file(layout.LEVEL_MAX_REWARDS)
-    path.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+    files.write_json(ctx.env.file(layout.LEVEL_MAX_REWARDS), "level_max_rewards", data)

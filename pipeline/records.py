@@ -1,0 +1,277 @@
+"""The one writer and reader of every file envforge writes.
+
+Writing: every file goes to disk whole or not at all — a temporary file in the same folder,
+flushed and fsynced, then renamed over the target — so a run killed at any instant, or a full
+disk, leaves the previous version. JSONL logs (episodes, trajectories, call journals) grow by
+appending one line at a time; a line cut by a kill is skipped by the reader.
+
+Versioning: every JSON object envforge writes (a whole .json file, or each line of a .jsonl
+file) starts with
+
+    "format": "envforge.<kind>/<major>", "envforge": "<version that wrote it>"
+
+The kinds and their current major versions are declared once, in KINDS. A reader names the
+kind it expects; a record of another kind, or of a major version this envforge does not know,
+is refused with a RecordError saying which envforge wrote it (the CLI prints it on one line and
+exits 2). A record with no `format` is read as major version 1: envforge wrote such files
+before records were versioned, and folders in the AutoEnv format carry none.
+
+SQLite databases (the run database, the response cache) carry their schema version in
+PRAGMA user_version; `open_sqlite` refuses a database from a newer envforge.
+"""
+from __future__ import annotations
+
+import errno
+import json
+import os
+import re
+import sqlite3
+import tempfile
+from pathlib import Path
+from typing import Any, Iterator
+
+from pipeline import __version__
+from pipeline.errors import UserError
+
+FORMAT, WRITER = "format", "envforge"
+KINDS = {  # kind -> current major version. Bump the major when a reader of the old one would misread.
+    "manifest": 1,  # ENV/manifest.json
+    "verification": 1,  # ENV/verification.json
+    "level_max_rewards": 1,  # ENV/level_max_rewards.json
+    "rejection": 1,  # OUT/_rejected/NAME/rejection.json
+    "theme": 1,  # OUT/_work/NAME/theme.json
+    "model_call": 1,  # a line of calls.jsonl, the call journal of generate
+    "coding_step": 1,  # a line of trajectory.jsonl, the coding agent's log
+    "episode": 1,  # a line of evaluate's episodes.jsonl
+    "trajectory": 1,  # a line of an episode's trajectory
+    "evaluate_summary": 1,  # evaluate's summary.json
+    "probe_item": 1,  # a line of probe's items JSONL
+    "probe_report": 1,  # probe's probes-LABEL.json
+    "study": 1,  # learn's study.json
+    "learn_settings": 1,  # the settings a learn recording was made with
+    "pool": 1,  # a learning run's pool.json
+    "training_levels": 1,  # learn's levels/ENV/iteration_NN.json
+    "learned_agent": 1,  # learn's best/learned.json
+    "learn_results": 1,  # learn's report/results.json
+}
+SQLITE_SCHEMAS = {"run_db": 1, "response_cache": 1}  # database -> PRAGMA user_version
+_FORMAT = re.compile(r"envforge\.([a-z_]+)/(\d+)")
+
+
+class RecordError(UserError):
+    """A record envforge cannot read as what it expects: another kind, or a newer major version."""
+
+
+class DiskFull(UserError):
+    """A write failed for want of space or quota; the previous file is kept."""
+
+
+# -- versioning -------------------------------------------------------------------------------
+
+def format_of(kind: str) -> str:
+    return f"envforge.{kind}/{KINDS[kind]}"
+
+
+def stamp(kind: str, data: dict) -> dict:
+    """`data` as a record of `kind`: its format and this envforge's version first."""
+    rest = {k: v for k, v in data.items() if k not in (FORMAT, WRITER)}
+    return {FORMAT: format_of(kind), WRITER: __version__, **rest}
+
+
+def check(data: Any, kind: str, where: str | Path) -> dict:
+    """`data` (parsed JSON) as a record of `kind`, without the format fields; refuses another kind
+    or an unknown major version."""
+    if not isinstance(data, dict):
+        raise RecordError(f"{where}: expected a JSON object ({format_of(kind)}), found {type(data).__name__}")
+    found = data.get(FORMAT)
+    writer = data.get(WRITER)
+    by = f"written by envforge {writer}" if isinstance(writer, str) and len(writer) < 40 else "written by an unknown writer"
+    if found is not None:
+        match = _FORMAT.fullmatch(found) if isinstance(found, str) else None
+        if match is None:
+            raise RecordError(f"{where}: expected format {format_of(kind)}, found {str(found)[:80]!r} ({by})")
+        if match.group(1) != kind:
+            raise RecordError(f"{where}: expected a record of format {format_of(kind)}, found {found} ({by})")
+        if int(match.group(2)) != KINDS[kind]:
+            raise RecordError(f"{where}: format {found} ({by}) is not one this envforge {__version__} reads "
+                              f"(it reads {format_of(kind)}); use the envforge that wrote it")
+    return {k: v for k, v in data.items() if k not in (FORMAT, WRITER)}
+
+
+def loads(text: str, kind: str, where: str | Path) -> dict:
+    """One JSON record from text: a located RecordError when it is not JSON or not `kind`."""
+    try:
+        data = json.loads(text)
+    except ValueError as e:
+        raise RecordError(f"{where}: expected JSON ({format_of(kind)}), found invalid JSON: {e}") from None
+    return check(data, kind, where)
+
+
+def dumps(kind: str, data: dict, indent: int | None = 2) -> str:
+    return json.dumps(stamp(kind, data), indent=indent, default=str, allow_nan=False) + ("\n" if indent else "")
+
+
+# -- reading ----------------------------------------------------------------------------------
+
+def read_json(path: str | Path, kind: str, missing: Any = None) -> Any:
+    """The record at `path` (format fields removed), or `missing` when there is no file."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return missing
+    except (OSError, UnicodeDecodeError) as e:
+        raise RecordError(f"{path}: expected a readable {format_of(kind)} file, found: {e}") from None
+    return loads(text, kind, path)
+
+
+def read_jsonl(path: str | Path, kind: str) -> Iterator[tuple[int, dict]]:
+    """(line number, record) of each line; a line that is not JSON (cut by a kill) is skipped,
+    a record of another kind or version is refused."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except FileNotFoundError:
+        return
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            data = json.loads(line)
+        except ValueError:
+            continue
+        yield number, check(data, kind, f"{path}:{number}")
+
+
+# -- writing ----------------------------------------------------------------------------------
+
+def write_json(path: str | Path, kind: str, data: dict, indent: int | None = 2) -> Path:
+    return write_text(path, dumps(kind, data, indent))
+
+
+def write_text(path: str | Path, text: str) -> Path:
+    return write_bytes(path, text.encode("utf-8"))
+
+
+def write_bytes(path: str | Path, data: bytes) -> Path:
+    """Whole or not at all: temp file in the same folder, fsync, rename over `path`."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view):]
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException as e:
+        _discard(tmp)
+        _raise_if_full(e, path)
+        raise
+    return path
+
+
+def write_figure(path: str | Path, figure, dpi: int = 110) -> Path:
+    """A matplotlib figure, in the format the file name says (.png), written atomically."""
+    import io
+
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format=Path(path).suffix.lstrip(".") or "png", dpi=dpi)
+    return write_bytes(path, buffer.getvalue())
+
+
+def append_jsonl(path: str | Path, kind: str, data: dict, durable: bool = False) -> None:
+    """Append one record as a line; with `durable`, fsynced before returning."""
+    append_text(path, json.dumps(stamp(kind, data), default=str) + "\n", durable)
+
+
+def append_text(path: str | Path, text: str, durable: bool = False) -> None:
+    """Append to a log file. A failed append is cut back off, so the file never ends in part of
+    what envforge meant to write."""
+    line = text.encode("utf-8")
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        size = os.fstat(fd).st_size
+        try:
+            view = memoryview(line)
+            while view:
+                view = view[os.write(fd, view):]
+            if durable:
+                os.fsync(fd)
+        except OSError as e:
+            os.ftruncate(fd, size)
+            _raise_if_full(e, path)
+            raise
+    finally:
+        os.close(fd)
+
+
+class JsonlLog:
+    """An open JSONL file written line by line (a trajectory): each line flushed as it is written."""
+
+    def __init__(self, path: Path, kind: str):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.path, self.kind = path, kind
+        self._file = path.open("w", encoding="utf-8")
+
+    def write(self, data: dict) -> None:
+        try:
+            self._file.write(json.dumps(stamp(self.kind, data), default=str) + "\n")
+            self._file.flush()
+        except OSError as e:
+            _raise_if_full(e, self.path)
+            raise
+
+    def close(self) -> None:
+        try:
+            self._file.close()
+        except OSError as e:
+            _raise_if_full(e, self.path)
+            raise
+
+
+def _discard(tmp: str) -> None:
+    try:
+        os.unlink(tmp)
+    except OSError:
+        pass
+
+
+def _raise_if_full(e: BaseException, path: Path) -> None:
+    if isinstance(e, OSError) and e.errno in (errno.ENOSPC, errno.EDQUOT):
+        raise DiskFull(f"{path}: expected room to write it, found the disk full ({os.strerror(e.errno)}); "
+                       f"the previous version is kept — free some space and run the command again") from None
+
+
+# -- SQLite -----------------------------------------------------------------------------------
+
+def open_sqlite(path: str | Path, schema: str, database: str, **connect) -> sqlite3.Connection:
+    """A connection to `path` whose schema version (PRAGMA user_version) this envforge knows;
+    a new or unversioned (older) database gets the current version."""
+    current = SQLITE_SCHEMAS[database]
+    conn = sqlite3.connect(path, **connect)
+    try:
+        found = conn.execute("PRAGMA user_version").fetchone()[0]
+        if found > current:
+            raise RecordError(f"{path}: its schema version is {found}, written by a newer envforge; this envforge "
+                              f"{__version__} reads version {current} of the {database.replace('_', ' ')}; "
+                              f"use the envforge that wrote it, or another folder")
+        conn.executescript(schema)
+        if found < current:
+            conn.execute(f"PRAGMA user_version = {int(current)}")
+    except sqlite3.OperationalError as e:
+        conn.close()
+        if "full" in str(e).lower():
+            raise DiskFull(f"{path}: expected room to write it, found the disk full ({e}); free some space and "
+                           f"run the command again") from None
+        raise
+    except BaseException:
+        conn.close()
+        raise
+    return conn
