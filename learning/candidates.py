@@ -165,8 +165,8 @@ class Pool:
 
 
 def _write_components(folder: Path, c: Candidate) -> None:
-    files = {"prompt.txt": c.components.prompt, "agent.py": c.components.agent_code, "analysis.txt": c.analysis or None}
-    for name, text in files.items():
+    texts = {"prompt.txt": c.components.prompt, "agent.py": c.components.agent_code, "analysis.txt": c.analysis or None}
+    for name, text in texts.items():
         if text is not None and not ((folder / name).is_file() and (folder / name).read_text(encoding="utf-8") == text):
             files.write_text(folder / name, text)
 

@@ -10,7 +10,7 @@
 
 Runs of different (environment, method) pairs go on side by side; the baselines come first, as
 every run starts from its environment's c0. A budget cap or a failed model call stops the runs
-it reaches (the others go on); what was done stays in the pools, and re-running continues it.
+it reaches (the others go on); what was done stays in the pools, and --resume continues it.
 """
 from __future__ import annotations
 
@@ -49,18 +49,18 @@ class Outcome:
 
 
 def open_study(out: Path, data: dict, resume: bool) -> dict:
-    """The study's description: `data` for a new one; for an existing one, its saved description
-    (with --resume) or `data` if it is the same (a plain re-run continues it too)."""
+    """The study's description: `data` for a new one; with --resume, the saved one (a study goes
+    on as it was started). Without --resume, a folder holding a study is refused."""
     path = out / STUDY_JSON
     if path.is_file():
         saved = files.read_json(path, "study")
         if resume:
             return saved
-        if saved != data:
-            changed = sorted(k for k in set(saved) | set(data) if saved.get(k) != data.get(k))
+        changed = sorted(k for k in set(saved) | set(data) if saved.get(k) != data.get(k))
+        if changed:
             raise UserError(f"{out} holds a study with other {', '.join(changed)}: pass --resume to continue it "
                             f"as it was, or choose another --out")
-        return saved
+        raise UserError(f"{out} holds a study ({STUDY_JSON}): pass --resume to continue it, or choose another --out")
     if resume:
         raise UserError(f"--resume: expected a study in {out} ({STUDY_JSON}), found none")
     files.write_json(path, "study", data, indent=1)

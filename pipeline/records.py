@@ -18,10 +18,15 @@ before records were versioned, and folders in the AutoEnv format carry none.
 
 SQLite databases (the run database, the response cache) carry their schema version in
 PRAGMA user_version; `open_sqlite` refuses a database from a newer envforge.
+
+An output folder (of generate, evaluate, learn) is used by one process at a time: `locked` holds
+an flock on FOLDER/.envforge.lock for the whole run, and a second process is refused in one line.
 """
 from __future__ import annotations
 
+import contextlib
 import errno
+import fcntl
 import json
 import os
 import re
@@ -34,6 +39,7 @@ from pipeline import __version__
 from pipeline.errors import UserError
 
 FORMAT, WRITER = "format", "envforge"
+LOCK_FILE = ".envforge.lock"
 KINDS = {  # kind -> current major version. Bump the major when a reader of the old one would misread.
     "manifest": 1,  # ENV/manifest.json
     "verification": 1,  # ENV/verification.json
@@ -247,6 +253,32 @@ def _raise_if_full(e: BaseException, path: Path) -> None:
     if isinstance(e, OSError) and e.errno in (errno.ENOSPC, errno.EDQUOT):
         raise DiskFull(f"{path}: expected room to write it, found the disk full ({os.strerror(e.errno)}); "
                        f"the previous version is kept — free some space and run the command again") from None
+
+
+# -- one process per output folder ------------------------------------------------------------
+
+@contextlib.contextmanager
+def locked(folder: str | Path, command: str):
+    """Hold `folder` for this process (made if missing) while the block runs; another process
+    holding it is refused with a UserError naming it. The lock goes with the process, however it ends."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    fd = os.open(folder / LOCK_FILE, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError as e:
+        holder = os.read(fd, 200).decode("utf-8", "replace").strip() or "another process"
+        os.close(fd)
+        if e.errno not in (errno.EAGAIN, errno.EWOULDBLOCK, errno.EACCES):
+            raise
+        raise UserError(f"--out {folder}: expected no other envforge run using it, found {holder}; wait for it to "
+                        f"finish, or choose another --out") from None
+    try:
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"envforge {command} (process {os.getpid()})".encode(), 0)
+        yield
+    finally:
+        os.close(fd)
 
 
 # -- SQLite -----------------------------------------------------------------------------------

@@ -40,6 +40,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 
 from llm_server import LLMServer, Reply  # noqa: E402
+from pipeline import records as files  # noqa: E402
 
 REPLAY = ROOT / "examples" / "replay"
 ENVS = [ROOT / "generated_envs" / "reference" / name for name in ("crate_dock", "tide_pool")]
@@ -223,8 +224,7 @@ def shorten(folder: Path) -> None:
             if len(content) > keep:
                 content = content[:keep].rstrip() + f"\n[... {len(content) - keep} characters not kept]"
             m["content"] = "\n".join(line.rstrip() for line in content.splitlines())
-        path.write_text(header + yaml.dump(doc, Dumper=_Dumper, sort_keys=False, allow_unicode=True, width=100),
-                        encoding="utf-8")
+        files.write_text(path, header + yaml.dump(doc, Dumper=_Dumper, sort_keys=False, allow_unicode=True, width=100))
 
 
 def main() -> int:

@@ -89,18 +89,18 @@ def test_report_is_a_table3_markdown_with_plots(baselines):
         assert f"]({png})" in report
 
 
-def test_rerun_into_the_same_folder_runs_only_missing_episodes(baselines, tmp_path, capsys):
+def test_resume_into_the_same_folder_runs_only_missing_episodes(baselines, tmp_path, capsys):
     _, done = baselines["random"]
     out = tmp_path / "resumed"
     shutil.copytree(done, out)
     lines = (out / "episodes.jsonl").read_text().splitlines()
     (out / "episodes.jsonl").write_text("\n".join(lines[:9]) + "\n")  # as if killed after 9 episodes
 
-    assert main(["evaluate", str(REFERENCE), *FAST, "--agent", "random", "--out", str(out)]) == 0
+    assert main(["evaluate", str(REFERENCE), *FAST, "--agent", "random", "--out", str(out), "--resume"]) == 0
     assert "12 episode(s), 9 already done, 3 run now" in capsys.readouterr().out
     assert len(records(out)) == 12
 
-    assert main(["evaluate", str(REFERENCE), *FAST, "--agent", "random", "--out", str(out)]) == 0
+    assert main(["evaluate", str(REFERENCE), *FAST, "--agent", "random", "--out", str(out), "--resume"]) == 0
     assert "12 episode(s), 12 already done, 0 run now" in capsys.readouterr().out
     assert len(records(out)) == 12
     assert len((out / "episodes.csv").read_text().splitlines()) == 13
@@ -162,7 +162,7 @@ def test_user_agent_runs_in_process_over_a_proxy_env(tmp_path, capsys):
     assert record["invalid_actions"] == 10 and record["invalid_action_rate"] == 1.0 and record["steps"] == 10
 
     assert main(["evaluate", str(REFERENCE / "crate_dock"), "--agent", f"{agent}:crash", "--max-levels", "1",
-                 "--runs", "1", "--out", str(out)]) == 0
+                 "--runs", "1", "--out", str(out), "--resume"]) == 0
     crashed = [r for r in records(out) if r["agent"].endswith(":crash")][0]
     assert crashed["stop_reason"] == "agent_error" and "my agent broke" in crashed["stop_detail"]
     assert crashed["env_steps"] == 1

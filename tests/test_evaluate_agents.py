@@ -109,7 +109,7 @@ def test_a_failing_model_ends_the_episode_with_model_error_and_a_rerun_retries_i
     assert "over 0 episode(s)" in out  # left out of the scores
 
     llm_server.rule = lambda n: Reply(PYTHON_DICT_IN_FENCE)
-    status, out, _, rows = evaluate("--agent", "react", "--max-steps", "2")
+    status, out, _, rows = evaluate("--agent", "react", "--max-steps", "2", "--resume")
     assert status == 0 and "0 already done, 1 run now" in out
     assert [r["stop_reason"] for r in rows] == ["model_error", "max_steps"]
 

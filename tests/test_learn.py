@@ -216,6 +216,9 @@ def test_a_study_folder_refuses_other_settings_without_resume(study, scripted, t
     assert learn(scripted, copy, str(CRATE), "--methods", METHODS, *SMALL[:-2]) == 2
     assert "holds a study with other settings: pass --resume" in capsys.readouterr().err
     calls = len(scripted.requests)
-    # The same study (how many episodes run at once is not part of it): nothing is left to do.
-    assert learn(scripted, copy, str(CRATE), "--methods", METHODS, *SMALL, "--concurrency", "2") == 0
+    # The same study without --resume is refused too; resumed (how many episodes run at once is not
+    # part of a study), nothing is left to do.
+    assert learn(scripted, copy, str(CRATE), "--methods", METHODS, *SMALL) == 2
+    assert "holds a study (study.json): pass --resume to continue it" in capsys.readouterr().err
+    assert learn(scripted, copy, str(CRATE), "--methods", METHODS, *SMALL, "--concurrency", "2", "--resume") == 0
     assert len(scripted.requests) == calls

@@ -156,6 +156,48 @@ def test_accept_and_reject_by_hand_are_recorded_and_shown_as_such(run, tmp_path)
     assert " rejected  " in line and "(by hand)" not in line and "does not measure skill" in line
 
 
+def test_a_manifest_a_model_wrote_cannot_claim_a_decision_by_hand(run, tmp_path):
+    from pipeline.generate.agent import ToolError, Workspace
+
+    with pytest.raises(ToolError, match="cannot write 'manifest.json'"):
+        Workspace(run / "_rejected" / REJECTED).write_file("manifest.json", '{"human_review": {}}')
+    manifest = run / "_rejected" / REJECTED / "manifest.json"
+    data = json.loads(manifest.read_text())
+    data["human_review"] = {"decision": "accepted", "reason": "trust me", "at": "2026-01-01 00:00:00"}
+    manifest.write_text(json.dumps(data))  # as if the environment's author had put it there
+    listed = envforge("review", "--out", str(run), tmp=tmp_path).stdout
+    assert " rejected " in row(listed, REJECTED) and "(by hand)" not in row(listed, REJECTED)
+    assert "0 of 3 shown" in envforge("review", "--out", str(run), "--status", "by-hand", tmp=tmp_path).stdout
+    shown = envforge("review", "show", REJECTED, "--out", str(run), tmp=tmp_path).stdout
+    assert shown.splitlines()[0] == f"{REJECTED}: rejected at reliability" and "trust me" not in shown
+
+
+def test_reject_then_accept_by_hand_keeps_every_human_decision_apart_from_the_pipelines(run, tmp_path):
+    name = ACCEPTED[0]
+    assert envforge("review", "reject", name, "--reason", "too easy", "--out", str(run), tmp=tmp_path).returncode == 0
+    accepted = envforge("review", "accept", name, "--reason", "on second thought, fine", "--out", str(run), tmp=tmp_path)
+    assert accepted.returncode == 0, accepted.stderr
+    review = json.loads((run / name / "manifest.json").read_text())["human_review"]
+    assert (review["decision"], review["reason"], review["pipeline"]) == ("accepted", "on second thought, fine",
+                                                                          "accepted")
+    assert [(h["decision"], h["reason"]) for h in review["history"]] == [("rejected", "too easy")]
+    assert " accepted " in row(envforge("review", "--out", str(run), tmp=tmp_path).stdout, name)
+    shown = envforge("review", "show", name, "--out", str(run), tmp=tmp_path).stdout
+    assert shown.splitlines()[0] == f"{name}: accepted"
+    assert "human review: accepted by hand at " in shown and "(as the pipeline decided)" in shown
+
+
+def test_table_2_counts_a_theme_a_person_fixed_and_retried_apart(run, tmp_path):
+    code = run / "_rejected" / REJECTED / "env_main.py"
+    code.write_text(code.read_text().replace(BUGGY_REWARD, FIXED_REWARD))
+    assert envforge("review", "retry", REJECTED, "--from", "verify", "--out", str(run), tmp=tmp_path).returncode == 0
+    html = envforge("review", "html", str(tmp_path / "site"), "--out", str(run), "--previews", "0", tmp=tmp_path)
+    assert html.returncode == 0, html.stderr
+    index = (tmp_path / "site" / "index.html").read_text()
+    assert "1 theme(s) a person fixed and retried (`review retry`) are counted apart." in index
+    assert '<td class="num">2 / 2</td>' in index and '<td class="num">3 / 3</td>' not in index
+
+
 def test_review_play_plays_the_rejected_env(demo, tmp_path):
     moves = tmp_path / "moves.txt"
     moves.write_text("guess higher\nguess lower\n")

@@ -1,8 +1,9 @@
 """envforge evaluate ENV_DIR… --agent A [--model SPEC] [--runs N] [--split S] [--max-levels N]
-[--concurrency N] [--out DIR] [--json]: score an agent on environments (AutoEnv §5, Table 3).
+[--concurrency N] [--out DIR] [--resume] [--json]: score an agent on environments (AutoEnv §5, Table 3).
 
 Writes episodes.jsonl, episodes.csv, trajectories/, report.md, summary.json and plots to --out;
 prints the per-environment means (or, with --json, {"envs": {...}, "overall": {...}}).
+An --out that already holds episodes is refused unless --resume is given (RESUME_HELP).
 Exit 0; 1 when some episode's model call failed; 3 when a budget cap stopped the run.
 """
 from __future__ import annotations
@@ -10,21 +11,27 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import hashlib
 import json
 import sys
 from pathlib import Path
 
 from pipeline import layout
+from pipeline import records as files
 from pipeline.errors import UserError
 from learning.export import LEARNED, learned_player
 from pipeline.evaluate import EnvTarget, Limits, ModelOptions, display_name, kind_of, make_player, register_prefix
 from pipeline.evaluate.records import EPISODES_CSV, EPISODES_JSONL, NO_MODEL, Records
-from pipeline.evaluate.report import summarize, write_report
+from pipeline.evaluate.report import mixed, settings_key, summarize, write_report
 from pipeline.evaluate.runner import Progress, RunOptions, RunOutcome, evaluate
 from pipeline.llm.cli_args import EXIT_BUDGET_EXCEEDED, EXIT_MODEL_FAILED, add_llm_arguments, client_from_args, print_cost_summary
 from pipeline.argtypes import COUNT, LIMIT, SECONDS, label, number, out_dir
 from pipeline.sandbox.executor import add_executor_arguments
 
+RESUME_HELP = ("continue the evaluation in --out, or add another agent, model or split to it: a recorded episode is "
+               "reused only when its environment, level, max reward, split and settings all match this run; the "
+               "others run again, and the command says how many and why. Without --resume, an --out that "
+               "already holds episodes is refused (as generate and learn refuse an --out holding a run)")
 AGENT_HELP = ("react (AutoEnv's ReAct agent: reasoning in <thinking_memory>, one action in <action>), "
               "tools (each action a native tool call with typed parameters), learned:PATH (the best candidate of "
               "envforge learn, PATH its exported folder; learned agent code runs in the sandbox), random, planner "
@@ -46,7 +53,8 @@ def register(subparsers) -> None:
         "evaluate", help="score an agent on environments: normalized reward, Table-3 report, plots",
         description="Run an agent on every level of each environment, --runs times, concurrently, each environment "
                     "step in a sandbox worker. Normalized reward = total / the level's certified max reward "
-                    "(level_max_rewards.json), clipped at 1. Re-running with the same --out skips finished episodes.")
+                    "(level_max_rewards.json), clipped at 1. --resume continues an evaluation in --out, reusing only "
+                    "the episodes recorded with the same environment, level, split and settings.")
     p.add_argument("env_dirs", nargs="*", metavar="ENV_DIR",
                    help="environment folders, or folders holding them (e.g. generated_envs/reference)")
     p.add_argument("--probes", metavar="FILE",
@@ -66,6 +74,7 @@ def register(subparsers) -> None:
     p.add_argument("--concurrency", type=COUNT, default=8, metavar="N", help="episodes at once (default 8)")
     p.add_argument("--out", type=out_dir, default="evaluation", metavar="DIR",
                    help="output folder (default ./evaluation); several agents and models may share one")
+    p.add_argument("--resume", action="store_true", help=RESUME_HELP)
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     g = p.add_argument_group("episode limits (0 turns one off; the random agent plays every step, as verify's "
                              "reliability baseline does, so only --max-steps applies to it)")
@@ -135,12 +144,12 @@ def run(args) -> int:
     outcome = result.outcome
     if outcome.budget_message:
         print(f"envforge evaluate: {outcome.budget_message.partition(': ')[2]} "
-              f"({outcome.not_started} episode(s) not started; re-run with the same --out to finish)", file=sys.stderr)
+              f"({outcome.not_started} episode(s) not started; re-run with the same --out and --resume to finish)", file=sys.stderr)
         return EXIT_BUDGET_EXCEEDED
     failed = sum(r.stop_reason == "model_error" for r in outcome.finished)
     if failed:
         print(f"envforge evaluate: {failed} episode(s) ended on a failed model call (left out of the scores; "
-              f"re-run with the same --out to retry them)", file=sys.stderr)
+              f"re-run with the same --out and --resume to retry them)", file=sys.stderr)
         return EXIT_MODEL_FAILED
     broken = [r for r in outcome.finished if r.stop_reason == "env_error"]
     if broken:
@@ -180,12 +189,14 @@ class Evaluation:
     out: Path
     files: list[Path]
     environments: int
+    mixed: list[str] = dataclasses.field(default_factory=list)  # the folder holds other splits or settings too
 
     def to_json(self) -> dict:
         return {"agent": self.agent, "model": self.model, "split": self.split, "runs": self.runs,
                 "envs": {n: dataclasses.asdict(s) for n, s in self.envs.items()}, "overall": self.overall,
                 "episodes_run": len(self.outcome.finished), "skipped": self.outcome.skipped,
-                "not_started": self.outcome.not_started, "out": str(self.out), "files": [str(f) for f in self.files]}
+                "not_started": self.outcome.not_started, "rerun": self.outcome.rerun, "mixed": self.mixed,
+                "out": str(self.out), "files": [str(f) for f in self.files]}
 
 
 def prepare(args) -> Job:
@@ -195,6 +206,9 @@ def prepare(args) -> Job:
     if args.runs < 1 or args.concurrency < 1 or (args.max_levels is not None and args.max_levels < 1):
         raise UserError("--runs, --concurrency and --max-levels: expected positive numbers")
     targets = find_targets(args.env_dirs, args.split)
+    if (Path(args.out) / EPISODES_JSONL).is_file() and not args.resume:
+        raise UserError(f"--out {args.out}: it already holds an evaluation ({EPISODES_JSONL}); pass --resume to continue "
+                        f"it (episodes recorded with other settings run again), or choose another --out")
     if args.skin:
         unskinned = [t.name for t in targets if args.skin not in t.dir.skins()]
         if unskinned:
@@ -227,28 +241,53 @@ def prepare(args) -> Job:
     agent = (args.agent_name or display_name(args.agent)) + (f"@{args.skin}" if args.skin else "")  # in records and reports
     options = RunOptions(agent, model, args.runs, args.split,
                          args.max_levels, args.concurrency, limits,
-                         dataclasses.replace(RunOptions.sandbox, call_seconds=args.call_seconds), args.skin)
+                         dataclasses.replace(RunOptions.sandbox, call_seconds=args.call_seconds), args.skin,
+                         agent_settings=_agent_settings(args))
     label = agent if model == NO_MODEL else f"{agent} {model}"
     return Job(args, targets, client, player, options, Records(args.out), label)
 
 
 async def execute(job: Job) -> Evaluation:
-    """Play the job's episodes, then write the report; the scores of this agent and model."""
-    async with (job.client or contextlib.nullcontext()):
-        outcome = await evaluate(job.targets, job.player, job.options, job.records, Progress(job.label))
-    records = job.records
-    records.rewrite_csv()
-    methods = summarize(records.all())
-    written = write_report(records.out, methods)
+    """Play the job's episodes, then write the report; the scores of this agent and model (on
+    this split, with these settings). One process at a time per output folder."""
+    with files.locked(job.records.out, "evaluate"):
+        async with (job.client or contextlib.nullcontext()):
+            outcome = await evaluate(job.targets, job.player, job.options, job.records, Progress(job.label))
+        records = job.records
+        records.rewrite_csv()
+        methods = summarize(records.all())
+        written = write_report(records.out, methods)
     names = {t.name for t in job.targets}
     agent, model = job.options.agent, job.options.model
-    current = next((m for m in methods if (m.agent, m.model) == (agent, model)), None)
+    this_run = (agent, model, job.options.split, settings_key(job.options.settings()))
+    current = next((m for m in methods if (m.agent, m.model, m.split, settings_key(m.settings)) == this_run), None)
     envs = {n: s for n, s in (current.envs.items() if current else []) if n in names}
-    episodes = [r for r in records.all() if r.env in names and (r.agent, r.model) == (agent, model)]
+    episodes = [r for r in records.all()
+                if r.env in names and (r.agent, r.model, r.split, settings_key(r.settings)) == this_run]
     mine = summarize(episodes)
-    files = [records.out / EPISODES_JSONL, records.out / EPISODES_CSV] + written
+    paths = [records.out / EPISODES_JSONL, records.out / EPISODES_CSV] + written
     return Evaluation(agent, model, job.options.split, job.options.runs, envs, mine[0].overall if mine else {},
-                      episodes, outcome, records.out, files, len(job.targets))
+                      episodes, outcome, records.out, paths, len(job.targets), mixed(methods))
+
+
+def _agent_settings(args) -> dict:
+    """The agent's options that change how it plays, and a hash of its code when it is a file."""
+    kind, _ = kind_of(args.agent)
+    if kind.model == "calls":
+        settings = {"max_tokens": args.max_tokens, "temperature": args.temperature, "history": args.history}
+    elif args.agent == "planner":
+        settings = {"planner_nodes": args.planner_nodes, "planner_seconds": args.planner_seconds}
+    else:
+        settings = {}
+    if args.agent.startswith(LEARNED):
+        source = Path(args.agent[len(LEARNED):])
+    else:  # path/file.py:ATTR (MODULE:ATTR names no file)
+        source = Path(args.agent.rpartition(":")[0]) if ":" in args.agent else None
+    code = [] if source is None else sorted(p for p in source.iterdir() if p.is_file()) if source.is_dir() else \
+        [source] if source.is_file() else []
+    if code:
+        settings["agent_sha256"] = hashlib.sha256(b"".join(p.read_bytes() for p in code)).hexdigest()
+    return settings
 
 
 def _print_text(result: Evaluation) -> None:
@@ -256,6 +295,9 @@ def _print_text(result: Evaluation) -> None:
     label = result.agent if result.model == NO_MODEL else f"{result.agent} {result.model}"
     print(f"evaluate: {label} on {result.environments} environment(s), split {result.split}, {result.runs} run(s): "
           f"{outcome.planned} episode(s), {outcome.skipped} already done, {len(outcome.finished)} run now")
+    if outcome.rerun:
+        print(f"  run again, their records in {result.out} no longer matching: "
+              + "; ".join(f"{why} ({n})" for why, n in sorted(outcome.rerun.items())))
     width = max(len(n) for n in envs) if envs else 0
     for name, s in envs.items():
         score = "–" if s.mean_normalized is None else f"{s.mean_normalized * 100:.2f}%"
@@ -270,4 +312,6 @@ def _print_text(result: Evaluation) -> None:
         std = f" (±{overall['std'] * 100:.2f})" if overall.get("std") is not None else ""
         print(f"overall: {overall['mean_normalized'] * 100:.2f}%{std}, {overall['mean_steps']:g} steps per episode, "
               f"{overall['clipped']} clipped, ${overall['dollars']:.4f}")
+    for note in result.mixed:
+        print(f"note: {note}")
     print("written: " + ", ".join(str(f) for f in result.files))

@@ -8,6 +8,7 @@ import os
 import sys
 from pathlib import Path
 
+from pipeline import records as files
 from pipeline import paths
 from pipeline.commands.verify import model_checks
 from pipeline.errors import UserError
@@ -116,7 +117,13 @@ async def generate(client, themes, out, args, verifiers=None) -> int:
 
 async def run_themes(client, themes, out, args, verifiers=None) -> dict:
     """Every theme through the stages, `args.concurrency` at a time; the run's summary.
-    `verifiers`: the model-driven verification (pipeline.verify.models.ModelChecks), or None."""
+    `verifiers`: the model-driven verification (pipeline.verify.models.ModelChecks), or None.
+    One process at a time per output folder."""
+    with files.locked(out.root, "generate"):
+        return await _run_themes(client, themes, out, args, verifiers)
+
+
+async def _run_themes(client, themes, out, args, verifiers=None) -> dict:
     options = Options(levels=args.levels, seed=args.seed, pause_after=args.pause_after, model=client.spec)
     db = RunDB(out.db)
     run_id = db.start_run({k: v for k, v in vars(args).items() if k != "func"})

@@ -3,7 +3,7 @@
 [--resume]: the agent-learning study of AutoEnv §5.3 — Table 5 and Figure 3 (learning/).
 
 Writes the study folder (learning/study.py) and prints the table. Exit 0; 1 when a run stopped on
-a failed model call; 3 when a budget cap stopped a run (re-run with the same --out to go on).
+a failed model call; 3 when a budget cap stopped a run (re-run with the same --out and --resume to go on).
 
 With --provider replay, settings not given on the command line are those the recording was made
 with (DIR/learn/settings.json, which --record writes): a replay asks the recording's questions.
@@ -66,7 +66,9 @@ def register(subparsers) -> None:
         s.add_argument(flag, dest=field, type=kind, metavar="N" if kind is int else "X", help=text)
     s.add_argument("--out", type=out_dir, default="runs/learn", metavar="DIR", help="study folder (default runs/learn)")
     s.add_argument("--resume", action="store_true",
-                   help="continue the study in --out as it was started (its environments, methods and settings)")
+                   help="continue the study in --out as it was started (its environments, methods and settings); "
+                        "without it, an --out that holds a study is refused (as generate and evaluate refuse an "
+                        "--out holding a run)")
     o = p.add_argument_group("optimizer model (default: the execution model, --model)")
     o.add_argument("--optimizer-model", metavar="SPEC", help="the model that analyzes trajectories and rewrites components")
     o.add_argument("--optimizer-base-url", metavar="URL", help="its API base URL, if not --base-url")
@@ -94,11 +96,18 @@ def run(args) -> int:
     if not args.resume and not args.env_dirs:
         raise UserError("expected environment folders (or --resume to continue the study in --out)")
     methods = chosen_methods(args)
+    if not args.resume:  # before anything is written: a typo must not leave a study behind
+        find_targets(args.env_dirs, "test")
     args.max_concurrency = args.max_concurrency or args.concurrency or Settings.concurrency
     return run_with_client(args, lambda client: _study(args, client, out, methods))
 
 
 async def _study(args, client: LLMClient, out: Path, methods) -> int:
+    with files.locked(out, "learn"):
+        return await _locked_study(args, client, out, methods)
+
+
+async def _locked_study(args, client: LLMClient, out: Path, methods) -> int:
     settings = _settings(args, client)
     optimizer = _optimizer_client(args, client)
     description = {"envs": [str(Path(p).resolve()) for p in args.env_dirs], "methods": [vars(m) for m in methods],
@@ -128,8 +137,8 @@ async def _study(args, client: LLMClient, out: Path, methods) -> int:
     if outcome.stopped:
         for name, why in outcome.stopped.items():
             print(f"envforge learn: {name} stopped: {why}", file=sys.stderr)
-        print(f"envforge learn: {len(outcome.stopped)} run(s) stopped early; re-run with the same --out to go on",
-              file=sys.stderr)
+        print(f"envforge learn: {len(outcome.stopped)} run(s) stopped early; re-run with the same --out to go on "
+              f"(add --resume)", file=sys.stderr)
         return EXIT_BUDGET_EXCEEDED if outcome.budget else EXIT_MODEL_FAILED
     return 0
 

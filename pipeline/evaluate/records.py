@@ -1,13 +1,16 @@
 """Episode records on disk: one JSON line per episode (episodes.jsonl), the same as a CSV row
 (episodes.csv), and one JSONL trajectory per episode (trajectories/...), written turn by turn.
 
-An episode is identified by (env, level, run, agent, model). Re-running into the same folder
-skips the episodes already recorded there, except those that ended for a reason outside the
-agent (a failed model call, a budget cap): they run again and their new record wins.
+An episode is identified by (env, level, run, agent, model), and its record carries what
+determined it (PROVENANCE): the environment's content hash, the level's hash and certified max
+reward, the split, and the settings (episode limits, agent options). Resuming into the same
+folder reuses a record only when all of these match and it did not end for a reason outside the
+agent (a failed model call, a budget cap); any other episode runs again and its new record wins.
 """
 from __future__ import annotations
 
 import csv
+import hashlib
 import io
 import json
 import re
@@ -15,12 +18,17 @@ from dataclasses import MISSING, asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, Iterable
 
+from pipeline import layout
 from pipeline import records as files
 
 EPISODES_JSONL = "episodes.jsonl"
 EPISODES_CSV = "episodes.csv"
 TRAJECTORIES = "trajectories"
 KEY_FIELDS = ("env", "level", "run", "agent", "model")
+# What determined an episode besides its key; a record is reused only when all of it matches.
+PROVENANCE = {"env_hash": "the environment changed", "level_hash": "the level changed",
+              "max_reward": "the level's max reward changed", "split": "the split changed",
+              "settings": "the settings changed"}
 NO_MODEL = "-"  # the model column of agents that call none
 
 
@@ -63,6 +71,9 @@ class EpisodeRecord:
     tags: dict = field(default_factory=dict)  # the environment's category tags (manifest.json)
     events: dict = field(default_factory=dict)  # event name -> times emitted
     executor_retries: list = field(default_factory=list)  # why earlier plays were lost (a Ray node died)
+    env_hash: str = ""  # content_hash() of the environment folder
+    level_hash: str = ""  # sha256 of the level file
+    settings: dict = field(default_factory=dict)  # episode limits and agent options (RunOptions.settings())
 
     @classmethod
     def scored(cls, *, total_reward: float, max_reward: float | None, **rest: Any) -> "EpisodeRecord":
@@ -108,6 +119,24 @@ def normalize(total: float, max_reward: float | None, level: str = "") -> tuple[
     return raw, raw, False, ""
 
 
+def content_hash(env_dir: Path) -> str:
+    """What determines an environment's episodes apart from its levels: the sha256 of every file
+    of the folder except its level folders and envforge's records."""
+    digest = hashlib.sha256()
+    for rel, sha in layout.EnvDir.at(env_dir).file_hashes().items():
+        if Path(rel).parts[0] in layout.LEVEL_SPLITS.values() or rel in layout.RECORD_KINDS:
+            continue
+        digest.update(f"{rel}\0{sha}\n".encode())
+    return digest.hexdigest()
+
+
+def level_hash(env_dir: Path, level: str) -> str:
+    """The sha256 of the level file; of the id for a level made from a seed ("seed:N", which the
+    environment's generator, part of its content hash, turns into the same level every time)."""
+    path = env_dir / level
+    return hashlib.sha256(path.read_bytes() if path.is_file() else f"id:{level}".encode()).hexdigest()
+
+
 def csv_columns() -> list[str]:
     return [f.name for f in fields(EpisodeRecord)]
 
@@ -131,9 +160,14 @@ class Records:
             record = EpisodeRecord.from_dict(data, f"{self.jsonl}:{number}")
             self.latest[record.key] = record
 
-    def finished(self, key: tuple, rerun: Iterable[str]) -> bool:
+    def reuse(self, key: tuple, determined_by: dict, rerun: Iterable[str]) -> tuple[bool, str]:
+        """(reuse the record of `key`?, why not when there is one): reused only when every field of
+        `determined_by` (PROVENANCE) matches and it did not stop for a reason in `rerun`."""
         record = self.latest.get(key)
-        return record is not None and record.stop_reason not in set(rerun)
+        if record is None or record.stop_reason in set(rerun):
+            return False, ""
+        changed = [why for name, why in PROVENANCE.items() if getattr(record, name) != determined_by[name]]
+        return not changed, changed[0] if changed else ""
 
     def trajectory_path(self, env: str, agent: str, model: str, level: str, run: int) -> Path:
         method = slug(agent if model == NO_MODEL else f"{agent}__{model}")

@@ -11,6 +11,7 @@ and counted; episodes whose level has no usable max reward count for steps but n
 """
 from __future__ import annotations
 
+import json
 import statistics
 from collections import Counter, defaultdict
 from dataclasses import asdict, dataclass, field
@@ -52,29 +53,65 @@ class EnvSummary:
 
 @dataclass
 class MethodSummary:
+    """One agent and model on one split with one set of settings (episodes of different splits or
+    settings are never averaged together)."""
     agent: str
     model: str
     envs: dict[str, EnvSummary]
     overall: dict
+    split: str = "test"
+    settings: dict = field(default_factory=dict)
+    group: str = ""  # what tells it apart from the other summaries of the folder: "val", "settings 2"
 
     @property
     def label(self) -> str:
-        return self.agent if self.model == NO_MODEL else f"{self.agent} {self.model}"
+        base = self.agent if self.model == NO_MODEL else f"{self.agent} {self.model}"
+        return f"{base} [{self.group}]" if self.group else base
 
     def to_dict(self) -> dict:
-        return {"agent": self.agent, "model": self.model,
-                "envs": {name: asdict(s) for name, s in self.envs.items()}, "overall": self.overall}
+        return {"agent": self.agent, "model": self.model, "split": self.split, "settings": self.settings,
+                "group": self.group, "envs": {name: asdict(s) for name, s in self.envs.items()},
+                "overall": self.overall}
+
+
+def settings_key(settings: dict) -> str:
+    return json.dumps(settings, sort_keys=True, default=str)
 
 
 def summarize(records: list[EpisodeRecord]) -> list[MethodSummary]:
-    by_method: dict[tuple[str, str], dict[str, list[EpisodeRecord]]] = defaultdict(lambda: defaultdict(list))
+    """One summary per (agent, model, split, settings); labels name the split when the records
+    hold more than one, and number the settings when one method was run with several."""
+    by_method: dict[tuple, dict[str, list[EpisodeRecord]]] = defaultdict(lambda: defaultdict(list))
     for r in records:
-        by_method[(r.agent, r.model)][r.env].append(r)
+        by_method[(r.agent, r.model, r.split, settings_key(r.settings))][r.env].append(r)
+    splits = {key[2] for key in by_method}
+    numbers: dict[tuple, list[str]] = defaultdict(list)  # (agent, model, split) -> settings keys in order
+    for key in sorted(by_method):
+        numbers[key[:3]].append(key[3])
     out = []
-    for (agent, model), envs in sorted(by_method.items()):
+    for (agent, model, split, settings), envs in sorted(by_method.items()):
         summaries = {name: _env_summary(rs) for name, rs in sorted(envs.items())}
-        out.append(MethodSummary(agent, model, summaries, _overall(summaries)))
+        group = [split] if len(splits) > 1 else []
+        if len(numbers[(agent, model, split)]) > 1:
+            group.append(f"settings {numbers[(agent, model, split)].index(settings) + 1}")
+        out.append(MethodSummary(agent, model, summaries, _overall(summaries), split, json.loads(settings),
+                                 ", ".join(group)))
     return out
+
+
+def mixed(methods: list[MethodSummary]) -> list[str]:
+    """Sentences saying that the folder holds more than one split, or one method with several settings."""
+    notes = []
+    splits = sorted({m.split for m in methods})
+    if len(splits) > 1:
+        notes.append(f"This folder holds episodes of {len(splits)} splits ({', '.join(splits)}); each is reported "
+                     f"apart, labelled [split].")
+    for m in methods:
+        if "settings" in m.group:
+            changed = {k: v for k, v in m.settings.items()}
+            notes.append(f"{m.label}: one of several settings this method was run with here, reported apart: "
+                         f"{json.dumps(changed, sort_keys=True)}")
+    return notes
 
 
 def _env_summary(records: list[EpisodeRecord]) -> EnvSummary:
@@ -184,6 +221,7 @@ def markdown(methods: list[MethodSummary], images: list[str]) -> str:
         "# envforge evaluation", "",
         f"{episodes} episodes, {len(methods)} method(s), {len(envs)} environment(s). Normalized reward = an episode's "
         "total reward / its level's certified max reward (level_max_rewards.json), clipped at 1; shown in percent.",
+        *(f"\n**Note:** {note}" for note in mixed(methods)),
         "", "## Summary (layout of AutoEnv Table 3)", "", table3(methods), "",
         "Acc: mean normalized reward over environments (each weighted once); Std: standard deviation over runs; "
         "Steps: mean agent turns per episode. A category with no environment shows –.", "",
@@ -207,7 +245,7 @@ def _notes(methods: list[MethodSummary]) -> list[str]:
             if s.excluded:
                 what = ", ".join(f"{k} {v}" for k, v in s.excluded.items())
                 notes.append(f"- {m.label} on {name}: {sum(s.excluded.values())} episode(s) left out of the scores "
-                             f"({what}); re-running with the same --out retries model_error and budget episodes.")
+                             f"({what}); resuming (--resume) with the same --out retries model_error and budget episodes.")
     return notes
 
 

@@ -13,13 +13,13 @@ import asyncio
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Awaitable, Callable
 
 from pipeline import layout
 from pipeline.evaluate.context import EnvTarget, EpisodeContext, WorkerSession
 from pipeline.evaluate.episode import INFRASTRUCTURE, RERUN_ON_RESUME, Limits, Tracker
-from pipeline.evaluate.records import EpisodeRecord, Records, Trajectory
+from pipeline.evaluate.records import EpisodeRecord, Records, Trajectory, content_hash, level_hash
 from pipeline.sandbox import Limits as SandboxLimits
 from pipeline.sandbox import SandboxFailure, WorkerPool
 from pipeline.sandbox.client import EnvClient
@@ -43,6 +43,12 @@ class RunOptions:
     sandbox: SandboxLimits = SandboxLimits(call_seconds=10.0, cpu_seconds=1800)
     skin: str | None = None  # render every environment through its skins/<skin>.py
     run_seconds: float = 12 * 3600.0  # wall clock of the whole run; past it no episode starts (0: off)
+    agent_settings: dict = field(default_factory=dict)  # the agent's options that change its play
+
+    def settings(self) -> dict:
+        """What, besides the environment and level, determines an episode's outcome (kept in its record)."""
+        return {"limits": asdict(self.limits), "call_seconds": self.sandbox.call_seconds, "skin": self.skin,
+                **self.agent_settings}
 
 
 @dataclass(frozen=True)
@@ -50,6 +56,7 @@ class EpisodeSpec:
     env: EnvTarget
     level: str
     run: int
+    determined_by: dict = field(default_factory=dict, compare=False)  # what its record must match (PROVENANCE)
 
 
 @dataclass
@@ -59,6 +66,7 @@ class RunOutcome:
     not_started: int = 0  # left out after a budget cap
     finished: list[EpisodeRecord] = field(default_factory=list)
     budget_message: str = ""
+    rerun: dict[str, int] = field(default_factory=dict)  # why recorded episodes ran again -> how many
 
 
 def plan(targets: list[EnvTarget], options: RunOptions) -> list[EpisodeSpec]:
@@ -75,11 +83,19 @@ async def evaluate(targets: list[EnvTarget], player: Player, options: RunOptions
     specs = plan(targets, options)
     outcome = RunOutcome(planned=len(specs))
     pending = []
+    env_hashes = {t.name: content_hash(t.dir.path) for t in targets}
     for spec in specs:
-        if records.finished((spec.env.name, spec.level, spec.run, options.agent, options.model), RERUN_ON_RESUME):
+        spec.determined_by.update(env_hash=env_hashes[spec.env.name], level_hash=level_hash(spec.env.dir.path, spec.level),
+                                  max_reward=spec.env.max_reward(spec.level), split=options.split,
+                                  settings=options.settings())
+        reuse, why = records.reuse((spec.env.name, spec.level, spec.run, options.agent, options.model),
+                                   spec.determined_by, RERUN_ON_RESUME)
+        if reuse:
             outcome.skipped += 1
-        else:
-            pending.append(spec)
+            continue
+        pending.append(spec)
+        if why:
+            outcome.rerun[why] = outcome.rerun.get(why, 0) + 1
     if progress is not None:
         progress.start(len(pending))
     slots = asyncio.Semaphore(max(1, options.concurrency))
@@ -155,8 +171,9 @@ async def _episode(spec: EpisodeSpec, player: Player, options: RunOptions, recor
             tracker.stop("env_error", str(f))
         finally:
             await loop.run_in_executor(executor, lease.__exit__, None, None, None)
+    determined = {k: v for k, v in spec.determined_by.items() if k not in ("split", "max_reward")}
     record = tracker.record(**identity, split=options.split, trajectory=str(path.relative_to(records.out)),
-                            tags=spec.env.tags)
+                            tags=spec.env.tags, **determined)
     trajectory.write({"type": "end", "record": record.to_dict()})
     trajectory.close()
     return record

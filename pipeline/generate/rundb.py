@@ -70,6 +70,19 @@ class RunDB:
                                 (theme,)).fetchone()
         return json.loads(row[0]) if row and row[0] else {}
 
+    def commands(self, theme: str) -> list[str]:
+        """The commands of the runs that worked on `theme`, in order ("generate", "review retry", ...)."""
+        rows = self.conn.execute("SELECT DISTINCT runs.id, runs.args FROM runs JOIN stage_attempts ON "
+                                 "stage_attempts.run_id = runs.id WHERE stage_attempts.theme=? ORDER BY runs.id",
+                                 (theme,))
+        out = []
+        for _, args in rows:
+            try:
+                out.append(str(json.loads(args or "{}").get("command") or "generate"))
+            except (ValueError, AttributeError):
+                out.append("generate")
+        return out
+
     def themes(self) -> list[dict]:
         rows = self.conn.execute("SELECT name, theme, source, status, stage, reason FROM themes ORDER BY name")
         return [dict(zip(("name", "theme", "source", "status", "stage", "reason"), r)) for r in rows]

@@ -38,6 +38,7 @@ class Entry:
     human: dict | None = None  # manifest.json human_review: {decision, reason, at}
     repair_steps: int | None = None  # model calls of the latest repair attempt; None if repair never ran
     cost_usd: float = 0.0  # every attempt of every stage, superseded ones too: money spent is spent
+    retried_by_hand: bool = False  # a person ran `review retry` on it: its verdict is not the pipeline's alone
     attempts: list[dict] = field(default_factory=list, repr=False)
 
     @property
@@ -132,7 +133,8 @@ class Catalog:
         return Entry(name=row["name"], theme=row["theme"] or "", source=row["source"] or "", status=row["status"] or "",
                      stage=row["stage"] or "", reason=row["reason"] or "", folder=str(path) if path else "",
                      place=place, human=human, repair_steps=_repair_steps(path, attempts),
-                     cost_usd=round(sum(a["usd"] or 0.0 for a in attempts), 6), attempts=attempts)
+                     cost_usd=round(sum(a["usd"] or 0.0 for a in attempts), 6), attempts=attempts,
+                     retried_by_hand="review retry" in self.db.commands(row["name"]))
 
 
 def select(entries: list[Entry], status: str | None = None, stage: str | None = None, reason: str | None = None,

@@ -65,15 +65,18 @@ def write_report(catalog: Catalog, site: str | Path, evaluations: list[str] = ()
 
 
 def table2(entries: list[Entry]) -> dict:
-    """The paper's Table 2 from the pipeline's own verdicts (a human override does not count):
-    a theme passes a column unless it was rejected at or before it."""
-    finished = [e for e in entries if e.machine_status in ("accepted", "rejected")]
+    """The paper's Table 2 from the pipeline's own verdicts (a human override does not count, and
+    a theme a person fixed and retried is counted apart): a theme passes a column unless it was
+    rejected at or before it."""
+    finished = [e for e in entries if e.machine_status in ("accepted", "rejected") and not e.retried_by_hand]
     columns = stages.table2_counts([(e.machine_status == "accepted", e.stage) for e in finished])
     accepted = sum(e.machine_status == "accepted" for e in finished)
     columns["overall"] = {"passed": accepted, "stopped_here": None}
     for c in columns.values():
         c["rate"] = c["passed"] / len(finished) if finished else None
-    return {"columns": columns, "finished": len(finished), "unfinished": len(entries) - len(finished)}
+    retried = sum(e.retried_by_hand for e in entries)
+    return {"columns": columns, "finished": len(finished), "retried_by_hand": retried,
+            "unfinished": len(entries) - len(finished) - retried}
 
 
 def evaluation_scores(folders: list[str]) -> dict[str, list[dict]]:
