@@ -19,6 +19,7 @@ import traceback
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
+from pipeline import records as files
 from pipeline.evaluate import react
 from pipeline.evaluate.context import EpisodeContext
 from pipeline.evaluate.episode import Decision, Turn, play
@@ -41,10 +42,9 @@ OnRequest = Callable[[str, dict], dict]
 
 
 def write_code(folder: Path, source: str) -> Path:
-    folder.mkdir(parents=True, exist_ok=True)
     path = folder / AGENT_FILE
     if not path.is_file() or path.read_text(encoding="utf-8") != source:
-        path.write_text(source, encoding="utf-8")
+        files.write_text(path, source)
     return folder
 
 
