@@ -140,13 +140,14 @@ class Run:
         except LLMError as exc:
             status, error = "rejected", f"model call failed: {exc}"
             raise Rejected(error, stage.name) from None
-        except InfrastructureError:  # the machinery itself failed: the command stops, and resumes
+        except (InfrastructureError, UserError):  # the machinery failed (a lost node, a full disk, a record of a
+            # newer envforge): the command stops, and resumes
             status = "error"
             raise
         except Exception as exc:  # a bug in envforge must not take the other themes down
             status = "error"
             error = f"internal error in stage {stage.name}: {type(exc).__name__}: {exc}"
-            (ctx.work / "error.txt").write_text(traceback.format_exc(), encoding="utf-8")
+            files.write_text(ctx.work / "error.txt", traceback.format_exc())
             raise Broken(stage.name, error) from None
         finally:
             self.active.pop(name, None)
