@@ -162,8 +162,12 @@ def write_text(path: str | Path, text: str) -> Path:
 def write_bytes(path: str | Path, data: bytes) -> Path:
     """Whole or not at all: temp file in the same folder, fsync, rename over `path`."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    except OSError as e:
+        _raise_if_full(e, path)
+        raise
     try:
         try:
             view = memoryview(data)
@@ -200,8 +204,12 @@ def append_text(path: str | Path, text: str, durable: bool = False) -> None:
     what envforge meant to write."""
     line = text.encode("utf-8")
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    except OSError as e:
+        _raise_if_full(e, path)
+        raise
     try:
         size = os.fstat(fd).st_size
         try:
@@ -222,9 +230,13 @@ class JsonlLog:
     """An open JSONL file written line by line (a trajectory): each line flushed as it is written."""
 
     def __init__(self, path: Path, kind: str):
-        path.parent.mkdir(parents=True, exist_ok=True)
         self.path, self.kind = path, kind
-        self._file = path.open("w", encoding="utf-8")
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            self._file = path.open("w", encoding="utf-8")
+        except OSError as e:
+            _raise_if_full(e, path)
+            raise
 
     def write(self, data: dict) -> None:
         try:

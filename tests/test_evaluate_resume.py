@@ -126,3 +126,18 @@ def test_evaluate_on_a_missing_environment_writes_nothing(tmp_path):
     done = _cli("evaluate", "nonexistent_env", "--agent", "random", "--out", "ev", cwd=tmp_path)
     assert done.returncode == 2 and "found no such folder" in done.stderr
     assert not (tmp_path / "ev").exists()
+
+
+def test_episodes_left_from_other_settings_are_reported_apart_and_said(tmp_path, capsys):
+    out = tmp_path / "ev"
+    flags = ("--runs", "1", "--agent", "random", "--out", str(out))
+    assert main(["evaluate", str(REFERENCE / "crate_dock"), "--max-levels", "2", "--max-steps", "5", *flags]) == 0
+    capsys.readouterr()
+    assert main(["evaluate", str(REFERENCE / "crate_dock"), "--max-levels", "1", "--max-steps", "3", *flags,
+                 "--resume"]) == 0
+    shown = capsys.readouterr().out
+    assert "mean normalized" in shown and "over 1 episode(s)" in shown  # this run's settings only
+    assert "note: random [settings 2]: one of several settings this method was run with here" in shown
+    report = (out / "report.md").read_text()
+    assert "| random [settings 1] |" in report and "| random [settings 2] |" in report
+    assert '"max_steps": 3' in report and '"max_steps": 5' in report

@@ -206,7 +206,8 @@ def prepare(args) -> Job:
     if args.runs < 1 or args.concurrency < 1 or (args.max_levels is not None and args.max_levels < 1):
         raise UserError("--runs, --concurrency and --max-levels: expected positive numbers")
     targets = find_targets(args.env_dirs, args.split)
-    if (Path(args.out) / EPISODES_JSONL).is_file() and not args.resume:
+    episodes = Path(args.out) / EPISODES_JSONL
+    if episodes.is_file() and episodes.stat().st_size and not args.resume:
         raise UserError(f"--out {args.out}: it already holds an evaluation ({EPISODES_JSONL}); pass --resume to continue "
                         f"it (episodes recorded with other settings run again), or choose another --out")
     if args.skin:

@@ -8,6 +8,7 @@ import json
 import sys
 
 from pipeline import paths
+from pipeline import records as files
 from pipeline.commands import play
 from pipeline.errors import UserError
 from pipeline.layout import EnvDir
@@ -148,9 +149,10 @@ def run_retry(args) -> int:
     cat = Catalog.open(args.out)
     try:
         plan = actions.plan_retry(cat, args.name, args.start)
-        if plan.needs_model:
-            return run_with_client(args, lambda client: _retry(cat, plan, client, args))
-        return asyncio.run(_retry(cat, plan, None, args))
+        with files.locked(cat.out.root, "review retry"):  # the run's folder: no generate --resume meanwhile
+            if plan.needs_model:
+                return run_with_client(args, lambda client: _retry(cat, plan, client, args))
+            return asyncio.run(_retry(cat, plan, None, args))
     finally:
         cat.close()
 
@@ -169,7 +171,7 @@ async def _retry(cat: Catalog, plan: actions.RetryPlan, client, args) -> int:
 
 
 def run_decide(args) -> int:
-    with Catalog.open(args.out) as cat:
+    with Catalog.open(args.out) as cat, files.locked(cat.out.root, f"review {args.decision[:-2]}"):
         entry = actions.decide(cat, args.name, args.decision, args.reason)
     print(f"{entry.name}: {entry.label} -> {entry.folder}" + (f"\n  {entry.reason}" if entry.reason else ""))
     return 0

@@ -108,9 +108,8 @@ def mixed(methods: list[MethodSummary]) -> list[str]:
                      f"apart, labelled [split].")
     for m in methods:
         if "settings" in m.group:
-            changed = {k: v for k, v in m.settings.items()}
             notes.append(f"{m.label}: one of several settings this method was run with here, reported apart: "
-                         f"{json.dumps(changed, sort_keys=True)}")
+                         f"{json.dumps(m.settings, sort_keys=True)}")
     return notes
 
 
