@@ -43,6 +43,7 @@ LOCK_FILE = ".envforge.lock"
 KINDS = {  # kind -> current major version. Bump the major when a reader of the old one would misread.
     "manifest": 1,  # ENV/manifest.json
     "verification": 1,  # ENV/verification.json
+    "verify_report": 1,  # verify --out FILE
     "level_max_rewards": 1,  # ENV/level_max_rewards.json
     "rejection": 1,  # OUT/_rejected/NAME/rejection.json
     "theme": 1,  # OUT/_work/NAME/theme.json

@@ -16,6 +16,7 @@ import json
 import sys
 from pathlib import Path
 
+from pipeline import records as files
 from pipeline import layout
 from pipeline.errors import UserError
 from pipeline.llm.cli_args import add_llm_arguments, client_from_args, print_cost_summary
@@ -168,8 +169,7 @@ def made_by_envforge(env_dir: Path) -> bool:
 
 def write_report(path: Path, report: dict) -> None:
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+        files.write_json(path, "verify_report", report)
     except OSError as e:
         raise UserError(f"--out: expected a file envforge can write, found {e.strerror}: {path}") from None
 
