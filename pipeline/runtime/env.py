@@ -27,6 +27,7 @@ import yaml
 from pipeline import layout
 from pipeline.runtime.levels import load_level, save_level
 from pipeline.runtime.observation import ObservationPolicy, policy_from_config
+from pipeline.runtime.termination import EndConditions
 
 
 class BaseEnv(ABC):
@@ -173,14 +174,16 @@ class EventEnv(SkinEnv):
 
     A subclass defines `rules(state, action) -> (next_state, events, message)` — a function of plain
     data that does not mutate `state`, so a validator or a search can play exactly the same rules —
-    and usually `done` and `render_skin`. The runtime applies the rules in `transition`, and
-    `reward` pays each event the value config.yaml's `reward` section gives it, so the code and
-    the DSL cannot disagree.
+    and usually `render_skin`. The runtime applies the rules in `transition`, `reward` pays each
+    event the value config.yaml's `reward` section gives it, and `done` is true as soon as one of
+    config.yaml's `termination.conditions` holds, so the code and the DSL cannot disagree. A
+    subclass may still define its own `done`.
     """
 
     def __init__(self, env_id: Any = 0, obs_policy: ObservationPolicy | None = None):
         super().__init__(env_id, obs_policy)
         self.event_values = event_rewards(self.configs)
+        self.end_conditions = EndConditions.of(self.configs)  # parsed once; a bad one fails the load
         self._events: list[str] = []  # written by transition, read by reward
 
     @staticmethod
@@ -195,6 +198,15 @@ class EventEnv(SkinEnv):
     def reward(self, action: dict[str, Any]) -> tuple[float, list[str], dict[str, Any]]:
         paid = [e for e in self._events if e in self.event_values]
         return sum(self.event_values[e] for e in paid), list(self._events), {"rewarded_events": paid}
+
+    def done(self, state: dict[str, Any] | None = None) -> bool:
+        """Whether an end state is reached: any of config.yaml's termination.conditions holds in
+        the state, with t, max_steps, remaining_steps and last_action_result as reserved names.
+        The step cap is not an end state: the runtime truncates the episode there itself."""
+        state = self._state if state is None else state
+        names = {"t": self._t, "max_steps": self.max_steps, "remaining_steps": self.max_steps - self._t,
+                 "last_action_result": self._last_action_result}
+        return self.end_conditions.any_holds(state, names)
 
 
 def _template_values(omega: dict[str, Any], env: SkinEnv) -> dict[str, Any]:
