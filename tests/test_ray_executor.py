@@ -79,7 +79,8 @@ def test_a_killed_driver_resumes_on_ray_with_nothing_repeated_or_lost(cluster, t
     done_before = len([line for line in records.read_text().splitlines() if line.strip()])
     assert 3 <= done_before < 12
 
-    resumed = envforge(*EVALUATE, "--out", "ray", "--executor", "ray", "--ray-address", cluster.address, cwd=tmp_path)
+    resumed = envforge(*EVALUATE, "--out", "ray", "--resume", "--executor", "ray", "--ray-address", cluster.address,
+                       cwd=tmp_path)
     assert resumed.returncode == 0, resumed.stderr
     assert f"{done_before} already done" in resumed.stdout
     assert episodes(tmp_path / "ray") == episodes(tmp_path / "local")  # nothing repeated, nothing lost
