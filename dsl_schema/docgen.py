@@ -50,7 +50,8 @@ def render() -> str:
     out += [f"| `{name}` | {meaning} |" for name, meaning in RESERVED_NAMES.items()]
     out += ["", "Skin placeholders are derived from exposed paths: `a.b.c` provides every run of its segments "
             "joined by `_` (`c`, `b_c`, `a_b_c`, `a`, `a_b`, `b`); exposing a group (`agent`) provides the same "
-            "for every field under it.", "",
+            "for every field under it. A declared view `v` also provides `v_display`: a list-valued view shown as "
+            "lines by the runtime's default skin.", "",
             "## Condition syntax", "",
             "Used by `termination.conditions` and `reward.conditions[*].if`. Parsed, never evaluated by Python; "
             "`dsl_schema.conditions.holds(text, state, names)` evaluates a condition against a state dict.", "",

@@ -101,9 +101,11 @@ def derivable_names(doc: dict) -> set[str]:
     """Placeholder names a skin may use: reserved names, views, and names built from exposed paths.
 
     An exposed path a.b.c yields every run of its segments joined by '_' (c, b_c, a_b_c, a, a_b, b);
-    an exposed group yields the same for every field under it.
+    an exposed group yields the same for every field under it. A declared view v also yields
+    v_display (the runtime's default skin shows a list-valued view as lines under that name).
     """
-    names = set(RESERVED_NAMES) | declared_views(doc)
+    views = declared_views(doc)
+    names = set(RESERVED_NAMES) | views | {f"{v}_display" for v in views}
     expose = section(doc, "observation").get("expose")
     template = doc.get("state_template")
     for entry in expose if isinstance(expose, list) else []:

@@ -78,3 +78,13 @@ def out_file(text: str) -> str:
     if path.exists() and not path.is_file():
         raise argparse.ArgumentTypeError(f"expected a regular file to write, found a special file: {text!r}")
     return text
+
+
+def add_run_arguments(parser: argparse.ArgumentParser, *, jobs: str, concurrency: int, out: str, out_help: str,
+                      resume_help: str) -> None:
+    """--concurrency N, --out DIR and --resume: the flags of a command that runs many jobs into one
+    output folder (evaluate, generate)."""
+    parser.add_argument("--concurrency", type=COUNT, default=concurrency, metavar="N",
+                        help=f"{jobs} at once (default {concurrency})")
+    parser.add_argument("--out", type=out_dir, default=out, metavar="DIR", help=out_help)
+    parser.add_argument("--resume", action="store_true", help=resume_help)

@@ -25,7 +25,7 @@ from pipeline.evaluate.records import EPISODES_CSV, EPISODES_JSONL, NO_MODEL, Re
 from pipeline.evaluate.report import mixed, settings_key, summarize, write_report
 from pipeline.evaluate.runner import Progress, RunOptions, RunOutcome, evaluate
 from pipeline.llm.cli_args import EXIT_BUDGET_EXCEEDED, EXIT_MODEL_FAILED, add_llm_arguments, client_from_args, print_cost_summary
-from pipeline.argtypes import COUNT, LIMIT, SECONDS, label, number, out_dir
+from pipeline.argtypes import COUNT, LIMIT, SECONDS, add_run_arguments, label, number
 from pipeline.sandbox.executor import add_executor_arguments
 
 RESUME_HELP = ("continue the evaluation in --out, or add another agent, model or split to it: a recorded episode is "
@@ -71,10 +71,8 @@ def register(subparsers) -> None:
     p.add_argument("--split", choices=tuple(layout.LEVEL_SPLITS), default="test",
                    help="levels/ (test, default) or val_levels/ (val)")
     p.add_argument("--max-levels", type=COUNT, metavar="N", help="only the first N levels of each environment")
-    p.add_argument("--concurrency", type=COUNT, default=8, metavar="N", help="episodes at once (default 8)")
-    p.add_argument("--out", type=out_dir, default="evaluation", metavar="DIR",
-                   help="output folder (default ./evaluation); several agents and models may share one")
-    p.add_argument("--resume", action="store_true", help=RESUME_HELP)
+    add_run_arguments(p, jobs="episodes", concurrency=8, out="evaluation", resume_help=RESUME_HELP,
+                      out_help="output folder (default ./evaluation); several agents and models may share one")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     g = p.add_argument_group("episode limits (0 turns one off; the random agent plays every step, as verify's "
                              "reliability baseline does, so only --max-steps applies to it)")

@@ -20,7 +20,7 @@ from pipeline.generate.run import Run, prepare_output, print_summary
 from pipeline.generate.themes import load_themes
 from pipeline.llm.cli_args import EXIT_BUDGET_EXCEEDED, add_llm_arguments, print_cost_summary, run_with_client
 from pipeline.sandbox.executor import add_executor_arguments
-from pipeline.argtypes import COUNT, SEED, out_dir
+from pipeline.argtypes import COUNT, SEED, add_run_arguments
 
 EXIT_ACCEPTED, EXIT_NONE_ACCEPTED, EXIT_ERROR = 0, 1, 2
 VERIFY_MODELS_VAR = "ENVFORGE_VERIFY_MODELS"
@@ -47,10 +47,9 @@ def register(subparsers) -> None:
     p.add_argument("--demo", action="store_true",
                    help="the bundled offline demo: the themes of examples/themes.txt with --provider replay "
                         "(works from any folder, also in an installed envforge)")
-    p.add_argument("--out", type=out_dir, default=str(paths.GENERATED_ENVS_DIR), metavar="DIR",
-                   help="output folder (default: generated_envs/)")
-    p.add_argument("--concurrency", type=COUNT, default=2, metavar="N", help="themes in progress at once (default 2)")
-    p.add_argument("--resume", action="store_true", help="continue the run in --out: finished stages are not redone")
+    add_run_arguments(p, jobs="themes in progress", concurrency=2, out=str(paths.GENERATED_ENVS_DIR),
+                      out_help="output folder (default: generated_envs/)",
+                      resume_help="continue the run in --out: finished stages are not redone")
     p.add_argument("--pause-after", choices=stages.PAUSABLE,
                    help="supervised mode: stop every theme after this stage so a person can edit its files")
     p.add_argument("--levels", type=COUNT, default=15, metavar="N",

@@ -43,14 +43,17 @@ FLAGS = {  # settings field -> (flag, type, help)
 }
 
 
+DESCRIPTION = """AutoEnv's component-centric learning (Algorithm 2): each method (selection x signal
+x component) improves the agent's prompt or agent code on each environment from the trajectories of
+its candidates on freshly generated training levels; the final candidate plays the fixed test
+levels. Reports Table 5 (scores, cost, UpperBound(best/pareto/all)), Figure 3 and an adaptive choice
+of method per environment."""
+
+
 def register(subparsers) -> None:
     p = subparsers.add_parser(
-        "learn", help="agent learning over environments: eight methods, upper bounds, Table 5 and Figure 3",
-        description="AutoEnv's component-centric learning (Algorithm 2): each method (selection x signal x "
-                    "component) improves the agent's prompt or agent code on each environment from the trajectories "
-                    "of its candidates on freshly generated training levels; the final candidate plays the fixed test "
-                    "levels. Reports Table 5 (scores, cost, UpperBound(best/pareto/all)), Figure 3 and an adaptive "
-                    "choice of method per environment.")
+        "learn", description=DESCRIPTION,
+        help="agent learning over environments: eight methods, upper bounds, Table 5 and Figure 3")
     p.add_argument("env_dirs", nargs="*", metavar="ENV_DIR",
                    help="environment folders, or folders holding them (with --resume: the study's)")
     m = p.add_argument_group("methods: selection x signal x component")

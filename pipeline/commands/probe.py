@@ -25,14 +25,17 @@ from pipeline.probe.items import ChangeItem, PlanItem, PredictItem, random_chang
 from pipeline.argtypes import COUNT, SEED, out_file, whole
 
 
+DESCRIPTION = """Make test items from an environment's simulator: predict (which of 4-6 observations
+follows k actions; distractors from counterfactual actions and previous states; exactly one right),
+plan (reach a target the planner reaches; checked by execution, efficiency vs the planner), change
+(a mutated copy of the dynamics and the first step t* where observations diverge). Score agents on
+them with envforge evaluate --probes FILE."""
+
+
 def register(subparsers) -> None:
     p = subparsers.add_parser(
-        "probe", help="derive world-model test items (predict, plan, change) from an environment",
-        description="Make test items from an environment's simulator: predict (which of 4-6 observations follows "
-                    "k actions; distractors from counterfactual actions and previous states; exactly one right), "
-                    "plan (reach a target the planner reaches; checked by execution, efficiency vs the planner), "
-                    "change (a mutated copy of the dynamics and the first step t* where observations diverge). "
-                    "Score agents on them with envforge evaluate --probes FILE.")
+        "probe", description=DESCRIPTION,
+        help="derive world-model test items (predict, plan, change) from an environment")
     p.add_argument("env_dir", metavar="ENV_DIR", help="environment folder")
     p.add_argument("--kind", default="predict", help=f"comma-separated kinds among {', '.join(KINDS)}, or all "
                                                       "(default predict)")

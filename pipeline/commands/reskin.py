@@ -20,14 +20,17 @@ from pipeline.verify.context import Context, Options
 from pipeline.argtypes import COUNT, SEED
 
 
+DESCRIPTION = """A skin is skins/<name>.py defining render(omega, env) -> str. json, narrative and
+inverse (AutoEnv E.3 semantic inversion) are written from templates; any other style by the model.
+Base and skinned env then play the planner's witness and random action sequences side by side on
+every level: states, rewards, done flags and events must be equal, renderings must differ. Exit 0
+when the skin passes, 1 when it fails."""
+
+
 def register(subparsers) -> None:
     p = subparsers.add_parser(
-        "reskin", help="write a new skin (rendering) for an environment and check its dynamics are unchanged",
-        description="A skin is skins/<name>.py defining render(omega, env) -> str. json, narrative and inverse "
-                    "(AutoEnv E.3 semantic inversion) are written from templates; any other style by the model. "
-                    "Base and skinned env then play the planner's witness and random action sequences side by "
-                    "side on every level: states, rewards, done flags and events must be equal, renderings "
-                    "must differ. Exit 0 when the skin passes, 1 when it fails.")
+        "reskin", description=DESCRIPTION,
+        help="write a new skin (rendering) for an environment and check its dynamics are unchanged")
     p.add_argument("env_dir", metavar="ENV_DIR", help="environment folder")
     which = p.add_mutually_exclusive_group(required=True)
     which.add_argument("--style", metavar="STYLE",

@@ -103,11 +103,18 @@ class BaseEnv(ABC):
 
 
 class ObsEnv(BaseEnv):
-    """Adds the observation interface: semantic observation from the true state."""
+    """Adds the observation interface: semantic observation from the true state.
+
+    The policy is built from config.yaml's `observation` section: of the class an environment
+    names in `observation_policy` (its own, from env_obs.py), else of the runtime policy the
+    section names."""
+
+    observation_policy: type[ObservationPolicy] | None = None
 
     def __init__(self, env_id: Any = 0, obs_policy: ObservationPolicy | None = None):
         super().__init__(env_id)
-        self.obs_policy = obs_policy or policy_from_config((self.configs or {}).get("observation"))
+        self.obs_policy = obs_policy or policy_from_config((self.configs or {}).get("observation"),
+                                                           self.observation_policy)
 
     def observe_semantic(self) -> dict[str, Any]:
         return self.obs_policy(self._state, self._t)
@@ -117,7 +124,9 @@ class SkinEnv(ObsEnv):
     """Adds rendering (semantic observation -> agent input) and the step loop."""
 
     def render_skin(self, omega: dict[str, Any]) -> Any:
-        """Default skin: the DSL's skin.template filled from omega, else omega as YAML."""
+        """Default skin: the DSL's skin.template filled from omega and the reserved names
+        (max_steps, remaining_steps, last_action_result; `{name_display}` shows a list as lines),
+        else omega as YAML."""
         template = ((self.configs or {}).get("skin") or {}).get("template")
         if template:
             try:
@@ -210,7 +219,8 @@ class EventEnv(SkinEnv):
 
 
 def _template_values(omega: dict[str, Any], env: SkinEnv) -> dict[str, Any]:
-    values = {"max_steps": env.max_steps, "remaining_steps": env.max_steps - env._t}
+    values = {"max_steps": env.max_steps, "remaining_steps": env.max_steps - env._t,
+              "last_action_result": env._last_action_result or "none yet"}
     for key, value in omega.items():
         if isinstance(value, list) and value and all(isinstance(r, (str, list)) for r in value):
             values[f"{key}_display"] = "\n".join(r if isinstance(r, str) else " ".join(map(str, r)) for r in value)

@@ -164,12 +164,14 @@ POLICIES = {
 }
 
 
-def policy_from_config(observation: dict[str, Any] | None) -> ObservationPolicy:
-    """Build the policy named by a DSL `observation` section.
+def policy_from_config(observation: dict[str, Any] | None,
+                       cls: type[ObservationPolicy] | None = None) -> ObservationPolicy:
+    """Build the policy of a DSL `observation` section: `cls` (an environment's own policy class)
+    with the section's expose and params, else the runtime policy the section names.
 
     Unknown policy names (the paper's own examples use free names such as "full_board")
     fall back to the full observation of the exposed paths.
     """
     observation = observation or {}
-    cls = POLICIES.get(str(observation.get("policy", "full")), FullObservation)
+    cls = cls or POLICIES.get(str(observation.get("policy", "full")), FullObservation)
     return cls(expose=observation.get("expose"), **(observation.get("params") or {}))

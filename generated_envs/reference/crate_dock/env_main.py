@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from env_obs import make_policy
+from env_obs import DockBoard
 from pipeline.runtime import EventEnv
 
 DIRECTIONS = {"north": (0, -1), "south": (0, 1), "east": (1, 0), "west": (-1, 0)}
@@ -62,25 +62,8 @@ def apply_action(state: dict[str, Any], action: Any) -> tuple[dict[str, Any], li
 
 
 class CrateDockEnv(EventEnv):
-    """The runtime applies `rules` and pays each event what config.yaml's reward section says."""
+    """The runtime applies `rules`, pays each event what config.yaml's reward section says, ends the
+    episode when one of its termination.conditions holds and fills its skin.template."""
 
     rules = staticmethod(apply_action)
-
-    def __init__(self, env_id=0):
-        super().__init__(env_id)
-        self.obs_policy = make_policy(self.configs["observation"])
-
-    def done(self, state=None):
-        state = state or self._state
-        return bool(state["game"]["solved"]) or self._t >= self.max_steps
-
-    def render_skin(self, omega):
-        return self.configs["skin"]["template"].format(
-            t=omega["t"],
-            max_steps=self.max_steps,
-            crates_on_docks=omega["crates_on_docks"],
-            crate_count=omega["crate_count"],
-            board="\n".join(omega["board"]),
-            last_action_result=self._last_action_result or "none yet",
-            status=omega["status"],
-        )
+    observation_policy = DockBoard

@@ -31,8 +31,3 @@ class DockBoard(ObservationPolicy):
             "crate_count": len(env_state["crates"]),
             "status": "SOLVED" if env_state["game"]["solved"] else "in progress",
         }
-
-
-def make_policy(observation: dict[str, Any]) -> ObservationPolicy:
-    """Built from config.yaml's observation section, so the DSL stays the one description."""
-    return DockBoard(expose=observation.get("expose"), **(observation.get("params") or {}))

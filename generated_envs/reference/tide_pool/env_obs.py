@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pipeline.runtime import EgocentricCrop, ObservationPolicy
+from pipeline.runtime import EgocentricCrop
 
 
 def draw_map(state: dict[str, Any]) -> list[str]:
@@ -40,8 +40,3 @@ class TideWindow(EgocentricCrop):
             "height_here": int(env_state["terrain"][y][x]),
             "status": status(env_state),
         }
-
-
-def make_policy(observation: dict[str, Any]) -> ObservationPolicy:
-    """Built from config.yaml's observation section, so the DSL stays the one description."""
-    return TideWindow(expose=observation.get("expose"), **(observation.get("params") or {}))
