@@ -35,6 +35,7 @@ from pipeline.sandbox import Limits as SandboxLimits
 from pipeline.sandbox import SandboxFailure
 from pipeline.sandbox.client import EnvClient, StepResult
 
+from envforge import _tokenizer
 from envforge.environment import Environment
 
 EPISODE = "envforge_episode"  # the store key of the episode's record
@@ -71,6 +72,7 @@ def _task(path: Path, split: str, max_levels: int | None, skin: str | None) -> T
     if not samples:
         raise UserError(f"{path}: expected level files under {layout.LEVEL_SPLITS[split]}/, found none")
     name = layout.EnvDir.at(path).name
+    _tokenizer.provide()  # Inspect counts tokens with tiktoken's o200k_base: offline, from the extra's copy
     return Task(dataset=MemoryDataset(samples, name=f"envforge-{name}"), solver=episode(),
                 scorer=normalized_reward(), name=f"envforge_{name}")
 

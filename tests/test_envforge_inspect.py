@@ -1,15 +1,21 @@
 """An envforge environment as an Inspect AI task, found by name (`envforge/env`) through the
-package's `inspect_ai` entry point, run offline with Inspect's mockllm model.
+package's `inspect_ai` entry point, run offline with Inspect's mockllm model: once through Inspect's
+own command line, exactly as README.md shows it, and through `inspect_ai.eval` from Python.
 
-Each run is a separate Python process started in an empty folder, as a user runs Inspect: in the
-repository root, the build's envforge.egg-info (on sys.path through the current folder) would
-hide that envforge is an installed package, which Inspect checks before it names a task after it.
-mockllm is given its replies with their token counts: it would otherwise estimate them with a
-tokenizer it downloads, and these tests run offline.
+Every run is a separate process with the network out of reach (its HTTP proxy is a closed loopback
+port) and a fresh temp folder, so tiktoken's cache starts empty: mockllm counts tokens with
+tiktoken's o200k_base, which envforge provides from the `inspect` extra (envforge/_tokenizer.py)
+instead of tiktoken's download. The Python runs start in an empty folder, as a user runs Inspect:
+in the repository root, the build's envforge.egg-info (on sys.path through the current folder)
+would hide that envforge is an installed package, which Inspect checks before it names a task
+after it. They give mockllm its replies (tool calls) with fixed token counts.
 """
 from __future__ import annotations
 
+import hashlib
 import json
+import os
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -19,11 +25,13 @@ import pytest
 pytest.importorskip("inspect_ai")
 
 ROOT = Path(__file__).resolve().parent.parent
+README_COMMAND = "inspect eval envforge/env -T path=generated_envs/reference/crate_dock --model mockllm/model"
+O200K_SHA256 = "446a9538cb6c348e3516120d7c08b09f57c36495e2acfffe59a5bf8b0cfb1a2d"  # as tiktoken checks it
 CRATE_DOCK = ROOT / "generated_envs" / "reference" / "crate_dock"
 SOLUTION = ROOT / "examples" / "crate_dock_level_01.actions"
 
 RUN = """
-import itertools, json, sys
+import json, sys
 from inspect_ai import eval as inspect_eval
 from inspect_ai.model import ModelOutput, ModelUsage, get_model
 
@@ -34,11 +42,11 @@ def usage(output):
     return output
 
 if moves:  # tool calls, one action each
-    replies = (usage(ModelOutput.for_tool_call("mockllm", "move", {"direction": d})) for d in moves)
-else:  # mockllm's own default: its fixed text and no tool call, forever
-    replies = (usage(ModelOutput.from_content("mockllm", "Default output from mockllm/model")) for _ in itertools.count())
-(log,) = inspect_eval(name, model=get_model("mockllm/model", custom_outputs=replies),
-                      task_args=task_args, display="none")
+    model = get_model("mockllm/model", custom_outputs=(
+        usage(ModelOutput.for_tool_call("mockllm", "move", {"direction": d})) for d in moves))
+else:  # the stock mockllm: its fixed text and no tool call, forever
+    model = "mockllm/model"
+(log,) = inspect_eval(name, model=model, task_args=task_args, display="none")
 print(json.dumps({"status": log.status, "error": str(log.error or ""), "location": log.location}))
 """
 
@@ -49,13 +57,57 @@ def _run(tmp_path: Path, moves: list[str], task: str = "envforge/env", **task_ar
     work = tmp_path / "work"
     work.mkdir()
     done = subprocess.run([sys.executable, "-c", RUN, json.dumps(moves), json.dumps({"path": str(CRATE_DOCK), **task_args} if task == "envforge/env" else task_args), task],
-                          cwd=work, capture_output=True, text=True, timeout=600)
+                          cwd=work, env=_offline_env(tmp_path), capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     result = json.loads(done.stdout.strip().splitlines()[-1])
     assert result["status"] == "success", result["error"]
     files = list((work / "logs").glob("*.eval"))
     assert [str(f) for f in files] == [result["location"]]  # Inspect's default log folder, where `inspect view` looks
     return read_eval_log(result["location"])
+
+
+def _offline_env(tmp_path: Path) -> dict:
+    """A user's environment with no network, a fresh temp folder and no tiktoken settings."""
+    env = {k: v for k, v in os.environ.items() if k not in ("TIKTOKEN_CACHE_DIR", "DATA_GYM_CACHE_DIR", "NO_PROXY",
+                                                            "no_proxy", "INSPECT_LOG_DIR")}
+    dead = "http://127.0.0.1:9"  # the discard port: nothing listens, every connection is refused
+    env.update(HTTP_PROXY=dead, HTTPS_PROXY=dead, ALL_PROXY=dead, http_proxy=dead, https_proxy=dead, all_proxy=dead)
+    (tmp_path / "tmp").mkdir()
+    env["TMPDIR"] = str(tmp_path / "tmp")
+    return env
+
+
+def _tiktoken_cache(tmp_path: Path) -> list[Path]:
+    return list((tmp_path / "tmp" / "data-gym-cache").glob("*"))
+
+
+def test_the_readme_command_runs_offline_one_sample_per_level(tmp_path):
+    readme = (ROOT / "README.md").read_text()
+    assert [ln.strip() for ln in readme.splitlines() if "--model mockllm/model" in ln] == [README_COMMAND]
+    env = _offline_env(tmp_path)
+    env["INSPECT_LOG_DIR"] = str(tmp_path / "logs")  # the folder `inspect view` shows, as README.md says
+    inspect = Path(sys.executable).parent / "inspect"  # the command line this venv installed
+    done = subprocess.run([str(inspect), *shlex.split(README_COMMAND)[1:]], cwd=ROOT, env=env, stdin=subprocess.DEVNULL,
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
+    assert "Traceback" not in done.stdout + done.stderr
+    (path,) = (tmp_path / "logs").glob("*.eval")  # one log, where Inspect was told to put it
+    from inspect_ai.log import read_eval_log
+
+    log = read_eval_log(str(path))
+    assert log.status == "success" and log.eval.model == "mockllm/model"
+    levels = sorted(p.name for p in (CRATE_DOCK / "levels").glob("*.yaml"))
+    assert sorted(s.id for s in log.samples) == [f"crate_dock/{name}" for name in levels]
+    for sample in log.samples:
+        score = sample.scores["normalized_reward"]
+        assert 0.0 <= score.value["normalized"] <= 1.0 and score.value["solved"] in (0.0, 1.0)
+        assert score.answer == "format_error_streak"  # the stock mockllm calls no tool
+    metrics = {s.name: s.metrics["mean"].value for s in log.results.scores}
+    assert metrics == {"normalized": 0.0, "solved": 0.0}
+    # mockllm counted its tokens with o200k_base, which came from the extra (no network to download it)
+    (cached,) = _tiktoken_cache(tmp_path)
+    assert hashlib.sha256(cached.read_bytes()).hexdigest() == O200K_SHA256
+    assert log.stats.model_usage["mockllm/model"].input_tokens > 0
 
 
 def test_every_level_is_a_sample_scored_in_0_1(tmp_path):
@@ -86,3 +138,18 @@ def test_a_folder_of_environments_is_one_task(tmp_path):
     log = _run(tmp_path, [], "envforge/reference", max_levels=1, split="val")  # the bundled reference envs
     assert sorted(s.id for s in log.samples) == ["crate_dock/level_11.yaml", "tide_pool/level_11.yaml"]
     assert {s.metadata["level"] for s in log.samples} == {"val_levels/level_11.yaml"}
+
+
+def test_the_tokenizer_goes_where_tiktoken_caches_it_checked_and_once(tmp_path, monkeypatch):
+    from envforge import _tokenizer
+
+    monkeypatch.setenv("TIKTOKEN_CACHE_DIR", str(tmp_path / "cache"))
+    target = _tokenizer.provide()
+    assert target is not None and target.parent == tmp_path / "cache"
+    assert hashlib.sha256(target.read_bytes()).hexdigest() == O200K_SHA256
+    target.write_bytes(b"a truncated download")  # a bad entry (tiktoken would drop it and download) is replaced
+    assert _tokenizer.provide() == target and hashlib.sha256(target.read_bytes()).hexdigest() == O200K_SHA256
+    stamp = target.stat().st_mtime_ns
+    assert _tokenizer.provide() == target and target.stat().st_mtime_ns == stamp  # a good one is left alone
+    monkeypatch.setenv("TIKTOKEN_CACHE_DIR", "")  # tiktoken's "no cache": nothing to fill
+    assert _tokenizer.provide() is None
