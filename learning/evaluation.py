@@ -5,7 +5,7 @@ aggregates of its episode records (normalized reward, tokens, dollars, steps).
 Training levels are made fresh for every iteration: the environment's generator with new seeds
 (SEED_BASE + SEED_STRIDE·iteration + i), each level accepted by the env's validator, unlike every
 test and validation level and every other training level, and given a max reward certified by
-search exactly as `envforge verify` certifies one (pipeline.verify.levels.certify). All methods
+search exactly as `envforge verify` certifies one (pipeline.verify.certify.certify). All methods
 meet the same levels at a given iteration: they are compared on equal terms, and each level is
 certified once (levels/<env>/iteration_NN.json). The test levels are the environment's levels/
 (the first --test-levels of them): fixed, never seen during learning.
@@ -33,7 +33,7 @@ from pipeline.evaluate.runner import RunOptions, evaluate
 from pipeline.sandbox import Limits, SandboxFailure, WorkerPool
 from pipeline.sandbox.client import Level
 from pipeline.verify.context import Context, Options
-from pipeline.verify.levels import certify
+from pipeline.verify.certify import certify
 
 SEED_BASE, SEED_STRIDE = 100_000, 1_000
 SEEDS_PER_LEVEL = 10  # seeds tried per training level wanted before giving up

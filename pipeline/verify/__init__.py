@@ -3,8 +3,8 @@
 Three stages, in order, each a module here; the first that rejects ends the run:
   1 execution   (execution.py)   random and planner rollouts on every level run cleanly;
   2 levels      (levels.py)      the generator makes 10 + 5 distinct levels the validator accepts,
-                                 and every level gets a certified max reward (validator bound and
-                                 search with a replayed witness);
+                                 and every level gets a certified max reward (certify.py: validator
+                                 bound and search with a replayed witness);
   3 reliability (reliability.py) the search planner outscores a random agent by a margin.
 
 What it writes into the folder:
@@ -26,7 +26,7 @@ from pathlib import Path
 from pipeline import manifest
 from pipeline import records as files
 from pipeline import layout
-from pipeline.verify import execution, levels, reliability
+from pipeline.verify import certify, execution, levels, reliability
 from pipeline.sandbox import SandboxFailure
 from pipeline.errors import Rejected
 from pipeline.verify.context import Clock, Context, Options, failure_text
@@ -72,7 +72,7 @@ def verify_env(env_dir: str | Path, stages: tuple[str, ...] = STAGES, options: O
                     current = "reliability"
                 scored = reliability.run(ctx, scored, result.stages.setdefault("reliability", {}))
                 if result.stages["reliability"]["corrected"] and "/" in scored[0].source and options.write:
-                    levels.write_max_rewards(ctx, scored)
+                    certify.write_max_rewards(ctx, scored)
     except Rejected as rejection:
         result.accepted, result.stage, result.reason = False, current, rejection.reason
     except SandboxFailure as failure:  # one a stage did not expect; still the env's fault

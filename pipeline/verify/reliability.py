@@ -25,7 +25,7 @@ from pipeline.errors import Rejected
 from pipeline.sandbox.client import Level
 from pipeline.verify import claims
 from pipeline.verify.context import Clock, Context, failure_text, located
-from pipeline.verify.levels import EPS, LevelMax
+from pipeline.verify.certify import EPS, LevelMax
 
 RANDOM_AGENT = "uniform random declared action with sampled parameters"
 
