@@ -93,17 +93,25 @@ class Worker:
         self.base = private_dir()
         for name in ("root", "rw"):
             os.mkdir(os.path.join(self.base, name))
+        self.env_id = env_id
         self._start()
         _live.add(self)
+        # Imported here, not at the top: the worker process runs that module as __main__ after
+        # importing this package, which must not have imported it already.
+        from pipeline.sandbox.worker import OPENING
+
         try:
-            self.info = self.call("load", env_id=env_id, **({"skin": skin} if skin is not None else {}))
+            with self._lock:
+                self.info = self._exchange(OPENING, self.limits.call_seconds, None)
         except SandboxFailure:
             # The caller never gets this worker, so no one else could close it: without this
-            # its process (alive after a "load" failure) and temp dir would stay until exit.
+            # its process (alive after a failed opening) and temp dir would stay until exit.
             self.close()
             raise
 
     def _start(self) -> None:
+        """The worker process, which loads what it holds as it starts (worker.OPENING)."""
+        load = {"env_id": self.env_id, **({"skin": self.skin} if self.skin is not None else {})}
         request_r, self._request_w = os.pipe()
         self._reply_r, reply_w = os.pipe()
         self._output_r, output_w = os.pipe()
@@ -112,6 +120,7 @@ class Worker:
             sys.executable, "-s", "-P", "-m", "pipeline.sandbox.worker",
             "--base", self.base, "--folder", self.folder.path, "--mode", self.mode, "--uid", str(_worker_uid()),
             "--fds", f"{request_r},{reply_w}", "--limits", json.dumps(self.limits.to_dict()),
+            "--load", json.dumps(load),
         ] + (["--host", self.host] if self.host != "env" else [])
         try:
             self.proc = subprocess.Popen(
@@ -138,22 +147,27 @@ class Worker:
             if self._closed or self.proc.poll() is not None:
                 raise SandboxFailure("usage", f"worker is closed; cannot {op}", op=op)
             seconds = timeout or self.limits.call_seconds
-            try:
-                self._send({"op": op, "args": args, "timeout": seconds})
-                reply = self._receive(op, seconds, on_request)
-            except SandboxFailure as failure:
-                failure.op = failure.op or op
-                failure.output = failure.output or self.output_text()
-                self.failed = True
-                if failure.kind in ("timeout", "output_limit", "protocol", "cpu_limit", "crash", "exit"):
-                    self._kill()
-                raise
-            finally:
-                self.cpu_seconds_used = max(self.cpu_seconds_used, self._cpu_seconds())
-            if reply.get("ok") is not True:
-                self.failed = True
-                raise failure_of(reply, op, self.output_text())
-            return reply.get("result")
+            return self._exchange(op, seconds, on_request, {"op": op, "args": args, "timeout": seconds})
+
+    def _exchange(self, op: str, seconds: float, on_request: OnRequest | None, request: dict | None = None) -> Any:
+        """Send `request` (none for the worker's opening reply), then read and check the reply to `op`."""
+        try:
+            if request is not None:
+                self._send(request)
+            reply = self._receive(op, seconds, on_request)
+        except SandboxFailure as failure:
+            failure.op = failure.op or op
+            failure.output = failure.output or self.output_text()
+            self.failed = True
+            if failure.kind in ("timeout", "output_limit", "protocol", "cpu_limit", "crash", "exit"):
+                self._kill()
+            raise
+        finally:
+            self.cpu_seconds_used = max(self.cpu_seconds_used, self._cpu_seconds())
+        if reply.get("ok") is not True:
+            self.failed = True
+            raise failure_of(reply, op, self.output_text())
+        return reply.get("result")
 
     def _cpu_seconds(self) -> float:
         """CPU the worker has used over its life (what RLIMIT_CPU counts), read from /proc."""

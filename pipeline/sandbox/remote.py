@@ -159,7 +159,7 @@ class RayWorker:
         finally:
             copy.release()
         self._handle = _actor.remote(self.env_dir.name, files, self.limits.to_dict(), skin, env_id)
-        started = self._get(self._handle.started.remote(), "load")
+        started = self._get(self._handle.started.remote(), "start")  # the remote worker's start and opening
         self.node = started["node"]
         if "failure" in started:
             self.close()

@@ -1,20 +1,24 @@
 """Entry point of a sandbox worker process: confine, then answer requests until EOF.
 
 Started only by pipeline.sandbox.process.Worker. Requests and replies are JSON lines on
-two inherited pipes (not stdin/stdout, which the environment may print to). While handling a
-request, a host may ask the parent for something (`ask`): it writes a request line on the
-reply pipe and reads the parent's answer from the request pipe before it goes on.
+two inherited pipes (not stdin/stdout, which the environment may print to). A worker first
+loads what it holds (`OPENING`, with the arguments of its `--load` flag) and writes that reply
+unasked; then it answers requests. While handling a request, a host may ask the parent for
+something (`ask`): it writes a request line on the reply pipe and reads the parent's answer
+from the request pipe before it goes on.
 """
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
 import os
 import signal
 
-from pipeline.sandbox import agent_host, confine, host
 from pipeline.sandbox.limits import EXIT_ALARM, Limits
+
+OPENING = "load"  # the operation a worker makes as it starts, before any request
 
 # A worker enforces its own deadline too, a little after the parent's, so that a worker
 # whose parent was killed mid-call does not run on forever.
@@ -22,6 +26,8 @@ GRACE_SECONDS = 5
 
 
 def main() -> None:
+    from pipeline.sandbox import agent_host, confine, host
+
     parser = argparse.ArgumentParser()
     parser.add_argument("--base", required=True)
     parser.add_argument("--folder", required=True)
@@ -30,6 +36,7 @@ def main() -> None:
     parser.add_argument("--fds", required=True)
     parser.add_argument("--limits", required=True)
     parser.add_argument("--host", choices=("env", "agent"), default="env")
+    parser.add_argument("--load", default="{}", help="the arguments of the opening load (JSON)")
     args = parser.parse_args()
     request_fd, reply_fd = (int(x) for x in args.fds.split(","))
     limits = Limits(**json.loads(args.limits))
@@ -47,25 +54,28 @@ def main() -> None:
             return json.loads(line).get("answer")
 
         env_host = agent_host.AgentHost(env_dir, ask) if args.host == "agent" else host.EnvHost(env_dir)
+
+        def answer(request: dict) -> None:
+            signal.alarm(math.ceil(request.get("timeout") or limits.call_seconds) + GRACE_SECONDS)
+            _back_to(env_dir)
+            reply = env_host.handle(request)
+            signal.alarm(0)
+            _write(reply_fd, host.encode(reply))
+
+        answer({"op": OPENING, "args": json.loads(args.load)})
         for line in requests:
             try:
                 request = json.loads(line)
             except ValueError:
-                reply = {"ok": False, "kind": "protocol", "detail": "request is not JSON"}
+                _write(reply_fd, host.encode({"ok": False, "kind": "protocol", "detail": "request is not JSON"}))
             else:
-                signal.alarm(math.ceil(request.get("timeout") or limits.call_seconds) + GRACE_SECONDS)
-                _back_to(env_dir)
-                reply = env_host.handle(request)
-                signal.alarm(0)
-            _write(reply_fd, host.encode(reply))
+                answer(request)
 
 
 def _back_to(env_dir: str) -> None:
     """Every call starts in the environment's folder, wherever the last one left the process."""
-    try:
+    with contextlib.suppress(OSError):
         os.chdir(env_dir)
-    except OSError:
-        pass
 
 
 def _write(fd: int, data: bytes) -> None:
