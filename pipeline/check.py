@@ -167,11 +167,16 @@ class _Checker:
     def max_steps(self) -> int:
         return self.spec.max_steps
 
-    def check_levels(self) -> None:
-        for level in self.spec.all_levels():
+    def with_workers(self, items):
+        """Each item with a live worker to try it on; ends early when no worker can be had."""
+        for item in items:
             worker = self.live_worker()
             if worker is None:
                 return
+            yield item, worker
+
+    def check_levels(self) -> None:
+        for level, worker in self.with_workers(self.spec.all_levels()):
             try:
                 first = worker.reset(level)
             except SandboxFailure as f:
@@ -185,10 +190,7 @@ class _Checker:
 
     def check_actions(self) -> None:
         start = self.episode_starts()[0]
-        for action in self.space:
-            worker = self.live_worker()
-            if worker is None:
-                return
+        for action, worker in self.with_workers(self.space):
             sent = {"action": action.name, "params": self.space.sample_params(action, self.rng)}
             try:
                 worker.reset(start)
@@ -203,10 +205,7 @@ class _Checker:
         starts = self.episode_starts()
         truncated = []
         lengths = []
-        for i in range(RANDOM_EPISODES):
-            worker = self.live_worker()
-            if worker is None:
-                return
+        for i, worker in self.with_workers(range(RANDOM_EPISODES)):
             start = starts[i % len(starts)]
             where = _start_name(start)
             try:
@@ -228,10 +227,7 @@ class _Checker:
 
     def check_generator(self) -> None:
         hashes = {}
-        for seed in GENERATOR_SEEDS + GENERATOR_SEEDS[:1]:
-            worker = self.live_worker()
-            if worker is None:
-                return
+        for seed, worker in self.with_workers(GENERATOR_SEEDS + GENERATOR_SEEDS[:1]):
             try:
                 result = worker.reset(Level(seed=seed), want_state=True)
             except SandboxFailure as f:
@@ -260,10 +256,7 @@ class _Checker:
         if not self.env.file(layout.ENV_VALIDATOR).exists():
             self.problem(layout.ENV_VALIDATOR, "a level validator", "the file is missing", "validator")
             return
-        for level in self.spec.all_levels():
-            worker = self.live_worker()
-            if worker is None:
-                return
+        for level, worker in self.with_workers(self.spec.all_levels()):
             try:
                 verdict = worker.validate(level)
             except SandboxFailure as f:
@@ -277,10 +270,7 @@ class _Checker:
         start = self.episode_starts()[0]
         plan = [self.space.sample(self.rng) for _ in range(min(self.max_steps, 20))]
         runs = []
-        for _ in range(2):
-            worker = self.live_worker()
-            if worker is None:
-                return
+        for _, worker in self.with_workers(range(2)):
             trace = iter(plan)
             try:
                 episode = rollout.run_episode(worker, lambda obs, last: next(trace), start, seed=7, limit=len(plan),

@@ -25,22 +25,6 @@ class LocatedError(UserError):
     def at(cls, file: str, expected: str, found: str, line: int | None = None) -> "LocatedError":
         return cls(Problem(file, "", expected, found, line=line))
 
-    @property
-    def file(self) -> str:
-        return self.problem.file
-
-    @property
-    def line(self) -> int | None:
-        return self.problem.line
-
-    @property
-    def expected(self) -> str:
-        return self.problem.expected
-
-    @property
-    def found(self) -> str:
-        return self.problem.found
-
 
 class InfrastructureError(Exception):
     """The machinery failed (a cluster node was lost, say), not an environment or the user's input.

@@ -256,10 +256,8 @@ class JsonlLog:
 
 
 def _discard(tmp: str) -> None:
-    try:
+    with contextlib.suppress(OSError):
         os.unlink(tmp)
-    except OSError:
-        pass
 
 
 def _raise_if_full(e: BaseException, path: Path) -> None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import time
 from collections import Counter
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol
 
 from pipeline.envfolder.actions import ActionSpace
@@ -63,25 +63,13 @@ STREAK_RULES: tuple[tuple[str, Callable[["Tracker", Limits], bool]], ...] = (
 )
 
 
-@dataclass
-class Spend:
-    """What model calls cost: one turn's (a Decision's) or summed over an episode (the Tracker's)."""
-
-    tokens_in: int = 0
-    tokens_out: int = 0
-    dollars: float = 0.0
-    calls: int = 0
-    retries: int = 0
-
-    def add(self, other: "Spend") -> None:
-        for f in fields(Spend):
-            setattr(self, f.name, getattr(self, f.name) + getattr(other, f.name))
+SPEND = ("tokens_in", "tokens_out", "dollars", "calls", "retries")  # what a turn's model calls cost
 
 
 @dataclass
-class Decision(Spend):
+class Decision:
     """What an agent did on its turn: an action, or `error` ("format", "model", "budget",
-    "stop") with a message, plus what the turn cost (its Spend fields)."""
+    "stop") with a message, plus what the turn cost (its SPEND fields)."""
 
     action: dict | None = None
     error: str | None = None
@@ -89,6 +77,11 @@ class Decision(Spend):
     thought: str = ""
     reply: str | None = None  # the model's raw output, when there is one
     prompt: str | None = None  # the turn's user prompt, when there is one
+    tokens_in: int = 0
+    tokens_out: int = 0
+    dollars: float = 0.0
+    calls: int = 0
+    retries: int = 0
 
 
 @dataclass
@@ -124,7 +117,7 @@ class Tracker:
     visits: Counter = field(default_factory=Counter)
     last_visits: int = 0
     stagnant: int = 0
-    spent: Spend = field(default_factory=Spend)
+    spent: Counter = field(default_factory=lambda: Counter(dict.fromkeys(SPEND, 0) | {"dollars": 0.0}))
     events: Counter = field(default_factory=Counter)
     turn_log: list[dict] = field(default_factory=list)
     stop_reason: str | None = None
@@ -139,7 +132,7 @@ class Tracker:
     def decided(self, decision: Decision) -> None:
         """Count a turn and its cost; a turn with no action ends here."""
         self.turns += 1
-        self.spent.add(decision)
+        self.spent.update({key: getattr(decision, key) for key in SPEND})
         if decision.action is not None:
             return
         entry = {"step": self.turns, "action": None, "error": decision.message or decision.error,
@@ -234,8 +227,8 @@ class Tracker:
             invalid_action_rate=_rate(self.invalid, sent),
             error_streaks=self.error_streaks, recovered_streaks=self.recovered,
             recovery_rate=_rate(self.recovered, self.error_streaks),
-            distinct_states=len(self.visits), model_calls=self.spent.calls, retries=self.spent.retries,
-            tokens_in=self.spent.tokens_in, tokens_out=self.spent.tokens_out, dollars=round(self.spent.dollars, 6),
+            distinct_states=len(self.visits), model_calls=self.spent["calls"], retries=self.spent["retries"],
+            tokens_in=self.spent["tokens_in"], tokens_out=self.spent["tokens_out"], dollars=round(self.spent["dollars"], 6),
             wall_seconds=round(time.monotonic() - self.started, 3), events=dict(self.events))
 
 

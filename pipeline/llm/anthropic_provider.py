@@ -7,7 +7,7 @@ from typing import Any
 import anthropic
 
 from pipeline.llm.errors import MalformedResponse
-from pipeline.llm.http_errors import translate
+from pipeline.llm import sdk
 from pipeline.llm.messages import Message, Request, Response, ToolCall, Usage
 
 # Below about 1024 tokens Anthropic does not cache a prefix; 4 chars per token is our estimate.
@@ -39,14 +39,8 @@ class AnthropicProvider:
                 {"name": t.name, "description": t.description, "input_schema": t.parameters}
                 for t in request.tools
             ]
-        if request.temperature is not None:
-            kwargs["temperature"] = request.temperature
-        if request.stop:
-            kwargs["stop_sequences"] = list(request.stop)
-        try:
-            raw = await self._client.messages.create(**kwargs)
-        except Exception as exc:  # noqa: BLE001 - every SDK failure is translated, none escapes raw
-            raise translate(exc, anthropic, self.name) from exc
+        kwargs.update(sdk.sampling_fields(request, "stop_sequences"))
+        raw = await sdk.call(self._client.messages.create, kwargs, anthropic, self.name)
         return from_wire(raw, request.model)
 
     async def close(self) -> None:

@@ -51,6 +51,16 @@ def estimate_tokens(request: Request) -> int:
     return math.ceil(chars / CHARS_PER_TOKEN)
 
 
+def _hold_under(scope: str, cap_is: str, cap_usd: float | None, spent_usd: float, estimate_usd: float,
+                call: str) -> None:
+    """Raise BudgetExceeded when spent (or committed) plus this call's estimate would pass the cap."""
+    if cap_usd is not None and spent_usd + estimate_usd > cap_usd:
+        raise BudgetExceeded(
+            f"budget exceeded: {cap_is} ${cap_usd:.4f}, ${spent_usd:.4f} is spent or committed, and the next "
+            f"call ({call}) could cost up to ${estimate_usd:.4f}; it was not made",
+            scope, cap_usd, spent_usd, estimate_usd)
+
+
 class Ledger:
     def __init__(self, prices: PriceTable, run_cap_usd: float | None = None,
                  theme_cap_usd: float | None = None):
@@ -89,21 +99,12 @@ class Ledger:
     def reserve(self, ctx: CallContext, estimate_usd: float) -> float:
         """Hold `estimate_usd` against the caps or raise `BudgetExceeded`; returns the hold."""
         with self._lock:
-            spent_run = self.run.cost_usd + self._reserved_run
-            if self.run_cap_usd is not None and spent_run + estimate_usd > self.run_cap_usd:
-                raise BudgetExceeded(
-                    f"budget exceeded: the run cap is ${self.run_cap_usd:.4f}, ${spent_run:.4f} is spent "
-                    f"or committed, and the next call (theme {ctx.theme!r}, stage {ctx.stage!r}) could "
-                    f"cost up to ${estimate_usd:.4f}; it was not made",
-                    "run", self.run_cap_usd, spent_run, estimate_usd)
+            _hold_under("run", "the run cap is", self.run_cap_usd, self.run.cost_usd + self._reserved_run,
+                        estimate_usd, f"theme {ctx.theme!r}, stage {ctx.stage!r}")
             theme_totals = self.by_theme.get(ctx.theme)
             spent_theme = (theme_totals.cost_usd if theme_totals else 0.0) + self._reserved_theme.get(ctx.theme, 0.0)
-            if self.theme_cap_usd is not None and spent_theme + estimate_usd > self.theme_cap_usd:
-                raise BudgetExceeded(
-                    f"budget exceeded: theme {ctx.theme!r} has a cap of ${self.theme_cap_usd:.4f}, "
-                    f"${spent_theme:.4f} is spent or committed, and the next call (stage {ctx.stage!r}) "
-                    f"could cost up to ${estimate_usd:.4f}; it was not made",
-                    "theme", self.theme_cap_usd, spent_theme, estimate_usd)
+            _hold_under("theme", f"theme {ctx.theme!r} has a cap of", self.theme_cap_usd, spent_theme,
+                        estimate_usd, f"stage {ctx.stage!r}")
             self._reserved_run += estimate_usd
             self._reserved_theme[ctx.theme] = self._reserved_theme.get(ctx.theme, 0.0) + estimate_usd
             return estimate_usd

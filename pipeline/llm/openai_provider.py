@@ -8,7 +8,7 @@ from typing import Any
 import openai
 
 from pipeline.llm.errors import MalformedResponse
-from pipeline.llm.http_errors import translate
+from pipeline.llm import sdk
 from pipeline.llm.messages import Message, Request, Response, ToolCall, Usage
 
 FINISH_REASONS = {
@@ -46,14 +46,8 @@ class OpenAIProvider:
                 }
                 for t in request.tools
             ]
-        if request.temperature is not None:
-            kwargs["temperature"] = request.temperature
-        if request.stop:
-            kwargs["stop"] = list(request.stop)
-        try:
-            raw = await self._client.chat.completions.create(**kwargs)
-        except Exception as exc:  # noqa: BLE001 - every SDK failure is translated, none escapes raw
-            raise translate(exc, openai, self.name) from exc
+        kwargs.update(sdk.sampling_fields(request, "stop"))
+        raw = await sdk.call(self._client.chat.completions.create, kwargs, openai, self.name)
         return from_wire(raw, request.model)
 
     async def close(self) -> None:

@@ -64,12 +64,11 @@ class BaseEnv(ABC):
     # -- worlds ----------------------------------------------------------------------
     def reset(self, mode: str = "load", world_id: str | None = None, seed: int | None = None):
         """Load world `world_id` (mode "load") or generate one from `seed` (mode "generate")."""
-        if mode == "load":
-            self._state = self._load_world(world_id)
-        elif mode == "generate":
-            self._state = self._load_world(self._generate_world(seed))
-        else:
+        if mode not in ("load", "generate"):
             raise ValueError(f"reset: expected mode 'load' or 'generate', found {mode!r}")
+        if mode == "generate":
+            world_id = self._generate_world(seed)
+        self._state = self._load_world(world_id)
         self._t, self._history, self._last_action_result = 0, [], None
         return self._state
 
