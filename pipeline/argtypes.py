@@ -88,3 +88,9 @@ def add_run_arguments(parser: argparse.ArgumentParser, *, jobs: str, concurrency
                         help=f"{jobs} at once (default {concurrency})")
     parser.add_argument("--out", type=out_dir, default=out, metavar="DIR", help=out_help)
     parser.add_argument("--resume", action="store_true", help=resume_help)
+
+
+def add_skin_argument(parser: argparse.ArgumentParser, then: str = "") -> None:
+    """--skin NAME: render through one of the environment's skins (evaluate, probe)."""
+    parser.add_argument("--skin", metavar="NAME", help="render observations with the environment's skins/NAME.py "
+                                                       "(written by envforge reskin, listed in its manifest)" + then)

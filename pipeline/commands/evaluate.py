@@ -25,7 +25,7 @@ from pipeline.evaluate.records import EPISODES_CSV, EPISODES_JSONL, NO_MODEL, Re
 from pipeline.evaluate.report import mixed, settings_key, summarize, write_report
 from pipeline.evaluate.runner import Progress, RunOptions, RunOutcome, evaluate
 from pipeline.llm.cli_args import EXIT_BUDGET_EXCEEDED, EXIT_MODEL_FAILED, add_llm_arguments, client_from_args, print_cost_summary
-from pipeline.argtypes import COUNT, LIMIT, SECONDS, add_run_arguments, label, number
+from pipeline.argtypes import COUNT, LIMIT, SECONDS, add_run_arguments, add_skin_argument, label, number
 from pipeline.sandbox.executor import add_executor_arguments
 
 RESUME_HELP = ("continue the evaluation in --out, or add another agent, model or split to it: a recorded episode is "
@@ -60,9 +60,7 @@ def register(subparsers) -> None:
     p.add_argument("--probes", metavar="FILE",
                    help="score --agent (random, oracle, react, tools) on derived world-model test items "
                         "(envforge probe) instead of playing episodes; the items name their environments")
-    p.add_argument("--skin", metavar="NAME",
-                   help="render every environment through its skin NAME (envforge reskin; listed in its manifest); "
-                        "the agent label becomes AGENT@NAME")
+    add_skin_argument(p, "; the agent label becomes AGENT@NAME")
     p.add_argument("--agent", default="react", metavar="AGENT", help=AGENT_HELP)
     p.add_argument("--agent-name", type=label, metavar="NAME",
                    help="how records and reports name the agent (default: the built-in name, or for your own agent "

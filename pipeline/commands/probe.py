@@ -22,7 +22,7 @@ from pipeline.probe import (
 )
 from pipeline.probe.agents import ModelProbeAgent
 from pipeline.probe.items import ChangeItem, PlanItem, PredictItem, random_change, random_predict
-from pipeline.argtypes import COUNT, SEED, out_file, whole
+from pipeline.argtypes import COUNT, SEED, add_skin_argument, out_file, whole
 
 
 DESCRIPTION = """Make test items from an environment's simulator: predict (which of 4-6 observations
@@ -42,7 +42,7 @@ def register(subparsers) -> None:
     p.add_argument("--n", type=COUNT, default=50, help="items of each kind (default 50)")
     p.add_argument("--seed", type=SEED, default=0, help="seed of every random choice (default 0)")
     p.add_argument("--out", type=out_file, metavar="FILE", help="JSONL file to write (default ./<env>[.<skin>].<kinds>.jsonl)")
-    p.add_argument("--skin", metavar="NAME", help="render observations with skins/NAME.py (see envforge reskin)")
+    add_skin_argument(p)
     g = p.add_argument_group("predict")
     g.add_argument("--max-k", type=COUNT, default=PredictOptions.max_k, help="actions per item: 1..K in turn (default 3)")
     g.add_argument("--choices", type=whole(4, 6), default=PredictOptions.choices, help="candidates per item, 4-6 (default 5)")

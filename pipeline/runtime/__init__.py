@@ -2,9 +2,11 @@
 
     from pipeline.runtime import SkinEnv        # write transition, reward, done, render_skin
     from pipeline.runtime import EventEnv       # or: rules(state, action) only; reward from the DSL
+    from pipeline.runtime import read_move      # the grid actions move(direction) and wait, read once
 """
 from pipeline.runtime.env import BaseEnv, EventEnv, ObsEnv, SkinEnv, event_rewards
 from pipeline.runtime.levels import load_level, save_level, state_hash
+from pipeline.runtime.moves import DIRECTIONS, read_move
 from pipeline.runtime.observation import (
     EgocentricCrop,
     FullObservation,
@@ -18,5 +20,5 @@ from pipeline.runtime.observation import (
 __all__ = [
     "BaseEnv", "ObsEnv", "SkinEnv", "EventEnv", "event_rewards", "ObservationPolicy", "FullObservation", "RadiusObservation",
     "EgocentricCrop", "LineOfSight", "RandomMask", "policy_from_config", "load_level",
-    "save_level", "state_hash",
+    "save_level", "state_hash", "DIRECTIONS", "read_move",
 ]

@@ -8,26 +8,18 @@ from __future__ import annotations
 from typing import Any
 
 from env_obs import DockBoard
-from pipeline.runtime import EventEnv
-
-DIRECTIONS = {"north": (0, -1), "south": (0, 1), "east": (1, 0), "west": (-1, 0)}
-VALID_ACTIONS = "valid actions: move with direction north/south/east/west, or wait"
+from pipeline.runtime import DIRECTIONS, EventEnv, read_move
 
 
 def apply_action(state: dict[str, Any], action: Any) -> tuple[dict[str, Any], list[str], str]:
     """One step of the rules: (next state, events, what happened). Never mutates `state`."""
     if state["game"]["solved"]:
         return state, [], "nothing happens: every crate is already docked"
-    name = action.get("action") if isinstance(action, dict) else None
-    params = action.get("params") if isinstance(action, dict) else None
-    if name == "wait":
+    direction, invalid = read_move(action)
+    if direction is None:
+        return state, ["invalid_action"], invalid
+    if direction == "wait":
         return state, ["waited"], "waited"
-    if name != "move":
-        return state, ["invalid_action"], f"unknown action {name!r}; {VALID_ACTIONS}"
-    direction = params.get("direction") if isinstance(params, dict) else None
-    if direction not in DIRECTIONS:
-        return state, ["invalid_action"], f"move needs params.direction in north/south/east/west, got {direction!r}"
-
     grid, (dx, dy) = state["grid"], DIRECTIONS[direction]
     x, y = state["agent"]["pos"]
     target = [x + dx, y + dy]

@@ -8,10 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from env_obs import TideWindow
-from pipeline.runtime import EventEnv
-
-DIRECTIONS = {"north": (0, -1), "south": (0, 1), "east": (1, 0), "west": (-1, 0)}
-VALID_ACTIONS = "valid actions: move with direction north/south/east/west, or wait"
+from pipeline.runtime import DIRECTIONS, EventEnv, read_move
 
 
 def height(state: dict[str, Any], pos: list[int]) -> int:
@@ -21,15 +18,11 @@ def height(state: dict[str, Any], pos: list[int]) -> int:
 def _move(state: dict[str, Any], action: Any) -> tuple[list[int], list[str], str]:
     """Where the explorer ends up, with events and a message; the tide is not handled here."""
     pos = state["agent"]["pos"]
-    name = action.get("action") if isinstance(action, dict) else None
-    params = action.get("params") if isinstance(action, dict) else None
-    if name == "wait":
+    direction, invalid = read_move(action)
+    if direction is None:
+        return pos, ["invalid_action"], invalid
+    if direction == "wait":
         return pos, ["waited"], "waited"
-    if name != "move":
-        return pos, ["invalid_action"], f"unknown action {name!r}; {VALID_ACTIONS}"
-    direction = params.get("direction") if isinstance(params, dict) else None
-    if direction not in DIRECTIONS:
-        return pos, ["invalid_action"], f"move needs params.direction in north/south/east/west, got {direction!r}"
     dx, dy = DIRECTIONS[direction]
     target = [pos[0] + dx, pos[1] + dy]
     terrain = state["terrain"]
