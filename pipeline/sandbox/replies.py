@@ -15,6 +15,7 @@ from pipeline.sandbox.failures import SandboxFailure
 
 MAX_DEPTH = 64  # levels of nested lists and mappings in one result
 MAX_ITEMS = 2_000_000  # scalars, lists and mappings in one result
+_INT_BOUND = 1 << 1024  # the first integer a float cannot hold
 
 JSON = object()  # any plain JSON value (checked for depth, size and finite numbers)
 NUMBER = (int, float)
@@ -34,22 +35,37 @@ def plain(value: Any, op: str, what: str = "reply") -> Any:
             raise _bad(op, f"{what} holds more than {MAX_ITEMS:,} values")
         if depth > MAX_DEPTH:
             raise _bad(op, f"{path} is nested deeper than {MAX_DEPTH} levels")
-        if isinstance(node, float) and not math.isfinite(node):
-            raise _bad(op, f"{path}: expected a finite number, found {node!r}")
         if isinstance(node, dict):
             items += len(node)
             for key, child in node.items():
                 if not isinstance(key, str):
                     raise _bad(op, f"{path}: expected string keys, found {type(key).__name__}")
-                if isinstance(child, (dict, list)) or isinstance(child, float):
-                    todo.append((child, depth + 1, f"{path}.{key[:40]}" if depth < 8 else path))
+                _push(todo, child, depth, f"{path}.{key[:40]}" if depth < 8 else path, op)
         elif isinstance(node, list):
-            todo.extend((child, depth + 1, f"{path}[{i}]" if depth < 8 else path) for i, child in enumerate(node)
-                        if isinstance(child, (dict, list)) or isinstance(child, float))
             items += len(node)
+            for i, child in enumerate(node):
+                _push(todo, child, depth, f"{path}[{i}]" if depth < 8 else path, op)
         elif not isinstance(node, (str, int, float, bool, type(None))):
             raise _bad(op, f"{path}: expected plain JSON, found {type(node).__name__}")
+        else:
+            _number(node, path, op)
     return value
+
+
+def _push(todo: list, child: Any, depth: int, path: str, op: str) -> None:
+    if isinstance(child, (dict, list)):
+        todo.append((child, depth + 1, path))
+    else:
+        _number(child, path, op)
+
+
+def _number(node: Any, path: str, op: str) -> None:
+    """A number the host can compute with: finite, and an integer no larger than a float holds
+    (JSON allows any length; `float(10**400)` raises OverflowError on the host)."""
+    if isinstance(node, float) and not math.isfinite(node):
+        raise _bad(op, f"{path}: expected a finite number, found {node!r}")
+    if isinstance(node, int) and not -_INT_BOUND < node < _INT_BOUND:
+        raise _bad(op, f"{path}: expected a number a float can hold, found an integer of {_digits(node)} digits")
 
 
 def shaped(result: Any, op: str, fields: dict[str, Any]) -> dict:
@@ -75,6 +91,9 @@ def shaped(result: Any, op: str, fields: dict[str, Any]) -> dict:
 
 
 def reward(value: Any, op: str, what: str = "reward") -> float:
+    if isinstance(value, int) and not isinstance(value, bool) and not -_INT_BOUND < value < _INT_BOUND:
+        raise SandboxFailure("invalid_reward", f"{what}: expected a finite number, found an integer of "
+                                               f"{_digits(value)} digits", op=op)
     if isinstance(value, bool) or not isinstance(value, NUMBER) or not math.isfinite(value):
         raise SandboxFailure("invalid_reward", f"{what}: expected a finite number, found {_short(value)}", op=op)
     return float(value)
@@ -86,6 +105,10 @@ def _bad(op: str, detail: str) -> SandboxFailure:
 
 def _names(types: tuple) -> str:
     return " or ".join("null" if t is OPTIONAL else t.__name__ for t in types)
+
+
+def _digits(value: int) -> int:
+    return len(str(abs(value)))  # JSON parsing already capped its length
 
 
 def _short(value: Any) -> str:

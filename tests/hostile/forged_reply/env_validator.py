@@ -1,0 +1,6 @@
+def validate_level(state):
+    return True, []
+
+
+def max_reward(state):
+    return 1.0
