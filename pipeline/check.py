@@ -87,7 +87,7 @@ class _Checker:
         if self.worker is None or not self.worker.worker.alive or self.worker.worker.failed:
             self.close_worker()
             try:
-                self.worker = EnvClient.start(self.env.path, self.max_steps, self.limits)
+                self.worker = EnvClient.start(self.env.path, self.max_steps, self.limits, deadline=self.deadline)
             except SandboxFailure as f:
                 self.failure(f, "env_main.py to import and its SkinEnv subclass to instantiate", "load")
                 return None
@@ -210,7 +210,7 @@ class _Checker:
             where = _start_name(start)
             try:
                 episode = rollout.run_episode(worker, lambda obs, last: space.sample(self.rng, 0.2), start,
-                                              seed=i, deadline=self.deadline)
+                                              seed=i)
             except SandboxFailure as f:
                 self.failure(f, f"a random episode on {where} to run without failure", "episodes")
                 continue
@@ -273,8 +273,7 @@ class _Checker:
         for _, worker in self.with_workers(range(2)):
             trace = iter(plan)
             try:
-                episode = rollout.run_episode(worker, lambda obs, last: next(trace), start, seed=7, limit=len(plan),
-                                              deadline=self.deadline)
+                episode = rollout.run_episode(worker, lambda obs, last: next(trace), start, seed=7, limit=len(plan))
             except SandboxFailure as f:
                 self.failure(f, "a replayed episode to run", "determinism")
                 return

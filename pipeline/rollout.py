@@ -7,11 +7,9 @@ from __future__ import annotations
 
 import hashlib
 import json
-import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from pipeline.sandbox import SandboxFailure
 from pipeline.sandbox.client import EnvClient, Level, StepResult
 
 # An observation larger than this is kept as its size and digest (enough to compare two runs):
@@ -45,18 +43,15 @@ def kept(observation: Any) -> Any:
 
 
 def run_episode(env: EnvClient, policy: Policy, level: Level, seed: int = 0,
-                on_step: Callable[[dict, StepResult], None] | None = None, limit: int | None = None,
-                deadline: tuple[float, str] | None = None) -> Episode:
+                on_step: Callable[[dict, StepResult], None] | None = None, limit: int | None = None) -> Episode:
     """One episode of `policy` on `level` (`seed`: the RNG seed of a level file). `limit`: stop
-    after that many steps even before the cap (counted as truncated). `deadline`:
-    (time.monotonic() value, what set it); past it the episode ends as a `wall_clock` failure."""
+    after that many steps even before the cap (counted as truncated). A wall-clock budget is the
+    client's (`EnvClient.deadline`): past it the episode ends as a `wall_clock` failure."""
     first = env.reset(level, seed)
     episode = Episode(level, observations=[kept(first.observation)])
     observation = first.observation
     last: StepResult | None = None
     while last is None or not (last.done or episode.steps == limit):
-        if deadline is not None and time.monotonic() > deadline[0]:
-            raise SandboxFailure("wall_clock", f"stopped after {episode.steps} steps: {deadline[1]}", op="step")
         action = policy(observation, last)
         last = env.step(action)
         episode.steps += 1

@@ -30,6 +30,41 @@ def test_check_of_an_env_sleeping_under_the_call_limit_stops_at_its_budget(host:
     assert clean.returncode == 0, clean.stdout + clean.stderr
 
 
+def test_verify_of_an_env_sleeping_under_the_call_limit_is_rejected_at_its_budget(host: Host, tmp_path):
+    env_dir = host.env("sleepy_step")
+    done = subprocess.run(ENVFORGE + ["verify", "--budget", "8", str(env_dir)], capture_output=True, text=True,
+                          timeout=600)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "Traceback" not in done.stdout + done.stderr
+    assert re.search(r"^REJECTED at execution: .*found wall_clock: stopped after \d+ steps: verify's budget of 8s "
+                     r"ran out \(--budget\)", done.stdout, re.M), done.stdout
+    assert_no_canary("verify's output", done.stdout + done.stderr)
+    clean = subprocess.run(ENVFORGE + ["verify", str(write_env(tmp_path / "clean"))], capture_output=True,
+                           text=True, timeout=600)
+    assert clean.returncode == 0, clean.stdout + clean.stderr
+
+
+def test_evaluate_stops_a_sleepy_episode_at_its_wall_clock_and_the_run_at_its_own(host: Host, tmp_path):
+    import json
+
+    env_dir = host.env("sleepy_step")
+    common = ["evaluate", str(env_dir), "--agent", "random", "--concurrency", "1", "--episode-seconds", "3"]
+    done = subprocess.run(ENVFORGE + common + ["--runs", "1", "--out", str(tmp_path / "episode")],
+                          capture_output=True, text=True, timeout=600)
+    assert "Traceback" not in done.stdout + done.stderr
+    (record,) = [json.loads(x) for x in (tmp_path / "episode" / "episodes.jsonl").read_text().splitlines()]
+    assert (record["stop_reason"], record["normalized"]) == ("wall_clock", None), record
+    assert record["stop_detail"].endswith("(limit 3s)") and record["steps"] < 100
+
+    # Each episode takes at least 3s, so past a run's 1s no second one starts.
+    done = subprocess.run(ENVFORGE + common + ["--runs", "3", "--run-seconds", "1", "--out", str(tmp_path / "run")],
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 3, done.stdout + done.stderr
+    assert re.search(r"wall clock of 1s reached \(wall_clock\) \([23] episode\(s\) not started", done.stderr), done.stderr
+    assert len((tmp_path / "run" / "episodes.jsonl").read_text().splitlines()) <= 1
+    assert "Traceback" not in done.stdout + done.stderr
+
+
 def test_a_large_observation_is_kept_as_its_size_and_digest():
     small = "x" * 100
     assert kept(small) == small

@@ -73,7 +73,7 @@ def register(subparsers) -> None:
                       out_help="output folder (default ./evaluation); several agents and models may share one")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     g = p.add_argument_group("episode limits (0 turns one off; the random agent plays every step, as verify's "
-                             "reliability baseline does, so only --max-steps applies to it)")
+                             "reliability baseline does, so only --max-steps and --episode-seconds apply to it)")
     g.add_argument("--max-steps", type=COUNT, default=limits.max_steps, metavar="N",
                    help="turns per episode (default: the environment's termination.max_steps)")
     g.add_argument("--invalid-action-streak", type=LIMIT, default=limits.invalid_action_streak, metavar="N",
@@ -84,6 +84,11 @@ def register(subparsers) -> None:
                    help=f"stop when the same state comes back N times (default {limits.loop_visits})")
     g.add_argument("--stagnation-steps", type=LIMIT, default=limits.stagnation_steps, metavar="N",
                    help=f"stop after N steps with no new state and no reward (default {limits.stagnation_steps})")
+    g.add_argument("--episode-seconds", type=number(0.0), default=limits.episode_seconds, metavar="S",
+                   help=f"stop an episode after S seconds of wall clock, model calls included; every agent "
+                        f"(default {limits.episode_seconds:g})")
+    g.add_argument("--run-seconds", type=number(0.0), default=RunOptions.run_seconds, metavar="S",
+                   help=f"start no episode after S seconds of wall clock (default {RunOptions.run_seconds:g})")
     a = p.add_argument_group("agents")
     a.add_argument("--history", type=LIMIT, default=model.history, metavar="N",
                    help=f"recent turns shown to react/tools each step (default {model.history})")
@@ -232,14 +237,14 @@ def prepare(args) -> Job:
                          model_options=ModelOptions(args.max_tokens, args.temperature, args.history),
                          planner_nodes=args.planner_nodes, planner_seconds=args.planner_seconds)
     limits = Limits(args.max_steps, args.invalid_action_streak, args.format_error_streak, args.loop_visits,
-                    args.stagnation_steps)
+                    args.stagnation_steps, args.episode_seconds)
     if args.agent == "random":
-        limits = Limits(args.max_steps, 0, 0, 0, 0)
+        limits = Limits(args.max_steps, 0, 0, 0, 0, args.episode_seconds)
     agent = (args.agent_name or display_name(args.agent)) + (f"@{args.skin}" if args.skin else "")  # in records and reports
     options = RunOptions(agent, model, args.runs, args.split,
                          args.max_levels, args.concurrency, limits,
                          dataclasses.replace(RunOptions.sandbox, call_seconds=args.call_seconds), args.skin,
-                         agent_settings=_agent_settings(args))
+                         run_seconds=args.run_seconds, agent_settings=_agent_settings(args))
     label = agent if model == NO_MODEL else f"{agent} {model}"
     return Job(args, targets, client, player, options, Records(args.out), label)
 

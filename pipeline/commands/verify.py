@@ -61,6 +61,9 @@ def register(subparsers) -> None:
                    help=f"wall-clock limit of one reset or step; longer is a hang (default "
                         f"{defaults.limits.call_seconds:g})")
     p.add_argument("--seed", type=SEED, default=0, help="seed of the random agents (default 0)")
+    p.add_argument("--budget", type=SECONDS, default=defaults.budget_seconds, metavar="SECONDS",
+                   help="wall clock of the whole verification; past it the environment is rejected with "
+                        f"wall_clock (default {defaults.budget_seconds:g})")
     m = p.add_argument_group("model-driven checks (after the model-free stages; need a provider)")
     m.add_argument("--agent-models", metavar="WEAK,STRONG",
                    help="the differential test: reject when the weaker model's ReAct agent scores at least as high "
@@ -80,7 +83,7 @@ def run(args) -> int:
     options = Options(margin=args.margin, search_nodes=args.search_nodes, search_seconds=args.search_seconds,
                       random_episodes=args.random_episodes, write_levels=args.write_levels,
                       write=args.write or args.write_levels or made_by_envforge(Path(args.env_dir)), seed=args.seed,
-                      limits=dataclasses.replace(Options().limits, call_seconds=args.call_seconds))
+                      budget_seconds=args.budget, limits=dataclasses.replace(Options().limits, call_seconds=args.call_seconds))
     pair = model_pair("--agent-models", args.agent_models)
     _require_env_folder(args.env_dir)
     result = verify_env(args.env_dir, stages, options)

@@ -16,6 +16,7 @@ reply). A step reports `terminated` (the environment reached an end state) apart
 from __future__ import annotations
 
 import contextlib
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
@@ -124,22 +125,26 @@ class EnvClient:
     """A loaded environment in a sandbox worker, seen through typed calls.
 
     `max_steps`: the episode's step cap, from config.yaml (pipeline.envfolder's rule).
+    `deadline`: (time.monotonic() value, what set it) of the command's wall-clock budget; past
+    it every call is refused as a `wall_clock` failure, so an environment that answers each call
+    just inside the call's limit still cannot stretch a run without end.
     """
 
-    def __init__(self, worker: Worker, max_steps: int):
+    def __init__(self, worker: Worker, max_steps: int, deadline: tuple[float, str] | None = None):
         self.worker = worker
         self.max_steps = int(max_steps)
+        self.deadline = deadline
         self.steps = 0  # steps since the last reset: what the cap counts
         self._steps_at: dict[int, int] = {}  # snapshot handle -> steps when it was taken
         self.class_name: str = _loaded(worker, {"class": str, "skin": (str, OPTIONAL)})["class"]
 
     @classmethod
     def start(cls, env_dir: str | Path, max_steps: int, limits: Limits | None = None,
-              skin: str | None = None) -> "EnvClient":
+              skin: str | None = None, deadline: tuple[float, str] | None = None) -> "EnvClient":
         """A fresh worker holding `env_dir` (here, or on a Ray node: see executor.py); the caller closes it."""
         worker = open_worker(env_dir, limits, skin=skin)
         try:
-            return cls(worker, max_steps)
+            return cls(worker, max_steps, deadline)
         except BaseException:
             worker.close()
             raise
@@ -252,6 +257,8 @@ class EnvClient:
         return self._call("ping", {"pong": bool})["pong"]
 
     def _call(self, op: str, fields: dict, timeout: float | None = None, **args: Any) -> Any:
+        if self.deadline is not None and time.monotonic() > self.deadline[0]:
+            raise SandboxFailure("wall_clock", f"stopped after {self.steps} steps: {self.deadline[1]}", op=op)
         result = self.worker.call(op, timeout=timeout, **args)
         try:
             return replies.shaped(result, op, fields) if fields else replies.plain(result, op)

@@ -39,6 +39,9 @@ class Options:
     write: bool = False  # write verification.json, manifest.json and level_max_rewards.json into the folder
     workers: int = field(default_factory=lambda: min(2, os.cpu_count() or 1))  # searches at once
     seed: int = 0
+    # Wall clock of the whole verification: an env answering every call just inside its limit
+    # would otherwise stretch it for hours. Past it, each stage's next call fails (wall_clock).
+    budget_seconds: float = 3600.0
     # Each call has its wall-clock limit (searches: their own budget plus a margin); the CPU
     # limit only stops a runaway worker and must not cut a stage's searches short.
     limits: Limits = field(default_factory=lambda: Limits(call_seconds=10.0, cpu_seconds=3600))
@@ -49,6 +52,7 @@ class Context:
     spec: EnvSpec
     options: Options
     claims: dict = field(default_factory=dict)  # the shipped level_max_rewards.json, read before any write
+    deadline: tuple[float, str] | None = None  # (time.monotonic() value, what set it): see EnvClient
 
     @property
     def env(self) -> layout.EnvDir:
@@ -64,7 +68,9 @@ class Context:
             spec = EnvSpec.open(env_dir, full_paths=False)
         except LocatedError as e:
             raise Rejected(str(e)) from None
-        ctx = cls(spec, options, read_claims(spec))
+        budget = options.budget_seconds
+        ctx = cls(spec, options, read_claims(spec),
+                  (time.monotonic() + budget, f"verify's budget of {budget:g}s ran out (--budget)"))
         if not ctx.space:
             raise Rejected(f"{layout.CONFIG}: expected at least one action under transition.actions, found none")
         return ctx
@@ -98,7 +104,8 @@ class Context:
     def worker(self) -> Iterator[EnvClient]:
         """A fresh worker for one stage, closed (and so reaped, for CPU accounting) after it."""
         try:
-            env = EnvClient.start(self.env.path, self.max_steps, self.options.limits)  # here, or on a Ray node
+            env = EnvClient.start(self.env.path, self.max_steps, self.options.limits,  # here, or on a Ray node
+                                  deadline=self.deadline)
         except SandboxFailure as f:
             raise Rejected(f"{located(f, layout.ENV_MAIN)}: expected env_main.py to import and its SkinEnv "
                            f"subclass to instantiate, found {f.kind}: {f.detail}") from None
