@@ -15,31 +15,20 @@ from tiny_env import write_env
 ENVFORGE = [str(Path(sys.executable).parent / "envforge")]
 
 
-def test_check_of_an_env_sleeping_under_the_call_limit_stops_at_its_budget(host: Host, tmp_path):
+@pytest.mark.parametrize("command, stopped", [
+    ("check", r"found wall_clock: (stopped after \d+ steps: check's budget of 8s ran out|still running)"),
+    ("verify", r"^REJECTED at execution: .*found wall_clock: stopped after \d+ steps: verify's budget of 8s ran out "
+               r"\(--budget\)"),
+])
+def test_an_env_sleeping_under_the_call_limit_stops_at_the_commands_budget(host: Host, tmp_path, command, stopped):
     env_dir = host.env("sleepy_step")
-    done = subprocess.run(ENVFORGE + ["check", "--budget", "8", str(env_dir)], capture_output=True, text=True,
+    done = subprocess.run(ENVFORGE + [command, "--budget", "8", str(env_dir)], capture_output=True, text=True,
                           timeout=600)
     assert done.returncode == 1, done.stdout + done.stderr
-    assert "Traceback" not in done.stderr, done.stderr
-    lines = done.stdout.splitlines()
-    assert any(re.search(r"found wall_clock: (stopped after \d+ steps: check's budget of 8s ran out|still running)",
-                         line) for line in lines), done.stdout
-    assert_no_canary("check's output", done.stdout + done.stderr)
-    clean = subprocess.run(ENVFORGE + ["check", str(write_env(tmp_path / "clean"))], capture_output=True,
-                           text=True, timeout=600)
-    assert clean.returncode == 0, clean.stdout + clean.stderr
-
-
-def test_verify_of_an_env_sleeping_under_the_call_limit_is_rejected_at_its_budget(host: Host, tmp_path):
-    env_dir = host.env("sleepy_step")
-    done = subprocess.run(ENVFORGE + ["verify", "--budget", "8", str(env_dir)], capture_output=True, text=True,
-                          timeout=600)
-    assert done.returncode == 1, done.stdout + done.stderr
-    assert "Traceback" not in done.stdout + done.stderr
-    assert re.search(r"^REJECTED at execution: .*found wall_clock: stopped after \d+ steps: verify's budget of 8s "
-                     r"ran out \(--budget\)", done.stdout, re.M), done.stdout
-    assert_no_canary("verify's output", done.stdout + done.stderr)
-    clean = subprocess.run(ENVFORGE + ["verify", str(write_env(tmp_path / "clean"))], capture_output=True,
+    assert "Traceback" not in done.stdout + done.stderr, done.stderr
+    assert re.search(stopped, done.stdout, re.M), done.stdout
+    assert_no_canary(f"{command}'s output", done.stdout + done.stderr)
+    clean = subprocess.run(ENVFORGE + [command, str(write_env(tmp_path / "clean"))], capture_output=True,
                            text=True, timeout=600)
     assert clean.returncode == 0, clean.stdout + clean.stderr
 
