@@ -11,7 +11,14 @@ from __future__ import annotations
 
 from pipeline.sandbox.client import EnvClient, SearchResult
 
-__all__ = ["SearchResult", "replay"]
+__all__ = ["SearchResult", "candidates", "replay"]
+
+
+def candidates(space, env: EnvClient) -> list[dict]:
+    """The actions a search from the env's current state tries: the one action space
+    (ActionSpace) on that state, so an untyped parameter without other evidence takes the
+    values the state holds under its name (ActionSpace.for_state)."""
+    return space.for_state(env.observe(want_state=True).state).candidates()
 
 
 def replay(env: EnvClient, actions: list[dict]) -> tuple[float, bool, int]:

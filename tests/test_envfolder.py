@@ -155,3 +155,26 @@ def test_column_strategy_from_the_autoenv_corpus_gets_all_seven_columns():
     assert isinstance(space, ActionSpace)
     assert [c["params"]["column"] for c in space.candidates()] == list(range(7))
     assert space.sources["drop_disk", "column"] == "action_space.txt"
+
+
+def test_on_a_level_an_untyped_parameter_takes_the_values_the_level_holds_under_its_name():
+    from pipeline.envfolder.actions import NO_EVIDENCE, ActionSpace
+
+    config = {"transition": {"actions": [{"name": "accuse", "params": ["time_index", "perpetrator", "action"]},
+                                         {"name": "drop_disk", "params": ["column"]}]},
+              "state_template": {"root_cause_time": 0, "perpetrator": "nobody"}}
+    space = ActionSpace.from_config(config, [("action_space.txt", COLUMNS_TEXT)],
+                                    [("config.yaml state_template", config["state_template"])])
+    assert space.sources["accuse", "perpetrator"] == NO_EVIDENCE  # a template's placeholders are no domain
+    level = {"truth": {"root_cause_time": 8, "root_cause_perpetrator": "p5", "root_cause_action": "fraud"},
+             "events": [{"perpetrator": "p1", "action": "fraud"}, {"perpetrator": "p5", "flag": True}],
+             "current_time_index": 40, "time_available": 3}
+    on_level = space.for_state(level)
+    accusations = [c["params"] for c in on_level.candidates() if c["action"] == "accuse"]
+    assert {"time_index": 8, "perpetrator": "p5", "action": "fraud"} in accusations
+    assert len(accusations) == 2 * 2 * 1  # times {8, 40}, people {p5, p1}, actions {fraud}
+    assert on_level.sources["accuse", "time_index"] == "the level"
+    assert on_level.sources["drop_disk", "column"] == "action_space.txt"  # other evidence is kept
+    assert on_level.invalid_reason({"action": "accuse", "params": {"time_index": 3, "perpetrator": "x",
+                                                                   "action": "y"}}) is None  # still a guess
+    assert not on_level.complete()

@@ -133,3 +133,53 @@ def test_a_validator_that_refuses_every_level_is_blamed_not_the_generator(tmp_pa
                                        "rejects every one, all 27 generated and the shipped ones, e.g. "
                                        "levels/level_01.yaml: expected the validator to accept this shipped level, "
                                        "found reward 1.0 may be too low"), report["reason"]
+
+
+PASSWORD_ENV = '''
+from pipeline.runtime import SkinEnv
+
+
+class Password(SkinEnv):
+    def transition(self, action):
+        params = action.get("params") or {}
+        self._state["said"] = params.get("word") if action.get("action") == "say" else None
+        return self._state
+
+    def reward(self, action):
+        return (1.0, ["opened"], {}) if self._state.get("said") == self._state["secret_word"] else (0.0, [], {})
+
+    def done(self, state=None):
+        return self._state.get("said") == self._state["secret_word"] or self._t >= self.max_steps
+
+    def render_skin(self, omega):
+        return f"step {omega['t']}: a door asks for the word"
+'''
+
+
+def test_untyped_parameter_values_come_from_the_level_the_search_plays(tmp_path):
+    """`say(word)` with no domain anywhere but the level (`secret_word: amber`): the planner's
+    candidates are the one action space on the level's state, so it says the level's word, scores
+    the max, and reliability measures the reward instead of calling itself inconclusive."""
+    config = json.loads(json.dumps(CONFIG))
+    config["transition"]["actions"] = [{"name": "say", "description": "Say a word.", "params": ["word"]}]
+    config["state_template"] = {"secret_word": "amber", "said": None}
+    config["termination"] = {"max_steps": 4}
+    config["observation"]["expose"] = ["said", "t"]
+    levels = {f"levels/level_0{i + 1}.yaml": {"secret_word": w, "said": None}
+              for i, w in enumerate(["amber", "birch", "cedar"])}
+    generator = "def generate_level(seed, config):\n    return {'secret_word': 'word%d' % seed, 'said': None}\n"
+    env = write_env(tmp_path / "password", config=config, levels=levels,
+                    replace={"env_main.py": PASSWORD_ENV, "env_generate.py": generator,
+                             "env_validator.py": "def validate_level(state):\n    return True, []\n"})
+    report = json.loads(verify(env, "--json").stdout)
+    assert report["accepted"] is True, report["reason"]
+    assert "(reliability: planner 1.000 vs random 0.000 of the max" in report["reason"], report["reason"]
+    reliability = report["stages"]["reliability"]
+    assert (reliability["planner_normalized"], reliability["random_normalized"]) == (1.0, 0.0)
+
+    out = tmp_path / "eval"
+    result = subprocess.run([sys.executable, "-m", "pipeline.cli", "evaluate", str(env), "--agent", "planner",
+                             "--runs", "1", "--out", str(out), "--json"], capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr
+    episodes = [json.loads(line) for line in (out / "episodes.jsonl").read_text().splitlines()]
+    assert [(e["total_reward"], e["steps"]) for e in episodes] == [(1.0, 1)] * 3  # says each level's word at once

@@ -62,6 +62,22 @@ class ActionSpace:
         return cls.from_config(spec.config, texts, [("config.yaml state_template", spec.config.get("state_template"))],
                                spec.action_text)
 
+    def for_state(self, state: Any, source: str = "the level") -> "ActionSpace":
+        """This space on one level: a parameter still without a domain takes the values the level's
+        state stores under its name (evidence.from_levels), so a search there tries the level's own
+        locations, names and ids instead of one sampled value. Such a domain is a guess too."""
+        filled, sources = [], dict(self.sources)
+        for action in self.actions:
+            params = []
+            for p in action.params:
+                if sources.get((action.name, p.name)) == NO_EVIDENCE:
+                    found = evidence.from_levels(p.name, [(source, state)], scalars=True)
+                    if found is not None and _fits(found, p.type):
+                        p, sources[action.name, p.name] = dataclasses.replace(p, enum=found.values), found.source
+                params.append(p)
+            filled.append(dataclasses.replace(action, params=tuple(params)))
+        return ActionSpace(tuple(filled), sources, self.text_override)
+
     def __bool__(self) -> bool:
         return bool(self.actions)
 

@@ -13,6 +13,7 @@ from typing import Any, Iterable
 
 WINDOW = 160  # characters after a mention of the parameter searched for its values
 MAX_SPAN = 1000  # an integer range wider than this is not read as a domain
+MAX_VALUES = 32  # more distinct values than this under a key are not read as a domain
 _RANGE = re.compile(r"(-?\d+)\s*(?:-|–|\.\.|\bto\b|\bthrough\b)\s*(-?\d+)")
 _LIST = re.compile(r"[\[{(]([^\[\]{}()\n]{1,300})[\]})]")
 _ONE_OF = re.compile(r"\b(?:one of|either|values?|options?)\s*:?\s+((?:['\"]?[\w-]+['\"]?\s*(?:,|\||/|\bor\b)\s*)+['\"]?[\w-]+['\"]?)",
@@ -41,26 +42,54 @@ def from_texts(name: str, texts: Iterable[tuple[str, str]]) -> Domain | None:
     return None
 
 
-def from_levels(name: str, levels: Iterable[tuple[str, Any]]) -> Domain | None:
-    """A list (or a mapping's keys) of at least two plain values stored under `name` or its
-    plural anywhere in a level (or the DSL's state_template)."""
-    keys = {name, name + "s", name + "es"}
+def from_levels(name: str, levels: Iterable[tuple[str, Any]], scalars: bool = False) -> Domain | None:
+    """The plain values (strings, integers) a level stores under `name`: a list (or a mapping's
+    keys) of at least two under `name` or its plural; with `scalars` (a level's actual state, not
+    a template of placeholders), else every value under a key that names it (`name`,
+    `root_cause_<name>`, or a key ending in the name's first word: `root_cause_time` for
+    `time_index`), in the order met, at most MAX_VALUES of them."""
     for source, data in levels:
-        stack, seen = [data], 0
-        while stack and seen < 100_000:
-            node = stack.pop()
-            seen += 1
-            if isinstance(node, dict):
-                for key, value in node.items():
-                    if key in keys:
-                        values = list(value) if isinstance(value, (list, dict)) else []
-                        plain = [v for v in values if isinstance(v, (str, int)) and not isinstance(v, bool)]
-                        if len(set(plain)) >= 2 and len(plain) == len(values):
-                            return Domain(tuple(dict.fromkeys(plain)), None, source)
-                    stack.append(value)
-            elif isinstance(node, list):
-                stack.extend(node)
+        found: dict = {}
+        for key, value in _items_under(data):
+            if key in (name, name + "s", name + "es") and isinstance(value, (list, dict)):
+                plain = [v for v in value if _plain(v)]
+                if len(set(plain)) >= 2 and len(plain) == len(value):
+                    return Domain(tuple(dict.fromkeys(plain)), None, source)
+            elif scalars and _plain(value) and _names(key, name):
+                found.setdefault(value, None)
+        if 0 < len(found) <= MAX_VALUES:
+            return Domain(tuple(found), None, source)
     return None
+
+
+def _items_under(data: Any) -> Iterable[tuple[str, Any]]:
+    """(key, value) of every mapping in `data`, depth first, bounded."""
+    stack, seen = [data], 0
+    while stack and seen < 100_000:
+        node = stack.pop()
+        seen += 1
+        if isinstance(node, dict):
+            for key, value in node.items():
+                if isinstance(key, str):
+                    yield key, value
+                stack.append(value)
+        elif isinstance(node, list):
+            stack.extend(reversed(node))
+
+
+def _plain(value: Any) -> bool:
+    return isinstance(value, (str, int)) and not isinstance(value, bool) and len(str(value)) <= 60
+
+
+def _names(key: str, name: str) -> bool:
+    """Whether a level's key names the parameter: the same words, or ending in them, or ending in the
+    parameter's first word."""
+    k, n = _words(key), _words(name)
+    return bool(k and n) and (k[-len(n):] == n or (len(n) > 1 and k[-1] == n[0]))
+
+
+def _words(text: str) -> list[str]:
+    return [w.lower() for w in re.findall(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|\d+", text)]
 
 
 def _read(window: str, name: str) -> tuple[tuple | None, tuple | None] | None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import random
 
+from pipeline import planner
 from pipeline.evaluate.context import EpisodeContext
 from pipeline.evaluate.episode import Decision, Turn
 
@@ -42,7 +43,7 @@ class PlannerAgent:
 
     def __init__(self, ctx: EpisodeContext, nodes: int, seconds: float, plans: dict):
         self.ctx, self.nodes, self.seconds, self.plans = ctx, nodes, seconds, plans
-        self.actions = ctx.env.space.candidates()
+        self.space = ctx.env.space
         self.plan: list[dict] = []
         self.searches = 0
 
@@ -66,7 +67,9 @@ class PlannerAgent:
 
     async def _witness(self, stop_at: float | None) -> list[dict]:
         # Horizon: the episode's step limit, so the witness fits in the steps the agent has.
+        env = self.ctx.session.env
+        actions = await self.ctx.session.blocking(planner.candidates, self.space, env)
         result = await self.ctx.session.blocking(
-            self.ctx.session.env.search, self.actions, self.ctx.max_steps, max_nodes=self.nodes,
+            env.search, actions, self.ctx.max_steps, max_nodes=self.nodes,
             seconds=self.seconds, time_in_key=False, stop_at=stop_at)
         return result.witness

@@ -81,12 +81,26 @@ def verify_env(env_dir: str | Path, stages: tuple[str, ...] = STAGES, options: O
     result.stages["total"] = clock.figures()
     if not result.reason:
         result.reason = "accepted: " + ", ".join(s for s in STAGES if s in stages) + " passed"
-        inconclusive = (result.stages.get("reliability") or {}).get("inconclusive")
-        if inconclusive:
-            result.reason += f" (reliability inconclusive: {inconclusive})"
+        result.reason += _accepted_notes(result.stages)
     if options.write:
         record(Path(env_dir), result)
     return result
+
+
+def _accepted_notes(stages: dict) -> str:
+    """What an acceptance rests on: the reliability figures (or why they could not decide), how many
+    max rewards are lower bounds, and the warnings of the stages."""
+    rel, notes = stages.get("reliability") or {}, []
+    if rel.get("inconclusive"):
+        notes.append(f"reliability inconclusive: {rel['inconclusive']}")
+    elif "planner_normalized" in rel:
+        notes.append(f"reliability: planner {rel['planner_normalized']:.3f} vs random {rel['random_normalized']:.3f} "
+                     f"of the max")
+    lower = (stages.get("levels") or {}).get("lower_bounds") or []
+    if lower:
+        notes.append(f"{len(lower)} max reward(s) are lower bounds (a search budget ran out)")
+    notes += [w for stage in STAGES for w in (stages.get(stage) or {}).get("warnings") or []]
+    return f" ({'; '.join(notes)})" if notes else ""
 
 
 def record(env_dir: Path, result: VerificationResult) -> None:

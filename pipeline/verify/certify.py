@@ -30,7 +30,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from pipeline import records as files
-from pipeline import layout
+from pipeline import layout, planner
 from pipeline.planner import replay
 from pipeline.sandbox import SandboxFailure
 from pipeline.sandbox.client import EnvClient, Verdict
@@ -119,7 +119,8 @@ def certify(ctx: Context, worker: EnvClient, source: str, bound: float | None, d
     opts = ctx.options
     budget = dict(max_nodes=opts.search_nodes, seconds=opts.search_seconds, stop_at=bound)
     worker.reset(source)
-    result = worker.search(ctx.candidates, time_in_key=False, **budget)
+    actions = planner.candidates(ctx.space, worker)
+    result = worker.search(actions, time_in_key=False, **budget)
     nodes, exhaustive = result.nodes, False
     nothing = _nothing(ctx, worker, source)
     claim = ctx.claims.get(source.rsplit("/", 1)[-1].removesuffix(".yaml")) if "/" in source else None
@@ -128,7 +129,7 @@ def certify(ctx: Context, worker: EnvClient, source: str, bound: float | None, d
         worker.reset(source)
         if claim is not None:  # a shipped claim above what was found: search until it is reached or refuted
             budget["stop_at"] = max(claim, bound if bound is not None else claim)
-        keyed = worker.search(ctx.candidates, time_in_key=True, **budget)
+        keyed = worker.search(actions, time_in_key=True, **budget)
         # Exhaustive over the candidate actions; over the env's action space only when those are all of it.
         nodes, exhaustive = nodes + keyed.nodes, keyed.exhausted and ctx.candidates_complete
         if keyed.best_reward > result.best_reward + EPS:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import random
 from collections import Counter
 
-from pipeline import layout
+from pipeline import layout, planner
 from pipeline.rollout import run_episode
 from pipeline.sandbox import SandboxFailure
 from pipeline.errors import Rejected
@@ -49,7 +49,7 @@ def _plan(ctx: Context, env: EnvClient, source: Level, figures: dict, failures: 
     try:
         first = env.reset(source)
         _observation(first.observation, f"after reset on {source}", failures)
-        result = env.search(ctx.candidates, max_nodes=ctx.options.execution_nodes, seconds=ctx.options.search_seconds)
+        result = env.search(planner.candidates(ctx.space, env), max_nodes=ctx.options.execution_nodes, seconds=ctx.options.search_seconds)
     except SandboxFailure as f:
         failures[f.kind] += 1
         raise Rejected(f"{located(f, layout.ENV_MAIN)}: expected the planner's search on {source} to run "
