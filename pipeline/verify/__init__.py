@@ -98,7 +98,7 @@ def _accepted_notes(stages: dict) -> str:
                      f"of the max")
     lower = (stages.get("levels") or {}).get("lower_bounds") or []
     if lower:
-        notes.append(f"{len(lower)} max reward(s) are lower bounds (a search budget ran out)")
+        notes.append(f"{len(lower)} max reward(s) are lower bounds (the search was not exhaustive)")
     notes += [w for stage in STAGES for w in (stages.get(stage) or {}).get("warnings") or []]
     return f" ({'; '.join(notes)})" if notes else ""
 
