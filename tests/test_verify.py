@@ -99,16 +99,22 @@ def rejected(env: Path, stage: str) -> dict:
     return report
 
 
-def test_env_whose_done_is_never_true_is_truncated_by_the_runtime_and_warned_about(tmp_path):
-    """The step cap is the runtime's (issue 13): no rejection, a warning in the execution figures."""
+@pytest.mark.parametrize("done, episode", [
+    ("return False", 1),
+    ('return self._state["pos"] == self._state["goal"] or self._t > self.max_steps', 2)],  # 1 reaches the goal
+    ids=["never", "one_step_late"])
+def test_env_whose_done_is_never_true_is_truncated_by_the_runtime_and_warned_about(tmp_path, done, episode):
+    """The step cap is the runtime's (issue 13): no rejection, a warning in the execution figures,
+    whether done() never becomes true or becomes true a step after the cap (AutoEnv's
+    23_DangerDetection, whose step() reads done() before counting the step)."""
     env = write_env(tmp_path / "e", replace={"env_main.py": (
-        'return self._state["pos"] == self._state["goal"] or self._t >= self.max_steps', "return False")})
+        'return self._state["pos"] == self._state["goal"] or self._t >= self.max_steps', done)})
     result = verify(env, "--json", "--stages", "execution")
     report = json.loads(result.stdout)
     execution = report["stages"]["execution"]
     assert execution["warnings"][0].startswith(
         "env_main.py: expected done() to become true by termination.max_steps=12, "
-        "found still running after 12 steps of a random episode 1 on levels/level_01.yaml")
+        f"found still running after 12 steps of a random episode {episode} on levels/level_01.yaml")
     assert execution["failures_by_kind"] == {} and execution["truncated_episodes"] >= 1
     assert result.returncode == 0, report
 
