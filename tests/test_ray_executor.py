@@ -104,3 +104,56 @@ def test_ray_without_the_cluster_is_a_clear_error(tmp_path):
     assert done.returncode == 2
     assert "--executor ray: expected a Ray cluster at 127.0.0.1:9" in done.stderr
     assert not (tmp_path / "x").exists()
+
+
+SLOW_STEP = '''
+import time as _time
+
+_step = CrateDockEnv.step
+
+
+def _slow_step(self, action):  # slow enough that a node can be lost in the middle of an episode
+    _time.sleep(0.3)
+    return _step(self, action)
+
+
+CrateDockEnv.step = _slow_step
+'''
+
+
+def test_an_episode_whose_ray_worker_dies_is_played_again_and_says_so(cluster, tmp_path):
+    """A Ray worker process killed mid-episode, as when its node dies (Ray reports both as the actor's
+    death; SPREAD does not promise which node an actor lands on, so the test kills the process)."""
+    import shutil
+
+    from ray._private.state import actors  # the state API needs the dashboard, which this cluster has not
+
+    env = tmp_path / "envs" / "crate_dock"
+    shutil.copytree(REFERENCE / "crate_dock", env)
+    (env / "env_main.py").write_text((env / "env_main.py").read_text() + SLOW_STEP)
+    argv = [ENVFORGE, "evaluate", str(env.parent), "--agent", "random", "--runs", "1", "--max-levels", "3",
+            "--concurrency", "3", "--out", "ray", "--executor", "ray", "--ray-address", cluster.address]
+    driver = subprocess.Popen(argv, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                              env=dict(os.environ, RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER="0"))
+    ray.init(address=cluster.address)
+    try:
+        deadline, victim = time.monotonic() + 600, None
+        while time.monotonic() < deadline and driver.poll() is None and victim is None:
+            alive = [a for a in actors(actor_state_name="ALIVE").values()
+                     if a["ActorClassName"].endswith("SandboxActor") and a["Pid"]]
+            victim = alive[0]["Pid"] if alive else None
+            time.sleep(0.2)
+        assert driver.poll() is None and victim, "the run ended before its worker could be lost"
+        time.sleep(1.0)  # into an episode's steps (each takes 0.3 s)
+        os.kill(victim, signal.SIGKILL)
+        stdout, stderr = driver.communicate(timeout=900)
+    finally:
+        ray.shutdown()
+    assert driver.returncode == 0, stderr
+    assert "Traceback" not in stderr
+    rows = [json.loads(line) for line in (tmp_path / "ray" / "episodes.jsonl").read_text().splitlines() if line]
+    assert sorted((r["level"], r["run"]) for r in rows) == sorted({(r["level"], r["run"]) for r in rows})
+    assert len(rows) == 3 and all(r["stop_reason"] == "max_steps" for r in rows), rows
+    retried = [r for r in rows if r["executor_retries"]]
+    assert len(retried) == 1, "the episode of the lost worker does not say it was played again"
+    assert "was lost during" in retried[0]["executor_retries"][0]

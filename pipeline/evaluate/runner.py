@@ -23,9 +23,8 @@ from pipeline.evaluate.records import EpisodeRecord, Records, Trajectory, conten
 from pipeline.sandbox import Limits as SandboxLimits
 from pipeline.sandbox import SandboxFailure, WorkerPool
 from pipeline.sandbox.client import EnvClient
-from pipeline.sandbox.executor import infrastructure_errors
+from pipeline.sandbox.executor import INFRASTRUCTURE_RETRIES, infrastructure_errors
 
-INFRASTRUCTURE_RETRIES = 2  # plays of one episode after the first, when its node is lost
 
 # player(ctx, tracker, log) plays one episode; the tracker holds the outcome.
 Player = Callable[[EpisodeContext, Tracker, Callable[[dict], None]], Awaitable[Tracker]]

@@ -27,6 +27,7 @@ from pipeline.generate.rundb import RunDB
 from pipeline.generate.themes import Theme
 from pipeline.llm.client import LLMClient
 from pipeline.llm.errors import BudgetExceeded, LLMError, ReplayInvalid, ReplayMissing
+from pipeline.sandbox.executor import INFRASTRUCTURE_RETRIES, infrastructure_errors
 from pipeline.verify.models import ModelChecks
 
 # Faults of the installation or of the recordings, not of the environment being made.
@@ -96,7 +97,7 @@ class Run:
             for stage in stages.STAGES:
                 if self.db.stage_done(theme.name, stage.name):
                     continue
-                await self._stage(ctx, stage)
+                await self._stage_anywhere(ctx, stage)
                 if self.options.pause_after == stage.name:
                     self.db.set_theme(self.run_id, theme.name, theme.text, theme.where, "paused", stage.name,
                                       f"paused after {stage.name}: edit {work} and run again with --resume")
@@ -112,6 +113,18 @@ class Run:
         self.db.set_theme(self.run_id, theme.name, theme.text, theme.where, "accepted", "package", "accepted")
         self.say(theme.name, f"accepted -> {path}")
         return self._finish(Outcome(theme.name, "accepted", path=str(path)))
+
+    async def _stage_anywhere(self, ctx: ThemeContext, stage: stages.Stage) -> StageReport:
+        """The stage, run again (as a new attempt in the run database) when the node running its
+        sandboxed work is lost; model calls are journaled, so a retry repeats none."""
+        for lost in range(INFRASTRUCTURE_RETRIES + 1):
+            try:
+                return await self._stage(ctx, stage)
+            except infrastructure_errors() as exc:
+                if lost == INFRASTRUCTURE_RETRIES:
+                    raise
+                self.say(ctx.theme.name, f"{stage.name}: {exc}; running it again")
+        raise AssertionError("unreachable")
 
     async def _stage(self, ctx: ThemeContext, stage: stages.Stage) -> StageReport:
         name = ctx.theme.name
@@ -140,9 +153,9 @@ class Run:
         except LLMError as exc:
             status, error = "rejected", f"model call failed: {exc}"
             raise Rejected(error, stage.name) from None
-        except (InfrastructureError, UserError):  # the machinery failed (a lost node, a full disk, a record of a
-            # newer envforge): the command stops, and resumes
-            status = "error"
+        except (InfrastructureError, UserError) as exc:  # the machinery failed (a lost node, a full disk, a
+            # record of a newer envforge): the command stops, and resumes
+            status, error = "error", str(exc)
             raise
         except Exception as exc:  # a bug in envforge must not take the other themes down
             status = "error"

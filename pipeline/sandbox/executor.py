@@ -60,6 +60,10 @@ def open_worker(env_dir: str | Path, limits: Limits | None = None, env_id: Any =
     return Worker(env_dir, limits, env_id=env_id, skin=skin, host=host, folder=folder)
 
 
+# Plays of one piece of sandboxed work after the first, when the node running it is lost.
+INFRASTRUCTURE_RETRIES = 2
+
+
 def infrastructure_errors() -> tuple[type[BaseException], ...]:
     """Failures of the machinery, not of an environment: a caller retries the work elsewhere."""
     if _current.kind != "ray":
