@@ -76,7 +76,8 @@ def _episode(ctx: Context, env: EnvClient, source: Level, what: str, figures: di
         episode = run_episode(env, choose, source, seed=seed, on_step=on_step)
     except SandboxFailure as f:
         failures[f.kind] += 1
-        during = f" on step {len(chosen)}, {_fmt(chosen[-1])}" if f.op == "step" and chosen else f" during '{f.op}'"
+        # An action chosen means the reset went through: the failure came with that step.
+        during = f" on step {len(chosen)}, {_fmt(chosen[-1])}" if chosen else f" during '{f.op}'"
         raise Rejected(f"{located(f, layout.ENV_MAIN)}: expected a {what} on {source} to run without failure, "
                        f"found {failure_text(f)}{during}") from None
     figures["episodes"] += 1
