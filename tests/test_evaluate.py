@@ -161,8 +161,13 @@ def test_user_agent_runs_in_process_over_a_proxy_env(tmp_path, capsys):
     (record,) = records(out)
     assert record["invalid_actions"] == 10 and record["invalid_action_rate"] == 1.0 and record["steps"] == 10
 
+    # Issue 16 case 3: an agent that raises is not a run that did what was asked: exit 1, and the
+    # cause with the file and line it was raised at.
     assert main(["evaluate", str(REFERENCE / "crate_dock"), "--agent", f"{agent}:crash", "--max-levels", "1",
-                 "--runs", "1", "--out", str(out), "--resume"]) == 0
+                 "--runs", "1", "--out", str(out), "--resume"]) == 1
+    error = capsys.readouterr().err
+    assert "1 episode(s) ended because the agent's own code raised (agent_error" in error
+    assert f'RuntimeError: my agent broke (File "{agent}", line 15)' in error
     crashed = [r for r in records(out) if r["agent"].endswith(":crash")][0]
     assert crashed["stop_reason"] == "agent_error" and "my agent broke" in crashed["stop_detail"]
     assert crashed["env_steps"] == 1

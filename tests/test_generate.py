@@ -219,3 +219,34 @@ def test_run_budget_stops_before_the_cap_and_says_so(llm_server, llm_env, tmp_pa
     assert any("budget exceeded" in r["reason"] for r in summary["rejected"].values())
     assert summary["skipped"], "themes after the cap are not started"
     assert "run budget" in result.stderr
+
+
+def test_resume_refuses_themes_made_with_other_settings(corridors, tmp_path):
+    """A stored stage is reused only when everything that determined it matches: the levels, the
+    seed, the model, the verification models, the theme's text and the envforge version."""
+    out = tmp_path / "out"
+    assert run_corridors(corridors, out, "--pause-after", "design").returncode == 0
+    db = sqlite3.connect(out / "envforge.sqlite")
+    runs = db.execute("SELECT COUNT(*) FROM runs").fetchone()[0]
+    other = run_corridors(corridors, out, "--resume", "--seed", "7")
+    assert other.returncode == 2, other.stderr
+    assert "--resume: good in" in other.stderr and "was made with other settings: seed 0 (now 7)" in other.stderr
+    assert "Traceback" not in other.stderr
+    assert db.execute("SELECT COUNT(*) FROM runs").fetchone()[0] == runs  # nothing recorded, nothing run
+    stored = json.loads(db.execute("SELECT determined_by FROM themes WHERE name='good'").fetchone()[0])
+    db.execute("UPDATE themes SET determined_by=? WHERE name='good'", (json.dumps({**stored, "envforge": "0.0.1"}),))
+    db.commit()
+    older = run_corridors(corridors, out, "--resume", "--pause-after", "design")
+    assert older.returncode == 2
+    assert "good in" in older.stderr and "envforge '0.0.1' (now '" in older.stderr
+    db.execute("UPDATE themes SET determined_by=? WHERE name='good'", (json.dumps(stored),))
+    db.commit()
+    same = run_corridors(corridors, out, "--resume", "--json")
+    assert same.returncode == 0, same.stderr
+    assert sorted(json.loads(same.stdout)["accepted"]) == ["fixed", "good"]
+    edited = tmp_path / "edited.yaml"
+    edited.write_text(corridors[0].read_text().replace("A corridor walk}", "A corridor run}"))
+    changed = generate("--themes", str(edited), "--out", str(out), "--provider", "replay", "--replay",
+                       str(corridors[1]), "--levels", "6", "--resume")
+    assert changed.returncode == 2
+    assert "good in" in changed.stderr and "theme 'A corridor walk' (now 'A corridor run')" in changed.stderr

@@ -124,7 +124,16 @@ def find_targets(paths: list[str], split: str) -> list[EnvTarget]:
     return targets
 
 
-EXIT_ENV_FAILED = 1  # episodes ended in env_error: the environment is at fault, not the agent
+EXIT_ENV_FAILED = 1  # episodes ended in env_error or agent_error: code failed, not the model's play
+
+
+def _cause(detail: str) -> str:
+    """A failed episode's cause on one line: its first line, and where it was raised when known."""
+    lines = [line.strip() for line in (detail or "").splitlines() if line.strip()]
+    if not lines:
+        return "no detail"
+    where = [line.split(", in ")[0] for line in lines if line.startswith("File ")]
+    return lines[0][:300] + (f" ({where[-1]})" if where and where[-1] not in lines[0] else "")
 
 
 def run(args) -> int:
@@ -152,13 +161,14 @@ def run(args) -> int:
         print(f"envforge evaluate: {failed} episode(s) ended on a failed model call (left out of the scores; "
               f"re-run with the same --out and --resume to retry them)", file=sys.stderr)
         return EXIT_MODEL_FAILED
-    broken = [r for r in outcome.finished if r.stop_reason == "env_error"]
-    if broken:
-        first = broken[0]
-        print(f"envforge evaluate: {len(broken)} episode(s) ended because the environment failed (env_error, left "
-              f"out of the scores); e.g. {first.env} on {first.level}: {first.stop_detail or 'no detail'}",
-              file=sys.stderr)
-        return EXIT_ENV_FAILED
+    for reason, what in (("env_error", "the environment failed (env_error, left out of the scores)"),
+                         ("agent_error", "the agent's own code raised (agent_error, scored as played)")):
+        failed_episodes = [r for r in outcome.finished if r.stop_reason == reason]
+        if failed_episodes:
+            first = failed_episodes[0]
+            print(f"envforge evaluate: {len(failed_episodes)} episode(s) ended because {what}; e.g. {first.env} on "
+                  f"{first.level}: {_cause(first.stop_detail)}", file=sys.stderr)
+            return EXIT_ENV_FAILED
     return 0
 
 

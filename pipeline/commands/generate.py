@@ -16,7 +16,7 @@ from pipeline.generate import stages
 from pipeline.generate.context import Options
 from pipeline.generate.interrupt import EXIT_INTERRUPTED, on_interrupt
 from pipeline.generate.rundb import RunDB
-from pipeline.generate.run import Run, prepare_output, print_summary
+from pipeline.generate.run import Run, check_resume, prepare_output, print_summary
 from pipeline.generate.themes import load_themes
 from pipeline.llm.cli_args import EXIT_BUDGET_EXCEEDED, add_llm_arguments, print_cost_summary, run_with_client
 from pipeline.sandbox.executor import add_executor_arguments
@@ -125,6 +125,12 @@ async def run_themes(client, themes, out, args, verifiers=None) -> dict:
 async def _run_themes(client, themes, out, args, verifiers=None) -> dict:
     options = Options(levels=args.levels, seed=args.seed, pause_after=args.pause_after, model=client.spec)
     db = RunDB(out.db)
+    if args.resume:
+        try:
+            check_resume(db, out.root, themes, options, verifiers)
+        except UserError:
+            db.close()
+            raise
     run_id = db.start_run({k: v for k, v in vars(args).items() if k != "func"})
     job = Run(client, out, options, db, run_id, len(themes), verifiers=verifiers)
     slots = asyncio.Semaphore(args.concurrency)

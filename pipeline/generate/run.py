@@ -17,8 +17,8 @@ from pathlib import Path
 
 import jinja2
 
+from pipeline import __version__, layout
 from pipeline import records as files
-from pipeline import layout
 from pipeline.errors import InfrastructureError, Rejected, UserError
 from pipeline.generate import package, stages
 from pipeline.generate.context import Options, StageReport, ThemeContext
@@ -83,6 +83,7 @@ class Run:
             return self._finish(done)
         work = self.out.work(theme.name)
         work.mkdir(parents=True, exist_ok=True)
+        self.db.set_determined_by(theme.name, determined_by(theme, self.options, self.verifiers))
         files.write_json(work / layout.THEME_FILE, "theme", theme.to_dict())
         if theme.problem:
             return self._reject(theme, work, Rejected(theme.problem, stages.INPUT))
@@ -218,6 +219,31 @@ class Run:
             "cost_per_accepted_usd": round(cost / len(accepted), 6) if accepted else None,
             "stopped": self.stopped,
         }
+
+
+def determined_by(theme: Theme, options: Options, verifiers: ModelChecks | None) -> dict:
+    """What determines a theme's result besides the model's replies: `--resume` reuses its finished
+    stages (and its accepted or rejected folder) only when all of it matches (check_resume)."""
+    checks = [getattr(c, "spec", None) for c in (verifiers.rollout, verifiers.weak, verifiers.strong)] if verifiers else []
+    return {"envforge": __version__, "theme": theme.text, "model": options.model, "levels": options.levels,
+            "seed": options.seed, "verify_models": checks,
+            "limits": {"dsl_corrections": options.dsl_corrections, "code_steps": options.code_steps,
+                       "repair_steps": options.repair_steps, "verify_search_seconds": options.verify_search_seconds}}
+
+
+def check_resume(db: RunDB, out: Path, themes: list[Theme], options: Options, verifiers: ModelChecks | None) -> None:
+    """Refuse to resume a folder whose themes were (partly) made with other settings: their stages
+    would be reused and their numbers mixed with this run's. Nothing is written before this."""
+    for theme in themes:
+        stored = db.determined_by(theme.name)
+        if stored is None:
+            continue
+        now = determined_by(theme, options, verifiers)
+        changed = [f"{key} {stored[key]!r} (now {now[key]!r})" if key in stored else f"{key} unrecorded"
+                   for key in now if stored.get(key) != now[key]]
+        if changed:
+            raise UserError(f"--resume: {theme.name} in {out} was made with other settings: {'; '.join(changed)[:300]}; "
+                            f"resume with the settings it was made with, or choose another --out")
 
 
 def _check_edits(ctx: ThemeContext, paused: stages.Stage) -> None:

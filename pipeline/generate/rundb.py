@@ -34,6 +34,8 @@ class RunDB:
         columns = {row[1] for row in self.conn.execute("PRAGMA table_info(stage_attempts)")}
         if "exit_status" not in columns:  # a database written before stages named how they ended
             self.conn.execute("ALTER TABLE stage_attempts ADD COLUMN exit_status TEXT")
+        if "determined_by" not in {row[1] for row in self.conn.execute("PRAGMA table_info(themes)")}:
+            self.conn.execute("ALTER TABLE themes ADD COLUMN determined_by TEXT")  # a database of an earlier envforge
 
     def close(self) -> None:
         self.conn.close()
@@ -62,6 +64,23 @@ class RunDB:
         row = self.conn.execute("SELECT name, theme, source, status, stage, reason FROM themes WHERE name=?",
                                 (name,)).fetchone()
         return dict(zip(("name", "theme", "source", "status", "stage", "reason"), row)) if row else None
+
+    def set_determined_by(self, name: str, determined_by: dict) -> None:
+        """What a theme's stages are about to be run with (generate.run.determined_by)."""
+        self.conn.execute("INSERT INTO themes (name, determined_by) VALUES (?, ?) ON CONFLICT(name) DO UPDATE SET "
+                          "determined_by=excluded.determined_by", (name, json.dumps(determined_by, sort_keys=True)))
+
+    def determined_by(self, name: str) -> dict | None:
+        """What the theme's recorded stages were run with; None when it has no row, {} when an
+        earlier envforge did not record it."""
+        row = self.conn.execute("SELECT determined_by FROM themes WHERE name=?", (name,)).fetchone()
+        if row is None:
+            return None
+        try:
+            stored = json.loads(row[0] or "{}")
+        except ValueError:
+            stored = {}
+        return stored if isinstance(stored, dict) else {}
 
     def run_args(self, theme: str) -> dict:
         """The arguments of the run that last worked on `theme` ({} when unknown): a retry reuses
