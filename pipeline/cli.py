@@ -14,6 +14,7 @@ from pipeline import __version__
 from pipeline.errors import InfrastructureError, UserError
 from pipeline.sandbox import executor
 from pipeline.sandbox.failures import SandboxFailure
+from pipeline.terminal import Shown
 
 # Add a module here to add a subcommand.
 COMMAND_MODULES = [
@@ -44,6 +45,16 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run one command; what it prints goes through terminal.Shown (see there)."""
+    streams = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = (s if isinstance(s, Shown) else Shown(s) for s in streams)
+    try:
+        return _run(argv)
+    finally:
+        sys.stdout, sys.stderr = streams
+
+
+def _run(argv: list[str] | None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):

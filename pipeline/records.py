@@ -31,6 +31,7 @@ import json
 import os
 import re
 import sqlite3
+import stat
 import tempfile
 from pathlib import Path
 from typing import Any, Iterator
@@ -123,23 +124,42 @@ def dumps(kind: str, data: dict, indent: int | None = 2) -> str:
 def read_json(path: str | Path, kind: str, missing: Any = None) -> Any:
     """The record at `path` (format fields removed), or `missing` when there is no file."""
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
+    data = _read(path, kind)
+    if data is None:
         return missing
-    except (OSError, UnicodeDecodeError) as e:
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
         raise RecordError(f"{path}: expected a readable {format_of(kind)} file, found: {e}") from None
     return loads(text, kind, path)
+
+
+def _read(path: Path, kind: str) -> bytes | None:
+    """The bytes of the regular file at `path`, None when there is none. A record may sit in a
+    folder someone else made (a shared archive of runs), so the file is not followed if it is a
+    link (it may name a key file) and a special file is refused (a FIFO would block for good,
+    /dev/zero never end)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return None
+    except OSError as e:
+        found = "a symbolic link (never followed)" if e.errno == errno.ELOOP else e.strerror or type(e).__name__
+        raise RecordError(f"{path}: expected a regular {format_of(kind)} file, found {found}") from None
+    with os.fdopen(fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise RecordError(f"{path}: expected a regular {format_of(kind)} file, found a special file")
+        return f.read()
 
 
 def read_jsonl(path: str | Path, kind: str) -> Iterator[tuple[int, dict]]:
     """(line number, record) of each line; a line that is not JSON (cut by a kill) is skipped,
     a record of another kind or version is refused."""
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8", errors="replace")
-    except FileNotFoundError:
+    data = _read(path, kind)
+    if data is None:
         return
+    text = data.decode("utf-8", errors="replace")
     for number, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
             continue

@@ -7,6 +7,7 @@ appears in no output and no file written.
 """
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -119,3 +120,62 @@ def test_linked_instruction_is_never_read(tmp_path, command):
     for path in tmp_path.rglob("*"):
         if path.is_file() and not path.is_symlink() and path != secret:
             assert canary not in path.read_text(errors="replace"), path
+
+
+# -- the model never sees a linked file ------------------------------------------------------
+MOVE_RIGHT = "<action>\n```python\n{'action': 'move', 'params': {'direction': 'right'}}\n```\n</action>"
+# An env that shows the model whatever its folder holds under leak* (the copy should hold none).
+SHOW_LEAKS = ('return f"step {omega', 'return "".join(open(n, errors="replace").read() for n in sorted(__import__("os")'
+              '.listdir(".")) if n.startswith("leak")) + f"step {omega')
+
+
+def react(env: Path, tmp: Path, server) -> int:
+    from pipeline.cli import main
+
+    return main(["evaluate", str(env), "--agent", "react", "--model", "openai/gpt-4o-mini", "--base-url",
+                 server.openai_url, "--no-cache", "--max-levels", "1", "--runs", "1", "--max-steps", "3",
+                 "--out", str(tmp / "out")])
+
+
+@pytest.mark.parametrize("link", [os.symlink, os.link], ids=["symlink", "hard_link"])
+def test_a_linked_instruction_never_reaches_a_model_request(tmp_path, llm_server, llm_env, monkeypatch, capsys, link):
+    from llm_server import Reply
+
+    monkeypatch.setenv("OPENAI_API_KEY", "test-key")
+    llm_server.rule = lambda n: Reply(MOVE_RIGHT)
+    canary = f"CANARY-{uuid.uuid4().hex}"
+    secret = tmp_path / "secret" / "id_rsa"
+    secret.parent.mkdir()
+    secret.write_text(canary + "\n")
+    env = write_env(tmp_path / "corridor")
+    (env / "agent_instruction.txt").unlink(missing_ok=True)
+    link(secret, env / "agent_instruction.txt")
+    assert react(env, tmp_path, llm_server) == 2
+    err = capsys.readouterr().err
+    assert "agent_instruction.txt: expected " in err and "Traceback" not in err and canary not in err
+    assert llm_server.requests == []  # refused before any episode
+
+
+def test_links_in_the_folder_never_reach_a_model_request_or_a_record(tmp_path, llm_server, llm_env, monkeypatch,
+                                                                      capsys):
+    from llm_server import Reply
+
+    monkeypatch.setenv("OPENAI_API_KEY", "test-key")
+    llm_server.rule = lambda n: Reply(MOVE_RIGHT)
+    canary = f"CANARY-{uuid.uuid4().hex}"
+    secret = tmp_path / "secret" / "id_rsa"
+    secret.parent.mkdir()
+    secret.write_text(canary + "\n")
+    env = write_env(tmp_path / "corridor", replace={"env_main.py": SHOW_LEAKS})
+    os.symlink(secret, env / "leak_symlink")  # (a hard link makes evaluate refuse the folder: see above)
+    os.symlink(secret, env / "levels" / "leak.yaml")
+    (env / "leak_plain").write_text("PLAIN-FILE-SHOWN")  # what the env can read, it does show
+    status = react(env, tmp_path, llm_server)
+    output = capsys.readouterr()
+    assert status == 0, output.err
+    assert "Traceback" not in output.err and canary not in output.out + output.err
+    assert "PLAIN-FILE-SHOWN" in json.dumps(llm_server.requests[0]["body"])  # the model saw the env's observation
+    for request in llm_server.requests:
+        assert canary not in json.dumps(request["body"])
+    for path in (tmp_path / "out").rglob("*"):
+        assert not path.is_file() or canary.encode() not in path.read_bytes(), path

@@ -229,6 +229,47 @@ def test_missing_folder_database_and_bad_requests_are_clear_errors(demo, tmp_pat
         assert expected in done.stderr and "Traceback" not in done.stderr, (args, done.stderr)
 
 
+def plant(path: Path, what: str, secret: Path) -> None:
+    path.unlink()
+    if what == "symlink":
+        os.symlink(secret, path)
+    elif what == "fifo":
+        os.mkfifo(path)
+    else:
+        os.symlink("/dev/zero", path)
+
+
+@pytest.mark.parametrize("name, what", [("trajectory.jsonl", "symlink"), ("calls.jsonl", "fifo"),
+                                        ("trajectory.jsonl", "dev_zero")])
+def test_a_linked_or_special_record_in_a_theme_folder_is_refused_not_read(run, tmp_path, name, what):
+    canary = f"CANARY-{os.getpid()}-{name}"
+    secret = tmp_path / "secret.jsonl"  # a secret that even parses as the record it stands in for
+    secret.write_text(json.dumps({"stage": "repair", "step": 1, "text": canary, "tool_calls": []}) + "\n")
+    path = run / "_rejected" / REJECTED / name
+    plant(path, what, secret)
+    found = {"symlink": "a symbolic link (never followed)", "fifo": "a special file", "dev_zero": "a symbolic link"}
+    for args in (["show", REJECTED], ["html", str(tmp_path / "site"), "--previews", "0"]):
+        done = envforge("review", *args, "--out", str(run), tmp=tmp_path)  # a FIFO read would block for good
+        assert done.returncode == 2, done.stdout + done.stderr
+        assert f"{path}: expected a regular envforge." in done.stderr and found[what] in done.stderr, done.stderr
+        assert "Traceback" not in done.stderr and canary not in done.stdout + done.stderr
+    assert not [p for p in tmp_path.rglob("*.html") if canary in p.read_text()]
+
+
+def test_a_linked_file_of_an_env_is_named_in_the_report_not_shown(run, tmp_path):
+    canary = f"CANARY-{os.getpid()}-instruction"
+    (tmp_path / "id_rsa").write_text(canary)
+    instruction = run / "_rejected" / REJECTED / "agent_instruction.txt"
+    plant(instruction, "symlink", tmp_path / "id_rsa")
+    done = envforge("review", "html", str(tmp_path / "site"), "--out", str(run), "--previews", "0", tmp=tmp_path)
+    assert done.returncode == 0, done.stderr
+    page = (tmp_path / "site" / "envs" / f"{REJECTED}.html").read_text()
+    assert "(not shown: agent_instruction.txt: expected a regular file inside the folder, found a symbolic link" in page
+    assert not [p for p in (tmp_path / "site").rglob("*") if p.is_file() and canary.encode() in p.read_bytes()]
+    shown = envforge("review", "show", REJECTED, "--out", str(run), "--full", tmp=tmp_path)
+    assert canary not in shown.stdout + shown.stderr
+
+
 # -- the HTML report -----------------------------------------------------------------------
 
 

@@ -24,6 +24,7 @@ from pipeline.sandbox import Limits as SandboxLimits
 from pipeline.sandbox import SandboxFailure, WorkerPool
 from pipeline.sandbox.client import EnvClient
 from pipeline.sandbox.executor import INFRASTRUCTURE_RETRIES, infrastructure_errors
+from pipeline.terminal import shown, unfiltered
 
 
 # player(ctx, tracker, log) plays one episode; the tracker holds the outcome.
@@ -194,7 +195,8 @@ class Progress:
         if self.enabled:
             from tqdm import tqdm
 
-            self.bar = tqdm(total=total, desc=self.label, unit="ep", file=sys.stderr, dynamic_ncols=True)
+            self.bar = tqdm(total=total, desc=shown(self.label), unit="ep", file=unfiltered(sys.stderr),
+                            dynamic_ncols=True)
 
     def update(self, record: EpisodeRecord) -> None:
         self.done += 1

@@ -42,8 +42,9 @@ class SandboxFailure(Exception):
 
 def failure_of(reply: dict, op: str, output: str = "") -> SandboxFailure:
     """The failure a worker reported in `reply` ({"ok": false, "kind", "detail", "where"}); its
-    fields are the worker's word, so each is checked and bounded, and an unknown kind is the
-    worker breaking the protocol."""
+    fields are the worker's word, so each is checked and bounded (one line: a line break in an
+    exception's message would print a line of its own, `FAILED: …` or `ok: …`), and an unknown
+    kind is the worker breaking the protocol."""
     kind, detail, where = (reply.get(k) for k in ("kind", "detail", "where"))
     if reply.get("ok") is not False or kind not in KINDS or not isinstance(detail, str):
         return SandboxFailure("protocol", f"reply to '{op}': expected ok true with a result, or ok false "
@@ -56,6 +57,7 @@ MAX_DETAIL = 4000
 
 
 def _cut(text: str, limit: int) -> str:
+    text = text.replace("\r", "\\r").replace("\n", "\\n")
     return text if len(text) <= limit else text[:limit] + f"... ({len(text) - limit} more characters)"
 
 

@@ -1,0 +1,46 @@
+"""What envforge prints carries no terminal control sequence it did not mean to send.
+
+Much of what a command prints comes from an environment: an exception's message, the worker's
+output, an observation, an instruction or action description from its folder, a level's file
+name. An escape sequence among them could retitle the terminal, write the clipboard (OSC 52),
+clear the screen, or with a carriage return or a newline print over a line (`FAILED: …` made to
+read `ok: …`). Rather than escape each source, the command line writes everything through
+`Shown`, which shows each control character as its Python escape: line breaks and tabs pass.
+"""
+from __future__ import annotations
+
+from typing import Any, TextIO
+
+_KEPT = {"\n", "\t"}
+# C0 and C1 controls, DEL, and the bidirectional overrides that reorder what a reader sees.
+_CONTROLS = [chr(c) for c in (*range(0x00, 0x20), 0x7F, *range(0x80, 0xA0), *range(0x202A, 0x202F),
+                              *range(0x2066, 0x206A))]
+_TABLE = str.maketrans({c: repr(c)[1:-1] for c in _CONTROLS if c not in _KEPT})
+
+
+def shown(text: str) -> str:
+    """`text` with every control character (but newline and tab) written as its escape."""
+    return text.translate(_TABLE)
+
+
+class Shown:
+    """A text stream that writes `shown(text)` to `stream`; anything else is the stream's own."""
+
+    def __init__(self, stream: TextIO):
+        self.stream = stream
+
+    def write(self, text: str) -> int:
+        self.stream.write(shown(text))
+        return len(text)
+
+    def writelines(self, lines) -> None:
+        for line in lines:
+            self.write(line)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.stream, name)
+
+
+def unfiltered(stream: TextIO) -> TextIO:
+    """The stream under `Shown`: for envforge's own progress bar, which redraws with a carriage return."""
+    return stream.stream if isinstance(stream, Shown) else stream
