@@ -147,14 +147,16 @@ def find_envs(path: str | Path) -> list[EnvDir]:
     """Accepted environment folders at `path`: the folder itself, else the environment folders
     among its children, else among its grandchildren (generated_envs/ holding reference/ and a
     generation output). Never inside a folder whose name starts with "_" (a generation's
-    _rejected/ and _work/, _generated levels) or is "rejected"."""
+    _rejected/ and _work/, _generated levels) or is "rejected", nor one whose name holds a
+    control character (printed, a line break or an escape in it would forge a line of its own)."""
     root = EnvDir.at(path)
     if root.is_env():
         return [root]
     for depth in (1, 2):
         pattern = "/".join(["*"] * depth)
         found = [EnvDir.at(p) for p in sorted(root.path.glob(pattern))
-                 if not any(part.startswith("_") or part == "rejected" for part in p.relative_to(root.path).parts)
+                 if not any(part.startswith("_") or part == "rejected" or not part.isprintable()
+                            for part in p.relative_to(root.path).parts)
                  and EnvDir.at(p).is_env()]
         if found:
             return found

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
 import uuid
@@ -46,8 +47,21 @@ def link_instruction(target: str):
     return edit
 
 
+def socket_instruction(env: Path) -> None:
+    (env / "agent_instruction.txt").unlink(missing_ok=True)
+    here = os.getcwd()
+    os.chdir(env)  # a socket's path must be short: bind it by its name
+    try:
+        with socket.socket(socket.AF_UNIX) as s:
+            s.bind("agent_instruction.txt")
+    finally:
+        os.chdir(here)
+
+
 # case -> (edit of a sound folder, the located message every command prints)
 CASES = {
+    "socket_instruction": (socket_instruction,
+                           r"agent_instruction.txt: expected a regular file, found a socket"),
     "non_utf8_config": (write_config(b"meta:\n  id: corr\xffidor\n"),
                         r"config.yaml:2: expected UTF-8 text, found byte 0xff at offset 16"),
     "deep_nesting": (write_config(b"x: " + b"[" * 50_000 + b"]" * 50_000 + b"\n"),
@@ -179,3 +193,18 @@ def test_links_in_the_folder_never_reach_a_model_request_or_a_record(tmp_path, l
         assert canary not in json.dumps(request["body"])
     for path in (tmp_path / "out").rglob("*"):
         assert not path.is_file() or canary.encode() not in path.read_bytes(), path
+
+
+def test_a_file_or_folder_name_with_a_line_break_forges_no_line(tmp_path):
+    runs = tmp_path / "envs"
+    env = write_env(runs / "corridor")
+    os.rename(env / "levels" / "level_02.yaml", env / "levels" / "level_02\nFAILED: forged.yaml")
+    write_env(runs / "twin\nFAILED: forged twin")
+    for args in (["check", str(env)], ["evaluate", str(runs), "--agent", "random", "--runs", "1", "--out",
+                                       str(tmp_path / "out")]):
+        done = subprocess.run(ENVFORGE + args, capture_output=True, text=True, timeout=300, cwd=tmp_path)
+        output = done.stdout + done.stderr
+        assert done.returncode == 0, output
+        assert "forged" not in output and "Traceback" not in output, output
+    levels = [json.loads(x)["level"] for x in (tmp_path / "out" / "episodes.jsonl").read_text().splitlines()]
+    assert levels == ["levels/level_01.yaml"]  # one environment, the level with a line break left out

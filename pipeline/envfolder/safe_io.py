@@ -65,6 +65,8 @@ def _open(root: Path, rel: str | Path, file: str, directory: bool = False) -> in
                     raise _fail(file, "a folder inside the environment folder", kind) from None
                 if e.errno == errno.ENOENT:
                     raise _fail(file, "the file to exist", "no such file") from None
+                if e.errno == errno.ENXIO:  # a socket cannot be opened
+                    raise _fail(file, "a regular file", "a socket") from None
                 raise _fail(file, "a readable file", e.strerror or type(e).__name__) from None
             os.close(fd)
             fd = nxt
@@ -186,14 +188,17 @@ def is_file(root: str | Path, rel: str | Path) -> bool:
 
 def list_files(root: str | Path, rel: str | Path, suffix: str = "", label: str | None = None) -> list[str]:
     """Names of the regular files (not links) in the folder `rel` under `root` ending in
-    `suffix`, sorted; [] when there is no such folder. A link in place of the folder is refused."""
+    `suffix`, sorted; [] when there is no such folder. A link in place of the folder is refused.
+    A name with a control character (a line break, an escape) is left out too: printed in a
+    report, it would forge a line of its own."""
     if not exists(root, rel):
         return []
     file = _label(Path(root), rel, label)
     fd = _open(Path(root), rel, file, directory=True)
     try:
         with os.scandir(fd) as entries:
-            return sorted(e.name for e in entries if e.name.endswith(suffix) and e.is_file(follow_symlinks=False))
+            return sorted(e.name for e in entries if e.name.endswith(suffix) and e.name.isprintable()
+                          and e.is_file(follow_symlinks=False))
     finally:
         os.close(fd)
 
