@@ -160,3 +160,19 @@ def test_a_learned_agents_oversized_or_malformed_request_is_its_own_failure(tmp_
     assert "agent.py made a bad model request: " + reason in record["stop_detail"]
     assert len(llm_server.requests) == 0  # nothing of it reached the model
     assert status in (0, 1)
+
+
+def test_an_env_that_winds_back_its_own_step_count_is_still_truncated_at_config_max_steps(host: Host, tmp_path):
+    import json
+
+    env_dir = host.env("endless_episode")
+    done = subprocess.run(ENVFORGE + ["evaluate", str(env_dir), "--agent", "random", "--runs", "2", "--out",
+                                      str(tmp_path / "out")], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout + done.stderr
+    records = [json.loads(x) for x in (tmp_path / "out" / "episodes.jsonl").read_text().splitlines()]
+    assert [(r["steps"], r["stop_reason"], r["truncated"]) for r in records] == [(10, "max_steps", True)] * 2
+    verified = subprocess.run(ENVFORGE + ["verify", "--stages", "execution", str(env_dir)], capture_output=True,
+                              text=True, timeout=600)
+    assert verified.returncode == 0, verified.stdout + verified.stderr
+    # 2 random and 1 planner episode on its one level, each cut at termination.max_steps: 10.
+    assert verified.stdout.startswith("execution: 3 episodes (30 steps) on 1 levels"), verified.stdout
