@@ -29,6 +29,7 @@ FORGERIES = {
                  r"found an integer of 401 digits", ("check", "verify", "evaluate")),
     "shape": (r"protocol: reply to 'step': expected a mapping, found list", ("check", "verify", "evaluate")),
     "deep": (r"protocol: reply to 'step' is nested too deep", ("check", "verify", "evaluate")),
+    "huge_string": (r"protocol: reply to 'step' is larger than 32 MB", ("check", "verify", "evaluate")),
     "infinite_bound": (r"protocol: reply to 'validate': reply\.max_reward: expected a finite number, found inf",
                        ("check", "verify")),
 }

@@ -4,6 +4,7 @@ what a worker leaves behind is removed whatever its depth or permissions (issue 
 from __future__ import annotations
 
 import os
+import re
 import stat
 import subprocess
 import sys
@@ -148,6 +149,25 @@ def test_closing_removes_a_3000_deep_chain_without_permissions(host: Host):
     assert not Path(worker.folder.home).exists()
     with Worker(env_dir, SLOW) as again:  # a later run is clean
         assert again.call("reset", level=LEVEL)["observation"]
+
+
+def test_check_of_an_env_leaving_a_3000_deep_chain_leaves_nothing_and_the_next_check_is_clean(host: Host, tmp_path):
+    import uuid
+
+    from tiny_env import write_env
+
+    marker = uuid.uuid4().hex
+    env_dir = host.env("deep_chain", marker=marker)
+    done = subprocess.run(ENVFORGE + ["check", str(env_dir)], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 1, done.stdout + done.stderr  # the chain it leaves makes its next step fail
+    assert "Traceback" not in done.stdout + done.stderr and "RecursionError" not in done.stdout, done.stdout
+    assert re.search(r"found exception: FileExistsError in transition\(\)", done.stdout), done.stdout
+    left = [p for p in Path(tempfile.gettempdir()).glob("envforge-sbx-*/env/levels/level_01.yaml")
+            if marker in p.read_text(errors="replace")]
+    assert left == [], "check left the worker's folder behind"
+    clean = subprocess.run(ENVFORGE + ["check", str(write_env(tmp_path / "clean"))], capture_output=True, text=True,
+                           timeout=600)
+    assert clean.returncode == 0, clean.stdout + clean.stderr
 
 
 def _deep_chain(top: Path, depth: int) -> None:

@@ -1,8 +1,9 @@
 """Hostile env: replaces the worker's reply encoder, so what reaches the host is whatever it writes:
 a JSON NaN or a 401-digit integer as the reward, a list instead of the step's mapping, an
-observation nested 20,000 deep, an infinite bound from the validator. The forgery is named in
-forge.txt next to this file (the test writes it). Expected: the host refuses each reply as a
-failure of this environment (protocol or invalid_reward); verify rejects, nothing records a NaN.
+observation nested 20,000 deep or 40 MB long, an infinite bound from the validator. The forgery
+is named in forge.txt next to this file (the test writes it). Expected: the host refuses each
+reply as a failure of this environment (protocol or invalid_reward); verify rejects, nothing
+records a NaN.
 """
 import sys
 
@@ -28,6 +29,8 @@ def _forged(reply):
             return b'{"ok": true, "result": [1, 2]}\n'
         if FORGE == "deep":
             return b'{"ok": true, "result": {"observation": ' + b"[" * 20_000 + b"]" * 20_000 + b"}}\n"
+        if FORGE == "huge_string":
+            return line.replace(b'"observation": "', b'"observation": "' + b"A" * (40 << 20), 1)
     if "issues" in result and FORGE == "infinite_bound":  # the validator's verdict
         return line.replace(b'"max_reward": 1.0', b'"max_reward": Infinity')
     return line
