@@ -151,16 +151,22 @@ def react(env: Path, tmp: Path, server) -> int:
                  "--out", str(tmp / "out")])
 
 
-@pytest.mark.parametrize("link", [os.symlink, os.link], ids=["symlink", "hard_link"])
-def test_a_linked_instruction_never_reaches_a_model_request(tmp_path, llm_server, llm_env, monkeypatch, capsys, link):
+def plant_secret(tmp_path: Path, server, monkeypatch) -> tuple[str, Path]:
+    """A secret file outside the folder, and a model server that moves right every turn."""
     from llm_server import Reply
 
     monkeypatch.setenv("OPENAI_API_KEY", "test-key")
-    llm_server.rule = lambda n: Reply(MOVE_RIGHT)
+    server.rule = lambda n: Reply(MOVE_RIGHT)
     canary = f"CANARY-{uuid.uuid4().hex}"
     secret = tmp_path / "secret" / "id_rsa"
     secret.parent.mkdir()
     secret.write_text(canary + "\n")
+    return canary, secret
+
+
+@pytest.mark.parametrize("link", [os.symlink, os.link], ids=["symlink", "hard_link"])
+def test_a_linked_instruction_never_reaches_a_model_request(tmp_path, llm_server, llm_env, monkeypatch, capsys, link):
+    canary, secret = plant_secret(tmp_path, llm_server, monkeypatch)
     env = write_env(tmp_path / "corridor")
     (env / "agent_instruction.txt").unlink(missing_ok=True)
     link(secret, env / "agent_instruction.txt")
@@ -172,14 +178,7 @@ def test_a_linked_instruction_never_reaches_a_model_request(tmp_path, llm_server
 
 def test_links_in_the_folder_never_reach_a_model_request_or_a_record(tmp_path, llm_server, llm_env, monkeypatch,
                                                                       capsys):
-    from llm_server import Reply
-
-    monkeypatch.setenv("OPENAI_API_KEY", "test-key")
-    llm_server.rule = lambda n: Reply(MOVE_RIGHT)
-    canary = f"CANARY-{uuid.uuid4().hex}"
-    secret = tmp_path / "secret" / "id_rsa"
-    secret.parent.mkdir()
-    secret.write_text(canary + "\n")
+    canary, secret = plant_secret(tmp_path, llm_server, monkeypatch)
     env = write_env(tmp_path / "corridor", replace={"env_main.py": SHOW_LEAKS})
     os.symlink(secret, env / "leak_symlink")  # (a hard link makes evaluate refuse the folder: see above)
     os.symlink(secret, env / "levels" / "leak.yaml")
