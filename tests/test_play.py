@@ -71,3 +71,16 @@ def test_play_reports_an_environment_failure_without_traceback(tmp_path):
     result = play(str(env), "--actions", str(actions))
     assert result.returncode == 1
     assert "The environment failed: env_main.py:8: exception: ZeroDivisionError" in result.stderr
+
+
+def test_an_observation_of_a_million_characters_is_shown_cut_and_says_so(tmp_path):
+    flood = ('return f"step {omega', 'return "\\n" * 1_000_000 + f"step {omega')
+    env = write_env(tmp_path / "flood", replace={"env_main.py": flood})
+    actions = tmp_path / "a.txt"
+    actions.write_text("move right\n")
+    result = play(str(env), "--actions", str(actions))
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.count("characters not shown]") == 2  # after reset and after the step
+    size = 1_000_000 + len("step 0: @..G..")
+    assert f"… [cut: {size - 64 * 1024} of {size} characters not shown]" in result.stdout
+    assert len(result.stdout) < 200_000

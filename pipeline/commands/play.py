@@ -6,11 +6,14 @@ from pathlib import Path
 
 from pipeline import layout
 from pipeline.envfolder.spec import EnvSpec
+from pipeline.evaluate.episode import capped
 from pipeline.errors import UserError
 from pipeline.sandbox import SandboxFailure
 from pipeline.sandbox.client import EnvClient, Level
 from pipeline.argtypes import SEED
 
+# What play prints of one observation: a screenful many times over, but not an env's 100 MB.
+SHOWN_CHARS = 64 * 1024
 HELP = "Type an action (e.g. `move north`, `move direction=north` or JSON), `?` for the actions, `quit` to stop."
 
 
@@ -62,6 +65,10 @@ def _action_lines(path: str) -> list[str]:
     return [ln.strip() for ln in text.splitlines() if ln.strip() and not ln.strip().startswith("#")]
 
 
+def _shown(text) -> str:
+    return str(capped(text, SHOWN_CHARS, "not shown"))
+
+
 def _play(env, client: EnvClient, space, level, seed, lines) -> int:
     max_steps = client.max_steps  # config.yaml's, never the worker's word
     if env.instruction:
@@ -69,7 +76,7 @@ def _play(env, client: EnvClient, space, level, seed, lines) -> int:
     print("Actions:\n" + space.describe() + "\n")
     first = client.reset(Level(seed=seed) if level is None else Level(file=level))
     label = f"generated level (seed {seed})" if level is None else level
-    print(f"== {env.name}: {label} ==\n{first.observation}\n")
+    print(f"== {env.name}: {label} ==\n{_shown(first.observation)}\n")
     total, steps, done = 0.0, 0, False
     feed = iter(lines) if lines is not None else None
     while not done and steps < max_steps:
@@ -92,8 +99,8 @@ def _play(env, client: EnvClient, space, level, seed, lines) -> int:
         done = result.terminated
         print(f"> {text}\n  reward {result.reward:+g} (total {total:g})"
               + (f"  events: {', '.join(result.events)}" if result.events else "")
-              + (f"\n  result: {result.last_action_result}" if result.last_action_result else ""))
-        print(f"\n{result.observation}\n")
+              + (f"\n  result: {_shown(result.last_action_result)}" if result.last_action_result else ""))
+        print(f"\n{_shown(result.observation)}\n")
     _summary(env, level, total, steps, done, max_steps)
     return 0
 

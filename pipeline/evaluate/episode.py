@@ -276,27 +276,28 @@ async def play(agent, session: Session, level: str, tracker: Tracker, history: i
 TRAJECTORY_TEXT_CHARS = 20_000
 
 
-def _capped(value: Any) -> Any:
-    """`value`, or its first TRAJECTORY_TEXT_CHARS characters and a note of the cut."""
+def capped(value: Any, limit: int = TRAJECTORY_TEXT_CHARS, cut: str = "not logged") -> Any:
+    """`value`, or its first `limit` characters and a note of the cut (`play` shows what it prints
+    the same way: an env's 100 MB observation is no text for a terminal)."""
     if value is None or isinstance(value, (bool, int, float)):
         return value
     text = value if isinstance(value, str) else json.dumps(value, default=str)
-    if len(text) <= TRAJECTORY_TEXT_CHARS:
+    if len(text) <= limit:
         return value
-    return text[:TRAJECTORY_TEXT_CHARS] + f"… [cut: {len(text) - TRAJECTORY_TEXT_CHARS} of {len(text)} characters not logged]"
+    return text[:limit] + f"… [cut: {len(text) - limit} of {len(text)} characters {cut}]"
 
 
 def trajectory_line(turn: Turn, decision: Decision, out: StepResult | None, tracker: Tracker) -> dict:
-    """One line of the episode's JSONL trajectory; long texts capped (see _capped)."""
-    line = {"type": "turn", "step": turn.step, "observation": _capped(turn.observation),
-            "last_action_result": _capped(turn.last_action_result), "prompt": _capped(decision.prompt),
-            "reply": _capped(decision.reply),
-            "thought": _capped(decision.thought), "action": decision.action, "error": decision.error,
+    """One line of the episode's JSONL trajectory; long texts capped (see capped)."""
+    line = {"type": "turn", "step": turn.step, "observation": capped(turn.observation),
+            "last_action_result": capped(turn.last_action_result), "prompt": capped(decision.prompt),
+            "reply": capped(decision.reply),
+            "thought": capped(decision.thought), "action": decision.action, "error": decision.error,
             "message": decision.message, "tokens_in": decision.tokens_in, "tokens_out": decision.tokens_out,
             "dollars": decision.dollars}
     if out:  # a StepResult; None (or {}) when the turn sent no action
         line.update(reward=out.reward, done=out.done, terminated=out.terminated, truncated=out.truncated,
-                    events=out.events, result=_capped(out.last_action_result),
+                    events=out.events, result=capped(out.last_action_result),
                     invalid=tracker.turn_log[-1].get("invalid"), t=out.t, state_hash=out.state_hash)
     line.update(total=tracker.total, stop_reason=tracker.stop_reason)
     return line
