@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 from pathlib import Path
 from typing import Callable
 
@@ -63,7 +64,10 @@ def label(text: str) -> str:
 
 
 def out_dir(text: str) -> str:
-    """A folder to write into: new, or an existing folder — never an existing file."""
+    """A folder to write into: new, or an existing folder — never an existing file. A leading
+    `~` the shell did not expand (`--out=~/runs`, a quoted path) is the home folder, never a new
+    folder named `~` here."""
+    text = os.path.expanduser(text)
     path = Path(text)
     if path.exists() and not path.is_dir():
         raise argparse.ArgumentTypeError(f"expected a folder to write into, found a file: {text!r}")
@@ -71,7 +75,8 @@ def out_dir(text: str) -> str:
 
 
 def out_file(text: str) -> str:
-    """A file to write: new, or an existing regular file — never a folder."""
+    """A file to write: new, or an existing regular file — never a folder (`~` as in out_dir)."""
+    text = os.path.expanduser(text)
     path = Path(text)
     if path.is_dir():
         raise argparse.ArgumentTypeError(f"expected a file to write, found a folder: {text!r}")

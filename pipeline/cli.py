@@ -44,8 +44,25 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _open_standard_streams() -> None:
+    """A closed stdin, stdout or stderr (`envforge play <&-`) is opened on /dev/null: otherwise
+    the next pipe made (a sandbox worker's) takes its number and the worker's replies get mixed
+    with the terminal's."""
+    for fd, mode in ((0, os.O_RDONLY), (1, os.O_WRONLY), (2, os.O_WRONLY)):
+        try:
+            os.fstat(fd)
+        except OSError:
+            null = os.open(os.devnull, mode)
+            if null != fd:
+                os.dup2(null, fd)
+                os.close(null)
+            stream = open(fd, "r" if fd == 0 else "w", closefd=False)  # noqa: SIM115 - the process's own stream
+            setattr(sys, ("stdin", "stdout", "stderr")[fd], stream)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run one command; what it prints goes through terminal.Shown (see there)."""
+    _open_standard_streams()
     streams = sys.stdout, sys.stderr
     sys.stdout, sys.stderr = (s if isinstance(s, Shown) else Shown(s) for s in streams)
     try:

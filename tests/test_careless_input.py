@@ -2,6 +2,7 @@
 code, nothing written, never a traceback."""
 from __future__ import annotations
 
+import os
 import shutil
 import socket
 import subprocess
@@ -142,3 +143,70 @@ def test_a_copy_of_an_env_under_another_name_scores_the_same_random_episodes(tmp
         return sorted((r["level"], r["steps"], r["total_reward"], r["stop_reason"]) for r in rows)
 
     assert scores("copy") == scores("original")
+
+
+# -- careless inputs nobody had tried (issue 16, "Done when": careless inputs it has not seen) --
+
+def test_a_themes_file_with_a_byte_order_mark_and_crlf_lines_names_and_replays_its_themes(tmp_path):
+    """An editor on Windows saves UTF-8 with a BOM and CRLF: the first theme is the same theme
+    (same folder name, found in the recordings), not a new one with an invisible character."""
+    (tmp_path / "themes.txt").write_bytes(b"\xef\xbb\xbf" + THEMES.read_bytes().replace(b"\n", b"\r\n"))
+    done = envforge("generate", "--themes", "themes.txt", "--provider", "replay", "--out", "run",
+                    "--pause-after", "design", "--json", cwd=tmp_path)
+    import json
+
+    summary = json.loads(done.stdout)
+    assert done.returncode == 0, done.stderr
+    assert summary["errors"] == {}
+    assert "a_lighthouse_keeper_must_keep_three_962115" in summary["paused"] and len(summary["paused"]) == 3
+
+
+def test_play_with_stdin_closed_ends_the_episode_instead_of_blaming_the_environment(tmp_path):
+    done = subprocess.run(f"'{ENVFORGE}' play '{CRATE_DOCK}' <&-", shell=True, cwd=tmp_path, capture_output=True,
+                          text=True, timeout=600)
+    assert "Traceback" not in done.stdout + done.stderr
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "stopped early after 0 step(s)" in done.stdout
+    assert "environment failed" not in done.stdout + done.stderr
+
+
+def test_a_config_indented_with_tabs_is_one_located_line(tmp_path):
+    env = shutil.copytree(CRATE_DOCK, tmp_path / "tabbed")
+    config = env / "config.yaml"
+    config.write_text(config.read_text().replace("\n  tags:", "\n\ttags:", 1))
+    done = envforge("evaluate", str(env), "--agent", "random", "--out", "ev", cwd=tmp_path)
+    assert done.returncode == 2
+    assert done.stderr.strip().endswith("config.yaml:7: expected valid YAML, found a tab character (YAML indents "
+                                        "with spaces only)")
+    assert not (tmp_path / "ev").exists()
+
+
+@pytest.mark.parametrize("out", ["crate_dock/evaluation", "crate_dock/", "crate_dock/."])
+def test_evaluate_out_inside_the_environment_is_refused_and_writes_nothing(tmp_path, out):
+    """Records written into the environment would change its content hash: every resume would
+    play everything again, and the environment would carry another run's files."""
+    env = shutil.copytree(CRATE_DOCK, tmp_path / "crate_dock")
+    before = sorted(p.name for p in env.iterdir())
+    done = envforge("evaluate", "crate_dock/", "--agent", "random", "--out", out, cwd=tmp_path)
+    assert done.returncode == 2
+    assert f"--out {out}: expected a folder outside the environments evaluated, found it inside crate_dock" in done.stderr
+    assert sorted(p.name for p in env.iterdir()) == before
+
+
+def test_an_unexpanded_tilde_in_out_means_the_home_folder(tmp_path):
+    home = tmp_path / "home"
+    home.mkdir()
+    work = tmp_path / "work"
+    work.mkdir()
+    done = envforge("evaluate", str(CRATE_DOCK), "--agent", "random", "--runs", "1", "--max-levels", "1",
+                    "--out=~/ev", cwd=work, env={**os.environ, "HOME": str(home)})
+    assert done.returncode == 0, done.stderr
+    assert (home / "ev" / "episodes.jsonl").is_file()
+    assert not (work / "~").exists()
+
+
+def test_a_huge_concurrency_is_capped_by_the_work_not_an_error(tmp_path):
+    done = envforge("evaluate", str(CRATE_DOCK), "--agent", "random", "--runs", "1", "--max-levels", "2",
+                    "--concurrency", "10000", "--out", "ev", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert len((tmp_path / "ev" / "episodes.jsonl").read_text().splitlines()) == 2

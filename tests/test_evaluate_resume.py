@@ -141,3 +141,22 @@ def test_episodes_left_from_other_settings_are_reported_apart_and_said(tmp_path,
     report = (out / "report.md").read_text()
     assert "| random [settings 1] |" in report and "| random [settings 2] |" in report
     assert '"max_steps": 3' in report and '"max_steps": 5' in report
+
+
+def test_a_broken_env_exits_1_with_its_file_and_line_and_once_fixed_is_scored_on_resume(tmp_path, capsys):
+    """Issue 16 cases 1 and 3: an env with a SyntaxError is an error naming the file and line (not
+    exit 0 and 'stop: env_error'); after the fix, --resume plays its episodes again."""
+    env = shutil.copytree(REFERENCE / "crate_dock", tmp_path / "crate_dock")
+    code = env / "env_main.py"
+    good = code.read_text()
+    code.write_text(good + "\ndef broken(:\n")
+    out = tmp_path / "ev"
+    assert evaluate(env, out, "--agent", "planner") == 1
+    err = capsys.readouterr().err
+    assert "1 episode(s) ended because the environment failed (env_error, left out of the scores)" in err
+    assert f"SyntaxError: invalid syntax (env_main.py, line {len(good.splitlines()) + 2})" in err
+    assert records(out)[-1]["stop_reason"] == "env_error"
+    code.write_text(good)
+    assert evaluate(env, out, "--agent", "planner", "--resume") == 0
+    assert "0 already done, 1 run now" in capsys.readouterr().out
+    assert records(out)[-1]["stop_reason"] == "solved" and records(out)[-1]["normalized"] == 1.0

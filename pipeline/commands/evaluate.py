@@ -217,6 +217,11 @@ def prepare(args) -> Job:
     if args.runs < 1 or args.concurrency < 1 or (args.max_levels is not None and args.max_levels < 1):
         raise UserError("--runs, --concurrency and --max-levels: expected positive numbers")
     targets = find_targets(args.env_dirs, args.split)
+    out = Path(args.out).resolve()
+    inside = [t.name for t in targets if out == t.dir.path.resolve() or t.dir.path.resolve() in out.parents]
+    if inside:
+        raise UserError(f"--out {args.out}: expected a folder outside the environments evaluated, found it inside "
+                        f"{inside[0]} (its records would become part of the environment and change it)")
     episodes = Path(args.out) / EPISODES_JSONL
     if episodes.is_file() and episodes.stat().st_size and not args.resume:
         raise UserError(f"--out {args.out}: it already holds an evaluation ({EPISODES_JSONL}); pass --resume to continue "

@@ -308,13 +308,21 @@ def parse_yaml_node(text: str, file: str) -> tuple[Any, yaml.Node | None]:
         return (loader.construct_document(node) if node is not None else None), node
     except yaml.MarkedYAMLError as e:
         mark = e.problem_mark or e.context_mark
-        raise _fail(file, "valid YAML", e.problem or e.context or "malformed YAML", mark.line + 1 if mark else None) from None
+        raise _fail(file, "valid YAML", _yaml_problem(e.problem or e.context or "malformed YAML"),
+                    mark.line + 1 if mark else None) from None
     except yaml.YAMLError as e:
         raise _fail(file, "valid YAML", str(e).splitlines()[0] if str(e) else type(e).__name__) from None
     except (RecursionError, ValueError, TypeError, OverflowError) as e:
         raise _fail(file, "valid YAML", f"{type(e).__name__}: {str(e)[:120]}") from None
     finally:
         loader.dispose()
+
+
+def _yaml_problem(problem: str) -> str:
+    """PyYAML's problem as the `found` part of a located error."""
+    if "'\\t'" in problem:
+        return "a tab character (YAML indents with spaces only)"
+    return problem.removeprefix("found ")
 
 
 def load_yaml(root: str | Path, rel: str | Path, limit: int = MAX_BYTES, label: str | None = None) -> Any:

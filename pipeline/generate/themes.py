@@ -39,7 +39,7 @@ def load_themes(path: str | Path) -> list[Theme]:
                         + ("a folder" if path.is_dir() else "no such file"))
     data = path.read_bytes()
     try:
-        text = data.decode("utf-8")
+        text = data.decode("utf-8").removeprefix("\ufeff")  # a byte order mark an editor wrote
     except UnicodeDecodeError as e:
         line = data[: e.start].count(b"\n") + 1
         raise UserError(f"{path}:{line}: expected UTF-8 text, found byte 0x{data[e.start]:02x} "
