@@ -227,7 +227,7 @@ def append_text(path: str | Path, text: str, durable: bool = False) -> None:
     path = Path(path)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        fd = _open_log(path, os.O_APPEND)
     except OSError as e:
         _raise_if_full(e, path)
         raise
@@ -247,6 +247,23 @@ def append_text(path: str | Path, text: str, durable: bool = False) -> None:
         os.close(fd)
 
 
+def _open_log(path: Path, flags: int) -> int:
+    """A log file opened for writing, never through a link (in a folder someone else made, a
+    trajectory linked to ~/.bashrc would be truncated or appended to) nor a special file."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC | flags, 0o644)
+    except OSError as e:
+        if e.errno in (errno.ELOOP, errno.ENXIO):
+            found = "a symbolic link (never followed)" if e.errno == errno.ELOOP else "a special file"
+            raise RecordError(f"{path}: expected a regular file to write, found {found}") from None
+        raise
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise RecordError(f"{path}: expected a regular file to write, found a special file")
+    os.set_blocking(fd, True)
+    return fd
+
+
 class JsonlLog:
     """An open JSONL file written line by line (a trajectory): each line flushed as it is written."""
 
@@ -254,7 +271,7 @@ class JsonlLog:
         self.path, self.kind = path, kind
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
-            self._file = path.open("w", encoding="utf-8")
+            self._file = os.fdopen(_open_log(path, os.O_TRUNC), "w", encoding="utf-8")
         except OSError as e:
             _raise_if_full(e, path)
             raise

@@ -240,3 +240,25 @@ def test_evaluate_on_a_full_disk_ends_in_one_line_and_exit_2(tiny_disk, tmp_path
     assert "Traceback" not in done.stderr
     assert len(done.stderr.strip().splitlines()) == 1
     assert "found the disk full (No space left on device)" in done.stderr
+
+
+def test_a_log_linked_to_a_file_outside_is_neither_truncated_nor_appended_to(tmp_path):
+    from tiny_env import write_env
+
+    env = write_env(tmp_path / "corridor")
+    out = tmp_path / "eval"
+    args = ("evaluate", str(env), "--agent", "random", "--max-levels", "1", "--runs", "1", "--out", str(out))
+    assert envforge(*args, tmp=tmp_path).returncode == 0
+    victim = tmp_path / "bashrc"
+    victim.write_text("ORIGINAL\n")
+    (trajectory,) = (out / "trajectories").rglob("*.jsonl")
+    trajectory.unlink()
+    os.symlink(victim, trajectory)  # as someone else's run folder might hold
+    (out / "episodes.jsonl").write_text("")  # so that --resume plays the episode again
+    again = envforge(*args, "--resume", tmp=tmp_path)
+    assert again.returncode == 2, again.stdout + again.stderr
+    assert f"{trajectory}: expected a regular file to write, found a symbolic link (never followed)" in again.stderr
+    assert "Traceback" not in again.stderr
+    with pytest.raises(records.RecordError, match="found a symbolic link"):
+        records.append_jsonl(trajectory, "trajectory", {"step": 1})
+    assert victim.read_text() == "ORIGINAL\n"
