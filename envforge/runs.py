@@ -31,7 +31,7 @@ def _args(command: str, positional: list[str], options: dict[str, Any]):
         if value is not True:
             argv.append(str(value))
     try:
-        return build_parser().parse_args(argv)
+        return build_parser(argv).parse_args(argv)
     except SystemExit:  # argparse printed what was wrong
         raise UserError(f"envforge {command}: expected options of the command line, found {argv[1:]}") from None
 

@@ -32,14 +32,18 @@ COMMAND_MODULES = [
 ]
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
+    """The parser for `argv`: when it names a command, only that command's module is imported (a
+    command's imports cost a fraction of a second of every run); otherwise every command's, so that
+    help and a mistyped command list them all."""
     parser = argparse.ArgumentParser(
         prog="envforge",
         description="Turn environment themes into verified text environments for LLM agents.",
     )
     parser.add_argument("--version", action="version", version=f"envforge {__version__}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for name in COMMAND_MODULES:
+    named = [f"pipeline.commands.{argv[0]}"] if argv else []
+    for name in named if named and named[0] in COMMAND_MODULES else COMMAND_MODULES:
         importlib.import_module(name).register(subparsers)
     return parser
 
@@ -72,7 +76,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _run(argv: list[str] | None) -> int:
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
+    parser = build_parser(argv)
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
         parser.print_help()

@@ -50,6 +50,14 @@ def make_llm_client(llm_server, llm_env, monkeypatch):
 # --- end of LLM layer fixtures ---
 
 
+# --- plots: evaluate draws two PNGs a run (about 2 CPU-seconds, mostly importing matplotlib); the
+# suite runs evaluate some hundred times, so plots are off except where a test asks for them
+# (test_evaluate.py's report test). ---
+import os as _plots_os
+
+_plots_os.environ.setdefault("ENVFORGE_PLOTS", "off")
+
+
 # --- the `slow` marker: whole demos, verification searches and sandboxed studies ---
 # Listed here, in one place, from measured durations (`python -m pytest --durations=40`), so that
 # `python -m pytest -m "not slow"` is a quick edit-test loop. The README's test command runs all.

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -24,8 +25,10 @@ def evaluate_cmd(out: Path, *args: str) -> list[str]:
 def baselines(tmp_path_factory):
     """random and planner on both reference environments, through the real CLI, side by side."""
     base = tmp_path_factory.mktemp("baselines")
+    plots = dict(os.environ, ENVFORGE_PLOTS="on")  # the suite turns them off elsewhere (tests/conftest.py)
     procs = {agent: subprocess.Popen(evaluate_cmd(base / agent, "--agent", agent), stdout=subprocess.PIPE,
-                                     stderr=subprocess.PIPE, text=True, cwd=base) for agent in ("random", "planner")}
+                                     stderr=subprocess.PIPE, text=True, cwd=base, env=plots)
+             for agent in ("random", "planner")}
     out = {}
     for agent, proc in procs.items():
         stdout, stderr = proc.communicate(timeout=120)
@@ -77,6 +80,18 @@ def test_every_episode_has_a_csv_row_and_a_trajectory(baselines):
         assert lines[0]["type"] == "episode" and lines[-1]["type"] == "end"
         assert sum(x["type"] == "turn" for x in lines) == record["steps"]
         assert record["stop_reason"] == "solved"
+
+
+def test_plots_are_left_out_when_turned_off_and_a_bad_setting_is_named(tmp_path):
+    off = dict(os.environ, ENVFORGE_PLOTS="off")
+    done = subprocess.run(evaluate_cmd(tmp_path / "off", "--agent", "random", "--max-levels", "1"), env=off,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert not list((tmp_path / "off").glob("*.png")) and ".png" not in (tmp_path / "off" / "report.md").read_text()
+    bad = dict(os.environ, ENVFORGE_PLOTS="sometimes")
+    done = subprocess.run(evaluate_cmd(tmp_path / "bad", "--agent", "random"), env=bad, capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 2 and "ENVFORGE_PLOTS: expected on or off, found 'sometimes'" in done.stderr
 
 
 def test_report_is_a_table3_markdown_with_plots(baselines):

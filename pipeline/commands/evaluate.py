@@ -22,7 +22,7 @@ from pipeline.errors import UserError
 from learning.export import LEARNED, learned_player
 from pipeline.evaluate import EnvTarget, Limits, ModelOptions, display_name, kind_of, make_player, register_prefix
 from pipeline.evaluate.records import EPISODES_CSV, EPISODES_JSONL, NO_MODEL, Records
-from pipeline.evaluate.report import mixed, settings_key, summarize, write_report
+from pipeline.evaluate.report import mixed, plots_wanted, settings_key, summarize, write_report
 from pipeline.evaluate.runner import Progress, RunOptions, RunOutcome, evaluate
 from pipeline.llm.cli_args import EXIT_BUDGET_EXCEEDED, EXIT_MODEL_FAILED, add_llm_arguments, client_from_args, print_cost_summary
 from pipeline.argtypes import COUNT, LIMIT, SECONDS, add_run_arguments, add_skin_argument, label, number
@@ -137,6 +137,7 @@ def _cause(detail: str) -> str:
 
 
 def run(args) -> int:
+    plots_wanted()  # a bad ENVFORGE_PLOTS is refused before anything runs
     if args.probes:
         from pipeline.commands.probe import evaluate_probes
 

@@ -12,12 +12,14 @@ and counted; episodes whose level has no usable max reward count for steps but n
 from __future__ import annotations
 
 import json
+import os
 import statistics
 from collections import Counter, defaultdict
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from pipeline import records as files
+from pipeline.errors import UserError
 from pipeline.evaluate.episode import INFRASTRUCTURE, STOP_REASONS
 from pipeline.evaluate.records import NO_MODEL, EpisodeRecord
 
@@ -256,9 +258,20 @@ def _num(value: float | None) -> str:
     return "–" if value is None else f"{value:.2f}"
 
 
+PLOTS_VARIABLE = "ENVFORGE_PLOTS"  # off: no PNG plots (drawing them costs about 2 CPU-seconds a run)
+
+
+def plots_wanted() -> bool:
+    value = os.environ.get(PLOTS_VARIABLE, "on").strip().lower()
+    if value not in ("on", "off", "1", "0", ""):
+        raise UserError(f"{PLOTS_VARIABLE}: expected on or off, found {value!r}")
+    return value in ("on", "1", "")
+
+
 def plot(out: Path, methods: list[MethodSummary]) -> list[Path]:
-    """Per-environment bars with error bars (std over runs), and category bars, one colour per method."""
-    if not methods:
+    """Per-environment bars with error bars (std over runs), and category bars, one colour per method
+    (none when ENVFORGE_PLOTS=off: report.md's tables hold the same numbers)."""
+    if not methods or not plots_wanted():
         return []
     import matplotlib
 
