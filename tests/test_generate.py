@@ -219,6 +219,19 @@ def test_run_budget_stops_before_the_cap_and_says_so(llm_server, llm_env, tmp_pa
     assert any("budget exceeded" in r["reason"] for r in summary["rejected"].values())
     assert summary["skipped"], "themes after the cap are not started"
     assert "run budget" in result.stderr
+    stopped = [name for name, r in summary["rejected"].items() if "budget exceeded" in r["reason"]]
+
+    # A budget stop is not a finding about the theme: --resume with a bigger budget goes on from there.
+    resumed = generate("--themes", str(themes), "--out", str(tmp_path / "out"), "--model", "openai/gpt-4o-mini",
+                       "--base-url", llm_server.openai_url, "--budget-usd", "5", "--concurrency", "1", "--json",
+                       "--resume", env_extra={"OPENAI_API_KEY": "test-key", "ENVFORGE_CACHE": str(llm_env / "c.sqlite"),
+                                              "NO_PROXY": "127.0.0.1"})
+    assert resumed.returncode in (0, 1), resumed.stderr
+    again = json.loads(resumed.stdout)
+    assert not [r for r in again["rejected"].values() if "budget exceeded" in r["reason"]], again["rejected"]
+    assert not again["skipped"]
+    for name in stopped:
+        assert f"{name}: stopped by a budget at" in resumed.stderr
 
 
 def test_resume_refuses_themes_made_with_other_settings(corridors, tmp_path):

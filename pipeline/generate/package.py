@@ -13,7 +13,7 @@ from pipeline import records as files
 from pipeline import layout
 from pipeline.envfolder import safe_io
 from pipeline.envfolder.spec import config_tags
-from pipeline.errors import LocatedError, Rejected
+from pipeline.errors import LocatedError, Rejected, UserError
 from pipeline.generate.context import ThemeContext
 
 LOG_EXCERPT_LINES = 12
@@ -48,6 +48,20 @@ def reject(work: Path, out: layout.OutputDir, name: str, rejection: Rejected, re
         "rejected_at": time.strftime("%Y-%m-%d %H:%M:%S"),
     })
     return _move(work, out.rejected(name))
+
+
+def back_to_work(folder: Path, out: layout.OutputDir, name: str) -> Path:
+    """Move a theme's accepted or rejected folder back to OUT/_work/<name> (one rename), where the
+    pipeline works on it again (`review retry`, or `--resume` of a theme a budget stopped)."""
+    work = out.work(name)
+    if folder == work:
+        return work
+    if work.exists():
+        raise UserError(f"{work}: expected no work folder for {name} while its folder is {folder}, found one; "
+                        f"remove whichever is stale")
+    work.parent.mkdir(parents=True, exist_ok=True)
+    os.replace(folder, work)
+    return work
 
 
 def _move(source: Path, target: Path) -> Path:

@@ -180,7 +180,13 @@ class Run:
         if self.out.accepted(name).is_dir() and (self.out.accepted(name) / layout.MANIFEST).is_file():
             return Outcome(name, "accepted", path=str(self.out.accepted(name)))
         if self.out.rejected(name).is_dir() and row.get("status") == "rejected":
-            return Outcome(name, "rejected", row.get("stage", ""), row.get("reason", ""), str(self.out.rejected(name)))
+            attempts = self.db.attempts(name)
+            if not attempts or attempts[-1].get("exit_status") != "budget":
+                return Outcome(name, "rejected", row.get("stage", ""), row.get("reason", ""), str(self.out.rejected(name)))
+            # A budget stopped it, not a finding: it goes on from that stage, with its journal.
+            work = package.back_to_work(self.out.rejected(name), self.out, name)
+            (work / layout.REJECTION).unlink(missing_ok=True)
+            self.say(name, f"stopped by a budget at {attempts[-1]['stage']} before: going on from there")
         return None
 
     def _record(self, name: str) -> dict:

@@ -11,7 +11,6 @@ pipeline did undoes an override.
 """
 from __future__ import annotations
 
-import os
 import shutil
 import time
 from dataclasses import dataclass
@@ -147,15 +146,9 @@ async def retry(catalog: Catalog, plan: RetryPlan, client) -> Outcome:
 
 def _to_work(catalog: Catalog, entry: Entry) -> Path:
     """Move the folder back to OUT/_work/<name> (one rename), where the pipeline works on it."""
-    work = catalog.out.work(entry.name)
     if entry.place == "work":
-        return work
-    if work.exists():
-        raise UserError(f"{work}: expected no work folder for {entry.name} while its folder is {entry.folder}, found "
-                        f"one; remove whichever is stale")
-    work.parent.mkdir(parents=True, exist_ok=True)
-    os.replace(entry.path, work)
-    return work
+        return catalog.out.work(entry.name)
+    return package.back_to_work(entry.path, catalog.out, entry.name)
 
 
 def _theme(work: Path, entry: Entry) -> Theme:
