@@ -200,11 +200,12 @@ def test_a_generation_output_is_searched_for_accepted_environments_only(tmp_path
     assert list(json.loads(capsys.readouterr().out)["envs"]) == ["tide_pool"]
 
 
-def test_a_theme_whose_name_is_a_reserved_folder_name_is_still_found(tmp_path, capsys):
+def test_a_theme_named_like_a_reserved_folder_gets_a_folder_name_that_is_not_and_is_found(tmp_path, capsys):
     from pipeline.generate.themes import folder_name
 
     out = tmp_path / "generated"
     names = sorted(folder_name(theme) for theme in ("rejected", "_work", "_rejected"))
+    assert not [n for n in names if n in ("rejected", "_work", "_rejected") or n.startswith("_")], names
     for name in names:
         shutil.copytree(REFERENCE / "tide_pool", out / name, ignore=shutil.ignore_patterns("__pycache__", "_generated"))
     assert main(["evaluate", str(out), "--agent", "random", "--max-levels", "1", "--runs", "1",

@@ -231,7 +231,24 @@ def test_run_budget_stops_before_the_cap_and_says_so(llm_server, llm_env, tmp_pa
     assert not [r for r in again["rejected"].values() if "budget exceeded" in r["reason"]], again["rejected"]
     assert not again["skipped"]
     for name in stopped:
-        assert f"{name}: stopped by a budget at" in resumed.stderr
+        assert f"{name}: stopped by the run budget at" in resumed.stderr
+
+
+def test_a_theme_stopped_by_its_own_budget_stays_rejected_on_resume(llm_server, llm_env, tmp_path):
+    """The theme cap is what the theme may cost: a resume does not give it a fresh one."""
+    llm_server.rule = lambda n: Reply("## Goal\n" + "A long design. " * 40, input_tokens=500, output_tokens=3_000)
+    themes = tmp_path / "themes.txt"
+    themes.write_text("A maze with keys\n")
+    argv = ["--themes", str(themes), "--out", str(tmp_path / "out"), "--model", "openai/gpt-4o-mini",
+            "--base-url", llm_server.openai_url, "--theme-budget-usd", "0.005", "--json"]
+    env = {"OPENAI_API_KEY": "test-key", "ENVFORGE_CACHE": str(llm_env / "c.sqlite"), "NO_PROXY": "127.0.0.1"}
+    first = generate(*argv, env_extra=env)
+    assert [r["reason"] for r in json.loads(first.stdout)["rejected"].values()][0].startswith("budget exceeded")
+    calls = len(llm_server.requests)
+    again = generate(*argv, "--resume", env_extra=env)
+    rejected = json.loads(again.stdout)["rejected"]
+    assert [r["reason"] for r in rejected.values()][0].startswith("budget exceeded"), again.stderr
+    assert "stopped by the run budget" not in again.stderr and len(llm_server.requests) == calls
 
 
 def test_resume_refuses_themes_made_with_other_settings(corridors, tmp_path):

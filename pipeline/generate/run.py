@@ -30,6 +30,8 @@ from pipeline.llm.errors import BudgetExceeded, LLMError, ReplayInvalid, ReplayM
 from pipeline.sandbox.executor import INFRASTRUCTURE_RETRIES, infrastructure_errors
 from pipeline.verify.models import ModelChecks
 
+RUN_BUDGET = "run_budget"  # how a stage stopped by the run's cap (--budget-usd) ended
+
 # Faults of the installation or of the recordings, not of the environment being made.
 INFRASTRUCTURE = (ReplayMissing, ReplayInvalid, jinja2.TemplateError, UserError)
 
@@ -146,7 +148,11 @@ class Run:
         except BudgetExceeded as exc:
             if exc.scope == "run":
                 self.stopped = f"not started: the run budget of ${exc.cap_usd:g} was reached"
-            status, error, report.exit_status = "rejected", f"budget exceeded: {exc}", "budget"
+            # The run's cap says nothing of the theme: `--resume` with a bigger one goes on from here.
+            # The theme's own cap is a verdict on what the theme cost (the ledger starts empty on each
+            # resume, so reopening it would give the theme a fresh cap every time).
+            status, error = "rejected", f"budget exceeded: {exc}"
+            report.exit_status = RUN_BUDGET if exc.scope == "run" else "budget"
             raise Rejected(error, stage.name) from None
         except INFRASTRUCTURE as exc:
             status, error = "error", _infrastructure(ctx.theme, exc)
@@ -181,12 +187,12 @@ class Run:
             return Outcome(name, "accepted", path=str(self.out.accepted(name)))
         if self.out.rejected(name).is_dir() and row.get("status") == "rejected":
             attempts = self.db.attempts(name)
-            if not attempts or attempts[-1].get("exit_status") != "budget":
+            if not attempts or attempts[-1].get("exit_status") != RUN_BUDGET:
                 return Outcome(name, "rejected", row.get("stage", ""), row.get("reason", ""), str(self.out.rejected(name)))
-            # A budget stopped it, not a finding: it goes on from that stage, with its journal.
+            # The run's budget stopped it, not a finding: it goes on from that stage, with its journal.
             work = package.back_to_work(self.out.rejected(name), self.out, name)
             (work / layout.REJECTION).unlink(missing_ok=True)
-            self.say(name, f"stopped by a budget at {attempts[-1]['stage']} before: going on from there")
+            self.say(name, f"stopped by the run budget at {attempts[-1]['stage']} before: going on from there")
         return None
 
     def _record(self, name: str) -> dict:
