@@ -160,8 +160,8 @@ class Run:
         except LLMError as exc:
             status, error = "rejected", f"model call failed: {exc}"
             raise Rejected(error, stage.name) from None
-        except (InfrastructureError, UserError) as exc:  # the machinery failed (a lost node, a full disk, a
-            # record of a newer envforge): the command stops, and resumes
+        except InfrastructureError as exc:  # the machinery failed (a lost node): the command stops, and
+            # resumes (a UserError, such as a record of a newer envforge, is one of INFRASTRUCTURE above)
             status, error = "error", str(exc)
             raise
         except Exception as exc:  # a bug in envforge must not take the other themes down
