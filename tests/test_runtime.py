@@ -42,3 +42,21 @@ def test_random_mask_is_the_same_for_the_same_step_and_keeps_the_agent_visible()
     mask = RandomMask(p=0.5, seed=3)
     assert mask(STATE, 4) == mask(STATE, 4)
     assert mask(STATE, 4)["view"][1][1] == "."
+
+
+def test_the_default_skin_fills_every_views_display_name_not_only_a_non_empty_list():
+    from pipeline.runtime import SkinEnv
+
+    class Skinned(SkinEnv):  # the template names {v_display} for views of every shape (dsl_schema/names.py)
+        def _dsl_config(self):
+            self.configs = {"skin": {"template": "score {score_display} | inventory:\n{inventory_display}|\n{board_display}"}}
+
+        def transition(self, state, action):
+            return state
+
+        def reward(self, state, action, next_state):
+            return 0.0, [], {}
+
+    env = Skinned()
+    shown = env.render_skin({"score": 3, "inventory": [], "board": ["#.", [1, 2]]})
+    assert shown == "score 3 | inventory:\n|\n#.\n1 2"  # not the YAML dump a KeyError used to fall back to

@@ -220,8 +220,14 @@ class EventEnv(SkinEnv):
 def _template_values(omega: dict[str, Any], env: SkinEnv) -> dict[str, Any]:
     values = {"max_steps": env.max_steps, "remaining_steps": env.max_steps - env._t,
               "last_action_result": env._last_action_result or "none yet"}
-    for key, value in omega.items():
-        if isinstance(value, list) and value and all(isinstance(r, (str, list)) for r in value):
-            values[f"{key}_display"] = "\n".join(r if isinstance(r, str) else " ".join(map(str, r)) for r in value)
+    for key, value in omega.items():  # every view has {key}_display (dsl_schema/names.py allows it)
+        values[f"{key}_display"] = _display(value)
         values[key] = value
     return values
+
+
+def _display(value: Any) -> str:
+    """A list as one line per row (a row that is a list as its items joined by spaces); else str()."""
+    if not isinstance(value, list):
+        return str(value)
+    return "\n".join(" ".join(map(str, r)) if isinstance(r, list) else str(r) for r in value)
