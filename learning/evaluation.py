@@ -59,7 +59,7 @@ class TrainingLevels:
     def __init__(self, out: Path, settings: Settings):
         self.out, self.count, self.last = out, settings.train_levels, settings.iterations
         self.options = Options(search_nodes=settings.search_nodes, search_seconds=settings.search_seconds,
-                               limits=SANDBOX)
+                               limits=SANDBOX, budget_seconds=None)  # bounded per search, not by verify's --budget
         self._made: dict[tuple[str, int], asyncio.Future] = {}
 
     async def get(self, target: EnvTarget, iteration: int) -> LevelSet:

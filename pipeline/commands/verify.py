@@ -62,8 +62,9 @@ def register(subparsers) -> None:
                         f"{defaults.limits.call_seconds:g})")
     p.add_argument("--seed", type=SEED, default=0, help="seed of the random agents (default 0)")
     p.add_argument("--budget", type=SECONDS, default=defaults.budget_seconds, metavar="SECONDS",
-                   help="wall clock of the whole verification; past it the environment is rejected with "
-                        f"wall_clock (default {defaults.budget_seconds:g})")
+                   help="wall clock of the model-free stages; past it the environment is rejected with "
+                        f"wall_clock (default {defaults.budget_seconds:g}). The model-driven checks below are "
+                        "not counted: they are bounded by their step and call limits")
     m = p.add_argument_group("model-driven checks (after the model-free stages; need a provider)")
     m.add_argument("--agent-models", metavar="WEAK,STRONG",
                    help="the differential test: reject when the weaker model's ReAct agent scores at least as high "

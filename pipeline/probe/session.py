@@ -79,7 +79,7 @@ class Session:
 def open_env(env_dir: str, skin: str | None) -> Context:
     """The env's context, or a UserError saying what is missing (folder, levels, skin)."""
     try:
-        ctx = Context.open(env_dir, Options())
+        ctx = Context.open(env_dir, Options(budget_seconds=None))  # probe has no --budget
     except Rejected as e:
         raise UserError(e.reason) from None
     if not ctx.env.all_levels():

@@ -39,9 +39,10 @@ class Options:
     write: bool = False  # write verification.json, manifest.json and level_max_rewards.json into the folder
     workers: int = field(default_factory=lambda: min(2, os.cpu_count() or 1))  # searches at once
     seed: int = 0
-    # Wall clock of the whole verification: an env answering every call just inside its limit
-    # would otherwise stretch it for hours. Past it, each stage's next call fails (wall_clock).
-    budget_seconds: float = 3600.0
+    # Wall clock of the model-free stages: an env answering every call just inside its limit
+    # would otherwise stretch them for hours. Past it, each stage's next call fails (wall_clock).
+    # None or 0: no deadline (learn's level making, the probes: they have no --budget to name).
+    budget_seconds: float | None = 3600.0
     # Each call has its wall-clock limit (searches: their own budget plus a margin); the CPU
     # limit only stops a runaway worker and must not cut a stage's searches short.
     limits: Limits = field(default_factory=lambda: Limits(call_seconds=10.0, cpu_seconds=3600))
@@ -69,8 +70,8 @@ class Context:
         except LocatedError as e:
             raise Rejected(str(e)) from None
         budget = options.budget_seconds
-        ctx = cls(spec, options, read_claims(spec),
-                  (time.monotonic() + budget, f"verify's budget of {budget:g}s ran out (--budget)"))
+        deadline = (time.monotonic() + budget, f"verify's budget of {budget:g}s ran out (--budget)") if budget else None
+        ctx = cls(spec, options, read_claims(spec), deadline)
         if not ctx.space:
             raise Rejected(f"{layout.CONFIG}: expected at least one action under transition.actions, found none")
         return ctx
