@@ -178,3 +178,29 @@ def test_on_a_level_an_untyped_parameter_takes_the_values_the_level_holds_under_
     assert on_level.invalid_reason({"action": "accuse", "params": {"time_index": 3, "perpetrator": "x",
                                                                    "action": "y"}}) is None  # still a guess
     assert not on_level.complete()
+
+
+def test_a_search_takes_at_most_max_combinations_of_one_action_the_same_each_time_and_says_it_sampled():
+    from pipeline.envfolder.actions import MAX_COMBINATIONS, ActionSpace
+
+    digits = {"type": "integer", "range": [0, 9]}
+    config = {"transition": {"actions": [
+        {"name": "dial", "params": [{"name": n, **digits} for n in ("a", "b", "c")]},  # 1,000 combinations
+        {"name": "move", "params": [{"name": "dx", "type": "integer", "range": [-1, 1]},
+                                    {"name": "dy", "type": "integer", "range": [-1, 1]}]}]}}
+    space = ActionSpace.from_config(config)
+    dials = [c["params"] for c in space.candidates() if c["action"] == "dial"]
+    assert len(dials) == MAX_COMBINATIONS == 256
+    assert len({tuple(d.values()) for d in dials}) == MAX_COMBINATIONS  # no repeats
+    assert {d["a"] for d in dials} == set(range(10))  # spread over the whole product, not its first corner
+    assert dials[0] == {"a": 0, "b": 0, "c": 0} and dials == [c["params"] for c in space.candidates()
+                                                              if c["action"] == "dial"]  # deterministic
+    assert len([c for c in space.candidates() if c["action"] == "move"]) == 9  # a small product stays whole
+    assert not space.complete()  # a search over a sample is not exhaustive: its max is a lower bound
+    assert ActionSpace.from_config({"transition": {"actions": config["transition"]["actions"][1:]}}).complete()
+
+    untyped = {"transition": {"actions": [{"name": "give", "params": ["giver", "receiver", "item"]}]}}
+    level = {"giver": [f"g{i}" for i in range(32)], "receiver": [f"r{i}" for i in range(32)],
+             "item": [f"i{i}" for i in range(32)]}
+    on_level = ActionSpace.from_config(untyped).for_state(level)
+    assert len(on_level.candidates()) == MAX_COMBINATIONS  # not 32,768 per search node

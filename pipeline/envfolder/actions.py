@@ -23,6 +23,9 @@ from pipeline.envfolder import evidence
 DECLARED = "config.yaml"
 NO_EVIDENCE = "none (one sampled value)"
 SMALL_RANGE = 20  # an integer range this wide or narrower is enumerated whole for search
+# At most this many parameter combinations of one action go into a search: values multiply across
+# parameters (three of 32 values each would be 32,768 actions per node, all sent in each request).
+MAX_COMBINATIONS = 256
 _JSON_TYPES = {"string": str, "integer": int, "number": (int, float), "boolean": bool, "array": list, "object": dict}
 
 
@@ -154,13 +157,13 @@ class ActionSpace:
     def candidates(self) -> list[dict]:
         """Every action with every combination of its parameters' values (an integer range of at
         most 20 values whole, a wider or real one by its ends and middle; a parameter with no
-        known domain, one sampled value)."""
+        known domain, one sampled value); past MAX_COMBINATIONS for one action, that many spread
+        evenly over them, the same each time (complete() is then False)."""
         out = []
         for action in self.actions:
-            combos: list[dict] = [{}]
-            for p in action.params:
-                combos = [{**c, p.name: v} for c in combos for v in _candidate_values(p)]
-            out += [{"action": action.name, "params": c} for c in combos]
+            values = [_candidate_values(p) for p in action.params]
+            out += [{"action": action.name, "params": dict(zip((p.name for p in action.params), combo))}
+                    for combo in _combinations(values)]
         return out
 
     def complete(self) -> bool:
@@ -169,6 +172,8 @@ class ActionSpace:
         range of at most SMALL_RANGE values). Only then can a search that runs out of states
         prove a level unsolvable."""
         for action in self.actions:
+            if _count([_candidate_values(p) for p in action.params]) > MAX_COMBINATIONS:
+                return False  # candidates() took a sample
             for p in action.params:
                 if self.sources.get((action.name, p.name)) != DECLARED:
                     return False
@@ -291,6 +296,26 @@ def _sample_value(param: Param, rng: random.Random) -> Any:
             return rng.uniform(lo, hi)
         return rng.randint(int(lo), int(hi))
     return {"number": rng.uniform(0, 5), "boolean": rng.random() < 0.5, "string": "a"}.get(param.type or "", rng.randint(0, 5))
+
+
+def _count(values: list[list]) -> int:
+    total = 1
+    for v in values:
+        total *= len(v)
+    return total
+
+
+def _combinations(values: list[list]) -> Iterable[tuple]:
+    """Every combination of one value per list, or MAX_COMBINATIONS of them at even strides over
+    their product (the combination at index i read as a mixed-radix number): deterministic."""
+    total = _count(values)
+    for index in range(total) if total <= MAX_COMBINATIONS else (i * total // MAX_COMBINATIONS
+                                                                  for i in range(MAX_COMBINATIONS)):
+        combo = []
+        for v in reversed(values):
+            index, digit = divmod(index, len(v))
+            combo.append(v[digit])
+        yield tuple(reversed(combo))
 
 
 def _candidate_values(p: Param) -> list:
