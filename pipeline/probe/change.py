@@ -40,7 +40,7 @@ class ChangeOptions:
 
 def make_change(session: Session, n: int, options: ChangeOptions = ChangeOptions()) -> list[ChangeItem]:
     ctx, rng = session.ctx, session.rng
-    swaps_and_states = _swaps(ctx.candidates) + _state_constants(session)
+    swaps_and_states = _swaps(ctx.space.candidates()) + _state_constants(session)
     configs = _config_constants(ctx.config)
     rng.shuffle(swaps_and_states)
     rng.shuffle(configs)
@@ -142,7 +142,7 @@ def _sequence(session: Session, mutation: dict, length: int) -> list[dict]:
     swap = (mutation.get("spec") or {}).get("swap")
     if not swap:
         return session.random_actions(length)
-    others = [c for c in session.ctx.candidates if c not in swap]
+    others = [c for c in session.ctx.space.candidates() if c not in swap]
     quiet = session.rng.randint(0, length // 2) if others else 0
     return session.random_actions(quiet, others) + session.random_actions(length - quiet)
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
+from pipeline import planner
 from pipeline.probe.items import PlanItem, Start
 from pipeline.probe.session import Session
 from pipeline.probe.variant_env import meets
@@ -66,7 +67,8 @@ def _one(session: Session, goal_worker, number: int, o: PlanOptions, seen: set[s
 
     select(goal_worker, {"goal": target})
     goal_worker.reset(start.level, start.seed)
-    found = goal_worker.search(ctx.candidates, ctx.max_steps, o.search_nodes, o.search_seconds, stop_at=1.0)
+    choices = planner.candidates(ctx.space, goal_worker)
+    found = goal_worker.search(choices, ctx.max_steps, o.search_nodes, o.search_seconds, stop_at=1.0)
     if found.best_reward < 1.0:
         session.drop("the planner did not reach the target within its budget")
         return None
@@ -81,7 +83,7 @@ def _one(session: Session, goal_worker, number: int, o: PlanOptions, seen: set[s
     return PlanItem(**session.item_fields("plan", number, start), observation=first.observation,
                     target=target, target_text=describe_target(target), target_observation=walk[-1].observation,
                     max_length=ctx.max_steps, planner_length=len(found.witness), planner_plan=found.witness,
-                    action_choices=ctx.candidates, random_success=wins / o.random_samples,
+                    action_choices=choices, random_success=wins / o.random_samples,
                     random_samples=o.random_samples)
 
 

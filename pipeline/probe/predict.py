@@ -101,10 +101,11 @@ def _one(session: Session, number: int, k: int, o: PredictOptions) -> PredictIte
 
 def _other_actions(session: Session, actions: list[dict], whole: bool) -> list[dict]:
     """Counterfactual actions: a new random sequence, or the same with one action replaced."""
-    if whole or len(session.ctx.candidates) < 2:
+    choices = session.ctx.space.candidates()
+    if whole or len(choices) < 2:
         return session.random_actions(len(actions))
     position = session.rng.randrange(len(actions))
-    others = [c for c in session.ctx.candidates if c != actions[position]]
+    others = [c for c in choices if c != actions[position]]
     return actions[:position] + [session.rng.choice(others)] + actions[position + 1:]
 
 

@@ -37,7 +37,7 @@ class Session:
         self.dropped[reason] = self.dropped.get(reason, 0) + 1
 
     def random_actions(self, count: int, choices: list[dict] | None = None) -> list[dict]:
-        return [self.rng.choice(choices or self.ctx.candidates) for _ in range(count)]
+        return [self.rng.choice(choices or self.ctx.space.candidates()) for _ in range(count)]
 
     def begin(self, start: Start, worker: EnvClient | None = None) -> Observation | None:
         """Reset to `start` and play its prefix: the last reply (its observation), or None when the

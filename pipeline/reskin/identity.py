@@ -12,7 +12,7 @@ from __future__ import annotations
 import random
 from dataclasses import asdict, dataclass, field
 
-from pipeline import layout
+from pipeline import layout, planner
 from pipeline.sandbox import Limits, SandboxFailure
 from pipeline.sandbox.client import EnvClient
 from pipeline.verify.context import Context
@@ -68,7 +68,7 @@ def check_identity(ctx: Context, skin: str, random_sequences: int = 2, seed: int
                 base.reset(level, seed)
                 # Any rewarding sequence will do here, so equal states at different steps are merged
                 # (a deep witness is found in a fraction of the nodes); it is replayed step by step below.
-                witness = base.search(ctx.candidates, ctx.max_steps, planner_nodes, planner_seconds,
+                witness = base.search(planner.candidates(ctx.space, base), ctx.max_steps, planner_nodes, planner_seconds,
                                       time_in_key=False, stop_at=bounds.get(layout.level_key(level))).witness
                 plans = ([witness] if witness else []) + [
                     [ctx.space.sample(rng, invalid_rate) for _ in range(ctx.max_steps)]

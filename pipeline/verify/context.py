@@ -81,10 +81,6 @@ class Context:
         return self.spec.actions
 
     @property
-    def candidates(self) -> list[dict]:
-        return self.space.candidates()
-
-    @property
     def candidates_complete(self) -> bool:
         """Whether the search's candidate actions are the whole action space (ActionSpace.complete).
         Only then can a search that runs out of states be called exhaustive."""
