@@ -183,3 +183,27 @@ def test_untyped_parameter_values_come_from_the_level_the_search_plays(tmp_path)
     assert result.returncode == 0, result.stderr
     episodes = [json.loads(line) for line in (out / "episodes.jsonl").read_text().splitlines()]
     assert [(e["total_reward"], e["steps"]) for e in episodes] == [(1.0, 1)] * 3  # says each level's word at once
+
+
+def test_reskins_identity_search_takes_untyped_parameter_values_from_the_level_too(tmp_path):
+    """The same password env: reskin's identity check plays its planner's witness (the level's word,
+    found through planner.candidates) besides its random sequences, on every level."""
+    import re
+
+    config = json.loads(json.dumps(CONFIG))
+    config["transition"]["actions"] = [{"name": "say", "description": "Say a word.", "params": ["word"]}]
+    config["state_template"] = {"secret_word": "amber", "said": None}
+    config["termination"] = {"max_steps": 4}
+    config["observation"]["expose"] = ["said", "t"]
+    levels = {f"levels/level_0{i + 1}.yaml": {"secret_word": w, "said": None}
+              for i, w in enumerate(["amber", "birch", "cedar"])}
+    env = write_env(tmp_path / "password", config=config, levels=levels, replace={"env_main.py": PASSWORD_ENV})
+    (env / "skins").mkdir()
+    (env / "skins" / "loud.py").write_text("def render(omega, env):\n    return env.base_render(omega).upper()\n")
+    result = subprocess.run([sys.executable, "-m", "pipeline.cli", "reskin", str(env), "--check", "loud"],
+                            capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stdout + result.stderr
+    found = re.search(r"dynamics identical on (\d+) levels \((\d+) action sequences", result.stdout)
+    assert found, result.stdout
+    levels_played, sequences = map(int, found.groups())
+    assert sequences == 3 * levels_played  # a planner witness and the two random sequences on each level
