@@ -156,10 +156,9 @@ class Password(SkinEnv):
 '''
 
 
-def test_untyped_parameter_values_come_from_the_level_the_search_plays(tmp_path):
-    """`say(word)` with no domain anywhere but the level (`secret_word: amber`): the planner's
-    candidates are the one action space on the level's state, so it says the level's word, scores
-    the max, and reliability measures the reward instead of calling itself inconclusive."""
+
+def _password_env(tmp_path, replace: dict):
+    """`say(word)` whose word has no domain but each level's `secret_word`; three levels."""
     config = json.loads(json.dumps(CONFIG))
     config["transition"]["actions"] = [{"name": "say", "description": "Say a word.", "params": ["word"]}]
     config["state_template"] = {"secret_word": "amber", "said": None}
@@ -167,10 +166,17 @@ def test_untyped_parameter_values_come_from_the_level_the_search_plays(tmp_path)
     config["observation"]["expose"] = ["said", "t"]
     levels = {f"levels/level_0{i + 1}.yaml": {"secret_word": w, "said": None}
               for i, w in enumerate(["amber", "birch", "cedar"])}
+    return write_env(tmp_path / "password", config=config, levels=levels,
+                     replace={"env_main.py": PASSWORD_ENV, **replace})
+
+
+def test_untyped_parameter_values_come_from_the_level_the_search_plays(tmp_path):
+    """`say(word)` with no domain anywhere but the level (`secret_word: amber`): the planner's
+    candidates are the one action space on the level's state, so it says the level's word, scores
+    the max, and reliability measures the reward instead of calling itself inconclusive."""
     generator = "def generate_level(seed, config):\n    return {'secret_word': 'word%d' % seed, 'said': None}\n"
-    env = write_env(tmp_path / "password", config=config, levels=levels,
-                    replace={"env_main.py": PASSWORD_ENV, "env_generate.py": generator,
-                             "env_validator.py": "def validate_level(state):\n    return True, []\n"})
+    env = _password_env(tmp_path, {"env_generate.py": generator,
+                                   "env_validator.py": "def validate_level(state):\n    return True, []\n"})
     report = json.loads(verify(env, "--json").stdout)
     assert report["accepted"] is True, report["reason"]
     assert "(reliability: planner 1.000 vs random 0.000 of the max" in report["reason"], report["reason"]
@@ -190,14 +196,7 @@ def test_reskins_identity_search_takes_untyped_parameter_values_from_the_level_t
     found through planner.candidates) besides its random sequences, on every level."""
     import re
 
-    config = json.loads(json.dumps(CONFIG))
-    config["transition"]["actions"] = [{"name": "say", "description": "Say a word.", "params": ["word"]}]
-    config["state_template"] = {"secret_word": "amber", "said": None}
-    config["termination"] = {"max_steps": 4}
-    config["observation"]["expose"] = ["said", "t"]
-    levels = {f"levels/level_0{i + 1}.yaml": {"secret_word": w, "said": None}
-              for i, w in enumerate(["amber", "birch", "cedar"])}
-    env = write_env(tmp_path / "password", config=config, levels=levels, replace={"env_main.py": PASSWORD_ENV})
+    env = _password_env(tmp_path, {})
     (env / "skins").mkdir()
     (env / "skins" / "loud.py").write_text("def render(omega, env):\n    return env.base_render(omega).upper()\n")
     result = subprocess.run([sys.executable, "-m", "pipeline.cli", "reskin", str(env), "--check", "loud"],
