@@ -4,7 +4,14 @@
 Each request takes the next step of `server.script` (or `server.rule(n)` when set, n counting
 from 1), falling back to `Reply("ok")`. A step is a `Reply` (text, tool calls, usage, optional
 delay) or a `Fault` (an HTTP error status with headers, a dropped connection, invalid JSON).
-The server records every request body and how many were in flight at most.
+The server records every request body, its size in bytes, the bytes it answered with, and how
+many requests were in flight at most.
+
+It also misbehaves on demand, as a buggy provider or a runaway model does: a `Reply` whose
+`usage` is a dict sends those numbers as they are (negative, NaN, strings, more cached tokens than
+prompt tokens) under each wire's own field names, and `usage=None` sends no usage at all;
+`forged_usage(kind)` makes the usage of each kind in `USAGE_FORGERIES`. A reply's text may be
+tens of MB (`runaway_text`). tests/misbehaving.py drives `envforge generate` against it.
 
 Run it by hand for manual checks, e.g. a server that answers 429 to every other request:
     python tests/llm_server.py --every-other 429
@@ -24,6 +31,9 @@ ERROR_TYPES = {400: "invalid_request_error", 401: "authentication_error", 403: "
                404: "not_found_error", 429: "rate_limit_error", 500: "api_error", 529: "overloaded_error"}
 
 
+REPORTED = "reported"  # Reply.usage: the usage of input_tokens, output_tokens and cached_tokens
+
+
 @dataclass
 class Reply:
     text: str = "ok"
@@ -33,6 +43,36 @@ class Reply:
     cached_tokens: int = 0
     stop_reason: str | None = None  # None: derived (tool use or end of turn)
     delay: float = 0.0
+    # REPORTED: the three token fields above, as a provider reports them. None: the reply carries
+    # no usage. A dict {"input", "output", "cached"} (any of them; values of any JSON type, NaN
+    # included): sent as is under the wire's names (input: prompt_tokens or input_tokens, which
+    # on OpenAI include the cached ones; output: completion_tokens or output_tokens; cached:
+    # prompt_tokens_details.cached_tokens or cache_read_input_tokens); a name left out is left out.
+    usage: Any = REPORTED
+
+
+# How buggy providers and forging servers report usage (issue 22): each kind as Reply.usage.
+USAGE_FORGERIES: dict[str, Any] = {
+    "negative": {"input": -100_000_000, "output": 50, "cached": 0},
+    "nan": {"input": float("nan"), "output": float("nan"), "cached": 0},
+    "string": {"input": "1200", "output": "lots", "cached": 0},
+    "over_cached": {"input": 100, "output": 50, "cached": 10_000_000},
+    "missing": None,
+    "partial": {"output": 50},  # llama.cpp and some vLLM builds: no prompt count
+}
+
+
+def forged_usage(kind: str) -> Any:
+    """Reply.usage for one kind of `USAGE_FORGERIES` (a fresh copy)."""
+    value = USAGE_FORGERIES[kind]
+    return dict(value) if isinstance(value, dict) else value
+
+
+def runaway_text(megabytes: float, opening: str = "## Goal\n") -> str:
+    """A reply of `megabytes` MB of prose, as a model that never stops writes."""
+    line = "The model keeps writing about the environment and does not stop. "
+    size = int(megabytes * 1_000_000)
+    return (opening + line * (size // len(line) + 1))[:size]
 
 
 @dataclass
@@ -52,7 +92,8 @@ class LLMServer:
     def __init__(self) -> None:
         self.script: list[Reply | Fault] = []
         self.rule: Callable[..., Reply | Fault | None] | None = None
-        self.requests: list[dict[str, Any]] = []  # {"path", "body", "headers"}
+        self.requests: list[dict[str, Any]] = []  # {"path", "body", "headers", "bytes"}
+        self.bytes_sent = 0  # response bodies, all requests together
         self.in_flight = 0
         self.max_in_flight = 0
         self._lock = threading.Lock()
@@ -77,6 +118,15 @@ class LLMServer:
     def count(self, path_suffix: str = "") -> int:
         return sum(1 for r in self.requests if r["path"].endswith(path_suffix))
 
+    @property
+    def bytes_received(self) -> int:
+        """Request bodies, all requests together: what the client sent."""
+        return sum(r["bytes"] for r in self.requests)
+
+    @property
+    def largest_request(self) -> int:
+        return max((r["bytes"] for r in self.requests), default=0)
+
     def _take_step(self, request: dict[str, Any]) -> Reply | Fault:
         """Record `request` and choose its answer, under one lock so numbering is exact."""
         with self._lock:
@@ -92,17 +142,39 @@ class LLMServer:
             return step or Reply()
 
 
+def _usage_fields(reply: Reply) -> dict[str, Any] | None:
+    """Reply.usage in neutral names ("input" including the cached tokens), or None for no usage."""
+    if reply.usage is None:
+        return None
+    if reply.usage == REPORTED:
+        return {"input": reply.input_tokens + reply.cached_tokens, "output": reply.output_tokens,
+                "cached": reply.cached_tokens}
+    return dict(reply.usage)
+
+
 def anthropic_body(reply: Reply, model: str) -> dict:
     content: list[dict] = [{"type": "text", "text": reply.text}] if reply.text else []
     for i, (name, args) in enumerate(reply.tool_calls, start=1):
         content.append({"type": "tool_use", "id": f"toolu_{i:02d}", "name": name, "input": args})
-    return {
+    body = {
         "id": "msg_loopback", "type": "message", "role": "assistant", "model": model, "content": content,
         "stop_reason": reply.stop_reason or ("tool_use" if reply.tool_calls else "end_turn"),
         "stop_sequence": None,
-        "usage": {"input_tokens": reply.input_tokens, "output_tokens": reply.output_tokens,
-                  "cache_read_input_tokens": reply.cached_tokens, "cache_creation_input_tokens": 0},
     }
+    fields = _usage_fields(reply)
+    if fields is not None:
+        usage: dict[str, Any] = {}
+        if "input" in fields:  # Anthropic's input_tokens exclude the cache reads
+            cached = fields.get("cached", 0)
+            reported = reply.usage == REPORTED and isinstance(cached, int)
+            usage["input_tokens"] = fields["input"] - cached if reported else fields["input"]
+        if "output" in fields:
+            usage["output_tokens"] = fields["output"]
+        if "cached" in fields:
+            usage["cache_read_input_tokens"] = fields["cached"]
+            usage["cache_creation_input_tokens"] = 0
+        body["usage"] = usage
+    return body
 
 
 def openai_body(reply: Reply, model: str) -> dict:
@@ -113,14 +185,23 @@ def openai_body(reply: Reply, model: str) -> dict:
             for i, (name, args) in enumerate(reply.tool_calls, start=1)
         ]
     finish = reply.stop_reason or ("tool_calls" if reply.tool_calls else "stop")
-    return {
+    body = {
         "id": "chatcmpl-loopback", "object": "chat.completion", "created": 0, "model": model,
         "choices": [{"index": 0, "message": message, "finish_reason": finish}],
-        "usage": {"prompt_tokens": reply.input_tokens + reply.cached_tokens,
-                  "completion_tokens": reply.output_tokens,
-                  "total_tokens": reply.input_tokens + reply.cached_tokens + reply.output_tokens,
-                  "prompt_tokens_details": {"cached_tokens": reply.cached_tokens}},
     }
+    fields = _usage_fields(reply)
+    if fields is not None:
+        usage: dict[str, Any] = {}
+        if "input" in fields:
+            usage["prompt_tokens"] = fields["input"]
+        if "output" in fields:
+            usage["completion_tokens"] = fields["output"]
+        if reply.usage == REPORTED:
+            usage["total_tokens"] = fields["input"] + fields["output"]
+        if "cached" in fields:
+            usage["prompt_tokens_details"] = {"cached_tokens": fields["cached"]}
+        body["usage"] = usage
+    return body
 
 
 def _handler_for(server: LLMServer) -> type[BaseHTTPRequestHandler]:
@@ -136,7 +217,8 @@ def _handler_for(server: LLMServer) -> type[BaseHTTPRequestHandler]:
         def do_POST(self) -> None:
             length = int(self.headers.get("content-length") or 0)
             body = json.loads(self.rfile.read(length) or b"{}")
-            step = server._take_step({"path": self.path, "body": body, "headers": dict(self.headers)})
+            step = server._take_step({"path": self.path, "body": body, "headers": dict(self.headers),
+                                      "bytes": length})
             try:
                 time.sleep(step.delay)
                 self._answer(step, body.get("model", ""))
@@ -171,6 +253,8 @@ def _handler_for(server: LLMServer) -> type[BaseHTTPRequestHandler]:
                 self.send_header(k, v)
             self.end_headers()
             self.wfile.write(data)
+            with server._lock:
+                server.bytes_sent += len(data)
 
     return Handler
 
