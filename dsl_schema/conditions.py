@@ -29,6 +29,8 @@ import operator
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Mapping
 
+from dsl_schema.pyparse import parse
+
 MAX_LENGTH = 1000
 
 LITERAL_NAMES = {"true": True, "false": False, "null": None, "True": True, "False": False, "None": None}
@@ -118,7 +120,7 @@ def parse_condition(text: Any) -> Any:
         raise ConditionSyntaxError(f"a condition of {len(text)} characters (limit {MAX_LENGTH})")
     source = text.strip()
     try:
-        tree = ast.parse(source, mode="eval")
+        tree = parse(source, mode="eval")
         return _convert(tree.body)
     except SyntaxError as exc:
         raise ConditionSyntaxError(exc.msg or "invalid syntax", exc.offset) from None

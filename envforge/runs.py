@@ -72,6 +72,12 @@ class Generation:
         """name -> {"stage", "reason"}"""
         return self.summary["rejected"]
 
+    @property
+    def errors(self) -> dict[str, dict]:
+        """name -> {"stage", "reason"}: themes that ended in an error (an infrastructure fault, not a
+        verdict on the environment); neither accepted nor rejected, and left out of Table 2."""
+        return self.summary["errors"]
+
 
 async def generate_async(themes: str | Path, out: str | Path, **options: Any) -> Generation:
     """Turn a themes file into environments under `out`, as `envforge generate` does. `options`

@@ -210,3 +210,44 @@ def test_a_huge_concurrency_is_capped_by_the_work_not_an_error(tmp_path):
                     "--concurrency", "10000", "--out", "ev", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert len((tmp_path / "ev" / "episodes.jsonl").read_text().splitlines()) == 2
+
+
+# -- the themes file (issue 22 item 6, issue 23 item 6) --
+
+def test_a_theme_given_twice_is_run_once_with_a_warning_and_not_counted_twice(tmp_path):
+    """A repeated line used to be rejected at input, a rejection counted in every Table 2 column."""
+    lines = THEMES.read_text().splitlines()
+    first = next(ln for ln in lines if ln.strip() and not ln.startswith("#"))
+    (tmp_path / "themes.txt").write_text("\n".join(lines + ["  " + first.upper().replace(" ", "  ")]) + "\n")
+    done = envforge("generate", "--themes", "themes.txt", "--provider", "replay", "--out", "run",
+                    "--pause-after", "design", "--json", cwd=tmp_path)
+    import json
+
+    summary = json.loads(done.stdout)
+    assert done.returncode == 0, done.stderr
+    where = f"themes.txt:{lines.index(first) + 1}"
+    assert f"envforge: warning: themes.txt:{len(lines) + 1}: the same theme as {where}; merged with it (run and " \
+           f"counted once)" in done.stderr
+    assert (summary["themes"], len(summary["paused"]), summary["rejected"], summary["errors"]) == (3, 3, {}, {})
+
+
+def test_a_yaml_alias_bomb_in_a_themes_file_is_refused_without_using_the_memory(tmp_path):
+    """616 bytes that expand to 9^9 strings: read with the bounded loader, under a 1 GB address
+    space cap that the unbounded loader would need many times over."""
+    (tmp_path / "bomb.yaml").write_text(_alias_bomb())
+    limit = "import resource; resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))"
+    done = subprocess.run([sys.executable, "-c", f"{limit}; import sys; from pipeline.cli import main; "
+                           f"sys.exit(main(sys.argv[1:]))", "generate", "--themes", "bomb.yaml", "--provider",
+                           "replay", "--out", "run"], cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 2, done.stderr
+    assert "bomb.yaml:" in done.stderr and "nodes once aliases are expanded, found more (an alias bomb?)" in done.stderr
+    assert "Traceback" not in done.stderr and "MemoryError" not in done.stderr
+    assert not (tmp_path / "run").exists()
+
+
+def _alias_bomb() -> str:
+    """A YAML list whose first entry holds nine lists of nine aliases of the one before, nine deep."""
+    levels = ['&a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]']
+    for prev, name in zip("abcdefgh", "bcdefghi"):
+        levels.append(f"&{name} [" + ",".join([f"*{prev}"] * 9) + "]")
+    return "- [" + ", ".join(levels) + "]\n"

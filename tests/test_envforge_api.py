@@ -85,3 +85,15 @@ def test_the_core_api_needs_no_extra_and_make_says_which_to_install():
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines() == [
         "crate_dock", "envforge.make: expected Gymnasium to be installed, found none: pip install 'envforge[gym]'"]
+
+
+def test_a_theme_that_ended_in_an_error_is_in_generation_errors(tmp_path):
+    """No recording of the theme in the replay folder: an error of the setup, neither accepted nor
+    rejected, and said so from Python."""
+    (tmp_path / "themes.txt").write_text("A maze\n")
+    (tmp_path / "recordings").mkdir()
+    run = envforge.generate(tmp_path / "themes.txt", tmp_path / "out", provider="replay",
+                            replay=tmp_path / "recordings")
+    assert (run.accepted, run.rejected) == ([], {})
+    assert list(run.errors) == ["a_maze_9c00aa"] and run.errors["a_maze_9c00aa"]["stage"] == "design"
+    assert "no recording of the theme 'A maze'" in run.errors["a_maze_9c00aa"]["reason"]

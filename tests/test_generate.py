@@ -161,20 +161,26 @@ def test_bad_themes_file_is_a_clear_error(tmp_path, content, expected):
     assert not (tmp_path / "out").exists()
 
 
-def test_duplicate_and_overlong_themes_are_rejected_at_input(tmp_path):
+def test_an_overlong_theme_is_rejected_at_input_and_an_errored_theme_is_named_beside_table_2(tmp_path):
     themes = tmp_path / "themes.txt"
     themes.write_text("A maze\nA  MAZE\n" + "x" * 10_000 + "\n")
     result = generate("--themes", str(themes), "--out", str(tmp_path / "out"), "--provider", "replay",
-                      "--replay", str(tmp_path), "--json")
-    summary = json.loads(result.stdout)
-    assert summary["rejected"]["a_maze_9c00aa_2"] == {"stage": "input",
-                                                      "reason": "duplicate of the theme at themes.txt:1"}
-    long_name = next(n for n in summary["rejected"] if n.startswith("xxx"))
-    assert summary["rejected"][long_name]["reason"] == "theme is 10000 characters long; expected at most 2000"
-    # No recording of "A maze" in this folder: an error of the setup, not a verdict on the theme (issue 16).
-    assert "a_maze_9c00aa" not in summary["rejected"] and summary["errors"]["a_maze_9c00aa"]["stage"] == "design"
-    assert "no recording of the theme 'A maze' in the replay folder" in summary["errors"]["a_maze_9c00aa"]["reason"]
+                      "--replay", str(tmp_path))
+    assert "themes.txt:2: the same theme as themes.txt:1; merged with it (run and counted once)" in result.stderr
+    assert "rejected xxxxxxxx" in result.stdout
+    assert "theme is 10000 characters long; expected at most 2000" in result.stdout
+    # No recording of "A maze" in this folder: an error of the setup, not a verdict on the theme (issue 16),
+    # and the note under Table 2 says it is left out.
+    assert "(over the 1 theme(s) judged; 1 ended in an error, not a verdict, and are left out: a_maze_9c00aa)" \
+        in result.stdout
+    assert "no recording of the theme 'A maze' in the replay folder" in result.stderr
     assert result.returncode == 2
+    again = generate("--themes", str(themes), "--out", str(tmp_path / "again"), "--provider", "replay",
+                     "--replay", str(tmp_path), "--json")
+    summary = json.loads(again.stdout)
+    assert summary["themes"] == 2 and list(summary["errors"]) == ["a_maze_9c00aa"]
+    assert summary["errors"]["a_maze_9c00aa"]["stage"] == "design"
+    assert [n[:3] for n in summary["rejected"]] == ["xxx"]
 
 
 def test_unwritable_output_folder_is_a_clear_error(tmp_path):

@@ -3,8 +3,10 @@ what a worker leaves behind is removed whatever its depth or permissions (issue 
 """
 from __future__ import annotations
 
+import json
 import os
 import re
+import shutil
 import stat
 import subprocess
 import sys
@@ -253,3 +255,31 @@ def test_every_command_says_once_what_the_copy_left_out(host: Host):
     assert done.returncode == 0, done.stderr
     assert done.stderr.splitlines() == [f"warning: {env_dir}/levels/shadow.yaml: a symbolic link (to '/etc/shadow'); "
                                         "the sandbox's copy leaves it out"]
+
+
+@pytest.mark.parametrize("subfolders, crowded_plays", [(1_500, True), (10_500, False)])
+def test_an_env_of_thousands_of_sub_folders_leaves_descriptors_for_the_next_env(tmp_path, subfolders, crowded_plays):
+    """Issue 22 item 3: the copy held a descriptor per pending sub-folder (1,500 of them exhaust the
+    common limit of 1,024) and leaked them all when it refused a folder: every later environment
+    of the run failed for something it did not do. Under `ulimit -n 1024`, the clean env plays."""
+    reference = Path(__file__).resolve().parents[1] / "generated_envs" / "reference"
+    envs = tmp_path / "envs"
+    shutil.copytree(reference / "crate_dock", envs / "a_crowded")
+    shutil.copytree(reference / "tide_pool", envs / "b_clean")
+    for i in range(subfolders):
+        (envs / "a_crowded" / f"d{i:05d}").mkdir()
+    out = tmp_path / "out"
+    done = subprocess.run(["bash", "-c", 'ulimit -n 1024 && exec "$@"', "-", *ENVFORGE, "evaluate", str(envs),
+                           "--agent", "random", "--max-levels", "2", "--runs", "1", "--concurrency", "1",
+                           "--out", str(out)], capture_output=True, text=True, timeout=600)
+    assert "Traceback" not in done.stderr, done.stderr
+    rows = [json.loads(line) for line in (out / "episodes.jsonl").read_text().splitlines()]
+    clean = [r for r in rows if r["env"] == "b_clean"]
+    assert len(clean) == 2 and all(r["stop_reason"] not in ("env_error", "agent_error") for r in clean), clean
+    crowded = {r["stop_reason"] for r in rows if r["env"] == "a_crowded"}
+    if crowded_plays:
+        assert "env_error" not in crowded and done.returncode == 0, done.stderr
+    else:
+        assert crowded == {"env_error"}
+        assert f"expected an environment folder of at most 10000 files and folders, found more" in \
+            next(r["stop_detail"] for r in rows if r["env"] == "a_crowded")

@@ -301,6 +301,10 @@ def print_summary(summary: dict, file=sys.stdout) -> None:
     print("| execution | level generation | reliability | overall |\n| --- | --- | --- | --- |", file=file)
     print(f"| {pct(rates['execution'])} | {pct(rates['level generation'])} | {pct(rates['reliability'])} | "
           f"{pct(rates['overall'])} |", file=file)
+    judged = len(summary["accepted"]) + len(summary["rejected"])
+    errors = summary["errors"]
+    print(f"(over the {judged} theme(s) judged" + (f"; {len(errors)} ended in an error, not a verdict, and are left "
+          f"out: {', '.join(errors)}" if errors else "") + ")", file=file)
     for name, r in summary["rejected"].items():
         print(f"  rejected {name} at {r['stage']}: {r['reason']}", file=file)
     for name in summary["paused"]:

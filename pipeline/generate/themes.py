@@ -1,20 +1,23 @@
 """Reading a themes file: one theme per line, or a YAML list with optional fields.
 
-File-level problems (missing, undecodable, empty) stop the command with a UserError;
-theme-level problems (too long, a duplicate) become that theme's rejection at stage "input".
+File-level problems (missing, too big, undecodable, empty, YAML beyond the bounded loader's
+limits) stop the command with a UserError; a theme too long becomes that theme's rejection at
+stage "input". A theme given twice (the same words, whatever the case and spacing) is one
+theme: the repeat is dropped with a warning, so it is neither run twice nor counted twice.
 """
 from __future__ import annotations
 
 import hashlib
 import re
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import yaml
-
-from pipeline.errors import UserError
+from pipeline.envfolder import safe_io
+from pipeline.errors import LocatedError, UserError
 
 MAX_THEME_CHARS = 2000
+MAX_FILE_BYTES = 10_000_000
 HASH_CHARS = 6
 _FIELDS = {"theme", "name", "tags", "notes"}
 
@@ -37,7 +40,10 @@ def load_themes(path: str | Path) -> list[Theme]:
     if not path.is_file():
         raise UserError(f"--themes {path}: expected a file of themes (one per line, or a YAML list), found "
                         + ("a folder" if path.is_dir() else "no such file"))
-    data = path.read_bytes()
+    with open(path, "rb") as f:
+        data = f.read(MAX_FILE_BYTES + 1)
+    if len(data) > MAX_FILE_BYTES:
+        raise UserError(f"--themes {path}: expected a themes file of at most {MAX_FILE_BYTES // 1_000_000} MB, found more")
     try:
         text = data.decode("utf-8").removeprefix("\ufeff")  # a byte order mark an editor wrote
     except UnicodeDecodeError as e:
@@ -63,12 +69,12 @@ def _line_items(path: Path, text: str) -> list[dict]:
 
 
 def _yaml_items(path: Path, text: str) -> list[dict]:
-    try:
-        doc = yaml.safe_load(text)
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        where = f"{path}:{mark.line + 1}" if mark else str(path)
-        raise UserError(f"{where}: expected a YAML list of themes, found invalid YAML: {getattr(e, 'problem', e)}") from None
+    try:  # bounded: nesting, integer size and alias expansion (a 616-byte alias bomb is billions of nodes)
+        doc = safe_io.parse_yaml(text, str(path))
+    except LocatedError as e:
+        p = e.problem
+        raise UserError(f"{p.file}{f':{p.line}' if p.line else ''}: expected a YAML list of themes within "
+                        f"{p.expected}, found {p.found}") from None
     if doc is None:
         return []
     if not isinstance(doc, list):
@@ -109,17 +115,19 @@ def _named(items: list[dict]) -> list[Theme]:
     themes, names, seen = [], set(), {}
     for item in items:
         text = item["theme"]
+        key = _key(text)
+        if key in seen:
+            print(f"envforge: warning: {item['where']}: the same theme as {seen[key]}; merged with it (run and "
+                  f"counted once)", file=sys.stderr)
+            continue
         base = slug(str(item["name"])) if item.get("name") else folder_name(text)
         name, n = base, 2
         while name in names:
             name, n = f"{base}_{n}", n + 1
         names.add(name)
         problem = ""
-        key = _key(text)
         if len(text) > MAX_THEME_CHARS:
             problem = f"theme is {len(text)} characters long; expected at most {MAX_THEME_CHARS}"
-        elif key in seen:
-            problem = f"duplicate of the theme at {seen[key]}"
-        seen.setdefault(key, item["where"])
+        seen[key] = item["where"]
         themes.append(Theme(name, text, item["where"], dict(item.get("tags") or {}), str(item.get("notes") or ""), problem))
     return themes

@@ -75,8 +75,9 @@ def table2(entries: list[Entry]) -> dict:
     for c in columns.values():
         c["rate"] = c["passed"] / len(finished) if finished else None
     retried = sum(e.retried_by_hand for e in entries)
-    return {"columns": columns, "finished": len(finished), "retried_by_hand": retried,
-            "unfinished": len(entries) - len(finished) - retried}
+    errored = [e.name for e in entries if e.status == "error" and not e.retried_by_hand]
+    return {"columns": columns, "finished": len(finished), "retried_by_hand": retried, "errored": errored,
+            "unfinished": len(entries) - len(finished) - retried - len(errored)}
 
 
 def evaluation_scores(folders: list[str]) -> dict[str, list[dict]]:

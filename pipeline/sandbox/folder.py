@@ -83,21 +83,36 @@ class _Copier:
         self.linked: dict[tuple[int, int], list[tuple[str, int]]] = {}
 
     def copy(self, source: str, target: str) -> None:
-        top = os.open(source, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)  # the folder the user named
-        self.owner = os.fstat(top).st_uid
-        _mkdir(target)
-        stack = [(top, "", target, 0)]
-        while stack:
-            fd, rel, out, depth = stack.pop()
-            try:
-                self._copy_dir(fd, rel, out, depth, stack)
-            finally:
+        """Depth first, holding open only the folders from the top down to the one being copied
+        (at most MAX_DEPTH + 1 descriptors, whatever the number of sub-folders); every one is
+        closed however the copy ends."""
+        path: list[int] = []  # descriptors of the folders from `source` down to the current one
+        try:
+            path.append(os.open(source, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC))  # the folder the user named
+            self.owner = os.fstat(path[0]).st_uid
+            _mkdir(target)
+            todo = [("", target, 0, self._copy_dir(path[0], "", target, 0))]
+            while todo:
+                rel, out, depth, subfolders = todo[-1]
+                if not subfolders:
+                    todo.pop()
+                    os.close(path.pop())
+                    continue
+                name = subfolders.pop()
+                path.append(os.open(name, _OPEN_DIR, dir_fd=path[-1]))
+                inner = f"{rel}{name}/"
+                todo.append((inner, os.path.join(out, name), depth + 1,
+                             self._copy_dir(path[-1], inner, os.path.join(out, name), depth + 1)))
+        finally:
+            for fd in path:
                 os.close(fd)
         self._drop_outside_links(target)
 
-    def _copy_dir(self, fd: int, rel: str, out: str, depth: int, stack: list) -> None:
+    def _copy_dir(self, fd: int, rel: str, out: str, depth: int) -> list[str]:
+        """Copy the files of the folder `fd` and make its sub-folders; their names, last first."""
         with os.scandir(fd) as entries:
             names = sorted(e.name for e in entries)
+        subfolders = []
         for name in names:
             path = f"{rel}{name}"
             st = os.stat(name, dir_fd=fd, follow_symlinks=False)
@@ -109,7 +124,7 @@ class _Copier:
                     raise SandboxFailure("load", f"expected folders at most {MAX_DEPTH} deep in an environment "
                                                  f"folder, found deeper (at {path})", op="load")
                 _mkdir(os.path.join(out, name))
-                stack.append((os.open(name, _OPEN_DIR, dir_fd=fd), path + "/", os.path.join(out, name), depth + 1))
+                subfolders.append(name)
             elif stat.S_ISLNK(st.st_mode):
                 self.dropped.append((path, f"a symbolic link (to {_link_target(fd, name)!r})"))
             elif not stat.S_ISREG(st.st_mode):
@@ -121,6 +136,7 @@ class _Copier:
                                            f"(uid {self.owner}) cannot read"))
             else:
                 self._copy_file(fd, name, path, os.path.join(out, name), st)
+        return subfolders[::-1]
 
     def _copy_file(self, fd: int, name: str, path: str, out: str, st: os.stat_result) -> None:
         self._count(path)

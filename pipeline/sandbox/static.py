@@ -10,6 +10,7 @@ import dataclasses
 from pathlib import Path
 
 from dsl_schema.problems import Problem
+from dsl_schema.pyparse import parse
 from pipeline.envfolder import safe_io
 from pipeline.errors import LocatedError
 
@@ -46,7 +47,7 @@ def scan_file(root: Path, rel: str) -> list[Problem]:
     """Problems of the Python file `rel` of the folder `root`, read through safe_io (bounded,
     never through a link); a file that cannot be read or parsed is one located problem."""
     try:
-        tree = ast.parse(safe_io.read_text(root, rel, MAX_SOURCE_BYTES, label=rel), filename=rel)
+        tree = parse(safe_io.read_text(root, rel, MAX_SOURCE_BYTES, label=rel), filename=rel)
     except LocatedError as e:
         return [dataclasses.replace(e.problem, check="static")]
     except SyntaxError as e:
@@ -130,7 +131,7 @@ def other_python_files(env_dir: Path) -> list[str]:
 
 def _local_imports(env_dir: Path, rel: str) -> list[str]:
     try:
-        tree = ast.parse(safe_io.read_text(env_dir, rel, MAX_SOURCE_BYTES))
+        tree = parse(safe_io.read_text(env_dir, rel, MAX_SOURCE_BYTES))
     except (LocatedError, SyntaxError, ValueError, RecursionError, MemoryError):
         return []
     names = []
