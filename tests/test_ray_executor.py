@@ -157,3 +157,66 @@ def test_an_episode_whose_ray_worker_dies_is_played_again_and_says_so(cluster, t
     retried = [r for r in rows if r["executor_retries"]]
     assert len(retried) == 1, "the episode of the lost worker does not say it was played again"
     assert "was lost during" in retried[0]["executor_retries"][0]
+
+
+CLUSTER_PROCESSES = r'''
+import json, os, sys
+from pipeline.sandbox import executor, remote
+
+executor.use("ray")  # as `--executor ray` without an address: a new local cluster
+worker = executor.open_worker(sys.argv[1])  # a sandbox actor, so that a Ray worker process runs too
+
+
+def children(pid):
+    kids = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                stat = open(f"/proc/{entry}/stat").read()
+            except OSError:
+                continue
+            if int(stat.rpartition(")")[2].split()[1]) == pid:
+                kids.append(int(entry))
+    return kids
+
+
+found, todo = [], children(os.getpid())
+while todo:
+    pid = todo.pop()
+    todo += children(pid)
+    try:
+        environ = open(f"/proc/{pid}/environ", "rb").read().split(b"\0")
+        name = open(f"/proc/{pid}/cmdline", "rb").read().split(b"\0")[0].decode()
+    except OSError:
+        continue
+    found.append({"pid": pid, "name": os.path.basename(name),
+                  "variables": sorted(v.partition(b"=")[0].decode() for v in environ if v),
+                  "leaks": [v.decode() for v in environ if b"sk-fake-" in v]})
+token = os.environ.get("RAY_AUTH_TOKEN_PATH")
+print(json.dumps({"processes": found, "driver_has_key": "OPENAI_API_KEY" in os.environ, "token_path": token,
+                  "token": oct(os.stat(token).st_mode & 0o777) if token else None,
+                  "token_folder": oct(os.stat(os.path.dirname(token)).st_mode & 0o777) if token else None}))
+worker.close()
+'''
+
+
+def test_the_local_cluster_envforge_starts_sees_no_api_key_and_keeps_its_token_private(tmp_path):
+    """Issue 21: the processes of the cluster `--executor ray` starts (GCS, raylet, agents, workers)
+    get a scrubbed environment; its token file is 0600 in a private folder, removed at exit."""
+    (tmp_path / ".env").write_text("ANTHROPIC_API_KEY=sk-fake-dotenv\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_")}
+    env.update(RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER="0", OPENAI_API_KEY="sk-fake-openai", HF_TOKEN="sk-fake-hf",
+               MY_SERVICE_SECRET="sk-fake-secret", RAY_AUTH_TOKEN="sk-fake-ray-token", PYTHONPATH=str(ROOT))
+    done = subprocess.run([sys.executable, "-c", CLUSTER_PROCESSES, str(REFERENCE / "crate_dock")], cwd=tmp_path,
+                          env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    seen = json.loads(done.stdout.strip().splitlines()[-1])
+    assert seen["driver_has_key"]  # the keys stay in the driver
+    names = {p["name"] for p in seen["processes"]}
+    assert {"gcs_server", "raylet"} <= names, names
+    assert any(n.startswith("ray::") for n in names), names  # a Ray worker process (the sandbox actor's)
+    assert [p for p in seen["processes"] if p["leaks"]] == []
+    assert not any(v.endswith(("_API_KEY", "_TOKEN", "_SECRET")) for p in seen["processes"] for v in p["variables"])
+    assert (seen["token"], seen["token_folder"]) == ("0o600", "0o700")
+    assert "Token authentication is enabled" not in done.stderr  # envforge set it: no warning to the user
+    assert not Path(seen["token_path"]).parent.exists()  # removed when the driver ended

@@ -34,6 +34,11 @@ _PASS_THROUGH = ("LANG", "LC_ALL", "TZ", "OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE"
 _SECRET_MARKERS = ("KEY", "TOKEN", "SECRET", "PASSWORD", "CREDENTIAL")
 
 
+def secret_looking(name: str) -> bool:
+    """A variable whose name says it may hold a secret (an API key, a token, a password)."""
+    return any(marker in name.upper() for marker in _SECRET_MARKERS)
+
+
 def worker_environment(home: str) -> dict[str, str]:
     env = {
         "PATH": "/usr/local/bin:/usr/bin:/bin",
@@ -49,4 +54,4 @@ def worker_environment(home: str) -> dict[str, str]:
     for name in _PASS_THROUGH:
         if name in os.environ:
             env[name] = os.environ[name]
-    return {k: v for k, v in env.items() if not any(m in k.upper() for m in _SECRET_MARKERS)}
+    return {k: v for k, v in env.items() if not secret_looking(k)}

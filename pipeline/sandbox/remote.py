@@ -15,6 +15,7 @@ command asks for the Ray executor.
 from __future__ import annotations
 
 import io
+import logging
 import os
 import tarfile
 import threading
@@ -107,16 +108,113 @@ def connect(address: str | None) -> dict:
         raise UserError("--executor ray: expected the Ray extra to be installed (pip install 'envforge[ray]'), "
                         "found no module named 'ray'") from None
     if not ray.is_initialized():
-        _reachable(address)
-        try:
-            # Nodes ship the environment folders themselves; the cluster needs envforge
-            # installed on every node (same version), not this checkout.
-            ray.init(address=address, include_dashboard=False, log_to_driver=False,
-                     configure_logging=False, ignore_reinit_error=True)
-        except (ConnectionError, RuntimeError, ValueError) as exc:
-            raise UserError(f"--executor ray: expected a Ray cluster at {address or 'a new local cluster'}, "
-                            f"found: {exc}") from None
+        if address is None:
+            _start_local_cluster(ray)
+        else:
+            _join(ray, address)
     return ray.cluster_resources()
+
+
+def _join(ray, address: str) -> None:
+    _reachable(address)
+    try:
+        # Nodes ship the environment folders themselves; the cluster needs envforge
+        # installed on every node (same version), not this checkout.
+        ray.init(address=address, include_dashboard=False, log_to_driver=False,
+                 configure_logging=False, ignore_reinit_error=True)
+    except (ConnectionError, RuntimeError, ValueError, ray.exceptions.RayError) as exc:
+        raise UserError(f"--executor ray: expected a Ray cluster at {address}, found: {_first_line(exc)}"
+                        f"{_token_hint(ray)}") from None
+
+
+def _first_line(exc: BaseException) -> str:
+    text = getattr(exc, "message", None) or str(exc)  # Ray's AuthenticationError: without its help text
+    return (str(text).strip().splitlines() or [type(exc).__name__])[0]
+
+
+AUTH_VARIABLES = ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH")
+
+
+def _token_hint(ray) -> str:
+    """Current Ray clusters (`ray start`, Ray 2.60 on) require token authentication, and Ray sends
+    no token to an address given explicitly unless RAY_AUTH_MODE=token: a refused connection then
+    looks like any other. Say what to set."""
+    if os.environ.get("RAY_AUTH_MODE", "").lower() == "token":
+        return ("; token authentication is on (RAY_AUTH_MODE=token): check that the token here is the "
+                "cluster's (`ray get-auth-token` on the head node prints it; put it in ~/.ray/auth_token "
+                "or a file named by RAY_AUTH_TOKEN_PATH, mode 0600, or in RAY_AUTH_TOKEN)")
+    return ("; if the cluster uses token authentication (the default of `ray start` since Ray 2.60), set "
+            "RAY_AUTH_MODE=token and give this machine the cluster's token (`ray get-auth-token` on the head "
+            "node prints it; put it in ~/.ray/auth_token or a file named by RAY_AUTH_TOKEN_PATH, mode 0600, or "
+            "in RAY_AUTH_TOKEN)")
+
+
+# What the processes of a local cluster (GCS, raylet, agents, workers) inherit from this process:
+# what Ray and Python need to run, never a secret-looking variable (API keys stay in this process).
+_CLUSTER_NAMES = ("PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LANGUAGE", "TZ", "TMPDIR", "TERM",
+                  "PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV", "CONDA_PREFIX", "LD_LIBRARY_PATH")
+_CLUSTER_PREFIXES = ("LC_", "RAY_", "OMP_", "ENVFORGE_")
+_environment_lock = threading.Lock()
+
+
+def cluster_environment(environ: dict[str, str], token_path: str | None) -> dict[str, str]:
+    """The environment of a local cluster's processes: an allowlist of `environ` without any
+    secret-looking name, and (unless the user turned authentication off) token authentication
+    with the token in `token_path`."""
+    from pipeline.sandbox.limits import secret_looking
+
+    env = {k: v for k, v in environ.items()
+           if (k in _CLUSTER_NAMES or k.startswith(_CLUSTER_PREFIXES)) and not secret_looking(k)}
+    if token_path is not None:  # Ray turns token authentication on for a new cluster itself
+        env["RAY_AUTH_TOKEN_PATH"] = token_path
+    return env
+
+
+def _start_local_cluster(ray) -> None:
+    """A cluster of this machine alone, started with a scrubbed environment (see cluster_environment)
+    and its own token and session files in a private folder (0700; the token 0600), removed when this
+    process ends. Ray's processes copy this process's environment when they start, so it is swapped
+    for the scrubbed one while they do, then restored."""
+    import atexit
+    import secrets
+    import shutil
+    import tempfile
+
+    private = tempfile.mkdtemp(prefix="envforge-ray-", dir="/tmp" if os.path.isdir("/tmp") else None)
+    token_path = None
+    if os.environ.get("RAY_AUTH_MODE", "").lower() != "disabled":
+        token_path = os.path.join(private, "auth_token")
+        fd = os.open(token_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(secrets.token_hex(32))
+
+    def remove() -> None:
+        if ray.is_initialized():
+            ray.shutdown()
+        shutil.rmtree(private, ignore_errors=True)
+
+    with _environment_lock:
+        saved = dict(os.environ)
+        os.environ.clear()
+        os.environ.update(cluster_environment(saved, token_path))
+        # Ray says it turned authentication on (envforge's choice here, stated in the README).
+        quiet = logging.getLogger("ray._private.authentication.authentication_token_setup")
+        level, quiet.level = quiet.level, logging.ERROR
+        try:
+            ray.init(include_dashboard=False, log_to_driver=False, configure_logging=False,
+                     ignore_reinit_error=True, _temp_dir=os.path.join(private, "ray"))
+        except (ConnectionError, RuntimeError, ValueError, ray.exceptions.RayError) as exc:
+            shutil.rmtree(private, ignore_errors=True)
+            raise UserError(f"--executor ray: expected a new local Ray cluster, found: {_first_line(exc)}") from None
+        finally:
+            quiet.setLevel(level)
+            mode = {k: os.environ[k] for k in ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN_PATH") if k in os.environ}
+            os.environ.clear()
+            os.environ.update(saved)
+            if token_path is not None:  # this process talks to the cluster with the cluster's token
+                os.environ.pop("RAY_AUTH_TOKEN", None)
+                os.environ.update(mode)
+    atexit.register(remove)
 
 
 def _reachable(address: str | None) -> None:
