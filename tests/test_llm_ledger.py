@@ -10,14 +10,14 @@ from pipeline.llm.ledger import Ledger, estimate_tokens
 from pipeline.llm.prices import PriceTable
 
 
-def run_calls(client, calls):
+def run_calls(client, calls, max_tokens=100):
     """calls: [(theme, stage, prompt)]; returns the responses, or the exception that ended them."""
     async def go():
         out = []
         async with client:
             for theme, stage, prompt in calls:
                 try:
-                    out.append(await client.complete([Message.user(prompt)], theme=theme, stage=stage, max_tokens=100))
+                    out.append(await client.complete([Message.user(prompt)], theme=theme, stage=stage, max_tokens=max_tokens))
                 except BudgetExceeded as exc:
                     out.append(exc)
         return out
@@ -27,8 +27,9 @@ def run_calls(client, calls):
 def test_costs_come_from_the_price_table_and_add_up_per_stage_theme_and_run(llm_server, make_llm_client):
     llm_server.rule = lambda n: Reply(input_tokens=1000, output_tokens=500)  # gpt-4o: $0.0025 + $0.0050
     client = make_llm_client(no_cache=True)
-    run_calls(client, [("maze", "design", "a"), ("maze", "dsl", "b"), ("ferry", "design", "c")])
+    run_calls(client, [("maze", "design", "a"), ("maze", "dsl", "b"), ("ferry", "design", "c")], max_tokens=1000)
     ledger = client.ledger
+    assert ledger.run.untrusted == 0
     assert ledger.run.cost_usd == pytest.approx(3 * 0.0075)
     assert ledger.by_stage["design"].cost_usd == pytest.approx(2 * 0.0075)
     assert ledger.by_theme["maze"].calls == 2 and ledger.by_theme["ferry"].usage.output_tokens == 500
@@ -103,3 +104,33 @@ def test_the_estimate_is_characters_over_four_plus_max_tokens():
     assert ledger.estimate("openai/gpt-4o", request) == pytest.approx((1000 * 2.5 + 1000 * 10) / 1e6)
     # Anthropic: the dearer cache-write rate is the worst case for input.
     assert ledger.estimate("anthropic/claude-sonnet-4-5", request) == pytest.approx((1000 * 3.75 + 1000 * 15) / 1e6)
+
+
+def test_untrusted_usage_from_any_source_never_lowers_the_spent_total():
+    """A cache entry, journal or recording holding impossible usage is untrusted like a reply."""
+    from pipeline.llm.messages import CallContext, Response, Usage
+
+    ledger = Ledger(PriceTable.load(), run_cap_usd=1.0)
+    ctx = CallContext("maze", "design")
+    request = Request("openai/gpt-4o", (Message.user("x" * 400),), max_tokens=1000)
+    held = ledger.reserve(ctx, ledger.estimate("openai/gpt-4o", request))
+    spent = [ledger.settle(ctx, "openai/gpt-4o", Response("ok", usage=Usage(input_tokens=-10**8)), "provider", 0,
+                           held, request)]
+    spent.append(ledger.settle(ctx, "openai/gpt-4o", Response("ok", usage=Usage(output_tokens=10**6)), "cache", 0,
+                               0.0, request))
+    assert spent[0] == pytest.approx(held) and spent[1] == 0.0
+    assert ledger.run.forged_usage == 2 and ledger.run.cost_usd == pytest.approx(held)
+    assert ledger.run.usage.input_tokens == 2 * 100 and ledger.run.usage.output_tokens == 2  # the size estimate
+    assert "untrusted: 2 call(s) with untrusted usage (2 forged, 0 missing)" in ledger.summary()
+
+
+@pytest.mark.parametrize("cap", [float("nan"), float("inf"), -1.0])
+def test_a_cap_that_is_not_a_finite_amount_is_refused(cap, llm_env, monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "test-key")
+    from pipeline.errors import UserError
+    from pipeline.llm import resolve
+
+    with pytest.raises(UserError, match="finite, non-negative amount of dollars"):
+        resolve(model="openai/gpt-4o", run_budget_usd=cap)
+    with pytest.raises(ValueError, match="finite number of dollars"):
+        Ledger(PriceTable.load(), theme_cap_usd=cap)

@@ -41,3 +41,87 @@ def test_the_fixture_sends_forged_usage_as_it_is_and_counts_bytes(llm_server, pa
     big = _post(llm_server, path, {"model": "m", "messages": []})
     text = big["choices"][0]["message"]["content"] if openai else big["content"][0]["text"]
     assert len(text) == 20_000_000 and llm_server.bytes_sent > 20_000_000
+
+
+# --- cost accounting fails closed (issue 22, item 1) ----------------------------------------------
+from llm_server import Fault  # noqa: E402
+from misbehaving import generate_against  # noqa: E402
+
+DESIGN = "## Goal\n" + "Walk the corridor to its far end, one room at a time. " * 8
+# The cheapest call of a generate run reserves the design stage's max_tokens (4000) of output.
+CHEAPEST = {"openai": 4000 * 0.60 / 1e6, "anthropic": 4000 * 5.00 / 1e6}
+CAP = {"openai": "0.02", "anthropic": "0.10"}
+KINDS = ["negative", "nan", "string", "over_cached", "missing"]
+
+
+@pytest.mark.parametrize("wire", ["openai", "anthropic"])
+@pytest.mark.parametrize("kind", KINDS)
+def test_untrusted_usage_is_charged_its_reservation_and_the_run_stops_at_the_cap(llm_server, tmp_path, wire, kind):
+    llm_server.rule = lambda n: Reply(DESIGN, usage=forged_usage(kind))
+    run = generate_against(llm_server, wire, tmp_path, "--budget-usd", CAP[wire])
+    summary, cap, calls = run.summary, float(CAP[wire]), llm_server.count()
+
+    assert run.returncode == 3, run.stderr[-2000:]  # run budget reached
+    assert 0 < calls <= cap / CHEAPEST[wire]  # each call counted at least its reservation
+    assert calls * CHEAPEST[wire] <= summary["cost_usd"] <= cap
+    assert summary["model_calls"]["made"] == calls and summary["model_calls"]["untrusted_usage"] == calls
+    assert summary["skipped"], "themes after the cap are not started"
+    stopped = [r for r in summary["rejected"].values() if r["reason"].startswith("budget exceeded")]
+    assert len(stopped) == 1 and stopped[0]["stage"] in ("design", "dsl")
+    expected = "missing" if kind == "missing" else "forged"
+    counts = "(0 forged, %d missing)" % calls if kind == "missing" else "(%d forged, 0 missing)" % calls
+    assert f"untrusted: {calls} call(s) with untrusted usage {counts}" in run.stderr
+    assert f"{expected} usage" in run.stderr
+    total = next(line.split() for line in run.stderr.splitlines() if line.strip().startswith("total "))
+    assert "$-" not in run.stderr and all(field.replace("/", "").replace(".", "").isdigit() for field in total[1:])
+
+
+def test_partial_usage_from_a_local_server_is_estimated_never_free(llm_server, tmp_path):
+    """vLLM, Ollama or llama.cpp may send a completion count and no prompt count."""
+    llm_server.rule = lambda n: Reply(DESIGN, usage=forged_usage("partial"))
+    run = generate_against(llm_server, "openai", tmp_path, "--budget-usd", "5", themes="A maze with keys\n")
+    calls = llm_server.count()
+    assert run.returncode == 1 and calls == 5, run.stderr[-2000:]  # design + 4 DSL attempts, all charged
+    assert run.summary["cost_usd"] >= calls * CHEAPEST["openai"]
+    assert run.summary["model_calls"]["untrusted_usage"] == calls
+    assert "missing usage: the openai reply reports no prompt_tokens" in run.stderr
+    assert f"; {calls} call(s) with untrusted usage" not in run.stdout  # --json: the summary is JSON
+
+
+@pytest.mark.parametrize("wire", ["openai", "anthropic"])
+def test_billed_replies_that_cannot_be_read_are_charged(llm_server, tmp_path, wire):
+    llm_server.rule = lambda n: Fault(kind="invalid_json")
+    run = generate_against(llm_server, wire, tmp_path, "--budget-usd", "5", themes="A maze with keys\n")
+    attempts = llm_server.count()
+    assert run.returncode == 1, run.stderr[-2000:]
+    (verdict,) = run.summary["rejected"].values()
+    assert verdict["stage"] == "design" and "model call failed" in verdict["reason"]
+    assert run.summary["model_calls"]["unusable_replies"] == attempts == 3  # the malformed-reply retries
+    assert run.summary["cost_usd"] >= attempts * CHEAPEST[wire]
+    assert f"{attempts} billed attempt(s) whose reply could not be used" in run.stderr
+
+
+# --- bounded replies (issue 22, item 2) ------------------------------------------------------------
+@pytest.mark.parametrize("wire", ["openai", "anthropic"])
+def test_a_runaway_reply_of_tens_of_mb_is_malformed_charged_and_neither_stored_nor_sent_back(llm_server, tmp_path, wire):
+    big = runaway_text(30)
+    llm_server.rule = lambda n: Reply(big, usage=None)
+    run = generate_against(llm_server, wire, tmp_path, "--budget-usd", "5", themes="A maze with keys\n")
+    attempts = llm_server.count()
+    assert run.returncode == 1, run.stderr[-2000:]
+    (verdict,) = run.summary["rejected"].values()
+    assert verdict["stage"] == "design" and "more than max_tokens 4,000 allows" in verdict["reason"]
+    assert attempts == 3 and llm_server.bytes_sent > 3 * 30_000_000  # the malformed-reply retries, then no more
+    assert llm_server.largest_request < 100_000  # the reply was never sent back to the model
+    assert run.stored_bytes() < 1_000_000, run.largest_stored()  # nor kept: not in design.md nor the journal
+    assert run.summary["model_calls"]["unusable_replies"] == attempts
+    assert run.summary["cost_usd"] >= attempts * CHEAPEST[wire]
+
+
+def test_a_reply_within_its_max_tokens_allowance_is_used(llm_server, tmp_path):
+    """The bound has a margin: a design of 4,000 tokens at up to 32 characters a token passes."""
+    llm_server.rule = lambda n: Reply(DESIGN + " " * (4000 * 32 - len(DESIGN)) if n == 1 else "not yaml: [")
+    run = generate_against(llm_server, "openai", tmp_path, themes="A maze with keys\n")
+    (verdict,) = run.summary["rejected"].values()
+    assert verdict["stage"] == "dsl", verdict  # the design was accepted; the DSL replies were nonsense
+    assert run.summary["model_calls"]["unusable_replies"] == 0

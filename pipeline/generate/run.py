@@ -226,7 +226,11 @@ class Run:
             "skipped": {o.name: o.reason for o in self.outcomes if o.status == "skipped"},
             "rates": rates,
             "model_calls": {"made": self.client.ledger.run.calls if self.client else 0,
-                            "from_journal": sum(j.served for j in self.journals)},
+                            "from_journal": sum(j.served for j in self.journals),
+                            # replies whose usage was forged or missing, and billed replies we could
+                            # not use: each was charged at least its reservation (pipeline/llm/ledger.py)
+                            "untrusted_usage": self.client.ledger.run.untrusted if self.client else 0,
+                            "unusable_replies": self.client.ledger.run.unparsed if self.client else 0},
             "cost_usd": round(cost, 6),
             "cost_per_accepted_usd": round(cost / len(accepted), 6) if accepted else None,
             "stopped": self.stopped,
@@ -314,5 +318,8 @@ def print_summary(summary: dict, file=sys.stdout) -> None:
     for name, why in summary["skipped"].items():
         print(f"  skipped {name}: {why}", file=file)
     per = summary["cost_per_accepted_usd"]
-    print(f"cost: ${summary['cost_usd']:.4f}" + (f" (${per:.4f} per accepted environment)" if per is not None else ""),
-          file=file)
+    calls = summary["model_calls"]
+    untrusted = [f"{calls['untrusted_usage']} call(s) with untrusted usage"] if calls.get("untrusted_usage") else []
+    untrusted += [f"{calls['unusable_replies']} unusable repl(ies)"] if calls.get("unusable_replies") else []
+    print(f"cost: ${summary['cost_usd']:.4f}" + (f" (${per:.4f} per accepted environment)" if per is not None else "")
+          + (f"; {' and '.join(untrusted)}, each charged at least its reservation" if untrusted else ""), file=file)

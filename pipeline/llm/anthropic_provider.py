@@ -8,7 +8,8 @@ import anthropic
 
 from pipeline.llm.errors import MalformedResponse
 from pipeline.llm import sdk
-from pipeline.llm.messages import Message, Request, Response, ToolCall, Usage
+from pipeline.llm.messages import Message, Request, Response, ToolCall
+from pipeline.llm.trust import checked_usage
 
 # Below about 1024 tokens Anthropic does not cache a prefix; 4 chars per token is our estimate.
 AUTO_CACHE_MIN_CHARS = 4096
@@ -84,8 +85,8 @@ def to_wire(messages: tuple[Message, ...]) -> tuple[list[dict], list[dict]]:
 
 def from_wire(raw: Any, model: str) -> Response:
     content = getattr(raw, "content", None)
-    if not isinstance(content, list) or getattr(raw, "usage", None) is None:
-        raise MalformedResponse(f"anthropic: response has no content list or usage: {str(raw)[:200]}")
+    if not isinstance(content, list):
+        raise MalformedResponse(f"anthropic: response has no content list: {str(raw)[:200]}")
     texts: list[str] = []
     calls: list[ToolCall] = []
     for block in content:
@@ -95,17 +96,16 @@ def from_wire(raw: Any, model: str) -> Response:
             if not isinstance(block.input, dict):
                 raise MalformedResponse(f"anthropic: tool_use {block.name!r} input is not an object")
             calls.append(ToolCall(block.id, block.name, dict(block.input)))
-    u = raw.usage
-    usage = Usage(
-        input_tokens=u.input_tokens or 0,
-        output_tokens=u.output_tokens or 0,
-        cache_read_tokens=getattr(u, "cache_read_input_tokens", None) or 0,
-        cache_write_tokens=getattr(u, "cache_creation_input_tokens", None) or 0,
-    )
+    u = getattr(raw, "usage", None)
+    names = ("input_tokens", "output_tokens", "cache_read_input_tokens", "cache_creation_input_tokens")
+    usage, problem = checked_usage("anthropic", None if u is None else {n: sdk.field(u, n) for n in names},
+                                   prompt="input_tokens", output="output_tokens",
+                                   cache_read="cache_read_input_tokens", cache_write="cache_creation_input_tokens")
     return Response(
         text="".join(texts),
         tool_calls=tuple(calls),
         stop_reason=raw.stop_reason or ("tool_use" if calls else "end_turn"),
         usage=usage,
         model=f"anthropic/{model}",
+        usage_problem=problem,
     )

@@ -1,7 +1,9 @@
 """The async facade the rest of envforge calls: `await client.complete(messages, theme=, stage=)`.
 
-One call goes: replay (if replaying) or cache lookup -> budget reservation -> concurrency slot ->
-provider with retries and a timeout -> ledger -> cache -> recording. Use one client per run and
+One call goes: replay (if replaying) or cache lookup -> retries of: budget reservation ->
+concurrency slot -> provider with a timeout -> reply checks (trust.py) -> ledger -> cache ->
+recording. Each attempt reserves its worst case; an attempt answered with a reply we cannot use
+is charged (the provider billed it), one that got no answer is released. Use one client per run and
 per event loop: its concurrency limit and its HTTP connections belong to that loop.
 """
 from __future__ import annotations
@@ -12,12 +14,13 @@ from typing import Iterable
 
 from pipeline.llm.cache import ResponseCache, cache_key
 from pipeline.llm.config import LLMConfig
-from pipeline.llm.errors import TransientError
+from pipeline.llm.errors import MalformedResponse, TransientError
 from pipeline.llm.ledger import Ledger
 from pipeline.llm.messages import CallContext, Message, Request, Response, ToolSpec
 from pipeline.llm.prices import PriceTable
 from pipeline.llm.replay import Recorder, Replayer
 from pipeline.llm.retry import call_with_retries
+from pipeline.llm.trust import check_reply_size
 
 
 def make_provider(config: LLMConfig):
@@ -77,7 +80,7 @@ class LLMClient:
 
         if self.replayer is not None:
             response = self.replayer.load(ctx, index)
-            self.ledger.settle(ctx, response.model, response.usage, "replay", 0)
+            self.ledger.settle(ctx, response.model, response, "replay", 0, request=request)
             return self._recorded(ctx, index, request, response)
 
         key = None
@@ -85,16 +88,26 @@ class LLMClient:
             key = cache_key(self._cache_identity, request.key_material(), sample)
             hit = await self.cache.get(key)
             if hit is not None:
-                self.ledger.settle(ctx, self.spec, hit.usage, "cache", 0)
+                self.ledger.settle(ctx, self.spec, hit, "cache", 0, request=request)
                 return self._recorded(ctx, index, request, hit)
 
-        held = self.ledger.reserve(ctx, self.ledger.estimate(self.spec, request))
-        try:
-            response, retries = await call_with_retries(lambda: self._attempt(request), self.config.retry)
-        except BaseException:
-            self.ledger.release(ctx, held)
-            raise
-        cost = self.ledger.settle(ctx, self.spec, response.usage, "provider", len(retries), held)
+        estimate = self.ledger.estimate(self.spec, request)
+
+        async def attempt() -> tuple[Response, float]:
+            held = self.ledger.reserve(ctx, estimate)  # BudgetExceeded: not retried, nothing held
+            try:
+                answer = await self._attempt(request)
+                check_reply_size(self.config.provider, answer, request.max_tokens)
+            except MalformedResponse as exc:
+                self.ledger.charge_unparsed(ctx, held, str(exc))  # answered, so billed
+                raise
+            except BaseException:
+                self.ledger.release(ctx, held)
+                raise
+            return answer, held
+
+        (response, held), retries = await call_with_retries(attempt, self.config.retry)
+        cost = self.ledger.settle(ctx, self.spec, response, "provider", len(retries), held, request)
         response = replace(response, retries=retries, cost_usd=cost)
         if key is not None:
             await self.cache.put(key, self._cache_identity, response)

@@ -6,6 +6,8 @@ current directory (or the file named by ENVFORGE_DOTENV), built-in defaults.
 """
 from __future__ import annotations
 
+import math
+
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -165,8 +167,8 @@ def resolve(
         max_delay=_env_float(env, "ENVFORGE_RETRY_MAX_DELAY", RetryPolicy.max_delay),
     )
     for flag, value in (("--budget-usd", run_budget_usd), ("--theme-budget-usd", theme_budget_usd)):
-        if value is not None and value < 0:
-            raise UserError(f"{flag}: expected a non-negative amount of dollars, found {value}")
+        if value is not None and not (isinstance(value, (int, float)) and math.isfinite(value) and value >= 0):
+            raise UserError(f"{flag}: expected a finite, non-negative amount of dollars, found {value!r}")
     if max_concurrency is not None and max_concurrency < 1:
         raise UserError(f"--max-concurrency: expected at least 1, found {max_concurrency}")
     if timeout is not None and timeout <= 0:

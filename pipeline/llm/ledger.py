@@ -4,9 +4,22 @@ per run, and the budget caps that stop a call before it is made.
 Budget check: before a call, its worst-case cost is *reserved* — input tokens estimated as
 characters / 4 (rounded up) priced at the dearest input rate of the model (cache writes cost
 more than plain input on Anthropic), plus `max_tokens` of output. If spent + reserved + this
-estimate would pass the run cap or the theme cap, the call is refused with `BudgetExceeded`.
-When the call returns, the reservation is replaced by the real cost; a failed call costs 0.
-Reserving makes the caps hold under concurrency too.
+estimate would pass the run cap or the theme cap (or any of them is not a finite number), the
+call is refused with `BudgetExceeded`. Each attempt of a call holds its own reservation. Reserving
+makes the caps hold under concurrency too.
+
+Settling. When a reply is used, the reservation is replaced by its cost at the usage it reports
+when that usage is trusted (trust.py: finite non-negative integers, cached <= prompt). An
+*untrusted* usage (forged: negative, NaN, a string, more cached than prompt tokens, more tokens than the request
+and max_tokens allow; or missing)
+is charged the larger of the reservation and the cost of the usage estimated from the sizes of
+the request and the reply (characters / 4), and its tokens are counted at that estimate (a
+count larger than the call could hold was never billed, so it does not overrun a cap); the
+ledger counts such calls (forged and missing apart) and keeps the first few reasons. An attempt
+that was answered but whose reply could not be used (unreadable, or larger than max_tokens
+allows) is billed by the provider: it is charged its reservation and counted as unparsed. An
+attempt that got no answer (HTTP error, timeout, dropped connection) costs 0. Every charge is
+finite and >= 0, so the spent total never decreases.
 """
 from __future__ import annotations
 
@@ -16,12 +29,14 @@ import threading
 from dataclasses import asdict, dataclass, field
 
 from pipeline.llm.errors import BudgetExceeded
-from pipeline.llm.messages import CallContext, Request, Usage
+from pipeline.llm.messages import CallContext, Request, Response, Usage
 from pipeline.llm.prices import PriceTable
+from pipeline.llm.trust import FORGED, MISSING, finite_dollars, reply_chars, untrusted_kind, usage_problem
 
 log = logging.getLogger("envforge.llm")
 CHARS_PER_TOKEN = 4
 FREE_PROVIDERS = ("replay",)
+UNTRUSTED_KEPT = 50  # reasons kept for the record; the counts cover every call
 
 
 @dataclass
@@ -32,8 +47,15 @@ class Totals:
     retries: int = 0
     usage: Usage = field(default_factory=Usage)
     cost_usd: float = 0.0
+    forged_usage: int = 0  # answered calls whose reported usage was not believable
+    missing_usage: int = 0  # answered calls that reported no usage
+    unparsed: int = 0  # billed attempts whose reply could not be used (charged their reservation)
 
-    def add(self, usage: Usage, cost: float, source: str, retries: int) -> None:
+    @property
+    def untrusted(self) -> int:
+        return self.forged_usage + self.missing_usage
+
+    def add(self, usage: Usage, cost: float, source: str, retries: int, untrusted: str = "") -> None:
         self.calls += 1
         self.from_cache += source == "cache"
         self.replayed += source == "replay"
@@ -42,6 +64,12 @@ class Totals:
         # Tokens are what the answers took, whatever their source: a replayed or cached run
         # reports the same token counts as the run that was recorded.
         self.usage = self.usage + usage
+        self.forged_usage += untrusted == FORGED
+        self.missing_usage += untrusted == MISSING
+
+    def add_unparsed(self, cost: float) -> None:
+        self.unparsed += 1
+        self.cost_usd += cost
 
 
 def estimate_tokens(request: Request) -> int:
@@ -51,10 +79,18 @@ def estimate_tokens(request: Request) -> int:
     return math.ceil(chars / CHARS_PER_TOKEN)
 
 
+def estimated_usage(request: Request | None, response: Response) -> Usage:
+    """The usage of a call that reported none we can trust: its request and reply sizes in
+    tokens (characters / 4, rounded up)."""
+    return Usage(input_tokens=estimate_tokens(request) if request is not None else 0,
+                 output_tokens=math.ceil(reply_chars(response) / CHARS_PER_TOKEN))
+
+
 def _hold_under(scope: str, cap_is: str, cap_usd: float | None, spent_usd: float, estimate_usd: float,
                 call: str) -> None:
-    """Raise BudgetExceeded when spent (or committed) plus this call's estimate would pass the cap."""
-    if cap_usd is not None and spent_usd + estimate_usd > cap_usd:
+    """Raise BudgetExceeded when spent (or committed) plus this call's estimate would pass the cap,
+    or when any of the numbers is not finite (written so that NaN refuses the call)."""
+    if cap_usd is not None and not (spent_usd + estimate_usd <= cap_usd):
         raise BudgetExceeded(
             f"budget exceeded: {cap_is} ${cap_usd:.4f}, ${spent_usd:.4f} is spent or committed, and the next "
             f"call ({call}) could cost up to ${estimate_usd:.4f}; it was not made",
@@ -65,12 +101,13 @@ class Ledger:
     def __init__(self, prices: PriceTable, run_cap_usd: float | None = None,
                  theme_cap_usd: float | None = None):
         self.prices = prices
-        self.run_cap_usd = run_cap_usd
-        self.theme_cap_usd = theme_cap_usd
+        self.run_cap_usd = None if run_cap_usd is None else finite_dollars(run_cap_usd, "run budget")
+        self.theme_cap_usd = None if theme_cap_usd is None else finite_dollars(theme_cap_usd, "theme budget")
         self.run = Totals()
         self.by_stage: dict[str, Totals] = {}
         self.by_theme: dict[str, Totals] = {}
         self.unpriced: set[str] = set()
+        self.untrusted: list[dict] = []  # the first UNTRUSTED_KEPT untrusted usages and unparsed replies
         self._reserved_run = 0.0
         self._reserved_theme: dict[str, float] = {}
         self._lock = threading.Lock()
@@ -94,10 +131,12 @@ class Ledger:
         if price is None:
             return 0.0
         dearest_input = max(price.input, price.cache_write or 0.0)
-        return (tokens_in * dearest_input + request.max_tokens * price.output) / 1_000_000
+        return finite_dollars((tokens_in * dearest_input + request.max_tokens * price.output) / 1_000_000,
+                              f"the estimate of a call to {model}")
 
     def reserve(self, ctx: CallContext, estimate_usd: float) -> float:
         """Hold `estimate_usd` against the caps or raise `BudgetExceeded`; returns the hold."""
+        estimate_usd = finite_dollars(estimate_usd, "a call's estimate")
         with self._lock:
             _hold_under("run", "the run cap is", self.run_cap_usd, self.run.cost_usd + self._reserved_run,
                         estimate_usd, f"theme {ctx.theme!r}, stage {ctx.stage!r}")
@@ -114,17 +153,47 @@ class Ledger:
             self._reserved_run -= held_usd
             self._reserved_theme[ctx.theme] = self._reserved_theme.get(ctx.theme, 0.0) - held_usd
 
-    def settle(self, ctx: CallContext, model: str, usage: Usage, source: str, retries: int,
-               held_usd: float = 0.0) -> float:
-        """Record one answered call; returns its cost in dollars."""
+    def settle(self, ctx: CallContext, model: str, response: Response, source: str, retries: int,
+               held_usd: float = 0.0, request: Request | None = None) -> float:
+        """Record one answered call; returns its cost in dollars (see the module docstring).
+        `held_usd`: the call's reservation; `request`: what was sent (sizes an untrusted usage)."""
+        problem = response.usage_problem or usage_problem(response.usage, request)
+        usage = estimated_usage(request, response) if problem else response.usage
         cost = self.cost(model, usage) if source == "provider" else 0.0
+        if problem and source == "provider":
+            cost = max(cost, held_usd)
+        cost = finite_dollars(cost, f"the cost of a call to {model}")
         with self._lock:
             self._reserved_run -= held_usd
             self._reserved_theme[ctx.theme] = self._reserved_theme.get(ctx.theme, 0.0) - held_usd
-            for totals in (self.run, self.by_stage.setdefault(ctx.stage, Totals()),
-                           self.by_theme.setdefault(ctx.theme, Totals())):
-                totals.add(usage, cost, source, retries)
+            for totals in self._totals(ctx):
+                totals.add(usage, cost, source, retries, untrusted_kind(problem))
+            if problem:
+                self._keep(ctx, problem, cost, source)
+        if problem and source == "provider":
+            log.warning("%s (theme %r, stage %r): charged $%.6f, the call's reservation or more",
+                        problem, ctx.theme, ctx.stage, cost)
         return cost
+
+    def charge_unparsed(self, ctx: CallContext, held_usd: float, why: str) -> float:
+        """An attempt the provider answered (and billed) with a reply we could not use: it costs
+        its reservation `held_usd`, which it already holds."""
+        cost = finite_dollars(held_usd, "a call's reservation")
+        with self._lock:
+            self._reserved_run -= held_usd
+            self._reserved_theme[ctx.theme] = self._reserved_theme.get(ctx.theme, 0.0) - held_usd
+            for totals in self._totals(ctx):
+                totals.add_unparsed(cost)
+            self._keep(ctx, f"unparsed reply: {why}", cost, "provider")
+        return cost
+
+    def _totals(self, ctx: CallContext) -> tuple[Totals, Totals, Totals]:
+        return self.run, self.by_stage.setdefault(ctx.stage, Totals()), self.by_theme.setdefault(ctx.theme, Totals())
+
+    def _keep(self, ctx: CallContext, problem: str, cost: float, source: str) -> None:
+        if len(self.untrusted) < UNTRUSTED_KEPT:
+            self.untrusted.append({"theme": ctx.theme, "stage": ctx.stage, "source": source,
+                                   "problem": problem[:300], "charged_usd": round(cost, 6)})
 
     def theme_cost(self, theme: str) -> float:
         totals = self.by_theme.get(theme)
@@ -139,7 +208,22 @@ class Ledger:
             "by_stage": {k: plain(v) for k, v in self.by_stage.items()},
             "by_theme": {k: plain(v) for k, v in self.by_theme.items()},
             "unpriced_models": sorted(self.unpriced),
+            "untrusted": list(self.untrusted),
         }
+
+    def untrusted_line(self) -> str:
+        """How many calls had untrusted usage or unusable replies, and what was charged for them;
+        "" when none."""
+        run = self.run
+        if not run.untrusted and not run.unparsed:
+            return ""
+        parts = []
+        if run.untrusted:
+            parts.append(f"{run.untrusted} call(s) with untrusted usage ({run.forged_usage} forged, "
+                         f"{run.missing_usage} missing), each charged at least its reservation")
+        if run.unparsed:
+            parts.append(f"{run.unparsed} billed attempt(s) whose reply could not be used, each charged its reservation")
+        return "; ".join(parts)
 
     def summary(self) -> str:
         """The cost summary every model-calling command prints at the end."""
@@ -158,6 +242,9 @@ class Ledger:
                          f"{u.output_tokens:>8} {cache:>13} {t.cost_usd:>10.6f}")
         if self.run.replayed:
             lines.append(f"  {self.run.replayed} call(s) replayed from recordings (no cost)")
+        if self.untrusted_line():
+            lines.append(f"  untrusted: {self.untrusted_line()}")
+            lines += [f"    {u['stage'] or '-'} {u['theme'] or '-'}: {u['problem'][:160]}" for u in self.untrusted[:5]]
         caps = [f"run ${self.run_cap_usd:.2f}" if self.run_cap_usd is not None else "",
                 f"theme ${self.theme_cap_usd:.2f}" if self.theme_cap_usd is not None else ""]
         if any(caps):

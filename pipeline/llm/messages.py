@@ -94,7 +94,10 @@ StopReason = str  # "end_turn" | "tool_use" | "max_tokens" | "stop_sequence" | "
 @dataclass(frozen=True)
 class Response:
     """What a call returns. `source` says where it came from: "provider", "cache" or "replay".
-    `retries` lists why earlier attempts failed (e.g. "429 rate limited"), oldest first."""
+    `retries` lists why earlier attempts failed (e.g. "429 rate limited"), oldest first.
+    `usage_problem`: "" when the reply's usage is trusted, else why not ("forged usage: ..." or
+    "missing usage: ...", trust.py); `usage` is then all zeros and the ledger charges the call
+    at least its reservation."""
 
     text: str
     tool_calls: tuple[ToolCall, ...] = ()
@@ -104,6 +107,7 @@ class Response:
     source: str = "provider"
     retries: tuple[str, ...] = ()
     cost_usd: float = 0.0
+    usage_problem: str = ""
 
     def to_message(self) -> Message:
         """The assistant turn to append to the conversation before sending tool results."""
@@ -116,6 +120,7 @@ class Response:
             "stop_reason": self.stop_reason,
             "usage": asdict(self.usage),
             "model": self.model,
+            **({"usage_problem": self.usage_problem} if self.usage_problem else {}),
         }
 
     @staticmethod
@@ -127,6 +132,7 @@ class Response:
             usage=Usage(**(data.get("usage") or {})),
             model=data.get("model") or "",
             source=source,
+            usage_problem=str(data.get("usage_problem") or ""),
         )
 
 

@@ -9,7 +9,8 @@ import openai
 
 from pipeline.llm.errors import MalformedResponse
 from pipeline.llm import sdk
-from pipeline.llm.messages import Message, Request, Response, ToolCall, Usage
+from pipeline.llm.messages import Message, Request, Response, ToolCall
+from pipeline.llm.trust import ABSENT, checked_usage
 
 FINISH_REASONS = {
     "stop": "end_turn",
@@ -93,15 +94,8 @@ def from_wire(raw: Any, model: str) -> Response:
         if not isinstance(arguments, dict):
             raise MalformedResponse(f"openai: arguments of tool call {call.function.name!r} are not an object")
         calls.append(ToolCall(call.id, call.function.name, arguments))
-    usage = Usage()
-    if raw.usage is not None:
-        details = getattr(raw.usage, "prompt_tokens_details", None)
-        cached = (getattr(details, "cached_tokens", None) or 0) if details else 0
-        usage = Usage(
-            input_tokens=(raw.usage.prompt_tokens or 0) - cached,
-            output_tokens=raw.usage.completion_tokens or 0,
-            cache_read_tokens=cached,
-        )
+    usage, problem = checked_usage("openai", usage_fields(getattr(raw, "usage", None)), prompt="prompt_tokens",
+                                   output="completion_tokens", cache_read="cached_tokens", cache_in_prompt=True)
     finish = choice.finish_reason or ("tool_calls" if calls else "stop")
     return Response(
         text=message.content or "",
@@ -109,4 +103,14 @@ def from_wire(raw: Any, model: str) -> Response:
         stop_reason=FINISH_REASONS.get(finish, finish),
         usage=usage,
         model=f"openai/{model}",
+        usage_problem=problem,
     )
+
+
+def usage_fields(usage: Any) -> dict[str, Any] | None:
+    """The reply's usage counts as sent (the SDK does not check their types), None for no usage."""
+    if usage is None:
+        return None
+    details = sdk.field(usage, "prompt_tokens_details")
+    return {"prompt_tokens": sdk.field(usage, "prompt_tokens"), "completion_tokens": sdk.field(usage, "completion_tokens"),
+            "cached_tokens": ABSENT if details in (ABSENT, None) else sdk.field(details, "cached_tokens")}
