@@ -98,7 +98,7 @@ class TrainingLevels:
                     if first.state_hash in seen:
                         continue
                     seen.add(first.state_hash)
-                    verdict = worker.validate(state=first.state)
+                    verdict = worker.validate()  # the state as generated, in this worker (no JSON round trip)
                     if not verdict.ok:
                         continue
                     try:

@@ -27,6 +27,9 @@ class Episode:
     steps: int = 0
     terminated: bool = False  # the environment reached an end state
     truncated: bool = False  # the runtime's step cap (or the caller's limit) ended it
+    # done() itself ended it at the cap (`t >= max_steps` in the env's own done()): truncated all the
+    # same, but no sign of an env whose episodes never end
+    ended_at_cap: bool = False
     observations: list = field(default_factory=list)
     actions: list = field(default_factory=list)
     rewards: list = field(default_factory=list)
@@ -43,17 +46,19 @@ def kept(observation: Any) -> Any:
 
 
 def run_episode(env: EnvClient, policy: Policy, level: Level, seed: int = 0,
-                on_step: Callable[[dict, StepResult], None] | None = None, limit: int | None = None) -> Episode:
+                on_step: Callable[[dict, StepResult], None] | None = None, limit: int | None = None,
+                want_state: bool = False) -> Episode:
     """One episode of `policy` on `level` (`seed`: the RNG seed of a level file). `limit`: stop
     after that many steps even before the cap (counted as truncated). A wall-clock budget is the
-    client's (`EnvClient.deadline`): past it the episode ends as a `wall_clock` failure."""
-    first = env.reset(level, seed)
+    client's (`EnvClient.deadline`): past it the episode ends as a `wall_clock` failure.
+    `want_state`: each step's result (as `on_step` sees it) carries the true state."""
+    first = env.reset(level, seed, want_state=want_state)
     episode = Episode(level, observations=[kept(first.observation)])
     observation = first.observation
     last: StepResult | None = None
     while last is None or not (last.done or episode.steps == limit):
         action = policy(observation, last)
-        last = env.step(action)
+        last = env.step(action, want_state=want_state)
         episode.steps += 1
         episode.total_reward += last.reward
         episode.actions.append(action)
@@ -64,4 +69,5 @@ def run_episode(env: EnvClient, policy: Policy, level: Level, seed: int = 0,
         if on_step:
             on_step(action, last)
     episode.terminated, episode.truncated = last.terminated, not last.terminated
+    episode.ended_at_cap = last.capped
     return episode

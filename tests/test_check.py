@@ -58,7 +58,7 @@ BROKEN = {
         {"env_generate.py": ("rng = random.Random(seed)", "seed = 42\n    rng = random.Random(seed)")},
         "env_generate.py: expected different levels for seeds [1, 2, 3], found only 1 distinct level(s)"),
     "validator_rejects_shipped_level": (
-        {"env_validator.py": ("0 < state.get(\"goal\", -1)", "3 < state.get(\"goal\", -1)")},
+        {"env_validator.py": ("0 <= state.get(\"goal\", -1)", "3 < state.get(\"goal\", -1)")},
         "levels/level_01.yaml: expected the validator to accept this shipped level, found goal must lie inside"),
     "non_deterministic": (
         {"env_main.py": ("return f\"step {omega['t']}: \" + \"\".join(cells)",

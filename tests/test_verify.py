@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -9,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tiny_env import ENV_MAIN, write_env
+from tiny_env import CONFIG, ENV_MAIN, write_env
 
 ROOT = Path(__file__).resolve().parent.parent
 REFERENCE = ROOT / "generated_envs" / "reference"
@@ -105,9 +106,12 @@ def rejected(env: Path, stage: str) -> dict:
     ids=["never", "one_step_late"])
 def test_env_whose_done_is_never_true_is_truncated_by_the_runtime_and_warned_about(tmp_path, done, episode):
     """The step cap is the runtime's (issue 13): no rejection, a warning in the execution figures,
-    whether done() never becomes true or becomes true a step after the cap (AutoEnv's
-    23_DangerDetection, whose step() reads done() before counting the step)."""
-    env = write_env(tmp_path / "e", replace={"env_main.py": (
+    whether done() never becomes true (and the DSL declares no end condition) or becomes true a step
+    after the cap (AutoEnv's 23_DangerDetection, whose step() reads done() before counting the step)."""
+    config = json.loads(json.dumps(CONFIG))
+    if done == "return False":
+        config["termination"]["conditions"] = []
+    env = write_env(tmp_path / "e", config=config, replace={"env_main.py": (
         'return self._state["pos"] == self._state["goal"] or self._t >= self.max_steps', done)})
     result = verify(env, "--json", "--stages", "execution")
     report = json.loads(result.stdout)
@@ -117,6 +121,40 @@ def test_env_whose_done_is_never_true_is_truncated_by_the_runtime_and_warned_abo
         f"found still running after 12 steps of a random episode {episode} on levels/level_01.yaml")
     assert execution["failures_by_kind"] == {} and execution["truncated_episodes"] >= 1
     assert result.returncode == 0, report
+
+
+def test_env_whose_done_ends_the_episode_at_the_cap_gets_no_truncation_warning(tmp_path):
+    """The corridor's done() is true at t >= max_steps: the runtime still counts a truncation, but
+    nothing says done() never became true."""
+    result = verify(write_env(tmp_path / "e"), "--json", "--stages", "execution")
+    execution = json.loads(result.stdout)["stages"]["execution"]
+    assert result.returncode == 0 and execution["truncated_episodes"] >= 1
+    assert "warnings" not in execution
+
+
+def test_rejects_env_that_goes_on_after_a_dsl_end_condition_holds_at_execution(tmp_path):
+    """config.yaml says the episode ends when pos == goal; done() ignores it (ends only at the cap)."""
+    env = write_env(tmp_path / "e", replace={"env_main.py": (
+        'return self._state["pos"] == self._state["goal"] or self._t >= self.max_steps',
+        "return self._t >= self.max_steps")})
+    report = rejected(env, "execution")
+    assert re.fullmatch(r"env_main\.py: expected the episode to end when config\.yaml termination\.conditions\[0\] "
+                        r"\('pos == goal'\) holds, found done\(\) false and the episode going on after step \d+ "
+                        r"\(move\(direction='(left|right)'\)\) of a (random|planner) episode( \d)? on "
+                        r"levels/level_01\.yaml, where it holds", report["reason"]), report["reason"]
+    assert report["stages"]["execution"]["end_conditions"] == {"checked": ["pos == goal"], "unchecked": {}}
+
+
+def test_end_conditions_outside_the_grammar_or_the_state_are_listed_unchecked(tmp_path):
+    config = json.loads(json.dumps(CONFIG))
+    config["termination"]["conditions"] = ["pos == goal", "any(x.values()) > 1", "agent.gone == true"]
+    result = verify(write_env(tmp_path / "e", config=config), "--json", "--stages", "execution")
+    report = json.loads(result.stdout)
+    assert result.returncode == 0, report["reason"]
+    ends = report["stages"]["execution"]["end_conditions"]
+    assert ends["checked"] == ["pos == goal"]
+    assert set(ends["unchecked"]) == {"any(x.values()) > 1", "agent.gone == true"}
+    assert ends["unchecked"]["agent.gone == true"].startswith("the state cannot answer it")
 
 
 def test_rejects_env_that_crashes_on_one_action_at_execution(tmp_path):
@@ -143,7 +181,7 @@ def test_rejects_generator_that_ignores_its_seed_at_levels(tmp_path):
 
 def test_rejects_validator_that_accepts_unsolvable_levels_at_levels(tmp_path):
     # Longer corridors: some goals lie more than max_steps (12) moves away; the validator still accepts them.
-    env = write_env(tmp_path / "e", replace={"env_generate.py": ("length = 6 + seed % 5", "length = 6 + seed % 5 * 4")})
+    env = write_env(tmp_path / "e", replace={"env_generate.py": ("length = 6 + seed % 5", "length = 20 + seed % 5")})
     report = rejected(env, "levels")
     assert report["reason"].startswith("env_validator.py: expected validate_level to reject levels that no action "
                                        "sequence can score on, found it accepted")
@@ -154,13 +192,34 @@ def test_rejects_constant_reward_at_reliability(tmp_path):
     constant = ENV_MAIN.replace('reached = self._state["pos"] == self._state["goal"]', "reached = True").replace(
         'return self._state["pos"] == self._state["goal"] or self._t >= self.max_steps',
         "return self._t >= self.max_steps")
-    env = write_env(tmp_path / "e", replace={"env_main.py": constant})
+    config = json.loads(json.dumps(CONFIG))
+    config["termination"]["conditions"] = []  # no end state: the episode always runs to the cap
+    env = write_env(tmp_path / "e", replace={"env_main.py": constant}, config=config)
     report = rejected(env, "reliability")
     figures = report["stages"]["reliability"]
     assert figures["random_normalized"] == figures["planner_normalized"] == 1.0
-    assert report["reason"] == ("reward: expected the search planner's mean normalized reward (1.000) to exceed the "
-                                "random agent's (1.000) by more than the margin 0.2, found a difference of 0.000: "
-                                "the reward does not measure skill")
+    # Repeating any one action earns it all: the first constant policy tried is named.
+    assert report["reason"] == ("reward: expected a reward that pays for skill, found that repeating "
+                                "move(direction='left') until the episode ends scores 1.00 of the max (mean over 3 "
+                                "level(s); the search planner 1.00, margin 0.2): one action repeated, not skill, "
+                                "earns the reward")
+
+
+def test_rejects_reward_a_constant_action_earns_naming_the_policy(tmp_path):
+    """Every goal lies to the right of the start: the random agent rarely gets there, but repeating
+    one move always does. The verdict names that policy, and the figures hold every one tried."""
+    right_only = {"levels/level_01.yaml": {"pos": 0, "goal": 3, "length": 6},
+                  "levels/level_02.yaml": {"pos": 0, "goal": 5, "length": 8},
+                  "val_levels/level_03.yaml": {"pos": 0, "goal": 4, "length": 7}}
+    env = write_env(tmp_path / "e", levels=right_only)
+    report = rejected(env, "reliability")
+    figures = report["stages"]["reliability"]
+    assert figures["random_normalized"] < figures["planner_normalized"] - figures["margin"]
+    assert report["reason"].startswith("reward: expected a reward that pays for skill, found that repeating "
+                                       "move(direction='right') until the episode ends scores 1.00 of the max")
+    assert figures["constant_policies"] == ["repeating move(direction='left')", "repeating move(direction='right')"]
+    assert figures["constant_normalized"] == {"repeating move(direction='right')": 1.0,
+                                              "repeating move(direction='left')": 0.0}
 
 
 def test_corrects_validator_bound_below_what_search_achieves(tmp_path):

@@ -8,7 +8,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tiny_env import CONFIG, ENV_MAIN, write_env
+import yaml
+
+from tiny_env import CONFIG, ENV_GENERATE, ENV_MAIN, write_env
 
 
 def verify(env_dir: Path, *flags: str) -> subprocess.CompletedProcess:
@@ -64,6 +66,7 @@ def test_reward_paid_per_step_gets_a_max_at_least_doing_nothing_and_is_rejected_
         'if name == "move"', 'if name == "wait":\n            self._last_action_result = "waited"\n        elif name == "move"')
     config = json.loads(json.dumps(CONFIG))
     config["transition"]["actions"].append({"name": "wait", "description": "Do nothing.", "params": []})
+    config["termination"]["conditions"] = []  # no goal: the episode runs to the cap
     env = write_env(tmp_path / "ticks", replace={"env_main.py": per_step}, config=config)
     result = verify(env, "--json", "--write")
     report = json.loads(result.stdout)
@@ -124,15 +127,76 @@ def test_a_search_over_guessed_parameter_values_is_never_called_exhaustive(tmp_p
     assert levels["generated_kept"] == 15 and levels["unfit"] == 0
 
 
-def test_a_validator_that_refuses_every_level_is_blamed_not_the_generator(tmp_path):
+def test_a_validator_that_refuses_every_level_is_refuted_by_witnesses_and_generation_is_unusable(tmp_path):
+    """The validator's word is a claim: it refuses every level, yet search solves the shipped ones.
+    Generation is unusable (every generated level refused); the shipped levels are judged by the
+    evidence, certified, and the verdict names the refutation with a witness."""
     env = write_env(tmp_path / "picky", replace={"env_validator.py": (
         "    return (not issues, issues)", "    return False, ['reward 1.0 may be too low']")})
+    result = verify(env, "--json", "--stages", "levels")
+    report = json.loads(result.stdout)
+    assert result.returncode == 1 and report["stage"] == "levels"
+    assert report["reason"].startswith("env_validator.py: expected the validator to accept some generated levels, "
+                                       "found it rejects every one (36 of 36 distinct levels from seeds 1..45): "
+                                       "generation is unusable; env_validator.py: validator refuted on 3 of 3 "
+                                       "shipped level(s): it rejects them, yet a replayed search witness scores on "
+                                       "each (e.g. level_01.yaml: rejected for 'reward 1.0 may be too low'; 3 "
+                                       "action(s) score 1: move(direction='right'), move(direction='right'), "
+                                       "move(direction='right'))"), report["reason"]
+    assert report["reason"].endswith("the 3 shipped level(s) were checked and certified by search (see the levels "
+                                     "figures)")
+    levels = report["stages"]["levels"]
+    assert set(levels["validator_refuted"]) == {"level_01.yaml", "level_02.yaml", "level_03.yaml"}
+    assert levels["validator_refuted"]["level_02.yaml"]["witness"] == [
+        {"action": "move", "params": {"direction": "left"}}] * 5
+    assert levels["max_rewards"] == {"level_01.yaml": 1.0, "level_02.yaml": 1.0, "level_03.yaml": 1.0}
+    human = verify(env, "--stages", "levels").stdout
+    assert "validator refuted on 3 level(s)" in human
+
+
+def test_a_validator_rejection_that_search_cannot_refute_stands(tmp_path):
+    """A shipped level the validator refuses and no witness scores on stays rejected, with both said."""
+    levels = {"levels/level_01.yaml": {"pos": 0, "goal": 3, "length": 6},
+              "levels/level_02.yaml": {"pos": 0, "goal": 40, "length": 50}}  # 40 moves away, 12 allowed
+    env = write_env(tmp_path / "far", levels=levels, replace={"env_validator.py": (
+        '    if not 0 <= state.get("goal", -1) < state.get("length", 0) or state.get("goal") == state.get("pos"):',
+        '    if state.get("goal", 0) > 20:')})
     report = json.loads(verify(env, "--json", "--stages", "levels").stdout)
     assert report["stage"] == "levels"
-    assert report["reason"].startswith("env_validator.py: expected the validator to accept some levels, found it "
-                                       "rejects every one, all 27 generated and the shipped ones, e.g. "
-                                       "levels/level_01.yaml: expected the validator to accept this shipped level, "
-                                       "found reward 1.0 may be too low"), report["reason"]
+    assert report["reason"].startswith("levels/level_02.yaml: expected the validator to accept this shipped level, "
+                                       "found goal must lie inside the corridor, away from the start (and no search "
+                                       "witness scores on it: exhaustive search over"), report["reason"]
+
+
+def test_generated_levels_reach_the_validator_and_the_level_files_as_the_generator_made_them(tmp_path):
+    """Integer dict keys and tuples survive: the validator runs in the worker that generated the level
+    (no JSON round trip turning keys into strings), and --write-levels writes integer keys."""
+    env = write_env(tmp_path / "typed", replace={
+        "env_generate.py": ENV_GENERATE.replace("def generate_level(", "def _corridor(") + (
+            "\n\ndef generate_level(seed, config):\n"
+            "    return {**_corridor(seed, config), 'marks': {1: 'start', 2: (0, 1)}}\n"),
+        "env_validator.py": ("    issues = []", "    issues = []\n"
+                             "    if 'marks' in state and not all(isinstance(k, int) for k in state['marks']):\n"
+                             "        issues.append(f\"marks: expected integer keys, found {list(state['marks'])}\")")})
+    result = verify(env, "--json", "--stages", "levels", "--write-levels")
+    report = json.loads(result.stdout)
+    assert result.returncode == 0, report["reason"]
+    assert report["stages"]["levels"]["rejected_by_validator"] == 0
+    written = yaml.safe_load((env / "levels" / "level_01.yaml").read_text())
+    assert written["marks"] == {1: "start", 2: [0, 1]}
+
+
+def test_a_validators_warning_lines_on_a_level_are_warnings_not_a_rejection(tmp_path):
+    """AutoEnv validators return (len(issues) == 0, issues) with "WARNING: ..." lines among the issues."""
+    env = write_env(tmp_path / "warns", replace={"env_validator.py": (
+        "    return (not issues, issues)",
+        "    issues.append('WARNING: Goal is close to the start - may be easy')\n    return (not issues, issues)")})
+    result = verify(env, "--json", "--stages", "levels")
+    report = json.loads(result.stdout)
+    assert result.returncode == 0, report["reason"]
+    levels = report["stages"]["levels"]
+    assert levels["rejected_by_validator"] == 0 and levels["generated_kept"] == 15
+    assert levels["validator_warnings"]["level_01.yaml"] == ["WARNING: Goal is close to the start - may be easy"]
 
 
 PASSWORD_ENV = '''

@@ -1,6 +1,7 @@
 """Write small environment folders for tests: a sound one, and broken variants of it.
 
-A one-dimensional corridor: the agent moves left or right and scores 1 on reaching the goal.
+A one-dimensional corridor: the agent moves left or right and scores 1 on reaching the goal (to
+the right of the start on some levels, to the left on others: repeating one move is no skill).
 Each broken variant replaces one piece of source, so a test names exactly what is wrong.
 """
 from __future__ import annotations
@@ -46,13 +47,15 @@ import random
 def generate_level(seed, config):
     rng = random.Random(seed)
     length = 6 + seed % 5  # consecutive seeds always give different corridors
+    if seed % 2:  # start at either end, so no one direction repeated reaches every goal
+        return {"pos": length - 1, "goal": rng.randint(0, length - 3), "length": length}
     return {"pos": 0, "goal": rng.randint(2, length - 1), "length": length}
 '''
 
 ENV_VALIDATOR = '''
 def validate_level(state):
     issues = []
-    if not 0 < state.get("goal", -1) < state.get("length", 0):
+    if not 0 <= state.get("goal", -1) < state.get("length", 0) or state.get("goal") == state.get("pos"):
         issues.append("goal must lie inside the corridor, away from the start")
     return (not issues, issues)
 
@@ -77,7 +80,7 @@ CONFIG = {
 }
 
 LEVELS = {"levels/level_01.yaml": {"pos": 0, "goal": 3, "length": 6},
-          "levels/level_02.yaml": {"pos": 0, "goal": 5, "length": 8},
+          "levels/level_02.yaml": {"pos": 7, "goal": 2, "length": 8},
           "val_levels/level_03.yaml": {"pos": 0, "goal": 2, "length": 7}}
 
 

@@ -189,7 +189,9 @@ def _summary(stage: str, f: dict) -> str:
                 f"{len(f.get('levels_scored') or [])} levels scored, {f.get('corrected', 0)} max reward(s) corrected; "
                 f"search {f.get('search_nodes', 0)} nodes in {f.get('search_seconds', 0):g}s"
                 + (f"; {len(f['lower_bounds'])} max reward(s) only a lower bound (search budget spent)"
-                   if f.get("lower_bounds") else "") + f"; {time}")
+                   if f.get("lower_bounds") else "")
+                + (f"; validator refuted on {len(f['validator_refuted'])} level(s) (a replayed witness scores where "
+                   f"it rejects)" if f.get("validator_refuted") else "") + f"; {time}")
     if stage == "execution_react":
         return (f"ReAct rollout with {f.get('model')}: {f.get('steps', 0)} step(s) on {f.get('level')}, "
                 f"stopped: {f.get('stop_reason')}, reward {f.get('total_reward')}")

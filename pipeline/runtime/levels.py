@@ -20,8 +20,20 @@ def load_level(path: str | Path) -> dict[str, Any]:
     return state
 
 
+class _LevelDumper(yaml.SafeDumper):
+    """Safe YAML, with a tuple written as the sequence it is (YAML has no tuple; integer keys stay integers)."""
+
+
+_LevelDumper.add_representer(tuple, lambda dumper, value: dumper.represent_list(list(value)))
+
+
+def level_text(state: dict[str, Any]) -> str:
+    """A level's YAML text, as save_level writes it."""
+    return yaml.dump(state, Dumper=_LevelDumper, sort_keys=False, allow_unicode=True)
+
+
 def save_level(path: str | Path, state: dict[str, Any]) -> None:
-    files.write_text(path, yaml.safe_dump(state, sort_keys=False, allow_unicode=True))
+    files.write_text(path, level_text(state))
 
 
 def canonical_json(value: Any) -> str:

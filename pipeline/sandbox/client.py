@@ -74,8 +74,9 @@ class Observation:
     observation: Any  # what the agent reads (the env's render_skin: usually text)
     state_hash: str
     t: int | None = None  # the environment's own step counter, for display only
-    state: Any = None  # the true state (want_state)
+    state: Any = None  # the true state (want_state), as plain JSON (integer keys become strings)
     raw_obs: Any = None  # the structured observation omega (want_state)
+    level_text: str | None = None  # a generated level's YAML as the worker wrote it, types intact (want_state)
 
 
 @dataclass
@@ -85,6 +86,7 @@ class StepResult(Observation):
     last_action_result: Any = None
     terminated: bool = False  # the environment reached an end state
     truncated: bool = False  # the runtime's step cap was reached first
+    capped: bool = False  # done() said the episode ends, by its own copy of the step cap (still a truncation)
 
     @property
     def done(self) -> bool:
@@ -102,6 +104,11 @@ class Verdict:
     warnings: list[str] = field(default_factory=list)
 
 
+def warning_only(issue: str) -> bool:
+    """Whether a validator's issue line is only a warning ("WARNING: ...", "Warning - ...")."""
+    return issue.lstrip().upper().startswith("WARNING")
+
+
 @dataclass
 class SearchResult:
     best_reward: float
@@ -114,8 +121,10 @@ class SearchResult:
     stopped: str | None = None  # the budget that ended it: "nodes", "seconds", "memory" or "bound"
 
 
-_OBSERVATION = {"observation": JSON, "state_hash": str, "t": (int, OPTIONAL), "state": JSON, "raw_obs": JSON}
-_STEP = {**_OBSERVATION, "reward": JSON, "terminated": bool, "events": list, "last_action_result": JSON}
+_OBSERVATION = {"observation": JSON, "state_hash": str, "t": (int, OPTIONAL), "state": JSON, "raw_obs": JSON,
+                "level_text": (str, OPTIONAL)}
+_STEP = {**_OBSERVATION, "reward": JSON, "terminated": bool, "capped": (bool, OPTIONAL), "events": list,
+         "last_action_result": JSON}
 _SEARCH = {"best_reward": JSON, "witness": list, "nodes": int, "exhausted": bool, "distinct_states": int,
            "seconds": NUMBER, "stopped": (str, OPTIONAL)}
 _VERDICT = {"ok": bool, "issues": list, "max_reward": JSON, "state_hash": str, "warnings": (list, OPTIONAL)}
@@ -202,7 +211,8 @@ class EnvClient:
         return StepResult(
             **vars(_observation(reply)), reward=reward,
             events=[str(e) for e in reply["events"]], last_action_result=reply.get("last_action_result"),
-            terminated=terminated, truncated=not terminated and self.steps >= self.max_steps)
+            terminated=terminated, truncated=not terminated and self.steps >= self.max_steps,
+            capped=bool(reply.get("capped")))
 
     # -- snapshots -----------------------------------------------------------------------
     def snapshot(self) -> int:
@@ -245,9 +255,12 @@ class EnvClient:
             raise ValueError("validate takes a level file or a state; a seed's level is validated by its state")
         reply = self._call("validate", _VERDICT, **args)
         bound = reply["max_reward"]
-        return Verdict(reply["ok"], [str(i) for i in reply["issues"]],
-                       None if bound is None else replies.reward(bound, "validate", "max_reward"), reply["state_hash"],
-                       [str(w) for w in reply.get("warnings") or []])
+        ok, issues, warnings = reply["ok"], [str(i) for i in reply["issues"]], [str(w) for w in reply.get("warnings") or []]
+        if not ok and issues and all(warning_only(i) for i in issues):
+            # A validator that fails a level on its own "WARNING: ..." lines alone accepts it with warnings.
+            ok, issues, warnings = True, [], issues + warnings
+        return Verdict(ok, issues, None if bound is None else replies.reward(bound, "validate", "max_reward"),
+                       reply["state_hash"], warnings)
 
     def call_function(self, module: str, function: str, args: list | None = None) -> Any:
         """Call `function` of one of the environment's own modules (e.g. a variant selector)."""
@@ -295,4 +308,4 @@ def _loaded(worker: Worker, fields: dict) -> dict:
 
 def _observation(reply: dict) -> Observation:
     return Observation(reply["observation"], reply["state_hash"], reply.get("t"), reply.get("state"),
-                       reply.get("raw_obs"))
+                       reply.get("raw_obs"), reply.get("level_text"))

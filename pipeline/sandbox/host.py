@@ -20,12 +20,14 @@ import traceback
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from pipeline import layout
 from pipeline.sandbox import rngs, search
 from pipeline.sandbox import faults
 from pipeline.sandbox.faults import Failure, failure_reply, in_function, short, where, where_of
 from pipeline.runtime import env as runtime_env
-from pipeline.runtime.levels import state_hash
+from pipeline.runtime.levels import level_text, state_hash
 from pipeline.runtime.plain import NotPlainData, plain
 from pipeline.sandbox import adapters
 
@@ -100,7 +102,13 @@ class EnvHost:
                 raise Failure("exception", mismatch.detail, mismatch.where) from None
         else:
             self.env.reset(mode="load", world_id=self._world_id(level))
-        return self._observation(want_state)
+        result = self._observation(want_state)
+        if generate and want_state and isinstance(getattr(self.env, "_state", None), dict):
+            try:  # the level file as written here, where its integer keys and tuples are still what they are
+                result["level_text"] = level_text(self.env._state)
+            except yaml.YAMLError:
+                pass  # a state YAML cannot hold: the host keeps its plain JSON form
+        return result
 
     def op_step(self, action: Any, want_state: bool = False) -> dict:
         if not isinstance(action, dict):
@@ -111,9 +119,11 @@ class EnvHost:
         next_state, reward, done, info = out
         reward = _check_reward(reward, self.env)
         info = info if isinstance(info, dict) else {}
+        capped = bool(done) and self._capped_only(next_state)
         result = {
             "reward": reward,
-            "terminated": bool(done) and not self._capped_only(next_state),
+            "terminated": bool(done) and not capped,
+            "capped": capped,  # done() said so only by its own copy of the step cap
             "observation": info.get("skinned"),
             "events": info.get("events") or [],
             "last_action_result": info.get("last_action_result"),

@@ -118,7 +118,7 @@ def record(env_dir: Path, result: VerificationResult) -> None:
             m["difficulty_baseline"] = {
                 "agent": reliability.RANDOM_AGENT,
                 "episodes_per_level": result.stages["reliability"]["random_episodes_per_level"],
-                "random_normalized": {k: v["random_normalized"] for k, v in per_level.items()},
+                "random_normalized": {k: v["random_normalized"] for k, v in per_level.items() if "random_normalized" in v},
                 "mean": result.stages["reliability"]["random_normalized"],
             }
     manifest.update(env_dir, change)  # a manifest that is not JSON is rebuilt from what verify knows

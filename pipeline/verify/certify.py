@@ -57,7 +57,7 @@ class LevelMax:
     unfit: str = ""  # why the level cannot be used; "" when it can
     proven_unsolvable: bool = False
     seed: int | None = None
-    state: dict | None = None
+    state: dict | str | None = None  # a generated level: its YAML text from the worker (types intact), or its state
     # "certified" (exhaustive search, or a validator bound a replayed witness reaches) or
     # "lower_bound" (a budget cut the search: the true max may be higher).
     certainty: str = "certified"

@@ -5,13 +5,20 @@ missing parameters, then a planner episode (a short search's witness, then rando
 actions). Any exception, hang (the worker's call limit), CPU overrun, non-finite or
 non-numeric reward, a reply of the wrong shape (checked on the host), or an empty observation
 rejects. An episode that the environment does not end within `termination.max_steps` is
-truncated by the runtime and only warned about.
+truncated by the runtime and only warned about (not when done() itself ends it at the cap).
+
+End conditions are checked against the DSL: after each step, every `termination.conditions`
+entry the condition grammar parses is evaluated on the true state (with t, max_steps,
+remaining_steps and last_action_result); one that becomes true on a step before the cap while
+the environment goes on (done() false) rejects, naming the condition and the step. A condition
+outside the grammar or naming a path the state lacks cannot be checked: the figures list it.
 """
 from __future__ import annotations
 
 import random
 from collections import Counter
 
+from dsl_schema.conditions import ConditionError, ConditionSyntaxError, holds, parse_condition
 from pipeline import layout, planner
 from pipeline.rollout import run_episode
 from pipeline.sandbox import SandboxFailure
@@ -29,6 +36,7 @@ def run(ctx: Context, figures: dict) -> None:
     sources = [Level(file=f) for f in ctx.env.all_levels()] or [Level(seed=s) for s in FALLBACK_SEEDS]
     figures.update({"levels": len(sources), "episodes": 0, "steps": 0, "planner_nodes": 0,
                     "truncated_episodes": 0, "failures_by_kind": {}})
+    ends = EndChecks(ctx, figures)
     rng = random.Random(ctx.options.seed)
     failures: Counter = Counter()
     try:
@@ -36,10 +44,10 @@ def run(ctx: Context, figures: dict) -> None:
             for source in sources:
                 for i in range(ctx.options.execution_episodes):
                     _episode(ctx, worker, source, f"random episode {i + 1}", figures, failures,
-                             lambda obs, last: ctx.space.sample(rng, ctx.options.invalid_rate), seed=i)
+                             lambda obs, last: ctx.space.sample(rng, ctx.options.invalid_rate), seed=i, ends=ends)
                 plan = _plan(ctx, worker, source, figures, failures)
                 _episode(ctx, worker, source, "planner episode", figures, failures,
-                         lambda obs, last: plan.pop(0) if plan else ctx.space.sample(rng), seed=0)
+                         lambda obs, last: plan.pop(0) if plan else ctx.space.sample(rng), seed=0, ends=ends)
     finally:
         figures["failures_by_kind"] = dict(failures)
         figures.update(clock.figures())
@@ -58,22 +66,71 @@ def _plan(ctx: Context, env: EnvClient, source: Level, figures: dict, failures: 
     return list(result.witness)
 
 
+class EndChecks:
+    """The DSL's termination.conditions that can be checked on the states an episode passes through."""
+
+    def __init__(self, ctx: Context, figures: dict):
+        self.max_steps = ctx.max_steps
+        self.conditions, self.unchecked = [], {}
+        termination = ctx.config.get("termination") if isinstance(ctx.config, dict) else None
+        texts = termination.get("conditions") if isinstance(termination, dict) else None
+        for i, text in enumerate(texts if isinstance(texts, list) else []):
+            try:
+                self.conditions.append((f"termination.conditions[{i}]", text, parse_condition(text)))
+            except ConditionSyntaxError as e:
+                self.unchecked[str(text)] = f"outside the condition grammar ({e})"
+        self.figures = figures
+        figures["end_conditions"] = {"checked": [text for _, text, _ in self.conditions], "unchecked": self.unchecked}
+
+    def holding(self, state, t: int, last_action_result) -> set[str]:
+        """The conditions that hold in `state` (a condition the state cannot answer is dropped)."""
+        names = {"t": t, "max_steps": self.max_steps, "remaining_steps": self.max_steps - t,
+                 "last_action_result": last_action_result}
+        out = set()
+        for where, text, parsed in list(self.conditions):
+            try:
+                if holds(parsed, state if isinstance(state, dict) else {}, names):
+                    out.add(where)
+            except (ConditionError, ConditionSyntaxError) as e:
+                self.conditions.remove((where, text, parsed))
+                self.unchecked[str(text)] = f"the state cannot answer it ({e})"
+                self.figures["end_conditions"]["checked"].remove(text)
+        return out
+
+    def text(self, where: str) -> str:
+        return next(text for w, text, _ in self.conditions if w == where)
+
+
 def _episode(ctx: Context, env: EnvClient, source: Level, what: str, figures: dict, failures: Counter, policy,
-             seed: int) -> None:
+             seed: int, ends: EndChecks | None = None) -> None:
     chosen: list[dict] = []  # every action sent, the failing one included
+    held: list[set[str]] = []  # the end conditions holding before the step to come
 
     def choose(observation, last):
         if last is None:
             _observation(observation, f"after reset on {source}", failures)
+            if ends is not None and ends.conditions:
+                held.append(ends.holding(env.observe(want_state=True).state, 0, None))
         chosen.append(policy(observation, last))
         return chosen[-1]
 
     def on_step(action, result):
         _observation(result.observation, f"after step {len(chosen)} ({_fmt(action)}) of a {what} on {source}",
                      failures)
+        if not held:
+            return
+        step = len(chosen)
+        now = ends.holding(result.state, result.t if isinstance(result.t, int) else step, result.last_action_result)
+        became = sorted(now - held[-1])
+        held.append(now)
+        if became and not result.terminated and step < ctx.max_steps:
+            where = became[0]
+            raise Rejected(f"{layout.ENV_MAIN}: expected the episode to end when {layout.CONFIG} {where} "
+                           f"({ends.text(where)!r}) holds, found done() false and the episode going on after step "
+                           f"{step} ({_fmt(action)}) of a {what} on {source}, where it holds")
 
     try:
-        episode = run_episode(env, choose, source, seed=seed, on_step=on_step)
+        episode = run_episode(env, choose, source, seed=seed, on_step=on_step, want_state=bool(ends and ends.conditions))
     except SandboxFailure as f:
         failures[f.kind] += 1
         # An action chosen means the reset went through: the failure came with that step.
@@ -84,8 +141,9 @@ def _episode(ctx: Context, env: EnvClient, source: Level, what: str, figures: di
     figures["steps"] += episode.steps
     if episode.truncated:
         figures["truncated_episodes"] += 1
+    if episode.truncated and not episode.ended_at_cap:
         warnings = figures.setdefault("warnings", [])
-        if not warnings:
+        if not any("expected done() to become true" in w for w in warnings):
             warnings.append(f"{layout.ENV_MAIN}: expected done() to become true by termination.max_steps="
                             f"{ctx.max_steps}, found still running after {ctx.max_steps} steps of a {what} on "
                             f"{source} (the runtime truncated it)")

@@ -12,8 +12,16 @@ The max reward of each kept level is certified by pipeline/verify/certify.py.
 
 A validator that accepts a level on which an *exhaustive* search scores nothing accepts
 unsolvable levels: the environment is rejected here. Shipped levels (files already in the
-folder) must all be accepted by the validator and be fit; their max rewards are what
-level_max_rewards.json records unless `write_levels` replaces them by the generated set.
+folder) must be fit; their max rewards are what level_max_rewards.json records unless
+`write_levels` replaces them by the generated set.
+
+A validator's verdict is a claim, weighed against evidence. A shipped level it rejects is still
+searched: when a replayed witness scores on it (more than doing nothing), the validator is
+*refuted* on that level, the level is judged by the evidence (kept, certified) and the figures
+and the verdict name it with the witness ("validator refuted on N level(s)"). Without such a
+witness the rejection stands. A validator that rejects every generated level makes generation
+unusable, like a broken generator: the environment is rejected at this stage, saying so, while
+the shipped levels are still certified.
 """
 from __future__ import annotations
 
@@ -21,12 +29,14 @@ import contextlib
 import dataclasses
 
 from pipeline import layout
+from pipeline import records as files
+from pipeline.envfolder import safe_io
 from pipeline.runtime.levels import save_level
 from pipeline.sandbox import SandboxFailure
 from pipeline.sandbox.client import EnvClient, Level, Verdict
-from pipeline.errors import Rejected
+from pipeline.errors import LocatedError, Rejected
 from pipeline.verify import claims
-from pipeline.verify.certify import Certifier, LevelMax, write_max_rewards
+from pipeline.verify.certify import EPS, Certifier, LevelMax, write_max_rewards
 from pipeline.verify.context import Clock, Context, failure_text, located
 
 
@@ -65,8 +75,17 @@ def run(ctx: Context, figures: dict) -> list[LevelMax]:
             write_max_rewards(ctx, scored)
             figures["written"] = [layout.LEVEL_MAX_REWARDS] + ([lm.source for lm in scored] if ctx.options.write_levels else [])
         if generator_broken is not None:
+            refuted = figures.get("validator_refuted") or {}
+            if getattr(generator_broken, "all_rejected_by_validator", False):
+                raise Rejected(
+                    f"{layout.ENV_VALIDATOR}: expected the validator to accept some generated levels, found it "
+                    f"rejects every one ({generator_broken.rejected} of {generator_broken.rejected} distinct levels "
+                    f"from seeds 1..{figures['seeds_tried']}): generation is unusable"
+                    + (f"; {refuted_text(refuted, len(scored))}" if refuted else "")
+                    + f"; the {len(scored)} shipped level(s) were checked and certified by search (see the levels figures)")
             raise Rejected(f"{generator_broken.reason}; the {len(scored)} shipped level(s) were checked and "
-                           f"certified anyway (see the levels figures)")
+                           f"certified anyway" + (f" ({refuted_text(refuted, len(scored))})" if refuted else "")
+                           + " (see the levels figures)")
     finally:
         figures.update(clock.figures())
     return scored
@@ -85,7 +104,7 @@ def _shipped_despite(generator_broken: Rejected | None, ctx: Context, worker: En
                      certifier: Certifier) -> list[LevelMax]:
     """The shipped levels; when the generator already failed, a failure here names both."""
     try:
-        return _shipped(ctx, worker, certifier)
+        return _shipped(ctx, worker, certifier, certifier.figures)
     except Rejected as rejected:
         if generator_broken is None:
             raise
@@ -120,13 +139,16 @@ def _generate(ctx: Context, worker: EnvClient, certifier: Certifier, figures: di
                 figures["duplicates"] += 1
                 continue
             seen[first.state_hash] = seed
-            verdict = _validate(worker, f"the level generated with seed {seed}", state=first.state)
+            # Validated in this worker as the generator made it: a state sent back through JSON would
+            # reach the validator with its integer keys turned to strings and its tuples to lists.
+            verdict = _validate(worker, f"the level generated with seed {seed}")
+            _warnings(figures, f"seed {seed}", verdict)
             if not verdict.ok:
                 figures["rejected_by_validator"] += 1
                 _example(figures, f"seed {seed}: rejected by the validator: "
                                   f"{'; '.join(verdict.issues) or 'no reason given'}")
                 continue
-            batch.append((seed, first.state, verdict))
+            batch.append((seed, first.level_text or first.state, verdict))
         certified = certifier.many([(str(Level(seed=s)), verdict) for s, _, verdict in batch])
         for (s, state, _), lm in zip(batch, certified):
             lm = dataclasses.replace(lm, seed=s, state=state)
@@ -160,20 +182,66 @@ def _generate(ctx: Context, worker: EnvClient, certifier: Certifier, figures: di
     return kept
 
 
-def _shipped(ctx: Context, worker: EnvClient, certifier: Certifier) -> list[LevelMax]:
-    items = []
+def _shipped(ctx: Context, worker: EnvClient, certifier: Certifier, figures: dict) -> list[LevelMax]:
+    items, refused = [], {}
     for level in ctx.env.all_levels():
         verdict = _validate(worker, level, level=level)
         if not verdict.ok:
-            raise Rejected(f"{level}: expected the validator to accept this shipped level, found "
-                           f"{'; '.join(verdict.issues) or 'rejected without a reason'}")
+            refused[level] = verdict
+        _warnings(figures, level, verdict)
         items.append((level, verdict))
     out = certifier.many(items)
-    for lm in out:
-        if lm.unfit:
+    refuted = {}
+    for i, lm in enumerate(out):
+        verdict = refused.get(lm.source)
+        if verdict is not None:
+            issues = '; '.join(verdict.issues) or 'rejected without a reason'
+            if not solved(lm):
+                raise Rejected(f"{lm.source}: expected the validator to accept this shipped level, found {issues} "
+                               f"(and no search witness scores on it: {_searched(lm)})")
+            refuted[layout.level_key(lm.source)] = {"issues": verdict.issues[:5], "witness": lm.witness,
+                                                    "witness_reward": round(lm.search_reward, 9)}
+            out[i] = dataclasses.replace(lm, notes=f"the validator rejects this level ({issues[:200]}); refuted: "
+                                                   f"{lm.notes}")
+        elif lm.unfit:
             raise Rejected(f"{lm.source}: expected a level on which search scores more than doing nothing and "
                            f"doing nothing does not score the maximum, found {lm.unfit}")
+    if refuted:
+        figures["validator_refuted"] = refuted
+        figures.setdefault("warnings", []).append(refuted_text(refuted, len(out)))
     return out
+
+
+def solved(lm: LevelMax) -> bool:
+    """Evidence that a level can be played: a replayed search witness scores on it, above doing nothing."""
+    return lm.search_reward > max(lm.nothing_reward, 0.0) + EPS and bool(lm.witness)
+
+
+def refuted_text(refuted: dict, total: int) -> str:
+    key, first = next(iter(refuted.items()))
+    witness = first["witness"]
+    shown = ", ".join(_fmt(a) for a in witness[:12]) + (", ..." if len(witness) > 12 else "")
+    return (f"{layout.ENV_VALIDATOR}: validator refuted on {len(refuted)} of {total} shipped level(s): it rejects "
+            f"them, yet a replayed search witness scores on each (e.g. {key}: rejected for "
+            f"{(first['issues'] or ['no reason given'])[0][:160]!r}; {len(witness)} action(s) score "
+            f"{first['witness_reward']:g}: {shown})")
+
+
+def _searched(lm: LevelMax) -> str:
+    return f"{'exhaustive ' if lm.search_exhaustive else ''}search over {lm.search_nodes} nodes scores {lm.search_reward:g}"
+
+
+def _fmt(action: dict) -> str:
+    params = ", ".join(f"{k}={v!r}" for k, v in (action.get("params") or {}).items())
+    return f"{action.get('action')}({params})" if params else str(action.get("action"))
+
+
+def _warnings(figures: dict, what: str, verdict: Verdict) -> None:
+    """The validator's warnings on a level it accepts: warnings, never a rejection."""
+    if verdict.ok and verdict.warnings:
+        warned = figures.setdefault("validator_warnings", {})
+        if len(warned) < 20:
+            warned[layout.level_key(what) if "/" in what else what] = verdict.warnings[:5]
 
 
 def _write_levels(ctx: Context, generated: list[LevelMax]) -> list[LevelMax]:
@@ -185,7 +253,17 @@ def _write_levels(ctx: Context, generated: list[LevelMax]) -> list[LevelMax]:
     for i, lm in enumerate(generated):
         folder = layout.LEVELS if i < ctx.options.test_levels else layout.VAL_LEVELS
         source = f"{folder}/level_{i + 1:02d}.yaml"
-        save_level(ctx.env.path / source, lm.state)
+        if isinstance(lm.state, str):  # the worker's YAML: checked to be a level, written as it is
+            try:
+                level = safe_io.parse_yaml(lm.state, f"the level of seed {lm.seed}")
+            except LocatedError as e:
+                raise Rejected(f"{layout.ENV_GENERATE}: {e}") from None
+            if not isinstance(level, dict):
+                raise Rejected(f"{layout.ENV_GENERATE}: expected the level of seed {lm.seed} to be a mapping (the "
+                               f"level's state), found another YAML document")
+            files.write_text(ctx.env.path / source, lm.state)
+        else:
+            save_level(ctx.env.path / source, lm.state)
         out.append(dataclasses.replace(lm, source=source))
     return out
 

@@ -7,9 +7,18 @@ The environment is rejected when the planner cannot score (mean normalized 0) or
 random agent's mean comes within `margin` of the planner's (random_mean >= planner_mean -
 margin; default margin 0.2): then the reward does not measure skill.
 
+Degenerate strategies are baselines too: every constant-action policy (each declared action
+repeated until the episode ends, with up to CONSTANT_PARAMS typical parameter combinations: the
+search's candidates, spread evenly) and doing nothing (the no-op repeated, one of them when the
+env declares one). A reward that such a policy nearly maxes — its mean normalized score within
+`margin` of the planner's, and the planner a skilled agent or the policy itself within `margin`
+of the max — is rejected, naming the policy ("repeating RESEARCH scores 0.93 of the max").
+
 The random agent's mean normalized score per level is the difficulty baseline kept in
-manifest.json for evaluation tables. A random episode that scores above a level's max reward
-proves the max wrong: the episode becomes the level's witness and max (`corrected`).
+manifest.json for evaluation tables. A random or constant-policy episode that scores above a
+level's max reward proves the max wrong: the episode becomes the level's witness and max
+(`corrected`). Levels whose max is unknown or not positive score nobody (nothing to divide by):
+they are named in the figures and left out of every mean.
 """
 from __future__ import annotations
 
@@ -28,20 +37,24 @@ from pipeline.verify.context import Clock, Context, failure_text, located
 from pipeline.verify.certify import EPS, LevelMax
 
 RANDOM_AGENT = "uniform random declared action with sampled parameters"
+CONSTANT_PARAMS = 3  # parameter combinations per action tried as a constant policy
 
 
 def run(ctx: Context, levels: list[LevelMax], figures: dict) -> list[LevelMax]:
-    """The levels, with any max reward a random episode corrected; fills `figures`."""
+    """The levels, with any max reward a random or constant-policy episode corrected; fills `figures`."""
     clock = Clock()
     rng = random.Random(ctx.options.seed + 1)
+    policies = constant_policies(ctx)
     figures |= {"levels": len(levels), "episodes": 0, "margin": ctx.options.margin, "random_agent": RANDOM_AGENT,
-               "random_episodes_per_level": ctx.options.random_episodes, "per_level": {}}
-    out = []
+               "random_episodes_per_level": ctx.options.random_episodes, "per_level": {},
+               "constant_policies": [name for name, _ in policies]}
+    out, constant_totals = [], {}
     try:
         with ctx.worker() as worker:
             for lm in levels:
-                lm, scores = _score_level(ctx, worker, lm, rng, figures)
+                lm, scores, totals = _score_level(ctx, worker, lm, rng, figures, policies)
                 figures["per_level"][layout.level_key(lm.source)] = scores
+                constant_totals[lm.source] = totals
                 out.append(lm)
     except SandboxFailure as f:
         raise Rejected(f"{located(f, layout.ENV_MAIN)}: expected the reliability episodes to run without failure, "
@@ -52,10 +65,18 @@ def run(ctx: Context, levels: list[LevelMax], figures: dict) -> list[LevelMax]:
         raise Rejected("levels: expected levels with a certified max reward to score agents on, found none")
     if ctx.claims and "/" in out[0].source:
         figures["claims"] = claims.compare(ctx.claims, out)
-    random_mean = round(mean(s["random_normalized"] for s in figures["per_level"].values()), 4)
-    planner_mean = round(mean(s["planner_normalized"] for s in figures["per_level"].values()), 4)
-    figures.update(random_normalized=random_mean, planner_normalized=planner_mean,
-                   corrected=sum(lm.corrected for lm in out))
+    figures["corrected"] = sum(lm.corrected for lm in out)
+    scored = [lm for lm in out if scorable(lm)]
+    unscored = [lm for lm in out if not scorable(lm)]
+    if unscored:
+        figures["unscored_levels"] = {layout.level_key(lm.source): unscored_reason(lm) for lm in unscored}
+    if not scored:
+        raise Rejected(f"levels: expected levels with a known, positive max reward to score agents on, found none "
+                       f"of {len(out)}: " + "; ".join(f"{k}: {v}" for k, v in list(figures['unscored_levels'].items())[:3]))
+    per_level = [figures["per_level"][layout.level_key(lm.source)] for lm in scored]
+    random_mean = round(mean(s["random_normalized"] for s in per_level), 4)
+    planner_mean = round(mean(s["planner_normalized"] for s in per_level), 4)
+    figures.update(random_normalized=random_mean, planner_normalized=planner_mean)
     idle = [lm for lm in out if lm.idle_scores_max]
     if idle and 2 * len(idle) >= len(out):
         example = idle[0]
@@ -64,9 +85,10 @@ def run(ctx: Context, levels: list[LevelMax], figures: dict) -> list[LevelMax]:
                        f"the maximum on {len(idle)} of {len(out)} level(s) (e.g. {layout.level_key(example.source)}: "
                        f"{example.nothing_reward:g} of {example.max_reward:g}): the reward pays for time passing, "
                        f"not for what the agent does")
+    _degenerate(ctx, scored, constant_totals, planner_mean, figures)
     if planner_mean <= 0 and any(lm.search_exhaustive for lm in out):
         raise Rejected(f"reward: expected the search planner to score on the levels, found a mean normalized "
-                       f"reward of {planner_mean:g} over {len(out)} level(s)")
+                       f"reward of {planner_mean:g} over {len(scored)} level(s)")
     if planner_mean < 1 - ctx.options.margin and random_mean >= planner_mean - ctx.options.margin:
         # The planner is no skilled agent here (its search ran out of budget or candidate actions), so
         # a random agent coming close says nothing about the reward: no verdict either way.
@@ -81,24 +103,102 @@ def run(ctx: Context, levels: list[LevelMax], figures: dict) -> list[LevelMax]:
     return out
 
 
-def _score_level(ctx: Context, worker, lm: LevelMax, rng: random.Random, figures: dict) -> tuple[LevelMax, dict]:
+def scorable(lm: LevelMax) -> bool:
+    """Whether a level's max reward can divide scores: known (not "unknown") and positive."""
+    return lm.certainty != "unknown" and lm.max_reward > EPS
+
+
+def unscored_reason(lm: LevelMax) -> str:
+    if lm.certainty == "unknown":
+        return f"max reward unknown (the search found no reward; {lm.max_reward:g} is no max)"
+    return f"max reward {lm.max_reward:g}: nothing to divide by"
+
+
+def constant_policies(ctx: Context) -> list[tuple[str, dict]]:
+    """(name, action) of every constant-action policy: each declared action with up to
+    CONSTANT_PARAMS of its candidate parameter combinations, spread evenly; the no-op's is named
+    "doing nothing"."""
+    by_name: dict[str, list[dict]] = {}
+    for action in ctx.space.candidates():
+        by_name.setdefault(action["action"], []).append(action)
+    out = []
+    no_op = (ctx.no_op or {}).get("action")
+    for name, combos in by_name.items():
+        picked = combos if len(combos) <= CONSTANT_PARAMS else [
+            combos[i * (len(combos) - 1) // (CONSTANT_PARAMS - 1)] for i in range(CONSTANT_PARAMS)]
+        for action in picked:
+            shown = f"repeating {_shown(action)}"
+            out.append((f"doing nothing ({shown})" if name == no_op else shown, action))
+    return out
+
+
+def _shown(action: dict) -> str:
+    params = action.get("params") or {}
+    if not params:
+        return str(action["action"])
+    return f"{action['action']}(" + ", ".join(f"{k}={v!r}" for k, v in params.items()) + ")"
+
+
+def _degenerate(ctx: Context, scored: list[LevelMax], totals: dict[str, dict[str, float]], planner_mean: float,
+                figures: dict) -> None:
+    """Reject a reward that a constant-action policy nearly maxes (module docstring)."""
+    means = {}
+    for name, _ in constant_policies(ctx):
+        means[name] = round(mean(min(1.0, totals[lm.source][name] / lm.max_reward) for lm in scored), 4)
+    ranked = sorted(means.items(), key=lambda kv: -kv[1])
+    figures["constant_normalized"] = dict(ranked[:10])
+    if not ranked:
+        return
+    name, best = ranked[0]
+    margin = ctx.options.margin
+    figures["best_constant_policy"] = {"policy": name, "normalized": best}
+    if best >= planner_mean - margin and (planner_mean >= 1 - margin or best >= 1 - margin):
+        raise Rejected(f"reward: expected a reward that pays for skill, found that {name} until the episode ends "
+                       f"scores {best:.2f} of the max (mean over {len(scored)} level(s); the search planner "
+                       f"{planner_mean:.2f}, margin {margin:g}): one action repeated, not skill, earns the reward")
+
+
+def _score_level(ctx: Context, worker, lm: LevelMax, rng: random.Random, figures: dict,
+                 policies: list[tuple[str, dict]]) -> tuple[LevelMax, dict, dict[str, float]]:
     totals = []
     level = Level.parse(lm.source)
+
+    def raise_max(total: float, actions: list, what: str) -> None:
+        nonlocal lm
+        if lm.certainty in ("unknown", "unconfirmed_bound") and lm.validator_bound is not None and \
+                lm.max_reward > EPS and abs(total - lm.max_reward) <= EPS:
+            # The validator's bound, which the search did not reach, is reached by a replayed episode.
+            lm = dataclasses.replace(lm, certainty="certified",
+                                     notes=f"{lm.notes}; {what} scores the validator bound {lm.max_reward:g}: confirmed")
+        if total > lm.max_reward + EPS:
+            lm = dataclasses.replace(
+                lm, max_reward=total, witness=list(actions), corrected=True,
+                calculation_method="random_episode_witness" if what == "a random episode" else "constant_policy_witness",
+                certainty="lower_bound",
+                notes=f"{what} scored {total:g}, above the max reward {lm.max_reward:g} ({lm.calculation_method}); "
+                      f"corrected")
+
     for i in range(ctx.options.random_episodes):
         episode = run_episode(worker, lambda obs, last: ctx.space.sample(rng), level, seed=i)
         figures["episodes"] += 1
         totals.append(episode.total_reward)
-        if episode.total_reward > lm.max_reward + EPS:
-            lm = dataclasses.replace(
-                lm, max_reward=episode.total_reward, witness=list(episode.actions), corrected=True,
-                calculation_method="random_episode_witness", certainty="lower_bound",
-                notes=f"a random episode scored {episode.total_reward:g}, above the max reward {lm.max_reward:g} "
-                      f"({lm.calculation_method}); corrected")
+        raise_max(episode.total_reward, episode.actions, "a random episode")
+    constant = {}
+    for name, action in policies:
+        worker.reset(level)
+        total, _, steps = replay(worker, [action] * ctx.max_steps)
+        figures["episodes"] += 1
+        constant[name] = total
+        raise_max(total, [action] * steps, name)
     worker.reset(level)
     planner_total, _, _ = replay(worker, lm.witness)
     figures["episodes"] += 1
-    lm = dataclasses.replace(lm, best_seen=max(lm.best_seen, planner_total, *totals))
-    scale = lm.max_reward if lm.max_reward > 0 else 1.0
-    return lm, {"max_reward": lm.max_reward, "max_certainty": lm.certainty, "random_mean_total": round(mean(totals), 4),
-                "random_normalized": round(mean(totals) / scale, 4),
-                "planner_total": planner_total, "planner_normalized": round(planner_total / scale, 4)}
+    lm = dataclasses.replace(lm, best_seen=max(lm.best_seen, planner_total, *totals, *constant.values()))
+    scores = {"max_reward": lm.max_reward, "max_certainty": lm.certainty, "random_mean_total": round(mean(totals), 4),
+              "planner_total": planner_total}
+    if scorable(lm):
+        scores |= {"random_normalized": round(mean(totals) / lm.max_reward, 4),
+                   "planner_normalized": round(planner_total / lm.max_reward, 4)}
+    else:
+        scores["unscored"] = unscored_reason(lm)
+    return lm, scores, constant
