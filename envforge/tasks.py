@@ -9,7 +9,9 @@ The model acts through one tool per declared action, with the action's typed par
 action per turn; the environment steps in a sandbox worker. The episode runs under envforge
 evaluate's loop and limits (pipeline.evaluate.episode): the env's max_steps, and a stop after
 too many turns without a tool call or too many invalid actions. The score is the normalized
-reward (total / the level's certified max reward, clipped at 1) and whether the level was solved.
+reward (total / the level's certified max reward, clipped at 1) and whether the level was solved;
+an episode that ended for a reason outside the model's play (the environment failed, its rewards
+were not finite: invalid_reward) is unscored, left out of the means as evaluate leaves it out.
 The package registers these tasks with Inspect through the `inspect_ai` entry point.
 """
 from __future__ import annotations
@@ -29,7 +31,7 @@ from inspect_ai.tool import ToolInfo
 from pipeline import layout, paths
 from pipeline.errors import UserError
 from pipeline.evaluate.context import WorkerSession
-from pipeline.evaluate.episode import Decision, Limits, Tracker, Turn, play
+from pipeline.evaluate.episode import INFRASTRUCTURE, STOP_REASONS, Decision, Limits, Tracker, Turn, play
 from pipeline.evaluate.records import NO_MODEL
 from pipeline.sandbox import Limits as SandboxLimits
 from pipeline.sandbox import SandboxFailure
@@ -169,6 +171,10 @@ def normalized_reward():
 
     async def score(state: TaskState, target: Target) -> Score:
         record = state.store.get(EPISODE)
+        if record["stop_reason"] in INFRASTRUCTURE:  # as in evaluate: left out of the scores, and counted
+            return Score.unscored(reason=record["stop_reason"], answer=record["stop_reason"], metadata=record,
+                                  explanation=f"{record['stop_reason']}: {STOP_REASONS[record['stop_reason']]}: "
+                                              f"{record['stop_detail'][:500]}")
         normalized = record["normalized"]
         note = record["normalized_note"] or f"total reward {record['total_reward']:g} of max {record['max_reward']}"
         return Score(value={"normalized": normalized if normalized is not None else 0.0,

@@ -217,7 +217,7 @@ def write_figure(path: str | Path, figure, dpi: int = 110) -> Path:
 
 def append_jsonl(path: str | Path, kind: str, data: dict, durable: bool = False) -> None:
     """Append one record as a line; with `durable`, fsynced before returning."""
-    append_text(path, json.dumps(stamp(kind, data), default=str) + "\n", durable)
+    append_text(path, json.dumps(stamp(kind, data), default=str, allow_nan=False) + "\n", durable)
 
 
 def append_text(path: str | Path, text: str, durable: bool = False) -> None:
@@ -278,7 +278,7 @@ class JsonlLog:
 
     def write(self, data: dict) -> None:
         try:
-            self._file.write(json.dumps(stamp(self.kind, data), default=str) + "\n")
+            self._file.write(json.dumps(stamp(self.kind, data), default=str, allow_nan=False) + "\n")
             self._file.flush()
         except OSError as e:
             _raise_if_full(e, self.path)

@@ -167,3 +167,44 @@ def test_a_full_disk_under_the_tokenizer_cache_leaves_the_download_to_tiktoken(t
     monkeypatch.setattr(os, "write", full)  # records.write_bytes turns ENOSPC into DiskFull, a UserError
     assert _tokenizer.provide() is None  # the task is still made; tiktoken downloads as usual
     assert list((tmp_path / "cache").iterdir()) == []  # no partial file left behind
+
+
+RUN_GO = """
+import itertools, json, sys
+from inspect_ai import eval as inspect_eval
+from inspect_ai.model import ModelOutput, get_model
+
+model = get_model("mockllm/model", custom_outputs=(
+    ModelOutput.for_tool_call("mockllm", "go", {}) for _ in itertools.count()))
+(log,) = inspect_eval("envforge/env", model=model, task_args={"path": sys.argv[1], "max_levels": 1}, display="none")
+print(json.dumps({"status": log.status, "error": str(log.error or ""), "location": log.location}))
+"""
+
+
+def test_an_episode_whose_rewards_overflow_is_unscored_as_evaluate_leaves_it_out(tmp_path):
+    """Issue 22 item 5: Inspect averaged -inf. The overflowing env's sample is unscored (Inspect's
+    NaN sentinel, left out of the means and counted), the other env's sample is scored."""
+    import math
+    import shutil
+
+    from inspect_ai.log import read_eval_log
+
+    envs = tmp_path / "envs"
+    shutil.copytree(ROOT / "tests" / "hostile" / "overflow_reward", envs / "overflow_reward")
+    shutil.copytree(CRATE_DOCK, envs / "crate_dock")
+    work = tmp_path / "work"
+    work.mkdir()
+    done = subprocess.run([sys.executable, "-c", RUN_GO, str(envs)], cwd=work, env=_offline_env(tmp_path),
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert result["status"] == "success", result["error"]
+    log = read_eval_log(result["location"])
+    scores = {s.id: s.scores["normalized_reward"] for s in log.samples}
+    overflow = scores["overflow_reward/level_01.yaml"]
+    assert math.isnan(overflow.value) and overflow.answer == "invalid_reward"
+    assert "the total reward is not a finite number after environment step 2" in overflow.explanation
+    assert scores["crate_dock/level_01.yaml"].value["normalized"] == 0.0  # "go" is no action of crate_dock
+    metrics = {s.name: s.metrics["mean"].value for s in log.results.scores}
+    assert metrics == {"normalized": 0.0, "solved": 0.0}
+    assert all(s.unscored_samples == 1 for s in log.results.scores)

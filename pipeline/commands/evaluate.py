@@ -22,7 +22,7 @@ from pipeline.errors import UserError
 from learning.export import LEARNED, learned_player
 from pipeline.evaluate import EnvTarget, Limits, ModelOptions, display_name, kind_of, make_player, register_prefix
 from pipeline.evaluate.records import EPISODES_CSV, EPISODES_JSONL, NO_MODEL, Records
-from pipeline.evaluate.report import mixed, plots_wanted, settings_key, summarize, write_report
+from pipeline.evaluate.report import mixed, plots_wanted, rounded, settings_key, summarize, write_report
 from pipeline.evaluate.runner import Progress, RunOptions, RunOutcome, evaluate
 from pipeline.llm.cli_args import EXIT_BUDGET_EXCEEDED, EXIT_MODEL_FAILED, add_llm_arguments, client_from_args, print_cost_summary
 from pipeline.argtypes import COUNT, LIMIT, SECONDS, add_run_arguments, add_skin_argument, label, number
@@ -163,6 +163,8 @@ def run(args) -> int:
               f"re-run with the same --out and --resume to retry them)", file=sys.stderr)
         return EXIT_MODEL_FAILED
     for reason, what in (("env_error", "the environment failed (env_error, left out of the scores)"),
+                         ("invalid_reward", "the environment's rewards were not finite numbers (invalid_reward, "
+                                            "left out of the scores)"),
                          ("agent_error", "the agent's own code raised (agent_error, scored as played)")):
         failed_episodes = [r for r in outcome.finished if r.stop_reason == reason]
         if failed_episodes:
@@ -205,7 +207,7 @@ class Evaluation:
 
     def to_json(self) -> dict:
         return {"agent": self.agent, "model": self.model, "split": self.split, "runs": self.runs,
-                "envs": {n: dataclasses.asdict(s) for n, s in self.envs.items()}, "overall": self.overall,
+                "envs": {n: s.to_dict() for n, s in self.envs.items()}, "overall": rounded(self.overall),
                 "episodes_run": len(self.outcome.finished), "skipped": self.outcome.skipped,
                 "not_started": self.outcome.not_started, "rerun": self.outcome.rerun, "mixed": self.mixed,
                 "out": str(self.out), "files": [str(f) for f in self.files]}
@@ -323,12 +325,12 @@ def _print_text(result: Evaluation) -> None:
         stops = ", ".join(f"{k} {v}" for k, v in sorted(s.stop_reasons.items(), key=lambda kv: -kv[1]))
         extra = f", {s.clipped} clipped" if s.clipped else ""
         extra += f", {s.null_normalized} without a max reward" if s.null_normalized else ""
-        steps = "–" if s.mean_steps is None else f"{s.mean_steps:g}"
+        steps = "–" if s.mean_steps is None else f"{round(s.mean_steps, 2):g}"
         print(f"  {name:<{width}}  mean normalized {score}{std} over {s.episodes} episode(s), "
               f"{steps} steps{extra}; stop: {stops}")
     if overall.get("mean_normalized") is not None:
         std = f" (±{overall['std'] * 100:.2f})" if overall.get("std") is not None else ""
-        print(f"overall: {overall['mean_normalized'] * 100:.2f}%{std}, {overall['mean_steps']:g} steps per episode, "
+        print(f"overall: {overall['mean_normalized'] * 100:.2f}%{std}, {round(overall['mean_steps'], 2):g} steps per episode, "
               f"{overall['clipped']} clipped, ${overall['dollars']:.4f}")
     for note in result.mixed:
         print(f"note: {note}")

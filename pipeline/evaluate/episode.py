@@ -10,6 +10,7 @@ limit, as in EPOCH-Bench: an agent that answers garbage uses up its episode.
 from __future__ import annotations
 
 import json
+import math
 import time
 from collections import Counter
 from dataclasses import dataclass, field
@@ -34,11 +35,13 @@ STOP_REASONS = {
     "agent_stopped": "the agent stopped before the episode ended",
     "agent_error": "the agent's own code raised",
     "env_error": "the environment failed in the sandbox",
+    "invalid_reward": "the environment's rewards were not finite numbers (a reward, or their running total)",
     "wall_clock": "the episode ran past its wall-clock limit",
 }
 # Ends that say nothing about the agent: left out of scores, and run again on resume
-# (except env_error, which would fail the same way again).
-INFRASTRUCTURE = ("model_error", "budget", "env_error", "wall_clock")
+# (except the environment's faults, env_error and invalid_reward, which would end the same way again).
+INFRASTRUCTURE = ("model_error", "budget", "env_error", "invalid_reward", "wall_clock")
+ENV_FAULTS = ("env_error", "invalid_reward")
 RERUN_ON_RESUME = ("model_error", "budget")
 
 
@@ -152,6 +155,14 @@ class Tracker:
         """Count what the environment made of an action."""
         self.env_steps += 1
         reward = out.reward
+        if not math.isfinite(self.total + reward):
+            # Each reward is finite (the sandbox client checks it), but ±1.7e308 twice is ±inf: the
+            # total stays the last finite one and the episode ends as the environment's fault.
+            self.turn_log.append({"step": self.turns, "action": action, "result": out.last_action_result,
+                                  "reward": reward, "invalid": None, "events": out.events})
+            self.stop("invalid_reward", f"the total reward is not a finite number after environment step "
+                                        f"{self.env_steps}: {self.total:g} + {reward:g}")
+            return
         self.total += reward
         events = out.events
         self.events.update(events)
@@ -219,6 +230,7 @@ class Tracker:
         sent = self.valid + self.invalid
         return EpisodeRecord.scored(
             **identity, total_reward=self.total, max_reward=self.max_reward,
+            unscored=STOP_REASONS["invalid_reward"] if self.stop_reason == "invalid_reward" else "",
             stop_reason=self.stop_reason or "agent_stopped", stop_detail=self.stop_detail,
             terminated=self.terminated, truncated=self.truncated,
             steps=self.turns, env_steps=self.env_steps, valid_actions=self.valid, invalid_actions=self.invalid,
@@ -236,6 +248,12 @@ def _rate(part: int, whole: int) -> float | None:
     return round(part / whole, 4) if whole else None
 
 
+def env_fault(failure: SandboxFailure) -> str:
+    """The stop reason of an episode its environment failed: invalid_reward for a reward that is
+    not a finite number (the same end as a running total that overflows), else env_error."""
+    return "invalid_reward" if failure.kind == "invalid_reward" else "env_error"
+
+
 class Session(Protocol):
     """What the loop needs from a sandbox worker (WorkerSession in pipeline.evaluate.context)."""
 
@@ -250,7 +268,7 @@ async def play(agent, session: Session, level: str, tracker: Tracker, history: i
     try:
         first = await session.reset(level)
     except SandboxFailure as f:
-        tracker.stop("env_error", str(f))
+        tracker.stop(env_fault(f), str(f))
         return tracker
     tracker.start(first)
     observation, feedback = first.observation, None
@@ -263,7 +281,7 @@ async def play(agent, session: Session, level: str, tracker: Tracker, history: i
             try:
                 out = await session.step(decision.action)
             except SandboxFailure as f:
-                tracker.stop("env_error", str(f))
+                tracker.stop(env_fault(f), str(f))
                 break
             tracker.stepped(decision.action, out)
             observation, feedback = out.observation, out.last_action_result

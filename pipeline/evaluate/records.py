@@ -13,6 +13,7 @@ import csv
 import hashlib
 import io
 import json
+import math
 import re
 from dataclasses import MISSING, asdict, dataclass, field, fields
 from pathlib import Path
@@ -76,8 +77,13 @@ class EpisodeRecord:
     settings: dict = field(default_factory=dict)  # episode limits and agent options (RunOptions.settings())
 
     @classmethod
-    def scored(cls, *, total_reward: float, max_reward: float | None, **rest: Any) -> "EpisodeRecord":
-        normalized, raw, clipped, note = normalize(total_reward, max_reward, rest.get("level", ""))
+    def scored(cls, *, total_reward: float, max_reward: float | None, unscored: str = "", **rest: Any) -> "EpisodeRecord":
+        """The record with its normalized reward; `unscored`: why the episode has none whatever
+        its total (its environment's rewards were not finite)."""
+        if unscored:
+            normalized, raw, clipped, note = None, None, False, unscored
+        else:
+            normalized, raw, clipped, note = normalize(total_reward, max_reward, rest.get("level", ""))
         return cls(total_reward=round(total_reward, 6), max_reward=max_reward, normalized=normalized,
                    normalized_raw=raw, clipped=clipped, normalized_note=note, **rest)
 
@@ -114,6 +120,8 @@ def normalize(total: float, max_reward: float | None, level: str = "") -> tuple[
     if max_reward <= 0:
         return None, None, False, f"the max reward of {name} is {max_reward:g}, not positive"
     raw = round(total / max_reward, 6)
+    if not math.isfinite(raw):  # a total near the largest float over a max near zero
+        return None, None, False, f"total {total:g} / max reward {max_reward:g} of {name} is not a finite number"
     if raw > 1:
         return 1.0, raw, True, f"clipped: total {total:g} is above the certified max {max_reward:g}"
     return raw, raw, False, ""

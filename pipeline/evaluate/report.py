@@ -6,7 +6,7 @@ deviation over runs (of each run's mean over the levels; sample std, none with o
 the mean over environments of their means, each environment weighted once, with the std over
 runs of each run's mean over environments. A category column (Binary, Accum., Full, Partial,
 Aligned, Inverse, from the manifest tags) is the mean over the environments that carry the tag.
-Episodes that ended for a reason outside the agent (model_error, budget, env_error) are left out
+Episodes that ended for a reason outside the agent (model_error, budget, env_error, invalid_reward, wall_clock) are left out
 and counted; episodes whose level has no usable max reward count for steps but not for scores.
 """
 from __future__ import annotations
@@ -52,6 +52,10 @@ class EnvSummary:
     wall_seconds: float
     tags: dict[str, str] = field(default_factory=dict)
 
+    def to_dict(self) -> dict:
+        """As written and printed: floats rounded (see DIGITS); the object keeps them exact."""
+        return rounded(asdict(self))
+
 
 @dataclass
 class MethodSummary:
@@ -71,9 +75,10 @@ class MethodSummary:
         return f"{base} [{self.group}]" if self.group else base
 
     def to_dict(self) -> dict:
+        """As written to summary.json: floats rounded (see DIGITS)."""
         return {"agent": self.agent, "model": self.model, "split": self.split, "settings": self.settings,
-                "group": self.group, "envs": {name: asdict(s) for name, s in self.envs.items()},
-                "overall": self.overall}
+                "group": self.group, "envs": {name: s.to_dict() for name, s in self.envs.items()},
+                "overall": rounded(self.overall)}
 
 
 def settings_key(settings: dict) -> str:
@@ -121,22 +126,22 @@ def _env_summary(records: list[EpisodeRecord]) -> EnvSummary:
     per_run: dict[int, list[float]] = defaultdict(list)
     for r in scored:
         per_run[r.run].append(r.normalized)
-    runs = {k: statistics.fmean(v) for k, v in sorted(per_run.items())}
+    runs = {k: average(v) for k, v in sorted(per_run.items())}
     return EnvSummary(
-        mean_normalized=_round(statistics.fmean(r.normalized for r in scored)) if scored else None,
-        std=_round(statistics.stdev(runs.values())) if len(runs) > 1 else None,
+        mean_normalized=average(r.normalized for r in scored),
+        std=std(runs.values()),
         episodes=len(counted), scored=len(scored),
-        mean_steps=_round(statistics.fmean(r.steps for r in counted), 2) if counted else None,
-        runs={k: _round(v) for k, v in runs.items()},
+        mean_steps=average(r.steps for r in counted),
+        runs=runs,
         clipped=sum(r.clipped for r in counted),
         null_normalized=len(counted) - len(scored),
         null_reasons=sorted({r.normalized_note for r in counted if r.normalized is None}),
         excluded=dict(Counter(r.stop_reason for r in records if r.stop_reason in INFRASTRUCTURE)),
         stop_reasons=dict(Counter(r.stop_reason for r in records)),
-        mean_total_reward=_round(statistics.fmean(r.total_reward for r in counted)) if counted else None,
-        action_validity_rate=_mean(r.action_validity_rate for r in counted),
-        invalid_action_rate=_mean(r.invalid_action_rate for r in counted),
-        recovery_rate=_mean(r.recovery_rate for r in counted),
+        mean_total_reward=average(r.total_reward for r in counted),
+        action_validity_rate=average(r.action_validity_rate for r in counted),
+        invalid_action_rate=average(r.invalid_action_rate for r in counted),
+        recovery_rate=average(r.recovery_rate for r in counted),
         tokens_in=sum(r.tokens_in for r in records), tokens_out=sum(r.tokens_out for r in records),
         dollars=round(sum(r.dollars for r in records), 6),
         wall_seconds=round(sum(r.wall_seconds for r in records), 3),
@@ -147,35 +152,57 @@ def _env_summary(records: list[EpisodeRecord]) -> EnvSummary:
 def _overall(envs: dict[str, EnvSummary]) -> dict:
     means = {n: s.mean_normalized for n, s in envs.items() if s.mean_normalized is not None}
     run_ids = sorted({k for s in envs.values() for k in s.runs})
-    run_means = [statistics.fmean(s.runs[k] for s in envs.values() if k in s.runs) for k in run_ids]
+    run_means = [average(s.runs[k] for s in envs.values() if k in s.runs) for k in run_ids]
     steps = [(s.mean_steps, s.episodes) for s in envs.values() if s.mean_steps is not None]
     categories = {}
     for key, value, _ in CATEGORIES:
-        members = [m for n, m in means.items() if envs[n].tags.get(key) == value]
-        categories[value] = _round(statistics.fmean(members)) if members else None
+        categories[value] = average(m for n, m in means.items() if envs[n].tags.get(key) == value)
     return {
-        "mean_normalized": _round(statistics.fmean(means.values())) if means else None,
-        "std": _round(statistics.stdev(run_means)) if len(run_means) > 1 else None,
+        "mean_normalized": average(means.values()),
+        "std": std(run_means),
         "environments": len(envs),
         "episodes": sum(s.episodes for s in envs.values()),
-        "mean_steps": _round(sum(m * n for m, n in steps) / sum(n for _, n in steps), 2) if steps else None,
+        "mean_steps": sum(m * n for m, n in steps) / sum(n for _, n in steps) if steps else None,
         "categories": categories,
         "clipped": sum(s.clipped for s in envs.values()),
         "null_normalized": sum(s.null_normalized for s in envs.values()),
         "excluded": dict(sum((Counter(s.excluded) for s in envs.values()), Counter())),
         "tokens_in": sum(s.tokens_in for s in envs.values()),
         "tokens_out": sum(s.tokens_out for s in envs.values()),
-        "dollars": round(sum(s.dollars for s in envs.values()), 6),
+        "dollars": sum(s.dollars for s in envs.values()),
     }
 
 
-def _mean(values) -> float | None:
+# Every figure is computed from the unrounded ones (an average of rounded means drifts: learn's
+# Avg. Acc read 9.45 where the exact mean is 9.44); rounding is for what is written and shown.
+DIGITS = {"dollars": 6, "wall_seconds": 3, "mean_steps": 2}
+
+
+def average(values) -> float | None:
+    """The mean of the values that are not None; None when there are none. Exact (fmean's float
+    sum overflows on rewards near the largest float), so finite for finite values."""
     values = [v for v in values if v is not None]
-    return _round(statistics.fmean(values)) if values else None
+    return float(statistics.mean(values)) if values else None
 
 
-def _round(value: float, digits: int = 4) -> float:
-    return round(value, digits)
+def std(values) -> float | None:
+    """Sample standard deviation; None with fewer than two values, or when it is not a finite float."""
+    values = [v for v in values if v is not None]
+    if len(values) < 2:
+        return None
+    try:
+        return float(statistics.stdev(values))
+    except OverflowError:
+        return None
+
+
+def rounded(data, digits: int = 4):
+    """`data` (summary dicts and lists) with each float rounded as it is written: DIGITS by key, else `digits`."""
+    if isinstance(data, dict):
+        return {k: rounded(v, DIGITS.get(k, digits)) for k, v in data.items()}
+    if isinstance(data, list):
+        return [rounded(v, digits) for v in data]
+    return round(data, digits) if isinstance(data, float) else data
 
 
 # -- files ------------------------------------------------------------------------------------

@@ -20,6 +20,7 @@ from pipeline import layout
 from pipeline.evaluate.context import EnvTarget, EpisodeContext, WorkerSession
 from pipeline.evaluate.episode import INFRASTRUCTURE, RERUN_ON_RESUME, Limits, Tracker
 from pipeline.evaluate.records import EpisodeRecord, Records, Trajectory, content_hash, level_hash
+from pipeline.evaluate.report import average
 from pipeline.sandbox import Limits as SandboxLimits
 from pipeline.sandbox import SandboxFailure, WorkerPool
 from pipeline.sandbox.client import EnvClient
@@ -208,7 +209,7 @@ class Progress:
             self.bar.update(1)
 
     def postfix(self) -> str:
-        mean = f"{sum(self.scores) / len(self.scores):.3f}" if self.scores else "-"
+        mean = f"{average(self.scores):.3f}" if self.scores else "-"
         return f"mean {mean} | ${self.dollars:.4f}"
 
     def close(self) -> None:
