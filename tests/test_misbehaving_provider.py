@@ -125,3 +125,29 @@ def test_a_reply_within_its_max_tokens_allowance_is_used(llm_server, tmp_path):
     (verdict,) = run.summary["rejected"].values()
     assert verdict["stage"] == "dsl", verdict  # the design was accepted; the DSL replies were nonsense
     assert run.summary["model_calls"]["unusable_replies"] == 0
+
+
+# --- the ReAct reply parser: linear, and bounded by the same reply cap ----------------------------
+def test_the_react_parser_is_bounded_by_the_reply_cap_of_its_default_max_tokens():
+    from pipeline.evaluate.model_agents import ModelOptions
+    from pipeline.evaluate.react import MAX_REPLY_CHARS, FormatError, parse_action, thought_of
+    from pipeline.llm.trust import reply_char_cap
+
+    assert MAX_REPLY_CHARS == reply_char_cap(ModelOptions().max_tokens)
+    with pytest.raises(FormatError, match=f"at most {MAX_REPLY_CHARS} characters, found {MAX_REPLY_CHARS + 1}"):
+        parse_action("<action>" * (MAX_REPLY_CHARS // 8) + "x" * (MAX_REPLY_CHARS % 8 + 1))
+    # At the cap, a reply of nothing but opening tags is read in one pass: no action, said so.
+    with pytest.raises(FormatError, match="expected a dictionary"):
+        parse_action("<action>" * (MAX_REPLY_CHARS // 8))
+    assert thought_of("<thinking_memory>" * 1000 + "x") == "<thinking_memory>" * 1000 + "x"
+
+
+@pytest.mark.parametrize("reply, action", [
+    ('<action><action>{"action": "a"}</action>', "a"),  # an opening tag inside a block is part of it
+    ('<action>{"action": "a"}</action> then <action>{"action": "b"}', "a"),  # the last closed block wins
+    ('\u0130' * 10 + '<ACTION>{"action": "c"}', "c"),  # where lower() lengthens the text before the tag
+    ('{"action": "d"} prose {"action": "e"}', "e"),
+])
+def test_the_react_parser_reads_blocks_as_before(reply, action):
+    from pipeline.evaluate.react import parse_action
+    assert parse_action(reply)["action"] == action

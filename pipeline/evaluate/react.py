@@ -27,10 +27,16 @@ import ast
 import json
 import re
 
-_ACTION_BLOCK = re.compile(r"<action>(.*?)</action>", re.S | re.I)
-_THOUGHT_BLOCK = re.compile(r"<thinking_memory>(.*?)</thinking_memory>", re.S | re.I)
+_ACTION_TAG = re.compile(r"<(/?)action>", re.I)
+_THOUGHT_OPEN = re.compile(r"<thinking_memory>", re.I)
+_THOUGHT_CLOSE = re.compile(r"</thinking_memory>", re.I)
 _FENCE = re.compile(r"`{3}[A-Za-z0-9_-]*")  # not written out: this file is shown in a fenced block
 _JSON_LITERALS = {"true": "True", "false": "False", "null": "None"}
+# The longest reply parsed: envforge's reply cap at the default max_tokens of 4096 (32 characters
+# a token plus 1,024; pipeline/llm/trust.py). Parsing is linear in the reply, and at most
+# MAX_CANDIDATES dictionaries are tried.
+MAX_REPLY_CHARS = 4096 * 32 + 1024
+MAX_CANDIDATES = 32
 
 
 class FormatError(ValueError):
@@ -59,13 +65,15 @@ def parse_action(text):
     prose around the dictionary. Raises FormatError saying what was expected and found."""
     if not text or not text.strip():
         raise FormatError("expected <action>{\"action\": ..., \"params\": {...}}</action>, found an empty reply")
-    blocks = _ACTION_BLOCK.findall(text)
+    if len(text) > MAX_REPLY_CHARS:
+        raise FormatError("expected a reply of at most %d characters, found %d: %s" % (MAX_REPLY_CHARS, len(text), clip(text)))
+    blocks, last_open = _action_blocks(text)
     if blocks:
-        candidates = _objects(_FENCE.sub("", blocks[-1]))
-    elif "<action>" in text.lower():
-        candidates = _objects(_FENCE.sub("", text[text.lower().rindex("<action>") + len("<action>"):]))
+        candidates = _objects(_FENCE.sub("", blocks[-1]))[:MAX_CANDIDATES]
+    elif last_open >= 0:
+        candidates = _objects(_FENCE.sub("", text[last_open:]))[:MAX_CANDIDATES]
     else:
-        candidates = _objects(_FENCE.sub("", text))[::-1]
+        candidates = _objects(_FENCE.sub("", text))[-MAX_CANDIDATES:][::-1]
     for candidate in candidates:
         data = _load(candidate)
         if isinstance(data, dict) and "action" in data:
@@ -77,15 +85,33 @@ def parse_action(text):
 def thought_of(text):
     if not text:
         return ""
-    block = _THOUGHT_BLOCK.search(text)
-    if block:
-        return block.group(1).strip()
-    return re.split(r"<action>", text, flags=re.I)[0].strip()
+    text = text[:MAX_REPLY_CHARS]
+    opening = _THOUGHT_OPEN.search(text)
+    closing = _THOUGHT_CLOSE.search(text, opening.end()) if opening else None
+    if closing:
+        return text[opening.end():closing.start()].strip()
+    action = _ACTION_TAG.search(text)
+    return (text[:action.start()] if action else text).strip()
+
+
+def _action_blocks(text):
+    """The texts of the <action></action> blocks in order (an opening tag inside a block is part
+    of it), and where the text after the last opening tag starts (-1: there is none). One pass."""
+    blocks, start, last_open = [], -1, -1
+    for tag in _ACTION_TAG.finditer(text):
+        if not tag.group(1):
+            last_open = tag.end()
+            if start < 0:
+                start = tag.end()
+        elif start >= 0:
+            blocks.append(text[start:tag.start()])
+            start = -1
+    return blocks, last_open
 
 
 def clip(text, limit=120):
     """`text` on one line, quoted, at most `limit` characters: how a message quotes a reply."""
-    text = " ".join((text or "").split())
+    text = " ".join((text or "")[:limit * 16].split())
     if not text:
         return ""
     return repr(text if len(text) <= limit else text[:limit - 3] + "...")
