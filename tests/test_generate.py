@@ -64,7 +64,8 @@ def test_accepts_repaired_env_and_rejects_unrepairable_one_with_located_reason(c
         assert len(list((out / name / "levels").glob("*.yaml"))) == 4
         assert len(list((out / name / "val_levels").glob("*.yaml"))) == 2
     assert json.loads((out / "good" / "manifest.json").read_text())["stages"]["repair"]["steps"] == 0
-    assert json.loads((out / "fixed" / "manifest.json").read_text())["stages"]["repair"]["steps"] == 2
+    # A step is a tool call run: edit_file, run_check, finish.
+    assert json.loads((out / "fixed" / "manifest.json").read_text())["stages"]["repair"]["steps"] == 3
     rejection = json.loads((out / "_rejected" / "broken" / "rejection.json").read_text())
     assert rejection["stage"] == "repair" and rejection["details"]["problems"]
     assert not (out / "broken").exists() and list((out / "_work").iterdir()) == []

@@ -3,7 +3,7 @@ runtime's layers and observation policies, with a reference environment as the e
 from __future__ import annotations
 
 from pipeline import layout, paths
-from pipeline.generate.agent import Workspace, run_agent
+from pipeline.generate.agent import MAX_TOOL_CALLS_PER_REPLY, Workspace, run_agent
 from pipeline.errors import Rejected
 from pipeline.generate.context import StageReport, ThemeContext
 from pipeline.prompts import render
@@ -22,7 +22,8 @@ def system_prompt() -> str:
 
 async def run(ctx: ThemeContext) -> StageReport:
     task = render("generate/code_task.j2", theme=ctx.theme.text, design=ctx.read(layout.DESIGN),
-                  config=ctx.read(layout.CONFIG), files=layout.AGENT_FILES)
+                  config=ctx.read(layout.CONFIG), files=layout.AGENT_FILES, steps=ctx.options.code_steps,
+                  per_reply=MAX_TOOL_CALLS_PER_REPLY)
     outcome = await run_agent(ctx.llm, "code", system_prompt(), task, Workspace(ctx.work),
                               ctx.options.code_steps, ctx.work / layout.TRAJECTORY)
     missing = [name for name in layout.AGENT_FILES if not (ctx.work / name).is_file()]

@@ -15,8 +15,10 @@ class Options:
     seed: int = 0
     pause_after: str | None = None  # a pausable stage (stages.PAUSABLE): supervised mode
     dsl_corrections: int = 3  # model rewrites of a DSL document the checker rejects
-    code_steps: int = 30  # model calls to write the files
-    repair_steps: int = 40  # model calls to make `check` pass (paper: up to 40)
+    # The coding agent's step budgets: a step is a tool call run (a write, a read, a check, ...), or a
+    # reply that runs none; so they bound the model calls and the tool calls alike (agent.py).
+    code_steps: int = 30  # steps to write the files
+    repair_steps: int = 40  # steps to make `check` pass (paper: up to 40)
     verify_search_seconds: float = 20.0
     model: str = ""
 
@@ -26,7 +28,7 @@ class StageReport:
     """What a stage did, as the run database and manifest.json keep it."""
 
     exit_status: str = "done"  # how it ended, by name: done, finished, accepted, gave_up_after_3, ...
-    steps: int | None = None  # model calls of an agent's loop (code, repair)
+    steps: int | None = None  # steps of an agent's loop (code, repair): tool calls run, replies running none
     figures: dict = field(default_factory=dict)  # what the stage measured (verification's figures)
 
 

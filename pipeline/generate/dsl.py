@@ -3,11 +3,13 @@ The checker's located errors go back to the model for a bounded number of correc
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 from dsl_schema.check import check_text, feedback_for_model
-from dsl_schema.problems import errors
+from dsl_schema.problems import Problem, errors
 from pipeline import layout, paths
-from pipeline.errors import Rejected
+from pipeline.envfolder import safe_io
+from pipeline.errors import LocatedError, Rejected
 from pipeline.generate.context import StageReport, ThemeContext
 from pipeline.llm.ask import ask_until_valid
 from pipeline.llm.messages import Message, Response
@@ -49,9 +51,20 @@ async def run(ctx: ThemeContext) -> StageReport:
                    details={"problems": [str(p) for p in found], "exit_status": asked.exit_status})
 
 
+def config_errors(folder: Path) -> list[Problem]:
+    """The errors `envforge dsl check` finds in the folder's config.yaml, which is read bounded and
+    never through a link (a missing or unreadable file is one error): the DSL gate, applied when
+    the DSL stage ends, after a person's edit, before a retry and when a theme is packaged."""
+    try:
+        text = safe_io.read_text(folder, layout.CONFIG)
+    except LocatedError as e:
+        return [e.problem]
+    return errors(check_text(text, layout.CONFIG))
+
+
 def check_edited(ctx: ThemeContext) -> None:
     """After a pause, a person may have edited config.yaml: it must still be valid."""
-    problems = errors(check_text(ctx.read(layout.CONFIG), layout.CONFIG))
+    problems = config_errors(ctx.work)
     if problems:
         raise Rejected(f"config.yaml (edited) has {len(problems)} error(s); first: {problems[0]}",
                        details={"problems": [str(p) for p in problems]})

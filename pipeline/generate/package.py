@@ -15,12 +15,16 @@ from pipeline.envfolder import safe_io
 from pipeline.envfolder.spec import config_tags
 from pipeline.errors import LocatedError, Rejected, UserError
 from pipeline.generate.context import ThemeContext
+from pipeline.generate.dsl import config_errors
 
 LOG_EXCERPT_LINES = 12
 
 
 def accept(ctx: ThemeContext, out: layout.OutputDir, record: dict, human_review: dict | None = None) -> Path:
-    """`human_review`: the decision of `envforge review accept` (the pipeline's own verdict has none)."""
+    """`human_review`: the decision of `envforge review accept` (the pipeline's own verdict has none).
+    The DSL gate is run again first: no accepted environment fails `envforge dsl check` (a Rejected
+    at the dsl stage otherwise, and nothing is moved)."""
+    gate(ctx.work)
     config_tags = _config_tags(ctx.work)
     manifest.update(ctx.work, lambda m: m.update({
         "name": ctx.theme.name,
@@ -34,6 +38,14 @@ def accept(ctx: ThemeContext, out: layout.OutputDir, record: dict, human_review:
         "cost_usd": round(sum(s.get("usd", 0.0) for s in record["stages"].values()), 6),
     }), human_review=human_review, rehash=True)  # verification wrote its part before
     return _move(ctx.work, out.accepted(ctx.theme.name))
+
+
+def gate(work: Path) -> None:
+    """The strict DSL check of config.yaml, as packaging runs it again."""
+    problems = config_errors(work)
+    if problems:
+        raise Rejected(f"config.yaml fails `envforge dsl check` when packaged: {len(problems)} error(s); "
+                       f"first: {problems[0]}", "dsl", {"problems": [str(p) for p in problems]})
 
 
 def reject(work: Path, out: layout.OutputDir, name: str, rejection: Rejected, record: dict) -> Path:

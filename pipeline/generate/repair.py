@@ -1,12 +1,12 @@
 """Stage 4, repair: run `envforge check` in the sandbox; while it finds problems, the coding
-agent reads them, edits the files and checks again, up to `repair_steps` model calls."""
+agent reads them, edits the files and checks again, within `repair_steps` steps (tool calls)."""
 from __future__ import annotations
 
 import asyncio
 
 from pipeline import layout
 from pipeline.check import check_env
-from pipeline.generate.agent import Workspace, format_check, run_agent
+from pipeline.generate.agent import MAX_TOOL_CALLS_PER_REPLY, Workspace, format_check, run_agent
 from pipeline.generate.code import system_prompt
 from pipeline.errors import Rejected
 from pipeline.generate.context import StageReport, ThemeContext
@@ -18,7 +18,8 @@ async def run(ctx: ThemeContext) -> StageReport:
     if report.ok:
         return StageReport("already_passing", 0)
     task = render("generate/repair_task.j2", theme=ctx.theme.text, check=format_check(report),
-                  files=Workspace(ctx.work).list_files())
+                  files=Workspace(ctx.work).list_files(), steps=ctx.options.repair_steps,
+                  per_reply=MAX_TOOL_CALLS_PER_REPLY)
     outcome = await run_agent(ctx.llm, "repair", system_prompt(), task, Workspace(ctx.work),
                               ctx.options.repair_steps, ctx.work / layout.TRAJECTORY)
     # The pipeline's own verdict, whatever the agent believed.

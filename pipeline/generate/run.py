@@ -112,7 +112,10 @@ class Run:
             self.db.set_theme(self.run_id, theme.name, theme.text, theme.where, "error", broken.stage, broken.reason)
             self.say(theme.name, f"error in {broken.stage}: {broken.reason}")
             return self._finish(Outcome(theme.name, "error", broken.stage, broken.reason, str(work)))
-        path = package.accept(ctx, self.out, self._record(theme.name))
+        try:
+            path = package.accept(ctx, self.out, self._record(theme.name))
+        except Rejected as rejection:  # the DSL gate, run again at packaging
+            return self._reject(theme, work, rejection)
         self.db.set_theme(self.run_id, theme.name, theme.text, theme.where, "accepted", "package", "accepted")
         self.say(theme.name, f"accepted -> {path}")
         return self._finish(Outcome(theme.name, "accepted", path=str(path)))

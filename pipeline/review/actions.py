@@ -18,13 +18,11 @@ from pathlib import Path
 
 from pipeline import manifest
 from pipeline import records as files
-from dsl_schema.check import check_text
-from dsl_schema.problems import errors
 from pipeline import layout
-from pipeline.envfolder import safe_io
 from pipeline.errors import Rejected, UserError
 from pipeline.generate import package, stages
 from pipeline.generate.context import Options, ThemeContext
+from pipeline.generate.dsl import config_errors
 from pipeline.generate.journal import JournaledClient
 from pipeline.generate.run import Outcome, Run
 from pipeline.generate.themes import Theme
@@ -47,6 +45,13 @@ def decide(catalog: Catalog, name: str, decision: str, reason: str) -> Entry:
     if entry.status == decision:
         raise UserError(f"{name} is already {entry.label}" + (f" ({entry.reason})" if entry.reason else ""))
     undo = entry.by_hand  # deciding as the pipeline did
+    if decision == "accepted":
+        problems = config_errors(entry.path)  # packaging would refuse it: say so before anything moves
+        if problems:
+            config = entry.path / layout.CONFIG
+            raise UserError(f"{name}: cannot be accepted: {config} fails `envforge dsl check` ({len(problems)} "
+                            f"error(s); first: {problems[0]}); fix it and run `envforge review retry {name} --from "
+                            f"verify`, or retry --from dsl")
     out, db = catalog.out, catalog.db
     work = _to_work(catalog, entry)
     theme = _theme(work, entry)
@@ -108,12 +113,11 @@ def plan_retry(catalog: Catalog, name: str, start: str) -> RetryPlan:
                             f"earlier stage")
     if not stages.writes_config(start):
         config = entry.path / layout.CONFIG
-        text = safe_io.read_text(entry.path, layout.CONFIG) if safe_io.exists(entry.path, layout.CONFIG) else None
-        problems = errors(check_text(text, layout.CONFIG)) if text is not None else []
-        if text is None or problems:
-            found = "no file" if text is None else f"{len(problems)} error(s); first: {problems[0]}"
-            raise UserError(f"{config}: expected a valid DSL document before retrying --from {start}, found {found}; "
-                            f"fix it (`envforge dsl check {config}`) or retry --from dsl")
+        problems = config_errors(entry.path)
+        if problems:
+            raise UserError(f"{config}: expected a valid DSL document before retrying --from {start}, found "
+                            f"{len(problems)} error(s); first: {problems[0]}; fix it (`envforge dsl check {config}`) "
+                            f"or retry --from dsl")
     return RetryPlan(entry, start, tuple(s.name for s in stages.after(start)))
 
 

@@ -36,7 +36,7 @@ class Entry:
     folder: str  # "" when the folder is gone
     place: str  # accepted | rejected | work | ""
     human: dict | None = None  # manifest.json human_review: {decision, reason, at}
-    repair_steps: int | None = None  # model calls of the latest repair attempt; None if repair never ran
+    repair_steps: int | None = None  # steps (tool calls) of the latest repair attempt; None if repair never ran
     cost_usd: float = 0.0  # every attempt of every stage, superseded ones too: money spent is spent
     retried_by_hand: bool = False  # a person ran `review retry` on it: its verdict is not the pipeline's alone
     attempts: list[dict] = field(default_factory=list, repr=False)
@@ -174,7 +174,7 @@ def _repair_steps(path: Path | None, attempts: list[dict]) -> int | None:
         return repairs[-1]["steps"]
     # A rejected repair stage records no steps in the database; its trajectory has them.
     runs = [a for a in history.agent_attempts(path / layout.TRAJECTORY) if a.stage == "repair"] if path else []
-    return len(runs[-1].steps) if runs else None
+    return sum(max(1, len(step.tools)) for step in runs[-1].steps) if runs else None  # as agent.py counts
 
 
 def read_json(path: Path) -> dict:

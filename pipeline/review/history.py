@@ -24,17 +24,17 @@ class ToolUse:
         args = self.arguments
         if self.name == "write_file":
             text = args.get("content") if isinstance(args.get("content"), str) else ""
-            what = f"wrote {args.get('path')} ({text.count(chr(10)) + 1} lines)"
+            what = f"wrote {_clip(args.get('path'), 80)} ({text.count(chr(10)) + 1} lines)"
         elif self.name == "edit_file":
-            what = f"edited {args.get('path')}: {_clip(args.get('old'))!r} -> {_clip(args.get('new'))!r}"
+            what = f"edited {_clip(args.get('path'), 80)}: {_clip(args.get('old'))!r} -> {_clip(args.get('new'))!r}"
         elif self.name == "run_check":
             what = "ran check: " + check_verdict(self.result)
         elif self.name == "finish":
             what = f"finished: {_clip(args.get('summary'), 120)!r}"
         elif self.name in ("read_file", "list_files"):
-            what = f"{self.name.replace('_', ' ')} {args.get('path', '')}".rstrip()
+            what = f"{self.name.replace('_', ' ')} {_clip(args.get('path'), 80)}".rstrip()
         else:
-            what = self.name
+            what = _clip(self.name, 60)
         return what + (f"  [failed: {_clip(self.result, 160)}]" if self.error else "")
 
 

@@ -3,7 +3,10 @@
 The copy is made by root from a folder a model or a stranger wrote, so it follows nothing: a
 symbolic link, a special file (FIFO, device, socket), a hard link whose other names lie outside the
 folder, or a file its owner could not read is left out and named in `dropped`; the total size and
-file count are capped while copying. In namespaces mode one copy is shared, read-only, by the
+file count are capped while copying, and so is the depth; an entry whose name breaks `name_problem`
+(a control character such as a line break, or longer than a file system allows) is left out too.
+`write_problem` states the same limits for a file about to be written (the coding agent's
+workspace applies them, so it never makes a folder the sandbox would refuse). In namespaces mode one copy is shared, read-only, by the
 workers of a pool (each sees it through an overlay with a private writable layer: see confine.py).
 
 `remove_tree` deletes whatever a worker left, at any depth and with any permission, and never raises.
@@ -25,6 +28,7 @@ _said: set[tuple[str, str, str]] = set()  # what was left out, said once per pro
 SKIPPED_DIRS = {"__pycache__"}
 MAX_DEPTH = 32
 SKIPPED_SUFFIXES = (".pyc",)
+MAX_NAME_BYTES = 255  # one file or folder name, in UTF-8 (NAME_MAX of Linux file systems)
 _CHUNK = 1 << 20
 _OPEN_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _OPEN_FILE = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
@@ -115,6 +119,10 @@ class _Copier:
         subfolders = []
         for name in names:
             path = f"{rel}{name}"
+            problem = name_problem(name)
+            if problem:
+                self.dropped.append((shown(path), problem))
+                continue
             st = os.stat(name, dir_fd=fd, follow_symlinks=False)
             if stat.S_ISDIR(st.st_mode):
                 if name in SKIPPED_DIRS:
@@ -180,6 +188,64 @@ class _Copier:
         if self.files_left < 0:
             raise SandboxFailure("load", f"expected an environment folder of at most {self.max_files} files "
                                          f"and folders, found more (at {path})", op="load")
+
+
+def name_problem(name: str) -> str:
+    """Why `name` cannot be a file or folder of an environment folder, or "" when it can: the one
+    rule of names the sandbox's copy and the coding agent's workspace share. A control character
+    (a line break, NUL, an escape) would forge a line of its own wherever the name is printed."""
+    if name in ("", ".", "..") or "/" in name:
+        return f"expected a file or folder name, found {shown(name)!r}"
+    size = len(name.encode("utf-8", "surrogateescape"))
+    if size > MAX_NAME_BYTES:
+        return f"a name of {size} bytes (at most {MAX_NAME_BYTES})"
+    bad = next((c for c in name if not c.isprintable()), None)
+    if bad is not None:
+        return f"a name with the unprintable character {bad!r}"
+    return ""
+
+
+def shown(text: str, limit: int = 120) -> str:
+    """`text` with every unprintable character escaped and cut to `limit` characters (said)."""
+    escaped = "".join(c if c.isprintable() else repr(c)[1:-1] for c in text[:limit])
+    return escaped + (f"...({len(text)} characters)" if len(text) > limit else "")
+
+
+def write_problem(root: str, parts: tuple[str, ...], size: int, max_mb: int, max_files: int) -> str:
+    """Why writing a file of `size` bytes at `root`/`parts` would leave a folder the sandbox's copy
+    refuses or cuts (see `_Copier`), or "" when it would not: each name by `name_problem`, the
+    depth by MAX_DEPTH, the files and folders by `max_files`, the bytes by `max_mb` — counted as
+    the copy counts them. The folder is read without following links."""
+    for name in parts:
+        problem = name_problem(name)
+        if problem:
+            return problem
+    if len(parts) - 1 > MAX_DEPTH:
+        return f"a file {len(parts) - 1} folders deep (at most {MAX_DEPTH})"
+    entries, total, old = 0, 0, 0
+    target = os.path.join(root, *parts)
+    todo = [(root, 0)]
+    while todo:
+        folder, depth = todo.pop()
+        with os.scandir(folder) as it:
+            for entry in it:
+                st = entry.stat(follow_symlinks=False)
+                if stat.S_ISDIR(st.st_mode) and entry.name not in SKIPPED_DIRS:
+                    entries += 1
+                    if depth < MAX_DEPTH:
+                        todo.append((entry.path, depth + 1))
+                elif stat.S_ISREG(st.st_mode) and not entry.name.endswith(SKIPPED_SUFFIXES):
+                    entries += 1
+                    total += st.st_size
+                    if entry.path == target:
+                        old = st.st_size
+    new = sum(not os.path.lexists(os.path.join(root, *parts[:i + 1])) for i in range(len(parts)))
+    if entries + new > max_files:
+        return (f"the folder would hold {entries + new} files and folders; the sandbox takes at most "
+                f"{max_files}")
+    if total - old + size > max_mb * 1024 * 1024:
+        return (f"the folder would hold {total - old + size} bytes; the sandbox takes at most {max_mb} MB")
+    return ""
 
 
 def _mkdir(path: str) -> None:
