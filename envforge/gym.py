@@ -15,6 +15,7 @@ worker, started at the first reset and stopped by `close()`.
 from __future__ import annotations
 
 import copy
+import json
 import string
 from functools import partial
 from pathlib import Path
@@ -24,6 +25,7 @@ import gymnasium
 from gymnasium import spaces
 
 from pipeline import layout, paths
+from pipeline.envfolder import safe_io
 from pipeline.envfolder.actions import ActionSpace
 from pipeline.errors import UserError
 from pipeline.sandbox import Limits
@@ -51,12 +53,30 @@ class RenderedText(spaces.Text):
         return f"RenderedText({self.max_length})"
 
 
-def discrete_actions(space: ActionSpace) -> list[dict] | None:
-    """Every action dict of the space when the DSL declares every parameter's domain and it is
-    enumerated whole (ActionSpace.complete), and there are at most MAX_DISCRETE_ACTIONS; else None."""
-    if not space or not space.complete():
+def discrete_actions(space: ActionSpace, levels: list[tuple[str, Any]] = ()) -> list[dict] | None:
+    """A fixed list of the action dicts of the space, or None (then the space is Text): every
+    combination when config.yaml declares every parameter's domain whole (ActionSpace.complete);
+    else, when each parameter's values can be read (action_space.txt, or each of `levels`, as
+    (source, state) pairs: ActionSpace.for_state), the actions of every level in order, each once.
+    An action of one level may be invalid on another: it then uses a step as an invalid action
+    does. At most MAX_DISCRETE_ACTIONS."""
+    if not space:
         return None
-    actions = space.candidates()
+    if space.complete(guesses=True):
+        actions = space.candidates()
+    elif levels:
+        actions, seen = [], set()
+        for source, state in levels:
+            on_level = space.for_state(state, source)
+            if not on_level.complete(guesses=True):
+                return None
+            for action in on_level.candidates():
+                key = json.dumps(action, sort_keys=True, default=str)
+                if key not in seen:
+                    seen.add(key)
+                    actions.append(action)
+    else:
+        return None
     return actions if len(actions) <= MAX_DISCRETE_ACTIONS else None
 
 
@@ -84,13 +104,26 @@ class EnvforgeEnv(gymnasium.Env):
             raise UserError(f"skin: expected one of {', '.join(self.env.skins()) or '(none)'}, found {skin!r}")
         self.render_mode = render_mode
         self.max_steps = self.env.max_steps
-        self.actions = discrete_actions(self.env.target.space) if action_space == "auto" else None
+        self.actions = discrete_actions(self.env.target.space, self._level_states()) if action_space == "auto" else None
         self.action_space = (spaces.Discrete(len(self.actions)) if self.actions is not None
                              else spaces.Text(MAX_TEXT_ACTION, min_length=1, charset=_PRINTABLE))
         self.observation_space = RenderedText(max_observation_chars)
         self.session: Session | None = None
         self.last: Step | None = None
         self.level: str | None = None
+
+    def _level_states(self) -> list[tuple[str, Any]]:
+        """The level files this env plays, read as data (bounded, link-free; no environment code
+        runs): where an untyped action parameter takes its values from. None readable: []."""
+        if self.env.target.space.complete(guesses=True):
+            return []
+        states = []
+        for level in [self.fixed_level] if self.fixed_level else self.split_levels:
+            try:
+                states.append((level, safe_io.load_yaml(self.env.path, level)))
+            except (UserError, OSError):
+                return []
+        return states
 
     def reset(self, *, seed: int | None = None, options: dict | None = None) -> tuple[str, dict]:
         """`options`: {"level": id} plays that level; {"generate": True} a level generated from
@@ -159,8 +192,13 @@ class EnvforgeEnv(gymnasium.Env):
 
 def make(path: str | Path, level: str | None = None, split: str = "test", skin: str | None = None,
          **kwargs: Any) -> EnvforgeEnv:
-    """A Gymnasium environment for the envforge environment folder at `path` (see EnvforgeEnv)."""
-    return EnvforgeEnv(path, level=level, split=split, skin=skin, **kwargs)
+    """A Gymnasium environment for the envforge environment folder at `path` (see EnvforgeEnv),
+    with a spec as `gymnasium.make` gives one (id envforge/<name>-v0; `env.spec.make()` makes another)."""
+    env = EnvforgeEnv(path, level=level, split=split, skin=skin, **kwargs)
+    env.spec = gymnasium.envs.registration.EnvSpec(
+        id=env_id(path), entry_point=f"{__name__}:EnvforgeEnv",
+        kwargs={"path": str(Path(path).resolve()), "level": level, "split": split, "skin": skin, **kwargs})
+    return env
 
 
 def make_vec(path: str | Path, num_envs: int, vectorization_mode: str = "sync", **kwargs: Any):

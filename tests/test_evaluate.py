@@ -211,3 +211,17 @@ def test_a_theme_named_like_a_reserved_folder_gets_a_folder_name_that_is_not_and
     assert main(["evaluate", str(out), "--agent", "random", "--max-levels", "1", "--runs", "1",
                  "--out", str(tmp_path / "eval"), "--json"]) == 0
     assert sorted(json.loads(capsys.readouterr().out)["envs"]) == names
+
+
+def test_a_log_gets_the_plan_first_then_plain_progress_lines(tmp_path):
+    """Issue 23: with stderr not a terminal (a log, CI, Jupyter) evaluate printed nothing, and its
+    plan line came only after the run."""
+    done = subprocess.run([sys.executable, "-m", "pipeline.cli", "evaluate", str(REFERENCE), *FAST, "--agent", "random",
+                           "--out", str(tmp_path / "out")], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    lines = [line for line in done.stderr.splitlines() if line.startswith("evaluate: random: ")]
+    assert lines[0] == "evaluate: random: 12 episode(s) planned, 0 already done, 12 to run now"
+    progress = lines[1:]
+    assert [line.split(": ")[2].split(" ")[0] for line in progress] == [f"{n}/12" for n in range(1, 13)]
+    assert progress[-1].startswith("evaluate: random: 12/12 episode(s) done, mean 0.")
+    assert "\r" not in done.stderr  # no bar redrawn into the log

@@ -166,7 +166,7 @@ def test_normalized_reward_is_clipped_at_one_and_never_divides_by_zero():
 def test_progress_shows_the_mean_score_so_far_and_dollars():
     from pipeline.evaluate.runner import Progress
 
-    progress = Progress("react", enabled=False)
+    progress = Progress("react", mode="off")
     base = episode(Scripted(Decision(action=NORTH))).record(env="e", level="l", run=0, agent="a", model="m", split="test")
     for normalized, dollars, stop in ((1.0, 0.01, "solved"), (0.0, 0.02, "max_steps"), (None, 0.5, "model_error")):
         base.normalized, base.dollars, base.stop_reason = normalized, dollars, stop

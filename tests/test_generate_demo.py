@@ -99,3 +99,12 @@ def test_accepted_envs_pass_check_on_their_own(demo, name):
                           text=True, timeout=120)
     assert done.returncode == 0, done.stdout + done.stderr
     assert done.stdout.startswith("ok:"), done.stdout
+
+
+def test_the_verify_stage_says_what_it_is_doing_as_it_goes(demo):
+    """Issue 23: generate's verify stage was silent until it ended; each of its stages is a line."""
+    done, _, _ = demo
+    for stage in ("execution", "levels", "reliability"):
+        assert f"{ACCEPTED[0]}: verify: {stage}..." in done.stderr, done.stderr
+    assert f"{ACCEPTED[0]}: verify: model-free stages passed after " in done.stderr
+    assert f"{REJECTED}: verify: rejected at reliability after " in done.stderr

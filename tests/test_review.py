@@ -89,6 +89,10 @@ def test_show_explains_why_the_reward_was_rejected(demo, tmp_path):
     assert "theme:  A card game of higher-or-lower" in out and "(themes.txt:3)" in out
     assert "== verification ==\n  rejected at reliability: reward: expected the search planner's" in out
     assert "random_normalized 1.0, planner_normalized 1.0" in out  # why: random play scores as well as search
+    # what that means and what to run after fixing it (issue 23)
+    assert "means:  the random agent scored the max on every level (15): the reward does not measure skill" in out
+    assert f"next:   make the reward pay for what the agent achieves" in out
+    assert f"run `envforge review retry {REJECTED} --from verify` (no model needed)" in out
     assert "code, attempt 1: 3 step(s); changed env_main.py, env_obs.py" in out
     assert "ran check: passed" in out
     assert "== cost by stage ==" in out and "  verify              1  rejected" in out
@@ -97,6 +101,7 @@ def test_show_explains_why_the_reward_was_rejected(demo, tmp_path):
     assert details["verification"]["stage"] == "reliability"
     assert details["agent"][0]["checks"] == ["passed"]
     assert BUGGY_REWARD in details["files"]["env_main.py"]
+    assert f"envforge review retry {REJECTED} --from verify" in details["advice"]["next"]
 
 
 def test_fixing_the_reward_and_retrying_from_verify_accepts_it_without_a_model(run, tmp_path):
@@ -293,6 +298,8 @@ def test_report_is_static_and_self_contained(site):
     assert '<span class="kw">def</span> <span class="fn">apply_action</span>' in page  # highlighted when written
     assert "Face-up card:" in page  # a level preview rendered by the environment in the sandbox
     assert 'src="data:image/png;base64,' in page  # the reliability plot, inline
+    assert "<strong>What it means:</strong> the random agent scored the max on every level" in page
+    assert f"run `envforge review retry {REJECTED} --from verify`" in page
 
 
 def test_report_shows_evaluation_scores_of_the_envs(demo, tmp_path):

@@ -13,6 +13,7 @@ from pipeline.commands import play
 from pipeline.errors import UserError
 from pipeline.layout import EnvDir
 from pipeline.llm.cli_args import add_llm_arguments, run_with_client
+from pipeline.review.advice import advise
 from pipeline.review import actions, catalog, show
 from pipeline.review.catalog import Catalog
 from pipeline.review.details import gather
@@ -127,7 +128,8 @@ def run_show(args) -> int:
     with Catalog.open(args.out) as cat:
         details = gather(cat.get(args.name))
     if getattr(args, "json", False):
-        print(json.dumps(details.to_dict(), indent=2, default=str))
+        advice = advise(details)
+        print(json.dumps({**details.to_dict(), "advice": advice.to_dict() if advice else None}, indent=2, default=str))
     else:
         sys.stdout.write(show.explain(details, full=args.full))
     return 0

@@ -84,7 +84,8 @@ def run(args) -> int:
     options = Options(margin=args.margin, search_nodes=args.search_nodes, search_seconds=args.search_seconds,
                       random_episodes=args.random_episodes, write_levels=args.write_levels,
                       write=args.write or args.write_levels or made_by_envforge(Path(args.env_dir)), seed=args.seed,
-                      budget_seconds=args.budget, limits=dataclasses.replace(Options().limits, call_seconds=args.call_seconds))
+                      budget_seconds=args.budget, limits=dataclasses.replace(Options().limits, call_seconds=args.call_seconds),
+                      progress=lambda what: print(f"verify {args.env_dir}: {what}", file=sys.stderr, flush=True))
     pair = model_pair("--agent-models", args.agent_models)
     _require_env_folder(args.env_dir)
     result = verify_env(args.env_dir, stages, options)

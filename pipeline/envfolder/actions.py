@@ -166,16 +166,18 @@ class ActionSpace:
                     for combo in _combinations(values)]
         return out
 
-    def complete(self) -> bool:
+    def complete(self, guesses: bool = False) -> bool:
         """Whether `candidates()` is the whole action space: every parameter's domain is declared
         (a domain read from evidence is a guess) and enumerated whole (an enum, or an integer
         range of at most SMALL_RANGE values). Only then can a search that runs out of states
-        prove a level unsolvable."""
+        prove a level unsolvable. `guesses`: a domain read from evidence (action_space.txt, the
+        level) counts too, one sampled value never does (what a fixed list of actions can offer)."""
         for action in self.actions:
             if _count([_candidate_values(p) for p in action.params]) > MAX_COMBINATIONS:
                 return False  # candidates() took a sample
             for p in action.params:
-                if self.sources.get((action.name, p.name)) != DECLARED:
+                source = self.sources.get((action.name, p.name))
+                if source == NO_EVIDENCE or (source != DECLARED and not guesses):
                     return False
                 if p.enum:
                     continue

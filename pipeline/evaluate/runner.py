@@ -98,7 +98,7 @@ async def evaluate(targets: list[EnvTarget], player: Player, options: RunOptions
         if why:
             outcome.rerun[why] = outcome.rerun.get(why, 0) + 1
     if progress is not None:
-        progress.start(len(pending))
+        progress.start(len(pending), outcome.planned, outcome.skipped)
     slots = asyncio.Semaphore(max(1, options.concurrency))
     stopped_envs: set[str] = set()
     stop_all = asyncio.Event()
@@ -181,19 +181,31 @@ async def _episode(spec: EpisodeSpec, player: Player, options: RunOptions, recor
 
 
 class Progress:
-    """A progress bar on stderr: episodes done, mean normalized score so far, dollars spent.
-    Shown only when stderr is a terminal; `lines` collects what it would show, for tests."""
+    """Progress on stderr: the plan before the first episode starts, then episodes done, mean
+    normalized score so far and dollars spent. On a terminal a redrawn bar; elsewhere (a log, CI,
+    Jupyter) plain lines: one per twentieth of the run, and one at least every `every_seconds`
+    while episodes finish. `mode`: "bar", "lines" or "off" (default: bar on a terminal, else lines)."""
 
-    def __init__(self, label: str, enabled: bool | None = None):
+    def __init__(self, label: str, mode: str | None = None, every_seconds: float = 60.0):
         self.label = label
-        self.enabled = sys.stderr.isatty() if enabled is None else enabled
+        self.mode = mode or ("bar" if sys.stderr.isatty() else "lines")
+        self.every_seconds = every_seconds
         self.scores: list[float] = []
         self.dollars = 0.0
         self.done = 0
+        self.total = 0
         self.bar = None
+        self.last_line = 0.0
 
-    def start(self, total: int) -> None:
-        if self.enabled:
+    def start(self, total: int, planned: int | None = None, skipped: int = 0) -> None:
+        self.total = total
+        if self.mode == "off":
+            return
+        planned = total + skipped if planned is None else planned
+        print(f"evaluate: {self.label}: {planned} episode(s) planned, {skipped} already done, {total} to run now",
+              file=sys.stderr, flush=True)
+        self.last_line = time.monotonic()
+        if self.mode == "bar" and total:
             from tqdm import tqdm
 
             self.bar = tqdm(total=total, desc=shown(self.label), unit="ep", file=unfiltered(sys.stderr),
@@ -207,6 +219,13 @@ class Progress:
         if self.bar is not None:
             self.bar.set_postfix_str(self.postfix(), refresh=False)
             self.bar.update(1)
+        elif self.mode == "lines":
+            step = max(1, -(-self.total // 20))
+            now = time.monotonic()
+            if self.done == self.total or self.done % step == 0 or now - self.last_line >= self.every_seconds:
+                self.last_line = now
+                print(f"evaluate: {self.label}: {self.done}/{self.total} episode(s) done, {self.postfix()}",
+                      file=sys.stderr, flush=True)
 
     def postfix(self) -> str:
         mean = f"{average(self.scores):.3f}" if self.scores else "-"

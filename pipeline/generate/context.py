@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
 from pipeline import records as files
 from pipeline.generate.journal import JournaledClient
@@ -39,6 +40,11 @@ class ThemeContext:
     llm: JournaledClient
     options: Options
     verifiers: ModelChecks | None = None  # the model-driven verification, when models are configured
+    progress: Callable[[str], None] | None = None  # a line on what the current stage is doing
+
+    def say(self, what: str) -> None:
+        if self.progress is not None:
+            self.progress(what)
 
     def read(self, name: str) -> str:
         return (self.work / name).read_text(encoding="utf-8")

@@ -135,6 +135,7 @@ class Run:
     async def _stage(self, ctx: ThemeContext, stage: stages.Stage) -> StageReport:
         name = ctx.theme.name
         self.say(name, f"{stage.name}...")
+        ctx.progress = lambda what: self.say(name, f"{stage.name}: {what}")
         attempt = self.db.start_stage(self.run_id, name, stage.name)
         before = _theme_totals(self.client, name)
         status, error, report = "interrupted", "", StageReport("interrupted")

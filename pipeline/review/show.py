@@ -7,6 +7,7 @@ import sys
 import time
 
 from pipeline.review.catalog import Entry, count_labels, shorten
+from pipeline.review.advice import advise
 from pipeline.review.details import Details
 
 COLUMNS = ("name", "theme", "status", "stage", "reason", "repair", "cost")
@@ -40,6 +41,10 @@ def explain(d: Details, full: bool = False) -> str:
     add(f"theme:  {e.theme}" + (f"  ({e.source})" if e.source else ""))
     add(f"folder: {e.folder or '(missing)'}")
     add(f"reason: {e.reason or '-'}")
+    advice = advise(d)
+    if advice:
+        add(f"means:  {advice.meaning}")
+        add(f"next:   {advice.next}")
     if e.human:
         add(f"human review: {e.human.get('decision')} by hand at {e.human.get('at')}: {e.human.get('reason')}"
             + ("" if e.by_hand else " (as the pipeline decided)"))

@@ -61,6 +61,7 @@ def verify_env(env_dir: str | Path, stages: tuple[str, ...] = STAGES, options: O
         ctx = Context.open(env_dir, options)
         scored = None
         for current in (s for s in STAGES if s in stages):
+            options.say(f"{current}... ({clock.figures()['wall_seconds']:.0f}s so far)")
             if current == "execution":
                 execution.run(ctx, result.stages.setdefault("execution", {}))
             elif current == "levels":
@@ -82,6 +83,8 @@ def verify_env(env_dir: str | Path, stages: tuple[str, ...] = STAGES, options: O
     if not result.reason:
         result.reason = "accepted: " + ", ".join(s for s in STAGES if s in stages) + " passed"
         result.reason += _accepted_notes(result.stages)
+    took = f"after {result.stages['total']['wall_seconds']:.0f}s"
+    options.say(f"model-free stages passed {took}" if result.accepted else f"rejected at {result.stage} {took}")
     if options.write:
         record(Path(env_dir), result)
     return result

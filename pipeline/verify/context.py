@@ -10,7 +10,7 @@ import os
 import resource
 import time
 from dataclasses import dataclass, field
-from typing import Iterator
+from typing import Callable, Iterator
 
 from pipeline import layout
 from pipeline.envfolder.spec import EnvSpec
@@ -46,6 +46,13 @@ class Options:
     # Each call has its wall-clock limit (searches: their own budget plus a margin); the CPU
     # limit only stops a runaway worker and must not cut a stage's searches short.
     limits: Limits = field(default_factory=lambda: Limits(call_seconds=10.0, cpu_seconds=3600))
+    # Told what verification is doing as it goes (a line each: "levels: started", ...); the command
+    # prints it, generate prefixes the theme. Not part of what verification decides.
+    progress: Callable[[str], None] | None = field(default=None, compare=False, repr=False)
+
+    def say(self, what: str) -> None:
+        if self.progress is not None:
+            self.progress(what)
 
 
 @dataclass

@@ -1,0 +1,88 @@
+"""What a rejection means and the next command, for `review show` and the HTML report.
+
+The reason a stage gives says what was expected and what was found; a reviewer also needs what
+that says about the environment and what to run after fixing it. One rule here, read by both views.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pipeline import layout
+from pipeline.generate import stages
+from pipeline.review.details import Details
+
+VERIFY_CHECKS = tuple(name for name, _ in stages.get("verify").checks)
+
+
+@dataclass(frozen=True)
+class Advice:
+    meaning: str  # what the failing figure says about the environment
+    next: str  # what to do, naming the command
+
+    def to_dict(self) -> dict:
+        return {"meaning": self.meaning, "next": self.next}
+
+
+def advise(d: Details) -> Advice | None:
+    """For a rejected environment (the pipeline's verdict, or a reviewer's): what it means, what next."""
+    e = d.entry
+    if e.status != "rejected":
+        return None
+    name, folder = e.name, e.folder or "its folder"
+    retry_verify = f"`envforge review retry {name} --from verify`"
+    fix_then_verify = f"after fixing it in {folder}, run {retry_verify} (no model needed)"
+    reason = e.reason or ""
+    if e.by_hand:
+        return Advice("a reviewer rejected it by hand (see the human review)",
+                      f"to reverse that, `envforge review accept {name} --reason TEXT`")
+    if "budget exceeded" in reason:
+        return Advice("its model calls reached a budget cap before the stage finished; nothing is wrong with it yet",
+                      f"`envforge review retry {name} --from {e.stage if e.stage in stages.NAMES else 'design'}` "
+                      f"with a model and a larger --theme-budget-usd")
+    if e.stage == "input":
+        return Advice("the theme line itself was refused before any model call",
+                      f"edit the theme in {e.source or 'the themes file'} and run `envforge generate` again")
+    if e.stage == "reliability":
+        return Advice(_reliability_meaning(d), "make the reward pay for what the agent achieves (config.yaml's "
+                      f"reward, or {layout.ENV_MAIN}); {fix_then_verify}")
+    if e.stage == "levels":
+        return Advice("verification could not get enough distinct, valid, solvable levels with a certified max "
+                      f"reward from the level generator ({layout.ENV_GENERATE}) and validator "
+                      f"({layout.ENV_VALIDATOR})", f"fix the file the reason names; {fix_then_verify}")
+    if e.stage == "execution":
+        return Advice("the environment's code fails when it is played (a crash, a hang, a bad observation or "
+                      "action handling on some level)",
+                      f"fix the file the reason names (`envforge check {folder}` lists the problems); {fix_then_verify}")
+    if e.stage == "verify":  # the model-driven checks
+        return Advice("a model-driven check failed: models of different strength play it the same way, or a model "
+                      "judged the environment unfit (see the reason)", f"fix it in {folder}, then {retry_verify} "
+                      "with the same --verify-models")
+    if e.stage == "repair":
+        return Advice("the coding agent could not make `envforge check` pass within its steps: the code still fails "
+                      "the basic test (see the failing check)",
+                      f"fix the code in {folder} (`envforge check {folder}` lists the problems), then {retry_verify}; "
+                      f"or `envforge review retry {name} --from repair` with a model")
+    if e.stage in stages.NAMES:
+        return Advice(f"the model's {e.stage} stage did not produce usable files (see the reason)",
+                      f"`envforge review retry {name} --from {e.stage}` with a model, or edit the files in {folder} "
+                      f"and retry from a later stage")
+    return Advice(f"it was rejected at {e.stage or 'an unknown stage'} (see the reason)",
+                  f"fix it in {folder}, then {retry_verify}")
+
+
+def _reliability_meaning(d: Details) -> str:
+    figures = (d.figures.get("reliability") or {})
+    per_level = figures.get("per_level") or {}
+    randoms = [v.get("random_normalized") for v in per_level.values() if isinstance(v, dict)]
+    random_mean, planner_mean = figures.get("random_normalized"), figures.get("planner_normalized")
+    if "doing nothing" in (d.entry.reason or ""):
+        return "doing nothing scores the maximum: the reward pays for time passing, not for what the agent does"
+    if randoms and all(isinstance(r, (int, float)) and r >= 1 for r in randoms):
+        return (f"the random agent scored the max on every level ({len(randoms)}): the reward does not measure "
+                f"skill")
+    if isinstance(random_mean, (int, float)) and isinstance(planner_mean, (int, float)):
+        if planner_mean <= 0:
+            return "the search planner scored nothing: no action sequence it found earns any reward"
+        return (f"the random agent scored {random_mean:.0%} of the max and the search planner {planner_mean:.0%}: "
+                f"random play does about as well as search, so the reward does not measure skill")
+    return "the reward does not separate skilled play from random play (see the reliability figures)"
