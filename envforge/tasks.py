@@ -17,6 +17,7 @@ The package registers these tasks with Inspect through the `inspect_ai` entry po
 from __future__ import annotations
 
 import asyncio
+import re
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -24,7 +25,7 @@ from typing import Any
 from inspect_ai import Task, task
 from inspect_ai.dataset import MemoryDataset, Sample
 from inspect_ai.model import ChatMessageTool, ChatMessageUser, get_model
-from inspect_ai.scorer import Score, Target, mean, scorer
+from inspect_ai.scorer import Score, Target, mean, scorer, std, stderr
 from inspect_ai.solver import Generate, TaskState, solver
 from inspect_ai.tool import ToolInfo
 
@@ -135,8 +136,8 @@ class ToolAgent:
         call = self.pending[0]
         return Decision(action={"action": call.function, "params": dict(call.arguments or {})}, **cost)
 
-    def _answer(self, observation: Any, feedback: Any) -> None:
-        text = f"{feedback}\n\n{observation}" if feedback else str(observation)
+    def _answer(self, observation: Any, feedback: Any, after: str = "") -> None:
+        text = (f"{feedback}\n\n" if feedback else "") + preformatted(observation) + after
         if not self.pending:  # the first turn, or a reply that called no tool
             self.state.messages.append(ChatMessageUser(content=f"{CALL_ONE_TOOL}\n\n{text}"))
             return
@@ -150,8 +151,18 @@ class ToolAgent:
     def finish(self, tracker: Tracker, last: StepResult | None) -> None:
         """Answer the last tool calls, so the transcript ends with what the episode came to."""
         if self.pending:
-            self._answer(f"{last.observation if last else None}\n\nThe episode ended: {tracker.stop_reason}",
-                         last.last_action_result if last else None)
+            self._answer(last.observation if last else None, last.last_action_result if last else None,
+                         f"\n\nThe episode ended: {tracker.stop_reason}")
+
+
+def preformatted(observation: Any) -> str:
+    """The observation as a fenced block: Inspect shows messages as Markdown, where a board's rows
+    would merge and `$` open LaTeX; in a fence it is shown as the environment drew it. The fence is
+    longer than any run of backticks in the text, so the text cannot close it."""
+    text = str(observation)
+    longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
+    fence = "`" * max(3, longest + 1)
+    return f"{fence}text\n{text}\n{fence}"
 
 
 class LastStep(WorkerSession):
@@ -164,7 +175,7 @@ class LastStep(WorkerSession):
         return self.last
 
 
-@scorer(metrics={"normalized": [mean()], "solved": [mean()]})
+@scorer(metrics={"normalized": [mean(), stderr(), std()], "solved": [mean(), stderr()]})
 def normalized_reward():
     """The episode's normalized reward (0 when the level has no usable max reward; the explanation
     says so) and whether it was solved (reached the certified max reward)."""

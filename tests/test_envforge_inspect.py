@@ -121,6 +121,9 @@ def test_every_level_is_a_sample_scored_in_0_1(tmp_path):
         assert score.answer == "format_error_streak" and score.metadata["env_steps"] == 0
     metrics = {s.name: s.metrics["mean"].value for s in log.results.scores}
     assert metrics == {"normalized": 0.0, "solved": 0.0}
+    # a spread beside each mean (issue 23)
+    assert {s.name: sorted(s.metrics) for s in log.results.scores} == {"normalized": ["mean", "std", "stderr"],
+                                                                       "solved": ["mean", "stderr"]}
 
 
 def test_tool_calls_are_the_actions_and_a_solved_level_scores_1(tmp_path):
@@ -131,6 +134,13 @@ def test_tool_calls_are_the_actions_and_a_solved_level_scores_1(tmp_path):
     assert score.value == {"normalized": 1.0, "solved": 1.0} and score.answer == "solved"
     tools = [m for m in sample.messages if m.role == "tool"]
     assert len(tools) == len(moves) and "SOLVED" in tools[-1].text
+    # observations are preformatted text in `inspect view` (issue 23: as Markdown the crate_dock map's
+    # rows merged and its `$` crates opened LaTeX): a fenced block holding the map as drawn
+    first = [m for m in sample.messages if m.role == "user"][-1].text  # after the instruction: the first observation
+    assert "```text\n" in first and first.rstrip().endswith("```")
+    board = first[first.index("```text\n") + 8:first.rindex("```")]
+    assert "$" in board and len([ln for ln in board.splitlines() if ln.startswith("#")]) >= 3
+    assert all(t.text.count("```") == 2 for t in tools)
     assert score.metadata["env_steps"] == len(moves) and score.metadata["tokens_in"] == 10 * len(moves)
 
 

@@ -87,7 +87,7 @@ def test_show_explains_why_the_reward_was_rejected(demo, tmp_path):
     out = shown.stdout
     assert out.splitlines()[0] == f"{REJECTED}: rejected at reliability"
     assert "theme:  A card game of higher-or-lower" in out and "(themes.txt:3)" in out
-    assert "== verification ==\n  rejected at reliability: reward: expected the search planner's" in out
+    assert "== verification ==\n  rejected at reliability: reward: expected a reward that pays for skill" in out
     assert "random_normalized 1.0, planner_normalized 1.0" in out  # why: random play scores as well as search
     # what that means and what to run after fixing it (issue 23)
     assert "means:  the random agent scored the max on every level (15): the reward does not measure skill" in out

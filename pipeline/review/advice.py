@@ -80,6 +80,8 @@ def _reliability_meaning(d: Details) -> str:
     if randoms and all(isinstance(r, (int, float)) and r >= 1 for r in randoms):
         return (f"the random agent scored the max on every level ({len(randoms)}): the reward does not measure "
                 f"skill")
+    if "one action repeated" in (d.entry.reason or ""):
+        return "repeating one action until the episode ends earns nearly the max: the reward does not measure skill"
     if isinstance(random_mean, (int, float)) and isinstance(planner_mean, (int, float)):
         if planner_mean <= 0:
             return "the search planner scored nothing: no action sequence it found earns any reward"
