@@ -13,8 +13,17 @@ import sys
 from pipeline import __version__
 from pipeline.errors import InfrastructureError, UserError
 from pipeline.sandbox import executor
+from pipeline.sandbox.capabilities import OPT_IN_VARIABLE, require
 from pipeline.sandbox.failures import SandboxFailure
 from pipeline.terminal import Shown
+
+# Commands that run environment code (in sandbox workers): they refuse to start where no rung of
+# the confinement ladder applies, unless --unconfined (pipeline/sandbox/capabilities.py). `review`
+# runs env code only for its previews; its workers refuse then.
+RUNS_ENV_CODE = {"generate", "check", "play", "verify", "probe", "reskin", "evaluate", "learn"}
+UNCONFINED_HELP = ("run environment code even where no sandbox can be made (no rung of the confinement "
+                   "ladder: see `envforge doctor`); it can then read and write what you can and reach the "
+                   "network. Same as ENVFORGE_UNCONFINED=1")
 
 # Add a module here to add a subcommand.
 COMMAND_MODULES = [
@@ -43,8 +52,12 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"envforge {__version__}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     named = [f"pipeline.commands.{argv[0]}"] if argv else []
+    parser.add_argument("--unconfined", action="store_true", help=UNCONFINED_HELP)
     for name in named if named and named[0] in COMMAND_MODULES else COMMAND_MODULES:
         importlib.import_module(name).register(subparsers)
+    for command, sub in subparsers.choices.items():
+        if command in RUNS_ENV_CODE or command == "review":
+            sub.add_argument("--unconfined", action="store_true", default=argparse.SUPPRESS, help=UNCONFINED_HELP)
     return parser
 
 
@@ -83,6 +96,10 @@ def _run(argv: list[str] | None) -> int:
         parser.print_help()
         return 2
     try:
+        if args.unconfined:
+            os.environ[OPT_IN_VARIABLE] = "1"  # read by every worker this process starts
+        if args.command in RUNS_ENV_CODE:
+            require()  # no sandbox, no run: one line, before anything else happens
         if getattr(args, "executor", None):  # where sandboxed work runs: this machine or a Ray cluster
             executor.use_from_args(args)
         return int(args.func(args) or 0)

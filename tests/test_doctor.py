@@ -83,18 +83,27 @@ def test_doctor_runs_offline_from_the_bundled_recording(tmp_path):
 
 
 def test_doctor_lists_each_sandbox_mechanism_as_enforced_or_not_available(tmp_path):
-    from pipeline.sandbox.capabilities import capabilities
+    from pipeline.sandbox.capabilities import capabilities, ladder
     from pipeline.sandbox.syscalls import seccomp_available
 
     out = doctor(tmp_path).stdout
     lines = out[out.index("sandbox:"):out.index("providers:")].splitlines()
-    states = {line.strip().split(": ")[0]: line.strip().split(": ")[1].split(" (")[0] for line in lines[2:]}
-    full = "enforced" if capabilities()["mode"] == "namespaces" else "not available"
+    mode = capabilities()["mode"]
+    assert lines[1].strip() == f"confinement: {mode}"
+    assert lines[2].strip() == "ladder (strongest first):"
+    rungs = {line.strip().split(": ")[0]: line.strip().split(": ")[1].split(" (")[0] for line in lines[3:6]}
+    assert rungs == {r.name: "used" if r.name == mode else "available" if r.available else "not available"
+                     for r in ladder()}
+    states = {line.strip().split(": ")[0]: line.strip().split(": ")[1].split(" (")[0] for line in lines[6:]}
+    ns = "enforced" if mode in ("namespaces", "userns") else "not available"
     seccomp = "enforced" if seccomp_available()[0] else "not available"
-    assert states == {"namespaces": full, "chroot": full, "uid": full, "rlimits": "enforced",
-                      "no_new_privs": "enforced" if "enforced" in (full, seccomp) else "not available",
-                      "tmpfs quota": full, "keyring": seccomp, "seccomp": seccomp, "folder copy": "enforced"}
+    assert states == {"namespaces": ns, "chroot": ns, "uid": "enforced" if mode == "namespaces" else "not available",
+                      "landlock": "enforced" if mode == "landlock" else "not available", "rlimits": "enforced",
+                      "no_new_privs": "enforced" if mode != "none" or seccomp == "enforced" else "not available",
+                      "tmpfs quota": ns, "keyring": seccomp, "seccomp": seccomp, "environment": "enforced",
+                      "folder copy": "enforced"}
     if seccomp == "enforced":
-        listed = next(line for line in lines if "seccomp:" in line)
-        for call in ("keyctl", "ptrace", "mount", "unshare", "setns", "bpf", "init_module", "kexec_load", "reboot"):
+        listed = next(line for line in lines if line.strip().startswith("seccomp:"))
+        for call in ("keyctl", "ptrace", "mount", "unshare", "setns", "bpf", "init_module", "kexec_load", "reboot",
+                     "io_uring_setup", "io_uring_enter"):
             assert call in listed

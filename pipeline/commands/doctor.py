@@ -62,14 +62,26 @@ def _version(package: str) -> str:
 
 
 def sandbox_report() -> list[str]:
+    """The confinement ladder (which rung workers get here, and why not the others), then what
+    the chosen rung enforces, one mechanism a line."""
     try:
-        from pipeline.sandbox.capabilities import capabilities, enforcement
-        mode = capabilities()["mode"]
-        rows = enforcement()
+        from pipeline.sandbox.capabilities import NONE, capabilities, enforcement, opted_in
+        caps = capabilities()
+        mode = caps["mode"]
+        rows = enforcement(mode)
     except Exception as exc:  # noqa: BLE001 - doctor reports every failure instead of crashing
         return [f"unknown ({type(exc).__name__}: {exc})"]
-    return [f"mode: {mode}"] + [f"{name}: {'enforced' if on else 'not available'} ({detail})"
-                                for name, on, detail in rows]
+    if mode != NONE:
+        lines = [f"confinement: {mode}"]
+    elif opted_in():
+        lines = ["confinement: none (--unconfined: environment code runs UNCONFINED)"]
+    else:
+        lines = [f"confinement: none: environment code will not run here: {caps['reason']}"]
+    lines.append("ladder (strongest first):")
+    for rung in caps["ladder"]:
+        state = "used" if rung.name == mode else "available" if rung.available else "not available"
+        lines.append(f"  {rung.name}: {state} ({rung.detail})")
+    return lines + [f"{name}: {'enforced' if on else 'not available'} ({detail})" for name, on, detail in rows]
 
 
 def provider_report() -> list[str]:

@@ -23,6 +23,7 @@ from pipeline.evaluate.records import EpisodeRecord, Records, Trajectory, conten
 from pipeline.evaluate.report import average
 from pipeline.sandbox import Limits as SandboxLimits
 from pipeline.sandbox import SandboxFailure, WorkerPool
+from pipeline.sandbox.capabilities import ran_under
 from pipeline.sandbox.client import EnvClient
 from pipeline.sandbox.executor import INFRASTRUCTURE_RETRIES, infrastructure_errors
 from pipeline.terminal import shown, unfiltered
@@ -158,11 +159,13 @@ async def _episode(spec: EpisodeSpec, player: Player, options: RunOptions, recor
     trajectory.write({"type": "episode", **identity, "split": options.split, "max_reward": max_reward,
                       "env_dir": str(spec.env.dir.path), "limits": vars(options.limits)})
     lease = pool.lease(spec.env.dir.path)
+    confinement = ran_under()
     try:
         worker = await loop.run_in_executor(executor, lease.__enter__)
     except SandboxFailure as f:
         tracker.stop("env_error", f"the environment did not load: {f}")
     else:
+        confinement = worker.confinement
         try:
             # The episode's length is the runtime's: config.yaml's cap, or less if asked.
             ctx = EpisodeContext(spec.env, spec.level, spec.run, turns, max_reward,
@@ -175,6 +178,7 @@ async def _episode(spec: EpisodeSpec, player: Player, options: RunOptions, recor
     determined = {k: v for k, v in spec.determined_by.items() if k not in ("split", "max_reward")}
     record = tracker.record(**identity, split=options.split, trajectory=str(path.relative_to(records.out)),
                             tags=spec.env.tags, **determined)
+    record.confinement = confinement
     trajectory.write({"type": "end", "record": record.to_dict()})
     trajectory.close()
     return record

@@ -1,61 +1,240 @@
-"""What the sandbox can enforce on this machine (also reported by `envforge doctor`)."""
+"""The confinement ladder: the one place that decides how sandbox workers are confined here.
+
+Rungs, strongest first; a worker gets the first one this machine allows:
+
+  namespaces  root and `unshare`: network, mount and PID namespaces of its own, a minimal
+              read-only root with the folder as the only writable place, a uid of its own.
+  userns      any user, where the kernel allows unprivileged user namespaces (`unshare --user
+              --map-root-user`): the same namespaces and the same minimal root, built by the same
+              code (confine.build_root), then every capability dropped.
+  landlock    where no namespace can be made (Docker's default seccomp profile, hardened
+              kernels): Landlock limits file access to read-only system and Python paths and the
+              worker's own folder copy and tmp; seccomp refuses sockets, io_uring, ptrace and the
+              rest of syscalls.py's list; resource limits; no capabilities.
+
+Inside every rung: seccomp refuses io_uring_* and every socket family but AF_UNIX (AF_UNIX too on
+the landlock rung, which has no network namespace: Landlock does not govern connecting to a
+socket file), RLIMIT_NPROC=1 (no fork, no thread), the worker's environment is an allowlist
+(limits.worker_environment) and envforge makes itself non-dumpable, so its /proc/PID/environ is
+not readable by a worker's uid.
+
+No rung → no environment code: `require()` raises `Unconfined`, one line naming what is missing.
+`--unconfined` / ENVFORGE_UNCONFINED=1 opts in to running without a rung ("none": rlimits, the
+environment allowlist, no capabilities, seccomp where libseccomp exists), with a warning.
+ENVFORGE_CONFINEMENT=namespaces|userns|landlock picks a rung (for tests and for people who want a
+specific one); it can only pick an available rung, never "none".
+"""
 from __future__ import annotations
 
+import ctypes
 import functools
 import os
+import platform
 import shutil
 import subprocess
+import sys
+from dataclasses import dataclass
 
-UNSHARE_ARGS = ("unshare", "--net", "--mount", "--pid", "--fork", "--kill-child", "--mount-proc")
+from pipeline.errors import UserError
+
+RUNGS = ("namespaces", "userns", "landlock")  # strongest first
+NONE = "none"
+FORCE_VARIABLE = "ENVFORGE_CONFINEMENT"
+OPT_IN_VARIABLE = "ENVFORGE_UNCONFINED"
+_NS = ("--net", "--mount", "--pid", "--fork", "--kill-child", "--mount-proc")
+LAUNCHERS = {  # rung -> the command a worker is started under
+    "namespaces": ("unshare",) + _NS,
+    "userns": ("unshare", "--user", "--map-root-user") + _NS,
+}
+UNSHARE_ARGS = LAUNCHERS["namespaces"]  # kept for callers that name the root rung's launcher
+LANDLOCK_SYSCALLS = {"x86_64": (444, 445, 446), "aarch64": (444, 445, 446)}  # create_ruleset, add_rule, restrict_self
+LANDLOCK_MIN_ABI = 1  # kernel 5.13+; TCP rules (ABI 4) and scoped signals and sockets (ABI 6) are used when there
+
+
+class Unconfined(UserError):
+    """No rung of the ladder can be applied here and no opt-in was given: no env code runs."""
+
+
+@dataclass(frozen=True)
+class Rung:
+    name: str
+    available: bool
+    detail: str  # what it gives, or why it is not available here
+
+
+def landlock_abi() -> int:
+    """The kernel's Landlock ABI version; 0 when there is none (or the call is refused)."""
+    numbers = LANDLOCK_SYSCALLS.get(platform.machine())
+    if numbers is None:
+        return 0
+    libc = ctypes.CDLL(None, use_errno=True)
+    abi = libc.syscall(numbers[0], None, ctypes.c_size_t(0), ctypes.c_uint32(1))  # LANDLOCK_CREATE_RULESET_VERSION
+    return max(abi, 0)
+
+
+def _unshare_works(rung: str) -> str:
+    """"" when a worker can be started under the rung's launcher here; else why not."""
+    if not shutil.which("unshare"):
+        return "util-linux 'unshare' not found on PATH"
+    try:
+        probe = subprocess.run(list(LAUNCHERS[rung]) + ["true"], capture_output=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"unshare failed: {exc}"
+    if probe.returncode != 0:
+        said = probe.stderr.decode(errors="replace").strip().splitlines()
+        return f"unshare refused: {said[-1] if said else f'exit status {probe.returncode}'}"
+    return ""
 
 
 @functools.lru_cache(maxsize=1)
-def capabilities() -> dict:
-    """Namespaces mode needs root (to give each worker a uid of its own) and `unshare`."""
-    reason = ""
-    if os.geteuid() != 0:
-        reason = "not running as root: no uid of its own per worker, no namespaces"
-    elif not shutil.which("unshare"):
-        reason = "util-linux 'unshare' not found"
+def ladder() -> tuple[Rung, ...]:
+    """Every rung, strongest first, with whether this machine allows it (probed once a process)."""
+    from pipeline.sandbox.syscalls import seccomp_available
+
+    root = os.geteuid() == 0
+    seccomp, seccomp_why = seccomp_available()
+    no_seccomp = "" if seccomp else f"no seccomp (every rung needs it: pip install pyseccomp, apt install libseccomp2): {seccomp_why}"
+    why = "not running as root" if not root else no_seccomp or _unshare_works("namespaces")
+    rungs = [Rung("namespaces", not why, why or "root: network, mount and PID namespaces, minimal read-only "
+                                                "root, the folder the only writable place, a uid of its own")]
+    if sys.platform != "linux":
+        why = f"Linux only (this is {sys.platform})"
     else:
-        probe = subprocess.run(list(UNSHARE_ARGS) + ["true"], capture_output=True, timeout=10)
-        if probe.returncode != 0:
-            reason = f"unshare refused: {probe.stderr.decode(errors='replace').strip()}"
-    full = not reason
-    return {
-        "mode": "namespaces" if full else "plain",
-        "network_cut": full,
-        "write_confinement": full,
-        "filesystem_view": "minimal chroot: system dirs read-only, /env read-write, private /tmp" if full else "whole host",
-        "process_limit": full,
-        "pid_namespace": full,
-        "credentials_stripped": True,
-        "resource_limits": True,
-        "reason": reason,
-    }
+        why = no_seccomp or _unshare_works("userns")
+    rungs.append(Rung("userns", not why, why or "unprivileged user namespace: network, mount and PID namespaces, "
+                                                "minimal read-only root, the folder the only writable place, "
+                                                "no capabilities"))
+    abi = landlock_abi() if sys.platform == "linux" else 0
+    if abi < LANDLOCK_MIN_ABI:
+        why = "no Landlock in this kernel (5.13+ has it; or it is disabled: lsm= boot option, or refused by a seccomp policy)"
+    else:
+        why = no_seccomp
+    scoped = ", signals and abstract sockets scoped" if abi >= 6 else ""
+    rungs.append(Rung("landlock", not why, why or f"Landlock ABI {abi}: read-only system and Python paths, "
+                                                  f"the folder copy and a private tmp writable{scoped}; "
+                                                  "seccomp: no sockets, no io_uring; no capabilities"))
+    return tuple(rungs)
 
 
-def enforcement() -> list[tuple[str, bool, str]]:
-    """What a worker gets here, one mechanism a row: (name, enforced, what it is or why not)."""
+def opted_in() -> bool:
+    return os.environ.get(OPT_IN_VARIABLE, "").strip().lower() in ("1", "yes", "true")
+
+
+def choose() -> tuple[str, str]:
+    """(rung, "") — the rung workers get here — or (NONE, why no rung applies); `require` decides
+    whether NONE may run."""
+    rungs = ladder()
+    forced = os.environ.get(FORCE_VARIABLE, "").strip()
+    if forced:
+        by_name = {r.name: r for r in rungs}
+        if forced not in by_name:
+            raise Unconfined(f"{FORCE_VARIABLE}={forced}: expected one of {', '.join(RUNGS)}, found {forced!r} "
+                             f"(running unconfined needs --unconfined or {OPT_IN_VARIABLE}=1)")
+        if not by_name[forced].available:
+            raise Unconfined(f"{FORCE_VARIABLE}={forced}: that rung is not available here: {by_name[forced].detail}")
+        return forced, ""
+    for rung in rungs:
+        if rung.available:
+            return rung.name, ""
+    return NONE, refusal(rungs)
+
+
+def refusal(rungs: tuple[Rung, ...]) -> str:
+    tried = "; ".join(f"{r.name}: {r.detail}" for r in rungs)
+    return (f"no sandbox can be made here, so no environment code runs ({tried}). To get one: run as root "
+            f"with util-linux unshare, or allow unprivileged user namespaces (sysctl "
+            f"kernel.apparmor_restrict_unprivileged_userns=0 / user.max_user_namespaces>0; in Docker: "
+            f"--security-opt seccomp=unconfined --security-opt apparmor=unconfined --security-opt "
+            f"systempaths=unconfined), or use a kernel with Landlock (6.7+) and libseccomp (apt install libseccomp2); "
+            f"or run unconfined at your own risk with --unconfined (or {OPT_IN_VARIABLE}=1)")
+
+
+_warned = False
+
+
+def require(allow_unconfined: bool | None = None) -> str:
+    """The rung workers get here; raises Unconfined when there is none and no opt-in. With the
+    opt-in and no rung, warns once on stderr and returns NONE."""
+    global _warned
+    allow = opted_in() if allow_unconfined is None else allow_unconfined
+    rung, why = choose()
+    if rung != NONE:
+        return rung
+    if not allow:
+        raise Unconfined(why)
+    if not _warned:
+        _warned = True
+        print("envforge: warning: running environment code UNCONFINED (--unconfined): it can read and write what "
+              "you can and reach the network; records say \"confinement\": \"none\"", file=sys.stderr)
+    return NONE
+
+
+_used: set[str] = set()
+
+
+def used(rung: str) -> None:
+    """A worker of this process (here or on a Ray node) ran on `rung`."""
+    _used.add(rung)
+
+
+def ran_under() -> str:
+    """What records of this process say they ran under: the weakest rung any of its workers got
+    (here or on a Ray node), else this machine's rung."""
+    order = RUNGS + (NONE,)
+    if _used:
+        return max(_used, key=order.index)
+    return capabilities()["mode"]
+
+
+def capabilities() -> dict:
+    """This process's choice, for code that asks which rung without wanting an error."""
+    try:
+        rung, why = choose()
+    except Unconfined as exc:
+        rung, why = NONE, str(exc)
+    return {"mode": rung, "reason": why, "ladder": ladder()}
+
+
+def namespaced(mode: str) -> bool:
+    """Whether workers of `mode` run under `unshare`, in a minimal root with an overlay /env."""
+    return mode in LAUNCHERS
+
+
+def enforcement(mode: str | None = None) -> list[tuple[str, bool, str]]:
+    """What a worker of `mode` (default: this machine's) gets, one mechanism a row:
+    (name, enforced, what it is or why not)."""
     from pipeline.sandbox.limits import Limits
     from pipeline.sandbox.syscalls import DENIED, seccomp_available
 
-    caps = capabilities()
-    full = caps["mode"] == "namespaces"
-    why_not = caps["reason"]
+    mode = mode or capabilities()["mode"]
+    ns = namespaced(mode)
+    landlock = mode == "landlock"
+    root = os.geteuid() == 0
     seccomp, seccomp_reason = seccomp_available()
     lim = Limits()
+    not_here = f"not on the {mode} rung"
+    own_uid = mode == "namespaces"
     return [
-        ("namespaces", full, "network, mount and PID namespaces of its own (no network)" if full else why_not),
-        ("chroot", full, "minimal root: system dirs read-only, /env an overlay of the folder's copy" if full else why_not),
-        ("uid", full, "a uid of its own (200000+), no groups, RLIMIT_NPROC=1: no fork, no threads" if full else why_not),
+        ("namespaces", ns, ("network, mount and PID namespaces of its own (no network)"
+                            + ("; an unprivileged user namespace, no capabilities" if mode == "userns" else ""))
+         if ns else not_here),
+        ("chroot", ns, "minimal root: system dirs read-only, /env an overlay of the folder's copy" if ns else not_here),
+        ("landlock", landlock, f"file access: system and Python paths read-only, the folder copy and a private "
+                               f"tmp read-write, nothing else (/proc included) (ABI {landlock_abi()})"
+         if landlock else not_here),
+        ("uid", own_uid, "a uid of its own (200000+), no groups" if own_uid else
+         ("root of its own user namespace (your uid outside), no capabilities" if mode == "userns" else
+          "your own uid" if not root else "uid 0 without capabilities")),
         ("rlimits", True, f"CPU, address space {lim.memory_mb} MB, file size {lim.file_size_mb} MB, "
-                          f"{lim.open_files} open files; wall clock per call; output {lim.output_kb} KB"),
-        ("no_new_privs", full or seccomp, "set before the env's code runs" if full or seccomp else why_not),
-        ("tmpfs quota", full, f"/env changes and /tmp: {lim.disk_mb} MB, {lim.disk_inodes} inodes" if full else why_not),
+                          f"{lim.open_files} open files; wall clock per call; output {lim.output_kb} KB"
+                          + ("; RLIMIT_NPROC=1: no fork, no threads" if mode != NONE else "")),
+        ("no_new_privs", mode != NONE or seccomp, "set before the env's code runs"),
+        ("tmpfs quota", ns, f"/env changes and /tmp: {lim.disk_mb} MB, {lim.disk_inodes} inodes" if ns else not_here),
         ("keyring", seccomp, "a fresh, empty session keyring" if seccomp else seccomp_reason),
-        ("seccomp", seccomp, f"EPERM for {len(DENIED)} calls: {', '.join(DENIED)}; clone with a namespace flag"
-                             if seccomp else seccomp_reason),
+        ("seccomp", seccomp, f"EPERM for {len(DENIED)} calls: {', '.join(DENIED)}; EAGAIN for clone, fork, vfork; "
+                             f"socket() of any family but AF_UNIX" + (" (AF_UNIX too)" if landlock else "")
+         if seccomp else seccomp_reason),
+        ("environment", True, "an allowlist: none of envforge's variables; envforge's /proc/PID/environ unreadable"),
         ("folder copy", True, "no links, no special files; capped at "
                               f"{lim.folder_mb} MB and {lim.folder_files} entries"),
     ]

@@ -1,15 +1,23 @@
-"""Worker-side confinement, run by the worker before it loads any environment code.
+"""Worker-side confinement, run by the worker before it loads any environment code; one branch per
+rung of the ladder (capabilities.py says which rung a machine gets and why).
 
-In "namespaces" mode the worker was started by `unshare --net --mount --pid` as root.
-It then builds a minimal root file system in a tmpfs — read-only binds of the system
-and Python directories, a private /tmp, /dev/null & co, a fresh /proc and the environment
-at /env: an overlay of the (shared, read-only) copy of its folder under a private writable
-layer. That layer and /tmp live on one tmpfs capped in size and inodes, so whatever the env
-writes is bounded and vanishes with its mount namespace. It chroots into it, sets resource
-limits, and becomes a uid of its own with no supplementary groups, no capabilities and
-no_new_privs. In "plain" mode (not root, or no namespaces) none of that: only what follows.
-In both modes: resource limits, and, where libseccomp is present, the worker first joins a fresh, empty session keyring and
-last loads the seccomp filter of syscalls.py.
+"namespaces" (root) and "userns" (any user) — the worker was started by `unshare` (with
+`--user --map-root-user` for userns) in network, mount and PID namespaces of its own. It builds a
+minimal root file system in a tmpfs — read-only binds of the system and Python directories, a
+private /tmp, /dev/null & co, a fresh /proc and the environment at /env: an overlay of the
+(shared, read-only) copy of its folder under a private writable layer. That layer and /tmp live
+on one tmpfs capped in size and inodes, so whatever the env writes is bounded and vanishes with
+its mount namespace. It chroots into it and sets resource limits; as root it becomes a uid of its
+own with no groups, in a user namespace it drops every capability (it has no other uid to become).
+
+"landlock" — no namespace: the worker drops every capability, then Landlock limits file access
+to read-only system and Python paths and the worker's own folder copy and tmp (see landlock.py).
+
+"none" (the --unconfined opt-in) — only resource limits, no capabilities, and what follows.
+
+Every rung, and "none" where libseccomp is present: the worker first joins a fresh, empty session
+keyring and last loads the seccomp filter of syscalls.py. RLIMIT_NPROC=1 on every rung: no fork,
+no threads (on the landlock rung as a normal user it binds because the user has other processes).
 """
 from __future__ import annotations
 
@@ -23,7 +31,14 @@ from pipeline.sandbox.limits import EXIT_CPU, Limits
 
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 1, 2, 4, 8
 MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 32, 4096, 16384, 1 << 18
-PR_SET_NO_NEW_PRIVS = 38
+PR_SET_NO_NEW_PRIVS, PR_CAPBSET_DROP, PR_SET_SECUREBITS, PR_CAP_AMBIENT = 38, 24, 28, 47
+PR_CAP_AMBIENT_CLEAR_ALL = 4
+# SECBIT_NOROOT, _NOROOT_LOCKED, _NO_SETUID_FIXUP, _NO_SETUID_FIXUP_LOCKED, _KEEP_CAPS_LOCKED: uid 0
+# gets no capabilities back from an exec.
+SECURE_BITS = 0x01 | 0x02 | 0x04 | 0x08 | 0x20
+# statvfs flag -> mount flag, for flags a remount must keep (in a user namespace they are locked).
+_KEPT_FLAGS = {2: MS_NOSUID, 4: MS_NODEV, 8: MS_NOEXEC, 1024: 1024, 2048: 2048, 4096: 1 << 21}
+DEVICE_RIGHTS = {"null": True, "zero": False, "random": False, "urandom": False}  # name -> writable
 
 SYSTEM_DIRS = ("/usr", "/lib", "/lib64", "/lib32", "/bin", "/sbin", "/etc")
 DEVICES = ("null", "zero", "random", "urandom")
@@ -46,7 +61,9 @@ def _bind(source: str, target: str, readonly: bool) -> None:
         os.makedirs(os.path.dirname(target), exist_ok=True)
         open(target, "a").close()
     _mount(source, target, None, MS_BIND | MS_REC)
+    kept = os.statvfs(source).f_flag
     flags = MS_REMOUNT | MS_BIND | MS_NOSUID | (MS_RDONLY if readonly else 0)
+    flags |= sum(ms for st, ms in _KEPT_FLAGS.items() if kept & st)
     _mount(None, target, None, flags)
 
 
@@ -122,21 +139,64 @@ def drop_privileges(uid: int) -> None:
     _libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
 
 
+def drop_capabilities() -> None:
+    """Give up every capability for good, staying the same uid (root of a user namespace, or root
+    with no rung): the bounding set, the ambient set, the three sets of this process, and no way
+    back through an exec. A process with none to give up only sets no_new_privs."""
+    if os.geteuid() == 0:
+        if _libc.prctl(PR_SET_SECUREBITS, SECURE_BITS, 0, 0, 0) != 0:
+            raise OSError(ctypes.get_errno(), "prctl(PR_SET_SECUREBITS)")
+        for cap in range(64):
+            if _libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0 and ctypes.get_errno() == 1:  # EPERM
+                raise OSError(1, f"prctl(PR_CAPBSET_DROP, {cap})")
+        _libc.prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)
+        header = (ctypes.c_uint32 * 2)(0x20080522, 0)  # _LINUX_CAPABILITY_VERSION_3, this process
+        data = (ctypes.c_uint32 * 6)()  # effective, permitted, inheritable: all zero
+        if _libc.capset(header, data) != 0:
+            raise OSError(ctypes.get_errno(), "capset")
+    _libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
+
+
+def _landlock(base: str, folder: str) -> None:
+    """The landlock rung: no capabilities (root stays uid 0 — the Python it runs may sit under
+    /root, and uid 0 without CAP_SYS_RESOURCE is bound by RLIMIT_NPROC like anyone), then Landlock
+    over what it may read and write."""
+    from pipeline.sandbox import landlock
+
+    readable = list(SYSTEM_DIRS) + readable_paths() + [f"/dev/{d}" for d, w in DEVICE_RIGHTS.items() if not w]
+    writable = [folder, os.path.join(base, "tmp")] + [f"/dev/{d}" for d, w in DEVICE_RIGHTS.items() if w]
+    os.chdir(folder)
+    drop_capabilities()
+    landlock.restrict(readable, writable)
+
+
 def confine(mode: str, base: str, folder: str, uid: int, limits: Limits) -> str:
-    """Confine this process; return the environment folder's path as seen afterwards.
-    `folder`: the host's copy of the environment folder (in plain mode, this worker's own)."""
+    """Confine this process on the rung `mode`; return the environment folder's path as seen
+    afterwards. `folder`: the host's copy of the environment folder."""
     from pipeline.sandbox import syscalls  # loads libseccomp: only workers need it
 
-    seccomp, _ = syscalls.seccomp_available()
+    seccomp, why = syscalls.seccomp_available()
+    if mode != "none" and not seccomp:
+        raise OSError(f"the {mode} rung needs seccomp: {why}")
     if seccomp:
         syscalls.fresh_session_keyring()
-    if mode != "namespaces":
-        os.chdir(folder)
-        set_limits(limits, single_process=False)
-    else:
+    if mode == "namespaces":
         build_root(os.path.join(base, "root"), os.path.join(base, "rw"), folder, uid, limits)
         set_limits(limits, single_process=True)
         drop_privileges(uid)
+    elif mode == "userns":
+        build_root(os.path.join(base, "root"), os.path.join(base, "rw"), folder, 0, limits)
+        set_limits(limits, single_process=True)
+        drop_capabilities()
+    elif mode == "landlock":
+        set_limits(limits, single_process=True)
+        _landlock(base, folder)
+    elif mode == "none":
+        os.chdir(folder)
+        set_limits(limits, single_process=False)
+        drop_capabilities()
+    else:
+        raise ValueError(f"confinement: expected one of namespaces, userns, landlock, none, found {mode!r}")
     if seccomp:
-        syscalls.deny_syscalls()
-    return ENV_MOUNT if mode == "namespaces" else folder
+        syscalls.deny_syscalls(unix_sockets=mode != "landlock")
+    return ENV_MOUNT if mode in ("namespaces", "userns") else folder

@@ -40,10 +40,11 @@ def secret_looking(name: str) -> bool:
 
 
 def worker_environment(home: str) -> dict[str, str]:
+    """`home`: the worker's tmp folder, its HOME and TMPDIR too."""
     env = {
         "PATH": "/usr/local/bin:/usr/bin:/bin",
         "HOME": home,
-        "TMPDIR": "/tmp",
+        "TMPDIR": home,
         "PYTHONHASHSEED": "0",  # set iteration order must not vary between runs
         "PYTHONDONTWRITEBYTECODE": "1",
         "PYTHONUNBUFFERED": "1",

@@ -14,7 +14,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Iterator
 
-from pipeline.sandbox.capabilities import capabilities
+from pipeline.sandbox.capabilities import capabilities, namespaced
 from pipeline.sandbox.folder import FolderCopy, signature
 from pipeline.sandbox.executor import open_worker
 from pipeline.sandbox.limits import Limits
@@ -65,7 +65,7 @@ class WorkerPool:
                     self._leased -= 1
 
     def _copy(self, key: tuple, env_dir: Path) -> FolderCopy | None:
-        if capabilities()["mode"] != "namespaces":
+        if not namespaced(capabilities()["mode"]):
             return None  # each worker writes to its own copy
         with self._copying:
             if key not in self._copies:

@@ -20,7 +20,7 @@ import weakref
 from pathlib import Path
 from typing import Any, Callable
 
-from pipeline.sandbox.capabilities import UNSHARE_ARGS, capabilities
+from pipeline.sandbox.capabilities import LAUNCHERS, namespaced, require, used
 from pipeline.sandbox.confine import ENV_MOUNT
 from pipeline.sandbox.failures import SandboxFailure, failure_of
 from pipeline.sandbox.folder import DIR_PREFIX, FolderCopy, private_dir, remove_tree
@@ -65,20 +65,36 @@ def _worker_uid() -> int:
     return 200_000 + (os.getpid() * 4099 + next(_uid_counter)) % 500_000
 
 
+_PR_SET_DUMPABLE = 4
+
+
+def _undumpable() -> None:
+    """Make envforge's own /proc/PID/environ (and memory) unreadable by a process of the same uid
+    without CAP_SYS_PTRACE: what a worker is on every rung, and on none, its uid being envforge's."""
+    import ctypes
+
+    ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0)
+
+
 class Worker:
     """One sandboxed process holding one environment (a private copy of `env_dir`)."""
 
     def __init__(self, env_dir: str | Path, limits: Limits | None = None, env_id: Any = None,
-                 skin: str | None = None, host: str = "env", folder: FolderCopy | None = None):
+                 skin: str | None = None, host: str = "env", folder: FolderCopy | None = None,
+                 unconfined: bool | None = None):
         """`skin`: render with the folder's skins/<skin>.py instead of the env's own render_skin.
         `host`: what the worker holds, "env" (an environment) or "agent" (a learned agent's
         agent.py, see agent_host.py). `folder`: a copy of `env_dir` shared with other workers
-        (namespaces mode only: each sees it through a private writable layer)."""
+        (namespaced rungs only: each sees it through a private writable layer). `unconfined`: may the
+        worker run with no rung of the confinement ladder (default: the --unconfined opt-in,
+        ENVFORGE_UNCONFINED); without it and with no rung, `Unconfined` is raised and nothing runs."""
         self.env_dir = Path(env_dir).resolve()
         self.skin = skin
         self.host = host
         self.limits = limits or Limits()
-        self.mode = capabilities()["mode"]
+        self.mode = require(unconfined)
+        self.confinement = self.mode  # the rung it runs on (the parent's word, not the worker's)
+        used(self.mode)
         self.output_total = 0
         self.output_tail = b""
         self.failed = False
@@ -86,13 +102,14 @@ class Worker:
         self._lock = threading.Lock()
         self._closed = False
         _sweep_stale_dirs()
-        if folder is None or self.mode != "namespaces":
+        if folder is None or not namespaced(self.mode):
             folder = FolderCopy(str(self.env_dir), self.limits.folder_mb, self.limits.folder_files)
         self.folder = folder.acquire()
         self.dropped = folder.dropped  # what the copy left out: (path, what it is)
         self.base = private_dir()
-        for name in ("root", "rw"):
+        for name in ("root", "rw", "tmp"):
             os.mkdir(os.path.join(self.base, name))
+        _undumpable()
         self.env_id = env_id
         self._start()
         _live.add(self)
@@ -115,7 +132,9 @@ class Worker:
         request_r, self._request_w = os.pipe()
         self._reply_r, reply_w = os.pipe()
         self._output_r, output_w = os.pipe()
-        prefix = list(UNSHARE_ARGS) if self.mode == "namespaces" else []
+        prefix = list(LAUNCHERS.get(self.mode, ()))
+        # A namespaced worker's /tmp is private; elsewhere its tmp is the folder made for it.
+        tmp = "/tmp" if namespaced(self.mode) else os.path.join(self.base, "tmp")
         cmd = prefix + [
             sys.executable, "-s", "-P", "-m", "pipeline.sandbox.worker",
             "--base", self.base, "--folder", self.folder.path, "--mode", self.mode, "--uid", str(_worker_uid()),
@@ -124,7 +143,7 @@ class Worker:
         ] + (["--host", self.host] if self.host != "env" else [])
         try:
             self.proc = subprocess.Popen(
-                cmd, cwd=self.base, env=worker_environment(home="/tmp"), stdin=subprocess.DEVNULL,
+                cmd, cwd=self.base, env=worker_environment(home=tmp), stdin=subprocess.DEVNULL,
                 stdout=output_w, stderr=output_w, pass_fds=(request_r, reply_w), start_new_session=True,
             )
         finally:
@@ -171,7 +190,7 @@ class Worker:
 
     def _cpu_seconds(self) -> float:
         """CPU the worker has used over its life (what RLIMIT_CPU counts), read from /proc."""
-        pids = _children(self.proc.pid) if self.mode == "namespaces" else [self.proc.pid]
+        pids = _children(self.proc.pid) if namespaced(self.mode) else [self.proc.pid]
         try:
             with open(f"/proc/{pids[0]}/stat") as f:
                 fields = f.read().rsplit(")", 1)[1].split()
@@ -263,7 +282,7 @@ class Worker:
             code = self.proc.returncode
         while (chunk := self._read(self._output_r)):
             self.output_tail = (self.output_tail + chunk)[-_OUTPUT_TAIL:]
-        if code == 1 and self.mode == "namespaces" and self.output_tail.endswith(_UNSHARE_SIGKILLED):
+        if code == 1 and namespaced(self.mode) and self.output_tail.endswith(_UNSHARE_SIGKILLED):
             code = -signal.SIGKILL
         if code == EXIT_ALARM:
             return SandboxFailure("timeout", f"'{op}' outlived the worker's own deadline")
@@ -327,7 +346,7 @@ class Worker:
 
     def writable_folder(self) -> Path:
         """The folder as the worker sees and changes it (for tests and inspection, while it lives)."""
-        if self.mode != "namespaces":
+        if not namespaced(self.mode):
             return Path(self.folder.path)
         return Path(f"/proc/{_children(self.proc.pid)[0]}/root{ENV_MOUNT}")
 

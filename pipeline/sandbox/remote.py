@@ -3,8 +3,10 @@
 A `RayWorker` is a `Worker` whose process lives on some node of the cluster: the parent ships
 the environment folder's files (regular files only, bounded; links and special files refused,
 as everywhere on the host), a Ray actor on that node unpacks them and starts an ordinary
-sandboxed `Worker` there — the same confinement as on one machine — and every call goes to that
-actor. The episode loops, agents, model calls and records stay in this process: the keys are
+sandboxed `Worker` there — confined on the node's own rung of the ladder (capabilities.py), which
+it reports back (`confinement`, in every record) — and every call goes to that actor. A node with
+no rung is refused, as a machine is (`Unconfined`); with the driver's --unconfined opt-in its
+workers run and the node is named in a warning. The episode loops, agents, model calls and records stay in this process: the keys are
 here and never leave it, and one process writes every record, so `--resume` works as on one
 machine. A node that dies takes its actors with it; a call on such a worker raises `NodeLost`,
 an infrastructure fault that callers retry elsewhere, never a verdict on the environment.
@@ -23,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.errors import InfrastructureError, UserError
+from pipeline.sandbox.capabilities import NONE, Unconfined, opted_in, used
 from pipeline.sandbox.failures import SandboxFailure
 from pipeline.sandbox.folder import FolderCopy
 from pipeline.sandbox.limits import Limits
@@ -51,9 +54,11 @@ def _actor_class():
     class SandboxActor:
         """Runs on a cluster node: holds one sandboxed Worker over an unpacked folder copy."""
 
-        def __init__(self, name: str, files: bytes, limits: dict, skin: str | None, env_id: Any):
+        def __init__(self, name: str, files: bytes, limits: dict, skin: str | None, env_id: Any,
+                     unconfined: bool = False):
             import tempfile
 
+            from pipeline.sandbox.capabilities import Unconfined
             from pipeline.sandbox.process import Worker
 
             self.dir = tempfile.mkdtemp(prefix="envforge-ray-")
@@ -62,16 +67,21 @@ def _actor_class():
             with tarfile.open(fileobj=io.BytesIO(files)) as tar:
                 tar.extractall(folder, filter="data")
             self.node = ray.get_runtime_context().get_node_id()
+            self.worker, self.failure, self.refused = None, None, None
             try:
-                self.worker = Worker(folder, Limits(**limits), env_id=env_id, skin=skin)
-                self.failure = None
+                # The node's own ladder, with the driver's opt-in (never the node's environment's).
+                self.worker = Worker(folder, Limits(**limits), env_id=env_id, skin=skin, unconfined=unconfined)
             except SandboxFailure as failure:
-                self.worker, self.failure = None, failure.to_dict()
+                self.failure = failure.to_dict()
+            except Unconfined as refused:
+                self.refused = str(refused)
 
         def started(self) -> dict:
+            if self.refused:
+                return {"refused": self.refused, "node": self.node}
             if self.failure:
                 return {"failure": self.failure, "node": self.node}
-            return {"info": self.worker.info, "node": self.node}
+            return {"info": self.worker.info, "node": self.node, "confinement": self.worker.confinement}
 
         def call(self, op: str, timeout: float | None, args: dict) -> dict:
             # Failures cross the cluster as plain data: exceptions with fields do not pickle.
@@ -93,6 +103,17 @@ def _actor_class():
 
 _actor = None
 _actor_lock = threading.Lock()
+_unconfined_nodes: set[str] = set()
+
+
+def _warn_unconfined(node: str) -> None:
+    """With the opt-in, a node whose workers run with no confinement is named, once."""
+    import sys
+
+    if node not in _unconfined_nodes:
+        _unconfined_nodes.add(node)
+        print(f"envforge: warning: Ray node {node} runs environment code UNCONFINED (no rung of the "
+              f"confinement ladder there; allowed by --unconfined)", file=sys.stderr)
 
 
 def connect(address: str | None) -> dict:
@@ -256,13 +277,21 @@ class RayWorker:
             files = pack_folder(copy)
         finally:
             copy.release()
-        self._handle = _actor.remote(self.env_dir.name, files, self.limits.to_dict(), skin, env_id)
+        unconfined = opted_in()  # the driver's opt-in, sent along: the node applies it to its workers
+        self._handle = _actor.remote(self.env_dir.name, files, self.limits.to_dict(), skin, env_id, unconfined)
         started = self._get(self._handle.started.remote(), "start")  # the remote worker's start and opening
         self.node = started["node"]
+        if "refused" in started:
+            self.close()
+            raise Unconfined(f"Ray node {self.node}: {started['refused']}")
         if "failure" in started:
             self.close()
             raise SandboxFailure(**started["failure"])
         self.info = started["info"]
+        self.confinement = str(started["confinement"])
+        used(self.confinement)
+        if self.confinement == NONE:
+            _warn_unconfined(self.node)
 
     def _get(self, ref, op: str) -> Any:
         try:

@@ -6,8 +6,10 @@ keys; a worker inherits it unless it joins a new, empty one — which it does wh
 Seccomp: once the worker has dropped its privileges, a filter (libseccomp, through pyseccomp) makes
 the system calls below fail with EPERM. An environment has no business making any of them; most
 are already refused to an unprivileged uid, and the filter is the second wall for a kernel bug.
-`clone3` fails with ENOSYS instead, so the C library falls back to `clone`, whose namespace flags
-are denied; with RLIMIT_NPROC=1 the worker starts no process or thread anyway.
+`clone3` fails with ENOSYS instead, so the C library falls back to `clone`, which (like fork and
+vfork) fails with EAGAIN: a worker starts no process or thread, whatever its uid (RLIMIT_NPROC=1
+says the same where it binds). Sockets of any family but AF_UNIX, and signals to any process but
+the worker itself, are refused too (see deny_syscalls).
 """
 from __future__ import annotations
 
@@ -32,9 +34,12 @@ DENIED = {
     "settimeofday": "the clock", "clock_settime": "the clock", "adjtimex": "the clock",
     "clock_adjtime": "the clock", "fanotify_init": "watching the whole file system",
     "personality": "changing the execution domain", "lookup_dcookie": "kernel profiling",
+    "io_uring_setup": "asynchronous I/O that bypasses this filter", "io_uring_enter": "asynchronous I/O",
+    "io_uring_register": "asynchronous I/O", "pidfd_getfd": "taking another process's files",
 }
-# clone's flags that make namespaces: NEWNS, NEWCGROUP, NEWUTS, NEWIPC, NEWUSER, NEWPID, NEWNET, NEWTIME.
-CLONE_NEW_FLAGS = (0x00020000, 0x02000000, 0x04000000, 0x08000000, 0x10000000, 0x20000000, 0x40000000, 0x00000080)
+AF_UNIX = 1
+# Calls that send a signal (the first argument names whom): only the worker itself may be signalled.
+SIGNALLING = ("kill", "tkill", "tgkill", "rt_sigqueueinfo", "rt_tgsigqueueinfo")
 KEYCTL_JOIN_SESSION_KEYRING = 1
 
 try:
@@ -79,17 +84,38 @@ def fresh_session_keyring() -> None:
         raise OSError(err, f"keyctl(JOIN_SESSION_KEYRING): {errno.errorcode.get(err, err)}")
 
 
-def deny_syscalls() -> list[str]:
-    """Load the filter into this process for good; return the denied calls known on this arch."""
+def deny_syscalls(unix_sockets: bool = True) -> list[str]:
+    """Load the filter into this process for good; return the denied calls known on this arch.
+    socket() and socketpair() fail for every family but AF_UNIX (for every family, AF_UNIX included,
+    without `unix_sockets`: where no mount namespace hides the host's socket files); signals go to
+    this process alone."""  # noqa: D401
+    import os
+
     syscall_filter = _seccomp.SyscallFilter(_seccomp.ALLOW)
     denied = []
     for name in DENIED:
         if _number(name) is not None:
             syscall_filter.add_rule(_seccomp.ERRNO(errno.EPERM), name)
             denied.append(name)
-    if _number("clone") is not None:
-        for flag in CLONE_NEW_FLAGS:  # one rule each: "any of these bits" is no single comparison
-            syscall_filter.add_rule(_seccomp.ERRNO(errno.EPERM), "clone", _seccomp.Arg(0, _seccomp.MASKED_EQ, flag, flag))
+    eperm = _seccomp.ERRNO(errno.EPERM)
+    for name in ("socket", "socketpair"):
+        if _number(name) is None:
+            continue
+        if unix_sockets:
+            syscall_filter.add_rule(eperm, name, _seccomp.Arg(0, _seccomp.NE, AF_UNIX))
+        else:
+            syscall_filter.add_rule(eperm, name)
+    me = os.getpid()
+    for name in SIGNALLING:
+        if _number(name) is not None:  # not even its process group (pid 0): `unshare` may be in it
+            syscall_filter.add_rule(eperm, name, _seccomp.Arg(0, _seccomp.NE, me))
+    if _number("pidfd_send_signal") is not None:
+        syscall_filter.add_rule(eperm, "pidfd_send_signal")
+    # No new process or thread, whatever the uid (RLIMIT_NPROC does not bind uid 0, which a worker
+    # is on the userns and landlock rungs when envforge runs as root): EAGAIN, as at a process limit.
+    for name in ("clone", "fork", "vfork"):
+        if _number(name) is not None:
+            syscall_filter.add_rule(_seccomp.ERRNO(errno.EAGAIN), name)
     if _number("clone3") is not None:
         syscall_filter.add_rule(_seccomp.ERRNO(errno.ENOSYS), "clone3")
     syscall_filter.load()

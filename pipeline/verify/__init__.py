@@ -28,6 +28,7 @@ from pipeline import records as files
 from pipeline import layout
 from pipeline.verify import certify, execution, levels, reliability
 from pipeline.sandbox import SandboxFailure
+from pipeline.sandbox.capabilities import ran_under
 from pipeline.errors import Rejected
 from pipeline.verify.context import Clock, Context, Options, failure_text
 
@@ -43,10 +44,11 @@ class VerificationResult:
     stage: str | None  # the first failing stage
     reason: str
     stages: dict = field(default_factory=dict)  # stage -> figures
+    confinement: str = ""  # the sandbox rung its workers ran on (pipeline/sandbox/capabilities.py)
 
     def to_dict(self) -> dict:
         return {"accepted": self.accepted, "stage": self.stage, "reason": self.reason, "stages": self.stages,
-                "env_dir": self.env_dir}
+                "env_dir": self.env_dir, "confinement": self.confinement}
 
 
 def verify_env(env_dir: str | Path, stages: tuple[str, ...] = STAGES, options: Options | None = None) -> VerificationResult:
@@ -80,6 +82,7 @@ def verify_env(env_dir: str | Path, stages: tuple[str, ...] = STAGES, options: O
         result.accepted, result.stage = False, current
         result.reason = f"{failure.where or layout.ENV_MAIN}: expected the {current} stage to run, found {failure_text(failure)}"
     result.stages["total"] = clock.figures()
+    result.confinement = ran_under()
     if not result.reason:
         result.reason = "accepted: " + ", ".join(s for s in STAGES if s in stages) + " passed"
         result.reason += _accepted_notes(result.stages)
@@ -115,7 +118,8 @@ def record(env_dir: Path, result: VerificationResult) -> None:
     files.write_json(env_dir / layout.VERIFICATION, "verification", data)
 
     def change(m: dict) -> None:
-        m["verification"] = {k: data[k] for k in ("accepted", "stage", "reason", "verified_at")}
+        m["verification"] = {k: data[k] for k in ("accepted", "stage", "reason", "verified_at", "confinement")}
+        m["confinement"] = data["confinement"]
         per_level = (result.stages.get("reliability") or {}).get("per_level")
         if per_level:
             m["difficulty_baseline"] = {

@@ -1,5 +1,5 @@
 """Hostile env: step signals its parent, pid 1, its process group and the host pid named in the
-level. Expected: exception (no such process to signal), and the host untouched.
+level. Expected: exception (the seccomp filter lets a worker signal itself alone), and the host untouched.
 """
 import os
 
