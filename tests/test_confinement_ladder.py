@@ -205,3 +205,159 @@ def test_every_rung_contains_the_hostile_probe(rung: str, uid: int):
     for attempt in ("af_vsock", "af_packet", "io_uring_setup", "keyring", "ptrace_parent", "signal_parent"):
         assert "Operation not permitted" in found[attempt] or "EPERM" in found[attempt], (attempt, found[attempt])
     assert "Resource temporarily unavailable" in found["fork"], found["fork"]  # the filter, or RLIMIT_NPROC
+
+
+# -- no rung: refuse, or run with the opt-in and say so ---------------------------------------
+# Makes this machine one with no rung, as Docker's default profile or a hardened kernel does:
+# a seccomp filter on the driver and everything it starts refuses unshare (so neither namespaced
+# rung starts) and answers landlock_create_ruleset with ENOSYS (no Landlock). Then runs argv.
+NO_RUNG = r"""
+import errno, os, sys
+import pyseccomp
+f = pyseccomp.SyscallFilter(pyseccomp.ALLOW)
+f.add_rule(pyseccomp.ERRNO(errno.EPERM), "unshare")
+f.add_rule(pyseccomp.ERRNO(errno.ENOSYS), "landlock_create_ruleset")
+f.load()
+os.execv(sys.argv[1], sys.argv[1:])
+"""
+MARKER_ENV = '''
+import builtins
+_open = getattr(builtins, "op" + "en")
+_open({marker!r}, "w").write("environment code ran")
+'''
+
+
+def _no_rung(*argv: str, env: dict | None = None, cwd: Path = ROOT) -> subprocess.CompletedProcess:
+    base = {k: v for k, v in os.environ.items() if k not in ("ENVFORGE_CONFINEMENT", "ENVFORGE_UNCONFINED")}
+    return subprocess.run([sys.executable, "-c", NO_RUNG, sys.executable, *argv], capture_output=True, text=True,
+                          timeout=900, cwd=cwd, env={**base, **(env or {})})
+
+
+def _marked_env(tmp_path: Path) -> tuple[Path, Path]:
+    from tiny_env import write_env
+
+    marker = tmp_path / "marker.txt"
+    env = write_env(tmp_path / "marked")
+    (env / "env_main.py").write_text(MARKER_ENV.format(marker=str(marker)) + (env / "env_main.py").read_text())
+    return env, marker
+
+
+@pytest.mark.parametrize("command", ["check", "evaluate", "verify", "play"])
+def test_with_no_rung_commands_refuse_in_one_line_and_run_no_env_code(command, tmp_path):
+    env, marker = _marked_env(tmp_path)
+    args = {"check": [str(env)], "verify": [str(env)], "play": [str(env), "--level", "levels/level_01.yaml"],
+            "evaluate": [str(env), "--agent", "random", "--out", str(tmp_path / "out")]}[command]
+    done = _no_rung("-m", "pipeline.cli", command, *args)
+    assert done.returncode == 2, done.stdout + done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1, done.stderr
+    assert lines[0].startswith(f"envforge {command}: error: no sandbox can be made here, so no environment code runs"), lines
+    for named in ("namespaces: ", "userns: unshare refused", "landlock: no Landlock", "--unconfined"):
+        assert named in lines[0], (named, lines[0])
+    assert not marker.exists(), "environment code ran"
+    assert not (tmp_path / "out").exists() or not any((tmp_path / "out").rglob("episodes.jsonl"))
+
+
+def test_with_no_rung_the_python_api_refuses_too(tmp_path):
+    env, marker = _marked_env(tmp_path)
+    code = ("import sys\nfrom pipeline.sandbox import Worker\nfrom pipeline.errors import UserError\n"
+            f"try:\n    Worker({str(env)!r})\nexcept UserError as e:\n    print(type(e).__name__, e)\n    sys.exit(3)\n")
+    done = _no_rung("-c", code)
+    assert done.returncode == 3, done.stdout + done.stderr
+    assert done.stdout.startswith("Unconfined no sandbox can be made here"), done.stdout
+    assert not marker.exists(), "environment code ran"
+
+
+def test_with_no_rung_and_the_opt_in_commands_run_warn_and_records_say_none(tmp_path):
+    from tiny_env import write_env
+
+    env = write_env(tmp_path / "corridor")
+    done = _no_rung("-m", "pipeline.cli", "verify", str(env), "--write", "--unconfined")
+    assert "warning: running environment code UNCONFINED" in done.stderr, done.stderr
+    verification = json.loads((env / "verification.json").read_text())
+    manifest = json.loads((env / "manifest.json").read_text())
+    assert verification["confinement"] == "none"
+    assert manifest["confinement"] == "none" and manifest["verification"]["confinement"] == "none"
+    out = tmp_path / "out"
+    done = _no_rung("-m", "pipeline.cli", "evaluate", str(env), "--agent", "random", "--runs", "1", "--out", str(out),
+                    env={"ENVFORGE_UNCONFINED": "1"})
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "warning: running environment code UNCONFINED" in done.stderr, done.stderr
+    episodes = [json.loads(line) for line in next(out.rglob("episodes.jsonl")).read_text().splitlines()]
+    assert episodes and {e["confinement"] for e in episodes} == {"none"}
+
+
+def test_confined_records_name_their_rung(tmp_path):
+    from pipeline.sandbox.capabilities import capabilities
+    from tiny_env import write_env
+
+    env = write_env(tmp_path / "corridor")
+    done = subprocess.run([sys.executable, "-m", "pipeline.cli", "verify", str(env), "--write"], capture_output=True, text=True,
+                          timeout=900, cwd=ROOT)
+    assert json.loads((env / "verification.json").read_text())["confinement"] == capabilities()["mode"], done.stderr
+    assert json.loads((env / "manifest.json").read_text())["confinement"] == capabilities()["mode"]
+
+
+@ROOT_ONLY
+def test_unconfined_workers_still_get_no_parent_environment_nor_its_proc_environ():
+    """With the opt-in and no rung the env reads what envforge's uid can (the probe is not blind),
+    yet not envforge's environment variables or /proc/PID/environ."""
+    scene = Scene(0)
+    try:
+        argv = [sys.executable, "-c", DRIVER, json.dumps({"env": str(scene.env)})]
+        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "OPENAI_API_KEY": CANARY, "HOME": str(scene.planted),
+               "ENVFORGE_UNCONFINED": "1", "TMPDIR": "/tmp"}
+        done = subprocess.run([sys.executable, "-c", NO_RUNG] + argv, capture_output=True, text=True, timeout=600,
+                              cwd=scene.dir, env=env)
+        assert done.returncode == 0, done.stdout + done.stderr
+        report = json.loads(done.stdout.strip().splitlines()[-1])
+    finally:
+        scene.close()
+    assert report["confinement"] == "none"
+    assert report["found"]["read_secret_0"].startswith("ok"), report["found"]  # unconfined indeed
+    assert report["found"]["parent_environ"].startswith("PermissionError"), report["found"]["parent_environ"]
+    assert CANARY not in report["environs"] and CANARY not in json.dumps(report["environment"])
+
+
+# -- a Ray node with no rung ------------------------------------------------------------------
+@pytest.mark.slow
+def test_a_ray_node_with_no_rung_is_refused_and_with_the_opt_in_named_and_recorded(tmp_path):
+    """The node (a one-node cluster started under the no-rung filter, so its raylet and workers have
+    no rung) refuses the driver's work; with --unconfined it runs it, the driver names the node in a
+    warning and the episode records say "none". The driver itself has a rung."""
+    pytest.importorskip("ray", reason="the Ray extra is not installed (pip install 'envforge[ray]')")
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    ray_cli = str(Path(sys.executable).parent / "ray")
+    env = {**{k: v for k, v in os.environ.items() if k not in ("ENVFORGE_CONFINEMENT", "ENVFORGE_UNCONFINED")},
+           "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0", "RAY_USAGE_STATS_ENABLED": "0"}
+    # --block keeps the node's processes under this one process group, which the test ends itself.
+    head = subprocess.Popen([sys.executable, "-c", NO_RUNG, ray_cli, "start", "--head", "--block", "--num-cpus", "1",
+                             f"--port={port}", "--node-ip-address=127.0.0.1", "--include-dashboard=false",
+                             f"--temp-dir={tmp_path / 'ray'}"],
+                            cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            start_new_session=True)
+    try:
+        from tiny_env import write_env
+
+        corridor = write_env(tmp_path / "corridor")
+        argv = [sys.executable, "-m", "pipeline.cli", "evaluate", str(corridor), "--agent", "random", "--runs", "1",
+                "--max-levels", "1", "--executor", "ray", "--ray-address", f"127.0.0.1:{port}"]
+
+        def evaluate(*extra: str) -> subprocess.CompletedProcess:
+            return subprocess.run(argv + list(extra), capture_output=True, text=True, timeout=900, cwd=ROOT, env=env)
+
+        refused = evaluate("--out", str(tmp_path / "refused"))
+        assert refused.returncode == 2, refused.stdout + refused.stderr
+        assert "error: Ray node " in refused.stderr and "no sandbox can be made here" in refused.stderr, refused.stderr
+        assert not (tmp_path / "refused" / "episodes.jsonl").exists() or not (
+            tmp_path / "refused" / "episodes.jsonl").read_text().strip()
+        allowed = evaluate("--out", str(tmp_path / "allowed"), "--unconfined")
+        assert allowed.returncode == 0, allowed.stdout + allowed.stderr
+        assert "warning: Ray node " in allowed.stderr and "runs environment code UNCONFINED" in allowed.stderr
+        rows = [json.loads(line) for line in (tmp_path / "allowed" / "episodes.jsonl").read_text().splitlines()]
+        assert rows and {r["confinement"] for r in rows} == {"none"}
+    finally:
+        os.killpg(head.pid, 9)
+        head.wait()
