@@ -331,14 +331,27 @@ def test_a_ray_node_with_no_rung_is_refused_and_with_the_opt_in_named_and_record
         port = probe.getsockname()[1]
     ray_cli = str(Path(sys.executable).parent / "ray")
     env = {**{k: v for k, v in os.environ.items() if k not in ("ENVFORGE_CONFINEMENT", "ENVFORGE_UNCONFINED")},
-           "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0", "RAY_USAGE_STATS_ENABLED": "0"}
+           "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0", "RAY_USAGE_STATS_ENABLED": "0",
+           "RAY_AUTH_MODE": "disabled"}  # the node and the driver alone, on this machine; auth is not the subject
     # --block keeps the node's processes under this one process group, which the test ends itself.
+    # A short --temp-dir: the node's UNIX socket paths must fit in 108 bytes.
+    ray_tmp = tempfile.mkdtemp(prefix="efray-")
     head = subprocess.Popen([sys.executable, "-c", NO_RUNG, ray_cli, "start", "--head", "--block", "--num-cpus", "1",
                              f"--port={port}", "--node-ip-address=127.0.0.1", "--include-dashboard=false",
-                             f"--temp-dir={tmp_path / 'ray'}"],
+                             f"--temp-dir={ray_tmp}", "--disable-usage-stats"],
                             cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                             start_new_session=True)
     try:
+        import time
+
+        deadline = time.monotonic() + 600  # how long a busy machine may take to start a node, not a bound tested
+        while head.poll() is None and time.monotonic() < deadline:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                time.sleep(0.5)
+        assert head.poll() is None, "the Ray node did not start"
         from tiny_env import write_env
 
         corridor = write_env(tmp_path / "corridor")
@@ -361,3 +374,4 @@ def test_a_ray_node_with_no_rung_is_refused_and_with_the_opt_in_named_and_record
     finally:
         os.killpg(head.pid, 9)
         head.wait()
+        shutil.rmtree(ray_tmp, ignore_errors=True)

@@ -58,6 +58,12 @@ def test_evaluate_on_ray_writes_the_same_episode_records_as_local(cluster, tmp_p
     assert remote.returncode == 0, remote.stderr
     assert len(episodes(tmp_path / "local")) == 2 * 2 * 3
     assert episodes(tmp_path / "ray") == episodes(tmp_path / "local")
+    # Each record names the rung its worker ran on: the node's own, reported by its actor.
+    from pipeline.sandbox.capabilities import capabilities
+
+    for where in ("local", "ray"):
+        rows = [json.loads(line) for line in (tmp_path / where / "episodes.jsonl").read_text().splitlines()]
+        assert {r["confinement"] for r in rows} == {capabilities()["mode"]}, where
 
 
 def test_a_killed_driver_resumes_on_ray_with_nothing_repeated_or_lost(cluster, tmp_path):
