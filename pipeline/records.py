@@ -3,7 +3,9 @@
 Writing: every file goes to disk whole or not at all — a temporary file in the same folder,
 flushed and fsynced, then renamed over the target — so a run killed at any instant, or a full
 disk, leaves the previous version. JSONL logs (episodes, trajectories, call journals) grow by
-appending one line at a time; a line cut by a kill is skipped by the reader.
+appending one line at a time. A last line cut short (a kill, a full disk) is set aside before
+anything is appended (`repair_tail`: moved to FILE.torn, with a warning), so a new record never
+lands on the end of a partial one; a reader skips it and says so.
 
 Versioning: every JSON object envforge writes (a whole .json file, or each line of a .jsonl
 file) starts with
@@ -32,6 +34,7 @@ import os
 import re
 import sqlite3
 import stat
+import sys
 import tempfile
 from pathlib import Path
 from typing import Any, Iterator
@@ -152,22 +155,34 @@ def _read(path: Path, kind: str) -> bytes | None:
         return f.read()
 
 
-def read_jsonl(path: str | Path, kind: str) -> Iterator[tuple[int, dict]]:
-    """(line number, record) of each line; a line that is not JSON (cut by a kill) is skipped,
-    a record of another kind or version is refused."""
+def read_jsonl(path: str | Path, kind: str, repair: bool = False) -> Iterator[tuple[int, dict]]:
+    """(line number, record) of each line; a record of another kind or version is refused. A line
+    that is not JSON is skipped with a warning; with `repair` (a reader that appends next), a last
+    line cut short is first set aside (repair_tail)."""
     path = Path(path)
+    if repair:
+        repair_tail(path)
     data = _read(path, kind)
     if data is None:
         return
     text = data.decode("utf-8", errors="replace")
-    for number, line in enumerate(text.splitlines(), start=1):
+    lines = text.split("\n")
+    for number, line in enumerate(lines, start=1):
         if not line.strip():
             continue
         try:
             data = json.loads(line)
         except ValueError:
+            cut = number == len(lines)  # no newline after it: cut short by a kill or a full disk
+            warn(f"{path}:{number}: expected a JSON record ({format_of(kind)}), found "
+                 + ("a line cut short" if cut else "a line that is not JSON") + "; left out")
             continue
         yield number, check(data, kind, f"{path}:{number}")
+
+
+def warn(message: str) -> None:
+    """A warning on stderr, where the CLI and a notebook show it."""
+    print(f"envforge: warning: {message}", file=sys.stderr, flush=True)
 
 
 # -- writing ----------------------------------------------------------------------------------
@@ -191,9 +206,7 @@ def write_bytes(path: str | Path, data: bytes) -> Path:
         raise
     try:
         try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view):]
+            _write_all(fd, data)
             os.fsync(fd)
         finally:
             os.close(fd)
@@ -222,7 +235,7 @@ def append_jsonl(path: str | Path, kind: str, data: dict, durable: bool = False)
 
 def append_text(path: str | Path, text: str, durable: bool = False) -> None:
     """Append to a log file. A failed append is cut back off, so the file never ends in part of
-    what envforge meant to write."""
+    what envforge meant to write; a last line another process left cut short is set aside first."""
     line = text.encode("utf-8")
     path = Path(path)
     try:
@@ -232,11 +245,10 @@ def append_text(path: str | Path, text: str, durable: bool = False) -> None:
         _raise_if_full(e, path)
         raise
     try:
+        _repair_tail(fd, path)
         size = os.fstat(fd).st_size
         try:
-            view = memoryview(line)
-            while view:
-                view = view[os.write(fd, view):]
+            _write_all(fd, line)
             if durable:
                 os.fsync(fd)
         except OSError as e:
@@ -247,11 +259,71 @@ def append_text(path: str | Path, text: str, durable: bool = False) -> None:
         os.close(fd)
 
 
-def _open_log(path: Path, flags: int) -> int:
+TORN_SUFFIX = ".torn"
+_TAIL_CHUNK = 1 << 16
+
+
+def repair_tail(path: str | Path) -> None:
+    """Set aside the last line of the log at `path` if it was cut short (see _repair_tail)."""
+    path = Path(path)
+    try:
+        fd = _open_log(path, os.O_APPEND, create=False)
+    except FileNotFoundError:
+        return
+    try:
+        _repair_tail(fd, path)
+    finally:
+        os.close(fd)
+
+
+def _repair_tail(fd: int, path: Path) -> None:
+    """A log that does not end in a newline ends in a line cut short (a kill, a full disk). A cut
+    JSON line is moved to FILE.torn (appended there, never lost) and the log truncated to the
+    line before it, with a warning; a last line that is whole JSON only gets its newline."""
+    size = os.fstat(fd).st_size
+    if not size or os.pread(fd, 1, size - 1) == b"\n":
+        return
+    start = size
+    while start > 0:
+        chunk_start = max(0, start - _TAIL_CHUNK)
+        chunk = os.pread(fd, start - chunk_start, chunk_start)
+        newline = chunk.rfind(b"\n")
+        if newline >= 0:
+            start = chunk_start + newline + 1
+            break
+        start = chunk_start
+    tail = os.pread(fd, size - start, start)
+    try:
+        json.loads(tail)
+        whole = path.suffix == ".jsonl"
+    except ValueError:
+        whole = False
+    if whole:
+        os.write(fd, b"\n")
+        return
+    side = path.with_name(path.name + TORN_SUFFIX)
+    kept = _open_log(side, os.O_APPEND)
+    try:
+        _write_all(kept, tail + b"\n")
+    finally:
+        os.close(kept)
+    os.ftruncate(fd, start)
+    warn(f"{path}: its last line was cut short (a killed run or a full disk); its {len(tail)} byte(s) were moved "
+         f"to {side.name} and the file goes on from the line before")
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+
+
+def _open_log(path: Path, flags: int, create: bool = True) -> int:
     """A log file opened for writing, never through a link (in a folder someone else made, a
     trajectory linked to ~/.bashrc would be truncated or appended to) nor a special file."""
     try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC | flags, 0o644)
+        fd = os.open(path, os.O_RDWR | (os.O_CREAT if create else 0) | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+                     | flags, 0o644)
     except OSError as e:
         if e.errno in (errno.ELOOP, errno.ENXIO):
             found = "a symbolic link (never followed)" if e.errno == errno.ELOOP else "a special file"

@@ -160,3 +160,49 @@ def test_a_broken_env_exits_1_with_its_file_and_line_and_once_fixed_is_scored_on
     assert evaluate(env, out, "--agent", "planner", "--resume") == 0
     assert "0 already done, 1 run now" in capsys.readouterr().out
     assert records(out)[-1]["stop_reason"] == "solved" and records(out)[-1]["normalized"] == 1.0
+
+
+def test_a_record_cut_short_is_set_aside_with_a_warning_and_its_episode_runs_again_once(tmp_path):
+    """Issue 23 item 5: episodes.jsonl ending mid-line (a kill, a full disk) had --resume append
+    onto the partial line; that episode became unreadable and ran again on every resume, silently."""
+    out = tmp_path / "ev"
+    first = subprocess.run([ENVFORGE, "evaluate", str(REFERENCE / "crate_dock"), "--max-levels", "2", "--runs", "1",
+                            "--agent", "random", "--out", str(out)], capture_output=True, text=True, timeout=600)
+    assert first.returncode == 0, first.stderr
+    jsonl = out / "episodes.jsonl"
+    whole, last = jsonl.read_text().splitlines(keepends=True)
+    jsonl.write_text(whole + last[: len(last) // 2])  # the run was killed while writing the second record
+    cut = last[: len(last) // 2]
+
+    resumed = subprocess.run([ENVFORGE, "evaluate", str(REFERENCE / "crate_dock"), "--max-levels", "2", "--runs", "1",
+                              "--agent", "random", "--out", str(out), "--resume"], capture_output=True, text=True,
+                             timeout=600)
+    assert resumed.returncode == 0, resumed.stderr
+    assert (f"envforge: warning: {jsonl}: its last line was cut short (a killed run or a full disk); its "
+            f"{len(cut.encode())} byte(s) were moved to episodes.jsonl.torn and the file goes on from the line before"
+            ) in resumed.stderr
+    assert "2 episode(s), 1 already done, 1 run now" in resumed.stdout
+    assert (out / "episodes.jsonl.torn").read_text() == cut + "\n"
+    rows = records(out)  # every line whole JSON again
+    assert len(rows) == 2 and {r["level"] for r in rows} == {"levels/level_01.yaml", "levels/level_02.yaml"}
+
+    again = subprocess.run([ENVFORGE, "evaluate", str(REFERENCE / "crate_dock"), "--max-levels", "2", "--runs", "1",
+                            "--agent", "random", "--out", str(out), "--resume"], capture_output=True, text=True,
+                           timeout=600)
+    assert "2 episode(s), 2 already done, 0 run now" in again.stdout
+    assert "warning" not in again.stderr
+
+
+def test_a_reader_that_does_not_append_skips_a_cut_line_and_says_so(tmp_path, capsys):
+    from pipeline import records as files
+
+    log = tmp_path / "calls.jsonl"
+    files.append_jsonl(log, "model_call", {"stage": "design", "index": 1})
+    with open(log, "a") as f:
+        f.write('{"format": "envforge.model_call/1", "stage": "de')
+    assert [entry["index"] for _, entry in files.read_jsonl(log, "model_call")] == [1]
+    assert f"envforge: warning: {log}:2: expected a JSON record (envforge.model_call/1), found a line cut short; " \
+           f"left out" in capsys.readouterr().err
+    files.append_jsonl(log, "model_call", {"stage": "design", "index": 2})  # the appender sets the cut line aside
+    assert [entry["index"] for _, entry in files.read_jsonl(log, "model_call")] == [1, 2]
+    assert (tmp_path / "calls.jsonl.torn").read_text() == '{"format": "envforge.model_call/1", "stage": "de\n'

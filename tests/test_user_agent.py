@@ -68,3 +68,27 @@ def test_readme_documents_every_key_the_agent_gets(tmp_path, capsys):
     assert set(given["env_info"]) == documented
     assert all(f'"{key}"' in section for key in given["info"])
     assert "examples/agents/explorer.py:Explorer" in section
+
+
+def test_a_module_beside_the_agent_does_not_shadow_envforges_own_imports(tmp_path):
+    """Issue 22 item 6: the agent's folder went first on sys.path, so a matplotlib.py beside it was
+    imported by the report code. The agent still imports its own helper module."""
+    import os
+    import subprocess
+    import sys
+
+    folder = tmp_path / "mine"
+    folder.mkdir()
+    (folder / "matplotlib.py").write_text("open(__file__ + '.imported', 'w').close()\nraise ImportError('the fake one')\n")
+    (folder / "helper.py").write_text("def first_action(env):\n    return {'action': 'wait', 'params': {}}\n")
+    (folder / "agent.py").write_text("import helper\n\n\ndef run(env, env_info):\n    env.step(helper.first_action(env))\n")
+    out = tmp_path / "out"
+    done = subprocess.run([str(Path(sys.executable).parent / "envforge"), "evaluate", str(CRATE), "--agent",
+                           f"{folder / 'agent.py'}:run", "--max-levels", "1", "--runs", "1", "--out", str(out)],
+                          capture_output=True, text=True, timeout=600, env=dict(os.environ, ENVFORGE_PLOTS="on"),
+                          cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert not (folder / "matplotlib.py.imported").exists()
+    assert (out / "per_env.png").stat().st_size > 0
+    (record,) = records(out)
+    assert record["env_steps"] == 1 and record["stop_reason"] == "agent_stopped"

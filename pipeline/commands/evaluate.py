@@ -264,7 +264,7 @@ def prepare(args) -> Job:
                          dataclasses.replace(RunOptions.sandbox, call_seconds=args.call_seconds), args.skin,
                          run_seconds=args.run_seconds, agent_settings=_agent_settings(args))
     label = agent if model == NO_MODEL else f"{agent} {model}"
-    return Job(args, targets, client, player, options, Records(args.out), label)
+    return Job(args, targets, client, player, options, Records(args.out, repair=True), label)
 
 
 async def execute(job: Job) -> Evaluation:

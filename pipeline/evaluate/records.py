@@ -157,15 +157,16 @@ def slug(text: str) -> str:
 class Records:
     """The records of an output folder; appends as episodes finish."""
 
-    def __init__(self, out: str | Path):
+    def __init__(self, out: str | Path, repair: bool = False):
+        """`repair`: this process appends next (evaluate): a last line cut short by a killed run is
+        set aside first (episodes.jsonl.torn, with a warning) and that episode runs again; without
+        it such a line is skipped with a warning. A record of another envforge is refused."""
         self.out = Path(out)
         self.out.mkdir(parents=True, exist_ok=True)
         self.jsonl = self.out / EPISODES_JSONL
         self.csv = self.out / EPISODES_CSV
         self.latest: dict[tuple, EpisodeRecord] = {}
-        # A line cut short by a killed run is skipped (that episode runs again); a record of
-        # another envforge is refused.
-        for number, data in files.read_jsonl(self.jsonl, "episode"):
+        for number, data in files.read_jsonl(self.jsonl, "episode", repair=repair):
             record = EpisodeRecord.from_dict(data, f"{self.jsonl}:{number}")
             self.latest[record.key] = record
 

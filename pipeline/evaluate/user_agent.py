@@ -45,13 +45,13 @@ def load_user_agent(spec: str) -> Callable[[], Any]:
             raise UserError(f"--agent {spec}: expected a Python file at {path}, found none")
         module_spec = importlib.util.spec_from_file_location(f"envforge_user_agent_{path.stem}", path)
         module = importlib.util.module_from_spec(module_spec)
-        sys.path.insert(0, str(path.parent))
+        _importable(path.parent)
         try:
             module_spec.loader.exec_module(module)
         except Exception as e:  # noqa: BLE001 - the user's module failed on import
             raise UserError(f"--agent {spec}: importing {path} failed: {type(e).__name__}: {e}") from None
     else:
-        sys.path.insert(0, str(Path.cwd()))
+        _importable(Path.cwd())
         try:
             module = importlib.import_module(source)
         except Exception as e:  # noqa: BLE001
@@ -71,6 +71,14 @@ def load_user_agent(spec: str) -> Callable[[], Any]:
         return lambda: SimpleNamespace(run=target)
     raise UserError(f"--agent {spec}: expected a class, an object with run(env, env_info) or a function, "
                     f"found {type(target).__name__}")
+
+
+def _importable(folder: Path) -> None:
+    """Let the agent import its sibling modules, after everything else: at the front of sys.path
+    the folder would shadow envforge's own imports (a matplotlib.py beside the agent was imported
+    by the report code)."""
+    if str(folder) not in sys.path:
+        sys.path.append(str(folder))
 
 
 class EnvProxy:

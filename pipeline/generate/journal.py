@@ -24,7 +24,7 @@ class JournaledClient:
         self._entries: dict[tuple[str, int], dict[str, Any]] = {}
         self._next: dict[str, int] = {}
         self.served = 0  # calls answered from the journal: made by an earlier, interrupted run
-        for _, entry in files.read_jsonl(path, "model_call"):  # a line cut by a kill is skipped
+        for _, entry in files.read_jsonl(path, "model_call", repair=True):  # a line cut by a kill is set aside
             self._entries[(entry["stage"], entry["index"])] = entry
 
     def restart(self, stage: str) -> None:
