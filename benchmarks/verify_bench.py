@@ -1,19 +1,32 @@
-"""Verification benchmark: wall and CPU seconds to verify each reference environment.
+"""Verification benchmark: what `envforge verify` costs and proves on each environment of some folders.
 
-    . .venv/bin/activate && python benchmarks/verify_bench.py [--repeat 1] [NAME ...]
+    . .venv/bin/activate && python benchmarks/verify_bench.py [FOLDER ...] [--only NAME ...] [--repeat 1]
+        [--json-out FILE] [-- VERIFY ARGS ...]
 
-Runs `envforge verify --json` as a subprocess on a temporary copy of each environment under
-generated_envs/reference/ (the committed folders are never written), and prints the wall
-seconds and the CPU seconds of the command and every sandbox worker it started (they are
-reaped before it exits, so their CPU time is in this process's RUSAGE_CHILDREN), then the
-figures of each stage as the command recorded them.
+FOLDER: a folder of environments (every subfolder with an env_main.py) or one environment;
+default generated_envs/reference/. Each environment is copied to a temporary folder (the
+original is never written) and verified there by `envforge verify --json --write` as a
+subprocess, with its defaults unless VERIFY ARGS follow `--`. Per environment it prints:
+
+  * wall and CPU seconds of the command and every sandbox worker it started (they are
+    reaped before it exits, so their CPU time is in this process's RUSAGE_CHILDREN);
+  * levels scored, and how their max rewards stand: exact (proved: the space searched
+    exhaustively, or an upper bound met), claim-met (a validator's or shipped claim reached by
+    a witness, not proved), lower bounds (with the largest gap to the search's upper bound
+    when one is known, "?" when not), unknown (nothing found);
+  * search nodes and nodes per second of the levels stage (nodes over the seconds its
+    searches ran, summed over the workers);
+  * the verdict.
+Then the load average before and after (the machine may be shared) and the median wall time.
 """
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import resource
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -29,49 +42,122 @@ def children_cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def bench(name: str) -> tuple[float, float, dict]:
+def environments(folders: list[Path]) -> list[Path]:
+    out = []
+    for folder in folders:
+        if (folder / "env_main.py").is_file():
+            out.append(folder)
+        elif folder.is_dir():
+            out += sorted((p for p in folder.iterdir() if (p / "env_main.py").is_file()), key=_natural)
+        else:
+            raise SystemExit(f"{folder}: expected a folder of environments or an environment, found none")
+    return out
+
+
+def _natural(path: Path):
+    head = path.name.split("_", 1)[0]
+    return (int(head), path.name) if head.isdigit() else (1 << 30, path.name)
+
+
+def bench(env: Path, verify_args: list[str]) -> dict:
     with tempfile.TemporaryDirectory(prefix="verify-bench-") as tmp:
-        copy = Path(tmp) / name
-        shutil.copytree(REFERENCE / name, copy, ignore=shutil.ignore_patterns("__pycache__", "_generated"))
+        copy = Path(tmp) / env.name
+        shutil.copytree(env, copy, ignore=shutil.ignore_patterns("__pycache__", "_generated"), symlinks=True)
         cpu, wall = children_cpu(), time.monotonic()
-        proc = subprocess.run([sys.executable, "-m", "pipeline.cli", "verify", str(copy), "--json"],
-                              capture_output=True, text=True, cwd=ROOT)
+        proc = subprocess.run([sys.executable, "-m", "pipeline.cli", "verify", str(copy), "--json", "--write",
+                               *verify_args], capture_output=True, text=True, cwd=ROOT)
         wall, cpu = time.monotonic() - wall, children_cpu() - cpu
-    if not proc.stdout.strip():
-        raise SystemExit(f"{name}: verify printed nothing: {proc.stderr[-2000:]}")
-    return wall, cpu, json.loads(proc.stdout)
+        if not proc.stdout.strip():
+            return {"name": env.name, "wall": wall, "cpu": cpu, "error": proc.stderr.strip()[-600:] or "no output"}
+        report = json.loads(proc.stdout)
+        maxima = copy / "level_max_rewards.json"
+        levels = json.loads(maxima.read_text())["levels"] if maxima.is_file() else {}
+    return {"name": env.name, "wall": wall, "cpu": cpu, "report": report, "levels": levels,
+            **classify(report, levels)}
+
+
+def classify(report: dict, levels: dict) -> dict:
+    """How the max rewards stand, from level_max_rewards.json (written by verify --write) or,
+    without one (no shipped levels), the levels stage's figures."""
+    figures = (report.get("stages") or {}).get("levels") or {}
+    exact = claim_met = unknown = 0
+    gaps: list[float | None] = []
+    if not levels:  # only figures: lower bounds are named, the rest counted as claim-met or exact
+        lower = figures.get("lower_bounds") or []
+        scored = figures.get("levels_scored") or []
+        gaps = [None] * len(lower)
+        claim_met = len(scored) - len(lower)
+    for entry in levels.values():
+        certainty = entry.get("certainty")
+        if certainty == "exact" or (certainty == "certified" and entry.get("search_exhaustive")):
+            exact += 1
+        elif certainty in ("certified", "claim_met", "unconfirmed_bound"):
+            claim_met += 1
+        elif certainty == "unknown":
+            unknown += 1
+        else:
+            upper = entry.get("upper_bound")
+            gaps.append(None if upper is None else max(0.0, upper - entry["max_reward"]))
+    nodes = figures.get("search_nodes") or 0
+    seconds = figures.get("search_seconds") or 0.0
+    return {"scored": len(levels) or len(figures.get("levels_scored") or []), "exact": exact,
+            "claim_met": claim_met, "lower": gaps, "unknown": unknown, "nodes": nodes,
+            "nodes_per_second": nodes / seconds if seconds else None, "cut": figures.get("safety_stops") or 0}
+
+
+def _gaps(gaps: list) -> str:
+    if not gaps:
+        return "0"
+    known = [g for g in gaps if g is not None]
+    text = f"{len(gaps)}"
+    if known:
+        text += f" (gap<={max(known):.3g})"
+    if len(known) < len(gaps):
+        text += f" ({len(gaps) - len(known)} gap ?)"
+    return text
 
 
 def main() -> int:
+    argv = sys.argv[1:]
+    verify_args = argv[argv.index("--") + 1:] if "--" in argv else []
+    argv = argv[:argv.index("--")] if "--" in argv else argv
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("names", nargs="*", help="reference env names (default: all)")
+    parser.add_argument("folders", nargs="*", type=Path, help="folders of environments (default: the references)")
+    parser.add_argument("--only", nargs="*", default=[], help="environment names to run (default: all)")
     parser.add_argument("--repeat", type=int, default=1, help="runs per environment (default 1)")
-    args = parser.parse_args()
-    names = args.names or sorted(p.name for p in REFERENCE.iterdir() if (p / "env_main.py").is_file())
-    print(f"{'env':<12} {'verdict':<9} {'wall s':>7} {'CPU s':>7}")
-    reports = {}
-    for name in names:
+    parser.add_argument("--json-out", type=Path, help="also write every run's figures and report here")
+    args = parser.parse_args(argv)
+    envs = [e for e in environments(args.folders or [REFERENCE]) if not args.only or e.name in args.only]
+    load = os.getloadavg()
+    print(f"load average at start: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}; {os.cpu_count()} cores; "
+          f"verify args: {' '.join(verify_args) or '(defaults)'}", flush=True)
+    header = (f"{'env':<22} {'verdict':<22} {'wall s':>7} {'CPU s':>7} {'levels':>6} {'exact':>5} {'claim':>5} "
+              f"{'lower (gap)':<20} {'unknown':>7} {'nodes':>9} {'nodes/s':>8}")
+    print(header, flush=True)
+    runs = []
+    for env in envs:
         for _ in range(args.repeat):
-            wall, cpu, report = bench(name)
-            reports[name] = report
+            run = bench(env, verify_args)
+            runs.append(run)
+            if "error" in run:
+                print(f"{env.name:<22} ERROR {run['wall']:7.1f} {run['cpu']:7.1f}  {run['error'][-200:]!r}", flush=True)
+                continue
+            report = run["report"]
             verdict = "accepted" if report["accepted"] else f"REJECTED at {report['stage']}"
-            print(f"{name:<12} {verdict:<9} {wall:7.2f} {cpu:7.2f}")
-    for name, report in reports.items():
-        s = report["stages"]
-        ex, lv, rl = s.get("execution", {}), s.get("levels", {}), s.get("reliability", {})
-        print(f"\n{name}:")
-        print(f"  execution   {ex.get('episodes')} episodes, {ex.get('steps')} steps, planner {ex.get('planner_nodes')} "
-              f"nodes, failures {ex.get('failures_by_kind') or 'none'}; {ex.get('wall_seconds')}s wall, "
-              f"{ex.get('cpu_seconds')}s CPU")
-        print(f"  levels      {lv.get('seeds_tried')} seeds tried, {lv.get('generated_kept')} kept, "
-              f"{lv.get('duplicates')} duplicates, {lv.get('unfit')} unfit, {lv.get('corrected')} corrected; search "
-              f"{lv.get('search_nodes')} nodes in {lv.get('search_seconds')}s; {lv.get('wall_seconds')}s wall, "
-              f"{lv.get('cpu_seconds')}s CPU")
-        print(f"  reliability random {rl.get('random_normalized')} vs planner {rl.get('planner_normalized')} normalized, "
-              f"{rl.get('episodes')} episodes; {rl.get('wall_seconds')}s wall, {rl.get('cpu_seconds')}s CPU")
-        if not report["accepted"]:
-            print(f"  reason      {report['reason']}")
-    return 0 if all(r["accepted"] for r in reports.values()) else 1
+            rate = f"{run['nodes_per_second']:8.0f}" if run["nodes_per_second"] else f"{'-':>8}"
+            print(f"{env.name:<22} {verdict:<22} {run['wall']:7.1f} {run['cpu']:7.1f} {run['scored']:6d} "
+                  f"{run['exact']:5d} {run['claim_met']:5d} {_gaps(run['lower']):<20} {run['unknown']:7d} "
+                  f"{run['nodes']:9d} {rate}", flush=True)
+    walls = [r["wall"] for r in runs]
+    load = os.getloadavg()
+    print(f"median wall {statistics.median(walls):.1f}s over {len(walls)} run(s); load average at end: "
+          f"{load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
+    for run in runs:
+        if "report" in run and not run["report"]["accepted"]:
+            print(f"  {run['name']}: {run['report']['reason'][:300]}")
+    if args.json_out:
+        args.json_out.write_text(json.dumps(runs, indent=1, default=str))
+    return 0 if all("report" in r and r["report"]["accepted"] for r in runs) else 1
 
 
 if __name__ == "__main__":

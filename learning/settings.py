@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, fields
 
 from pipeline.evaluate import Limits, ModelOptions
+from pipeline.verify.context import Options as VerifyOptions
 
 
 @dataclass(frozen=True)
@@ -20,8 +21,8 @@ class Settings:
     concurrency: int = 8  # episodes at once (one at a time when recording or replaying)
     max_steps: int = 0  # turns per episode; 0: the environment's termination.max_steps
     signal_episodes: int = 3  # trajectories shown to the signal step
-    search_nodes: int = 400_000  # certifying a training level's max reward, as verify does
-    search_seconds: float = 30.0
+    search_nodes: int = VerifyOptions.search_nodes  # certifying a training level's max reward, as verify does
+    search_seconds: float = VerifyOptions.search_seconds  # verify's safety stop per search
     max_tokens: int = 4096
     temperature: float | None = None
     history: int = 10

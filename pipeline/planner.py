@@ -1,9 +1,9 @@
 """Search over snapshots: the model-free skilled agent.
 
 The search itself runs inside the sandbox worker, next to the environment (`EnvClient.search`,
-pipeline/sandbox/search.py): breadth-first over in-process snapshots, states
-deduplicated by their canonical hash. Over IPC it would cost a round trip per node; in the
-worker it steps tens of thousands of nodes a second. It returns the best total reward it
+pipeline/sandbox/search.py): best-first or breadth-first over in-process snapshots, states
+merged by their canonical hash, its budget counted in nodes. Over IPC it would cost a round trip
+per node; in the worker it steps thousands of nodes a second. It returns the best total reward it
 reached and the action sequence that reaches it (the witness), so a reported maximum can be
 replayed through ordinary `step` calls and checked (`replay`).
 """

@@ -2,7 +2,7 @@
 planner `evaluate` on each, summarised as one Markdown table (README: "Auditing existing
 environments"). Every command runs on a private copy; the folders audited are never written.
 
-    python scripts/audit_autoenv.py ../shared/autoenv-dev [--out audit.md] [--search-seconds 3]
+    python scripts/audit_autoenv.py ../shared/autoenv-dev [--out audit.md] [--search-nodes N]
 
 Each row: the check verdict (errors), the verify verdict with its stage and reason, the mean
 normalized score of the random and the planner agent on the test levels, and how many of their
@@ -43,8 +43,8 @@ def audit(env: Path, args) -> dict:
         errors = [p for p in report.get("problems", []) if p["severity"] == "error"]
         row["check"] = "ok" if code == 0 else f"{len(errors)} error(s)"
         row["check_first"] = _problem(errors[0]) if errors else ""
-        code, out, err = run("verify", str(private_copy(env, base / "verify")), "--json", "--search-seconds",
-                             str(args.search_seconds), "--search-nodes", str(args.search_nodes),
+        code, out, err = run("verify", str(private_copy(env, base / "verify")), "--json",
+                             *(["--search-nodes", str(args.search_nodes)] if args.search_nodes else []),
                              "--call-seconds", str(args.call_seconds))
         verdict = json.loads(out) if out.strip().startswith("{") else {"accepted": False, "stage": "error",
                                                                        "reason": (err or out).strip()[-300:]}
@@ -56,7 +56,7 @@ def audit(env: Path, args) -> dict:
         row["claims"] = _claims(claims)
         for agent in ("random", "planner"):
             code, out, err = run("evaluate", str(private_copy(env, base / agent)), "--agent", agent, "--runs", "1",
-                                 "--max-levels", str(args.max_levels), "--planner-seconds", str(args.search_seconds),
+                                 "--max-levels", str(args.max_levels),
                                  "--call-seconds", str(args.call_seconds), "--out", str(base / f"eval-{agent}"),
                                  "--json")
             summary = json.loads(out) if out.strip().startswith("{") else {}
@@ -103,8 +103,8 @@ def main() -> int:
     parser.add_argument("corpus", type=Path, help="folder holding one environment folder per subfolder")
     parser.add_argument("--out", type=Path, help="write the Markdown table (and a .json beside it) here")
     parser.add_argument("--only", help="comma-separated folder names to audit (default all)")
-    parser.add_argument("--search-seconds", type=float, default=3.0, help="search budget per level and pass")
-    parser.add_argument("--search-nodes", type=int, default=60_000, help="search budget per level and pass")
+    parser.add_argument("--search-nodes", type=int, default=0,
+                        help="verify's search budget per level, in nodes (default: verify's own default)")
     parser.add_argument("--max-levels", type=int, default=5, help="test levels each evaluate agent plays")
     parser.add_argument("--call-seconds", type=float, default=30.0,
                         help="wall-clock limit of one reset or step (a loaded machine needs more than the default)")

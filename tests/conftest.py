@@ -65,7 +65,7 @@ SLOW_MODULES = {
     "test_verify", "test_verify_models", "test_learn_demo", "test_learn", "test_review", "test_reskin",
     "test_generate", "test_generate_demo", "test_probe", "test_probe_stochastic", "test_sandbox_orphans",
     "test_evaluate", "test_evaluate_hooks", "test_check_hostile",
-    "test_envforge_gym", "test_envforge_inspect", "test_notebook_example",
+    "test_envforge_gym", "test_envforge_inspect", "test_notebook_example", "test_search",
 }
 
 

@@ -46,14 +46,14 @@ def test_shipped_max_rewards_are_claims_reported_beside_what_search_finds(tmp_pa
     line = next(x for x in result.stdout.splitlines() if x.startswith("claimed max rewards"))
     assert "1 beaten, 1 confirmed, 1 unreachable" in line
     assert "level_02.yaml claims 0.5, envforge scored 1" in line
-    assert "level_03.yaml claims 3, exhaustive search reaches only 1" in line
+    assert "level_03.yaml claims 3, the proved max is 1" in line  # its binary reward 1.0 (the DSL's) is met
     assert json.loads((env / "level_max_rewards.json").read_text()) == claims  # a claim, never rewritten
 
     report = json.loads(verify(env, "--stages", "execution,levels", "--json").stdout)
     compared = report["stages"]["levels"]["claims"]
     assert (compared["level_02.yaml"]["claimed"], compared["level_02.yaml"]["found"]) == (0.5, 1.0)
     assert compared["level_02.yaml"]["status"] == "beaten"
-    assert compared["level_03.yaml"]["status"] == "unreachable" and compared["level_03.yaml"]["exhaustive"] is True
+    assert compared["level_03.yaml"]["status"] == "unreachable" and compared["level_03.yaml"]["exact"] is True
 
 
 def test_reward_paid_per_step_gets_a_max_at_least_doing_nothing_and_is_rejected_at_reliability(tmp_path):

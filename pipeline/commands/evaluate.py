@@ -23,6 +23,7 @@ from learning.export import LEARNED, learned_player
 from pipeline.evaluate import EnvTarget, Limits, ModelOptions, display_name, kind_of, make_player, register_prefix
 from pipeline.evaluate.records import EPISODES_CSV, EPISODES_JSONL, NO_MODEL, Records
 from pipeline.evaluate.report import mixed, plots_wanted, rounded, settings_key, summarize, write_report
+from pipeline.evaluate.registry import AgentOptions
 from pipeline.evaluate.runner import Progress, RunOptions, RunOutcome, evaluate
 from pipeline.llm.cli_args import EXIT_BUDGET_EXCEEDED, EXIT_MODEL_FAILED, add_llm_arguments, client_from_args, print_cost_summary
 from pipeline.argtypes import COUNT, LIMIT, SECONDS, add_run_arguments, add_skin_argument, label, number
@@ -95,8 +96,12 @@ def register(subparsers) -> None:
     a.add_argument("--max-tokens", type=COUNT, default=model.max_tokens, metavar="N",
                    help=f"output tokens per model call (default {model.max_tokens})")
     a.add_argument("--temperature", type=number(0.0, 2.0), metavar="T", help="sampling temperature (default: the provider's)")
-    a.add_argument("--planner-nodes", type=COUNT, default=100_000, metavar="N", help="planner search budget in nodes")
-    a.add_argument("--planner-seconds", type=SECONDS, default=20.0, metavar="S", help="planner search budget in seconds")
+    a.add_argument("--planner-nodes", type=COUNT, default=AgentOptions.planner_nodes, metavar="N",
+                   help="planner search budget in nodes (environment steps): the same scores on an idle and a busy "
+                        f"machine (default {AgentOptions.planner_nodes})")
+    a.add_argument("--planner-seconds", type=SECONDS, default=AgentOptions.planner_seconds, metavar="S",
+                   help="wall-clock safety stop of one planner search, not a budget: a plan it cuts is labelled in "
+                        f"the trajectory's thoughts (default {AgentOptions.planner_seconds:g})")
     a.add_argument("--call-seconds", type=SECONDS, default=10.0, metavar="S",
                    help="wall-clock limit of one environment reset or step in the sandbox (default 10)")
     add_llm_arguments(p)

@@ -52,9 +52,11 @@ def register(subparsers) -> None:
                    help=f"reliability: reject when the random agent's mean normalized reward is >= the planner's "
                         f"minus this (default {defaults.margin})")
     p.add_argument("--search-nodes", type=COUNT, default=defaults.search_nodes,
-                   help=f"search budget per level and pass, in nodes (default {defaults.search_nodes})")
+                   help=f"search budget per level, in nodes (environment steps) over all its search passes: the "
+                        f"same maxima and verdicts on an idle and a busy machine (default {defaults.search_nodes})")
     p.add_argument("--search-seconds", type=SECONDS, default=defaults.search_seconds,
-                   help=f"search budget per level and pass, in seconds (default {defaults.search_seconds:g})")
+                   help=f"wall-clock safety stop of one search, not a budget: a level it cuts is labelled in the "
+                        f"result, since its figures then depend on machine load (default {defaults.search_seconds:g})")
     p.add_argument("--random-episodes", type=COUNT, default=defaults.random_episodes,
                    help=f"random-agent episodes per level (default {defaults.random_episodes})")
     p.add_argument("--call-seconds", type=SECONDS, default=defaults.limits.call_seconds,
@@ -189,8 +191,12 @@ def _summary(stage: str, f: dict) -> str:
                 f"duplicates, {f.get('rejected_by_validator', 0)} rejected by the validator, {f.get('unfit', 0)} unfit; "
                 f"{len(f.get('levels_scored') or [])} levels scored, {f.get('corrected', 0)} max reward(s) corrected; "
                 f"search {f.get('search_nodes', 0)} nodes in {f.get('search_seconds', 0):g}s"
-                + (f"; {len(f['lower_bounds'])} max reward(s) only a lower bound (search budget spent)"
-                   if f.get("lower_bounds") else "")
+                + (f" ({f['nodes_per_second']:,} nodes/s)" if f.get("nodes_per_second") else "")
+                + f"; {len(f.get('exact_levels') or [])} max reward(s) exact"
+                + (f"; {len(f['lower_bounds'])} only a lower bound (search budget spent)" if f.get("lower_bounds") else "")
+                + (f"; {len(f['unknown_maxima'])} unknown" if f.get("unknown_maxima") else "")
+                + (f"; {len(f['cut_by_safety_stop'])} cut by the --search-seconds safety stop (load-dependent)"
+                   if f.get("cut_by_safety_stop") else "")
                 + (f"; validator refuted on {len(f['validator_refuted'])} level(s) (a replayed witness scores where "
                    f"it rejects)" if f.get("validator_refuted") else "") + f"; {time}")
     if stage == "execution_react":

@@ -30,11 +30,14 @@ class RandomAgent:
 
 
 class PlannerAgent:
-    """Search over snapshots in the sandbox worker (pipeline.planner.search), then follow the
-    witness: the action sequence that reached the best total. The search stops early once it
-    reaches the level's certified max reward. When the witness is used up and the episode goes
-    on (a stochastic environment, a search cut short by its budget), it searches again from the
-    current state, up to `replans` times. With nothing left to gain, it stops (agent_stopped).
+    """Search over snapshots in the sandbox worker (pipeline/sandbox/search.py, the search verify
+    certifies with), then follow the witness: the action sequence that reached the best total.
+    The search is counted in nodes, so a run scores the same on an idle and a busy machine; its
+    wall-clock limit is only a safety stop, and a plan it cut says so in every thought it
+    follows. It stops early once it reaches the level's certified max reward. When the witness
+    is used up and the episode goes on (a stochastic environment, a search cut short by its
+    budget), it searches again from the current state, up to `replans` times. With nothing left
+    to gain, it stops (agent_stopped).
 
     The plan from a level's start is deterministic, so it is computed once per evaluation and
     shared by every run of that level (`plans`)."""
@@ -46,6 +49,7 @@ class PlannerAgent:
         self.space = ctx.env.space
         self.plan: list[dict] = []
         self.searches = 0
+        self.cut = False  # a search was cut by the safety stop
 
     async def act(self, turn: Turn) -> Decision:
         if not self.plan:
@@ -55,21 +59,28 @@ class PlannerAgent:
             self.searches += 1
             if not self.plan:
                 return Decision(error="stop", message="the search found nothing more to gain within its budget")
-        return Decision(action=self.plan.pop(0), thought=f"following the search witness ({len(self.plan)} left)")
+        thought = f"following the search witness ({len(self.plan) - 1} left)"
+        if self.cut:
+            thought += (f"; the search was cut by the {self.seconds:g}s safety stop (--planner-seconds), not its "
+                        f"node budget: this plan depends on machine load")
+        return Decision(action=self.plan.pop(0), thought=thought)
 
     async def _search(self, first: bool) -> list[dict]:
         if not first:  # mid-episode: the reward still reachable is unknown, so no early stop
-            return await self._witness(stop_at=None)
-        key = (self.ctx.env.name, self.ctx.level)
-        if key not in self.plans:
-            self.plans[key] = asyncio.ensure_future(self._witness(stop_at=self.ctx.max_reward))
-        return await asyncio.shield(self.plans[key])
+            witness, cut = await self._witness(stop_at=None)
+        else:
+            key = (self.ctx.env.name, self.ctx.level)
+            if key not in self.plans:
+                self.plans[key] = asyncio.ensure_future(self._witness(stop_at=self.ctx.max_reward))
+            witness, cut = await asyncio.shield(self.plans[key])
+        self.cut = self.cut or cut
+        return witness
 
-    async def _witness(self, stop_at: float | None) -> list[dict]:
+    async def _witness(self, stop_at: float | None) -> tuple[list[dict], bool]:
         # Horizon: the episode's step limit, so the witness fits in the steps the agent has.
         env = self.ctx.session.env
         actions = await self.ctx.session.blocking(planner.candidates, self.space, env)
         result = await self.ctx.session.blocking(
-            env.search, actions, self.ctx.max_steps, max_nodes=self.nodes,
-            seconds=self.seconds, time_in_key=False, stop_at=stop_at)
-        return result.witness
+            env.search, actions, self.ctx.max_steps, max_nodes=self.nodes, seconds=self.seconds,
+            time_in_key=False, stop_at=stop_at, order="best")
+        return result.witness, result.cut_by_clock

@@ -29,7 +29,7 @@ class AgentOptions:
     client: Any = None
     model_options: ModelOptions = ModelOptions()
     planner_nodes: int = 100_000
-    planner_seconds: float = 20.0
+    planner_seconds: float = 300.0  # a safety stop per search, not a budget (see PlannerAgent)
     instruction: str | None = None
     plans: dict = field(default_factory=dict)  # the planner's shared plans (one per evaluation)
 

@@ -9,6 +9,8 @@ from pipeline import records as files
 from pipeline.generate.journal import JournaledClient
 from pipeline.generate.themes import Theme
 from pipeline.verify.models import ModelChecks
+from pipeline.verify.context import Options as VerifyOptions
+
 
 @dataclass(frozen=True)
 class Options:
@@ -20,7 +22,7 @@ class Options:
     # reply that runs none; so they bound the model calls and the tool calls alike (agent.py).
     code_steps: int = 30  # steps to write the files
     repair_steps: int = 40  # steps to make `check` pass (paper: up to 40)
-    verify_search_seconds: float = 20.0
+    verify_search_nodes: int = VerifyOptions.search_nodes  # verify's search budget per level, in nodes
     model: str = ""
 
 

@@ -248,7 +248,7 @@ def determined_by(theme: Theme, options: Options, verifiers: ModelChecks | None)
     return {"envforge": __version__, "theme": theme.text, "model": options.model, "levels": options.levels,
             "seed": options.seed, "verify_models": checks,
             "limits": {"dsl_corrections": options.dsl_corrections, "code_steps": options.code_steps,
-                       "repair_steps": options.repair_steps, "verify_search_seconds": options.verify_search_seconds}}
+                       "repair_steps": options.repair_steps, "verify_search_nodes": options.verify_search_nodes}}
 
 
 def check_resume(db: RunDB, out: Path, themes: list[Theme], options: Options, verifiers: ModelChecks | None) -> None:

@@ -17,7 +17,7 @@ OUTPUTS = (layout.VERIFICATION, layout.LEVEL_MAX_REWARDS, layout.LEVELS, layout.
 async def run(ctx: ThemeContext) -> StageReport:
     n = ctx.options.levels
     options = Options(test_levels=n - n // 3, val_levels=n // 3, write_levels=True, write=True, seed=ctx.options.seed,
-                      search_seconds=ctx.options.verify_search_seconds, progress=ctx.say)
+                      search_nodes=ctx.options.verify_search_nodes, progress=ctx.say)
     result = await asyncio.to_thread(verify_env, ctx.work, options=options)
     if result.accepted and ctx.verifiers is not None:
         ctx.say("the model-driven checks...")

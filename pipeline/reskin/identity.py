@@ -45,7 +45,7 @@ class IdentityReport:
 
 
 def check_identity(ctx: Context, skin: str, random_sequences: int = 2, seed: int = 0,
-                   planner_nodes: int = 3_000, planner_seconds: float = 2.0,
+                   planner_nodes: int = 3_000, planner_seconds: float = 60.0,
                    invalid_rate: float = 0.1, limits: Limits | None = None) -> IdentityReport:
     """Play base and skinned env side by side on every level of `ctx.env`; see the module docstring."""
     report = IdentityReport(skin)
@@ -69,7 +69,8 @@ def check_identity(ctx: Context, skin: str, random_sequences: int = 2, seed: int
                 # Any rewarding sequence will do here, so equal states at different steps are merged
                 # (a deep witness is found in a fraction of the nodes); it is replayed step by step below.
                 witness = base.search(planner.candidates(ctx.space, base), ctx.max_steps, planner_nodes, planner_seconds,
-                                      time_in_key=False, stop_at=bounds.get(layout.level_key(level))).witness
+                                      time_in_key=False, stop_at=bounds.get(layout.level_key(level)),
+                                      order="best").witness
                 plans = ([witness] if witness else []) + [
                     [ctx.space.sample(rng, invalid_rate) for _ in range(ctx.max_steps)]
                     for _ in range(random_sequences)]

@@ -32,6 +32,8 @@ from pipeline.sandbox.replies import JSON, NUMBER, OPTIONAL
 SEED_PREFIX = "seed:"
 # Wall-clock slack on top of a search's own time budget before the worker call times out.
 SEARCH_MARGIN_SECONDS = 15.0
+# A search's wall-clock safety stop unless its caller sets one: its budget is in nodes.
+SEARCH_SAFETY_SECONDS = 600.0
 
 
 @dataclass(frozen=True)
@@ -117,8 +119,18 @@ class SearchResult:
     exhausted: bool = False  # the whole reachable space within max_steps was searched
     distinct_states: int = 0
     seconds: float = 0.0
-    time_in_key: bool = True  # states at different steps were kept apart (see host.op_search)
-    stopped: str | None = None  # the budget that ended it: "nodes", "seconds", "memory" or "bound"
+    time_in_key: bool = True  # states at different steps were kept apart (see pipeline/sandbox/search.py)
+    # The budget that ended it: "nodes", "memory", "bound" (stop_at met), "upper_bound" (the declared
+    # bound met: nothing does better) or "seconds" (the wall-clock safety stop: load-dependent).
+    stopped: str | None = None
+    proof: str | None = None  # why best_reward is the max: "exhausted" or "upper_bound"; None: a lower bound
+    bound_refuted: str | None = None  # how a step beat the declared bound, which was then not used
+    order: str = "breadth"
+
+    @property
+    def cut_by_clock(self) -> bool:
+        """Whether the wall-clock safety stop ended it (its figures depend on machine load)."""
+        return self.stopped == "seconds"
 
 
 _OBSERVATION = {"observation": JSON, "state_hash": str, "t": (int, OPTIONAL), "state": JSON, "raw_obs": JSON,
@@ -126,7 +138,7 @@ _OBSERVATION = {"observation": JSON, "state_hash": str, "t": (int, OPTIONAL), "s
 _STEP = {**_OBSERVATION, "reward": JSON, "terminated": bool, "capped": (bool, OPTIONAL), "events": list,
          "last_action_result": JSON}
 _SEARCH = {"best_reward": JSON, "witness": list, "nodes": int, "exhausted": bool, "distinct_states": int,
-           "seconds": NUMBER, "stopped": (str, OPTIONAL)}
+           "seconds": NUMBER, "stopped": (str, OPTIONAL), "proof": (str, OPTIONAL), "bound_refuted": (str, OPTIONAL)}
 _VERDICT = {"ok": bool, "issues": list, "max_reward": JSON, "state_hash": str, "warnings": (list, OPTIONAL)}
 
 
@@ -236,17 +248,19 @@ class EnvClient:
 
     # -- the worker's own work -------------------------------------------------------------
     def search(self, actions: list[dict], max_steps: int | None = None, max_nodes: int = 50_000,
-               seconds: float = 30.0, time_in_key: bool = True, stop_at: float | None = None) -> SearchResult:
-        """Breadth-first search from the current state (host.op_search) within `max_steps` of the
-        episode (default: the cap)."""
+               seconds: float = SEARCH_SAFETY_SECONDS, time_in_key: bool = True, stop_at: float | None = None,
+               order: str = "breadth", bound: dict | None = None) -> SearchResult:
+        """Search from the current state (pipeline/sandbox/search.py) within `max_steps` of the
+        episode (default: the cap), `max_nodes` steps of the environment; `seconds` is only the
+        safety stop (a result it cut says so: `cut_by_clock`)."""
         reply = self._call("search", _SEARCH, timeout=seconds + SEARCH_MARGIN_SECONDS, actions=actions,
                            max_steps=min(max_steps or self.max_steps, self.max_steps), max_nodes=max_nodes,
-                           seconds=seconds, time_in_key=time_in_key, stop_at=stop_at)
+                           seconds=seconds, time_in_key=time_in_key, stop_at=stop_at, order=order, bound=bound)
         if not all(isinstance(a, dict) for a in reply["witness"]):
             raise SandboxFailure("protocol", "reply to 'search': witness: expected a list of actions", op="search")
         return SearchResult(replies.reward(reply["best_reward"], "search", "best_reward"), reply["witness"],
                             reply["nodes"], reply["exhausted"], reply["distinct_states"], float(reply["seconds"]),
-                            time_in_key, reply.get("stopped"))
+                            time_in_key, reply.get("stopped"), reply.get("proof"), reply.get("bound_refuted"), order)
 
     def validate(self, level: Level | str | None = None, state: Any = None) -> Verdict:
         """The environment's validator on a level file, a given state, or the current state."""

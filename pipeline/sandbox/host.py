@@ -110,7 +110,7 @@ class EnvHost:
                 pass  # a state YAML cannot hold: the host keeps its plain JSON form
         return result
 
-    def op_step(self, action: Any, want_state: bool = False) -> dict:
+    def op_step(self, action: Any, want_state: bool = False, want_hash: bool = True) -> dict:
         if not isinstance(action, dict):
             action = {"action": str(action), "params": {}}
         out = self.env.step(action)
@@ -128,7 +128,7 @@ class EnvHost:
             "events": info.get("events") or [],
             "last_action_result": info.get("last_action_result"),
             "t": getattr(self.env, "_t", None),
-            "state_hash": state_hash(getattr(self.env, "_state", None)),
+            "state_hash": state_hash(getattr(self.env, "_state", None)) if want_hash else None,
         }
         if want_state:
             result["state"] = getattr(self.env, "_state", None)
@@ -168,11 +168,11 @@ class EnvHost:
         return {"held": len(self.snapshots)}
 
     def op_search(self, actions: list[dict], max_steps: int | None = None, max_nodes: int = 50_000,
-                  seconds: float = 30.0, time_in_key: bool = True, stop_at: float | None = None,
-                  max_mb: float = 256.0) -> dict:
-        """Breadth-first search from the current state (see pipeline/sandbox/search.py)."""
+                  seconds: float | None = None, time_in_key: bool = True, stop_at: float | None = None,
+                  max_mb: float = 256.0, order: str = "breadth", bound: dict | None = None) -> dict:
+        """Search from the current state (see pipeline/sandbox/search.py)."""
         horizon = int(max_steps or self.max_steps or DEFAULT_MAX_STEPS)
-        return search.breadth_first(self, actions, horizon, max_nodes, seconds, time_in_key, stop_at, max_mb)
+        return search.run(self, actions, horizon, max_nodes, seconds, time_in_key, stop_at, max_mb, order, bound)
 
     def op_validate(self, level: str | None = None, state: dict | None = None) -> dict:
         """Run the env's validator (any shape pipeline/sandbox/adapters.py accepts) on a level

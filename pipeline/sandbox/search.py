@@ -1,99 +1,285 @@
-"""Worker-side search over in-process snapshots: the planner behind verification, the planner
-agent and derived tests. Runs inside the sandbox, next to the environment it searches."""
+"""Worker-side search over in-process snapshots: the one search behind verification's max rewards,
+the planner agent, execution's planner episode and the derived plan tests. Runs inside the
+sandbox, next to the environment it searches.
+
+Budgets are counted in nodes (one node: one `step` of the environment from a restored snapshot),
+so the same call finds the same witness and the same best reward on an idle and on a busy machine.
+A wall-clock limit (`seconds`) is only a safety stop: a search it cuts says so (`stopped:
+"seconds"`), and its caller labels the figure as load-dependent.
+
+Two orders, one frontier:
+  * "breadth": first in, first out; the order that proves (exhausting the reachable space).
+  * "best": best-first with a one-step lookahead: when a node is expanded every child is stepped,
+    and each child is queued with its parent's value, the best total among that parent's
+    children. A reward that only an ending action pays (submit an answer, declare a result) is
+    then seen one step early, so the search digs along the partial answers that pay most. Among
+    equal values a *novel* state comes first (one holding a value at some path of `_state` that
+    no state before it held: a new position, a new cell revealed), then first in, first out; so
+    with no reward in sight the search spreads over the world, and far goals are met in a few
+    hundred nodes where breadth-first drowns in orderings of the same moves.
+
+Nodes are merged in a transposition table keyed by the canonical hash of `_state` (the true
+state by the runtime contract), the global RNG state when it differs from the root's (a
+stochastic env's future depends on it), and, with `time_in_key`, the step counter `_t`. A
+node is dropped when the table holds the same key reached at no later step with no less
+reward (it cannot do better from there). Without `time_in_key` the key also leaves out every
+integer of `_state` that counts the steps (found at the root: one more after every action), so a
+state reached at different steps is one state: fast, but exhausting that space proves nothing
+when the environment reads its clock, so only a search with `time_in_key` reports `exhausted`
+as a proof.
+
+`bound` is a declared binary reward, {"total": V, "values": [...]}: the environment's DSL
+declares only these step rewards, V the only positive one (pipeline/verify/certify.py,
+declared_bound), so if every step pays one of them and a step paying V ends the episode, no
+episode scores more than V. Once the best total meets V the search stops, and its best is exact
+(`proof: "upper_bound"`). A step that breaks either rule refutes the bound (`bound_refuted`
+says how and where); it is not used after that, and it was never used before, since it only
+ever stops a search that met it.
+"""
 from __future__ import annotations
 
+import hashlib
+import heapq
+import json
 import time
 
 from pipeline.runtime.levels import state_hash
 from pipeline.sandbox import rngs
 from pipeline.sandbox.faults import Failure, where
 
+EPS = 1e-9
+MAX_ATOMS = 4096  # scalars of a state the novelty test reads
+ORDERS = ("breadth", "best")
 
-def breadth_first(host, actions: list[dict], max_steps: int, max_nodes: int = 50_000,
-                  seconds: float = 30.0, time_in_key: bool = True, stop_at: float | None = None,
-                  max_mb: float = 256.0) -> dict:
-    """Breadth-first search from the current state over in-process snapshots.
 
-    `host` is the worker's EnvHost (capture, apply, op_step, env); `max_steps` the episode's
-    step cap as the parent sent it.
+def run(host, actions: list[dict], max_steps: int, max_nodes: int = 50_000, seconds: float | None = None,
+        time_in_key: bool = True, stop_at: float | None = None, max_mb: float = 256.0, order: str = "breadth",
+        bound: dict | None = None) -> dict:
+    """Search from the current state within `max_steps` of the episode; see the module docstring.
 
-    Every node is one step of the environment's own `step`, from a copy of the parent's
-    attributes and global RNG (a snapshot, as op_snapshot takes), so the search plays
-    exactly the rules an agent meets. Nodes are merged by (hash of `_state`, total reward so far, `_t` unless
-    time_in_key is false, global RNG state when it differs from the root's): `_state` is
-    the true state by the runtime contract, the reward is in the key so a richer path to
-    the same state is never dropped, `_t` because an environment may read the step counter
-    (a tide on a clock, a deadline), so the same state at another time can have another
-    future, and the RNG because a stochastic environment's future depends on it (for a
-    deterministic one it never changes, so it costs nothing). Returns the best total
-    reward reached within `max_steps` of the episode, the actions reaching it (the
-    witness), the nodes stepped and whether the whole space was searched. With `stop_at`,
-    the search ends after the layer (action-sequence length) in which the best total first
-    reaches it: a better sequence of that length is still found, a longer one is not.
+    `host` is the worker's EnvHost (capture, apply, op_step, env). `stop_at`: a target (the
+    validator's bound, a certified max): breadth-first ends after the depth at which the best
+    first reaches it (a better sequence of that length is still found), best-first at once.
     `max_mb` bounds the snapshots held (the worker's memory limit must not end a search).
-    `stopped` says which budget ended it, if any. The env is left in the state it had when
-    the search began.
+    Returns the best total reached, the actions reaching it (the witness), the nodes stepped,
+    whether the whole space was searched, which budget stopped it (`stopped`) and the proof of
+    the best when there is one. The env is left in the state it had when the search began.
     """
+    if order not in ORDERS:
+        raise Failure("usage", f"search order: expected one of {list(ORDERS)}, found {order!r}")
     started = time.monotonic()
     horizon = int(max_steps)
     t0 = getattr(host.env, "_t", 0) or 0
     root = host.capture()
+    counters = [] if time_in_key else _step_counters(host, root, actions)
     parents: list[tuple[int, int]] = [(-1, -1)]  # node -> (parent node, action index)
-    layer = [(0, root, 0.0)]
-    seen = {(state_hash(getattr(host.env, "_state", None)), 0.0, t0 if time_in_key else None, None)}
-    best, best_node, nodes, exhausted, stopped = 0.0, 0, 0, False, None
-    held, layer_bytes = 0, 0  # bytes of snapshots in the next layer, in the current one
-    depth = t0
+    seen: dict = {}  # key -> [(depth, total)] not dominated
+    _dominated(seen, _key(host, counters, t0 if time_in_key else None, None), t0, 0.0)
+    atoms: set = set()  # best-first: every (path, value) of a state seen so far (novelty)
+    if order == "best":
+        _novel(atoms, getattr(host.env, "_state", None), counters)
+    frontier: list = [((0,), 0, 0, root, 0.0, t0)]  # (priority, order, node, snapshot, total, depth)
+    best, best_node, nodes, stopped, refuted = 0.0, 0, 0, None, None
+    reached_at = None  # depth at which the best first met stop_at
+    held, sequence = _snapshot_bytes(root, root), 1
+    cut_bound = bound["total"] if bound is not None else None
     try:
-        while layer and depth < horizon:
-            if stop_at is not None and best >= stop_at:
+        while frontier:
+            priority, _, node, snap, total, depth = heapq.heappop(frontier)
+            held -= _snapshot_bytes(snap, root)
+            if depth >= horizon:
+                continue
+            if reached_at is not None and (order == "best" or depth > reached_at):
                 raise _Budget("bound")
-            next_layer, layer_bytes, held = [], held, 0
-            for node, snap, total in layer:
-                for index, action in enumerate(actions):
-                    if nodes >= max_nodes:
-                        raise _Budget("nodes")
-                    if time.monotonic() - started > seconds:
-                        raise _Budget("seconds")
-                    if layer_bytes + held > max_mb * 1024 * 1024:
-                        raise _Budget("memory")
-                    host.apply(snap)
-                    try:
-                        out = host.op_step(action)
-                    except Failure as f:
-                        raise Failure(f.kind, f"{f.detail} (after {_path(parents, node, actions) + [action]})", f.where)
-                    except Exception as e:  # noqa: BLE001 - env code failed mid-search
-                        raise Failure("exception", f"{type(e).__name__}: {e} (after "
-                                      f"{_path(parents, node, actions) + [action]})", where()) from None
-                    nodes += 1
-                    parents.append((node, index))
-                    child = len(parents) - 1
-                    reached = total + out["reward"]
-                    if reached > best:
-                        best, best_node = reached, child
-                    rng = rngs.state()
-                    key = (out["state_hash"], round(reached, 9), out["t"] if time_in_key else None,
-                           None if rngs.same(rng, root[1]) else rngs.key(rng))
-                    if out["terminated"] or key in seen:
-                        continue
-                    seen.add(key)
-                    captured = host.capture(like=snap)
-                    next_layer.append((child, captured, reached))
-                    held += _snapshot_bytes(captured, snap)
-            layer = next_layer
-            depth += 1
+            children, value = [], total
+            for index, action in enumerate(actions):
+                if nodes >= max_nodes:
+                    raise _Budget("nodes")
+                if seconds is not None and time.monotonic() - started > seconds:
+                    raise _Budget("seconds")
+                if held > max_mb * 1024 * 1024:
+                    raise _Budget("memory")
+                host.apply(snap)
+                try:
+                    out = host.op_step(action, want_hash=False)
+                except Failure as f:
+                    raise Failure(f.kind, f"{f.detail} (after {_path(parents, node, actions) + [action]})", f.where)
+                except Exception as e:  # noqa: BLE001 - env code failed mid-search
+                    raise Failure("exception", f"{type(e).__name__}: {e} (after "
+                                  f"{_path(parents, node, actions) + [action]})", where()) from None
+                nodes += 1
+                parents.append((node, index))
+                child = len(parents) - 1
+                reached = total + out["reward"]
+                value = max(value, reached)
+                if cut_bound is not None:
+                    refuted = _refutes(bound, out["reward"], out["terminated"] or depth + 1 >= horizon, reached)
+                    if refuted is not None:
+                        refuted += f" (after {_path(parents, node, actions) + [action]})"
+                        cut_bound = None
+                if reached > best + EPS:
+                    best, best_node = reached, child
+                if stop_at is not None and reached_at is None and best >= stop_at - 1e-6:
+                    reached_at = depth
+                if cut_bound is not None and best >= cut_bound - 1e-6:
+                    raise _Budget("upper_bound")
+                if out["terminated"]:
+                    continue
+                rng = rngs.state()
+                key = _key(host, counters, out["t"] if time_in_key else None,
+                           None if rngs.same(rng, root[1]) else rng)
+                if _dominated(seen, key, depth + 1, reached):
+                    continue
+                novel = order == "best" and _novel(atoms, getattr(host.env, "_state", None), counters)
+                children.append((child, host.capture(like=snap), reached, novel))
+            for child, captured, reached, novel in children:
+                rank = (depth + 1,) if order == "breadth" else (-round(value, 9), 0 if novel else 1)
+                heapq.heappush(frontier, (rank, sequence, child, captured, reached, depth + 1))
+                sequence += 1
+                held += _snapshot_bytes(captured, root)
         exhausted = True
     except _Budget as budget:
-        stopped = str(budget)
+        stopped, exhausted = str(budget), False
+    proof = None
+    if stopped == "upper_bound":
+        proof = "upper_bound"
+    elif exhausted and time_in_key:
+        proof = "exhausted"
     witness, completion = _path(parents, best_node, actions), 0
     try:
-        if stopped is not None:
+        if stopped in ("nodes", "seconds", "memory", "bound"):
             best, witness, completion = _complete_greedily(host, root, actions, witness, best, horizon - t0)
     finally:
         host.apply(root)
     return {"best_reward": best, "witness": witness, "nodes": nodes, "completion_steps": completion,
-            "exhausted": exhausted, "stopped": stopped, "distinct_states": len(seen), "depth": depth - t0,
+            "exhausted": exhausted, "stopped": stopped, "distinct_states": len(seen), "proof": proof,
+            "bound_refuted": refuted, "counters": [".".join(map(str, p)) for p in counters],
             "seconds": round(time.monotonic() - started, 3)}
+
+
+def _refutes(bound: dict, reward: float, ended: bool, total: float) -> str | None:
+    """How one step refutes a declared binary reward (None when it does not)."""
+    if not any(abs(reward - v) <= 1e-9 for v in [0.0, *bound["values"]]):
+        return f"a step paid {reward:g}, none of the declared reward values {sorted(set(bound['values']))}"
+    if reward > 0 and not ended:
+        return f"a step paid {reward:g} and the episode went on (it could be paid again)"
+    if total > bound["total"] + 1e-6:
+        return f"an episode scored {total:g}, above the declared bound {bound['total']:g}"
+    return None
+
+
+def _novel(atoms: set, state, counters: list) -> bool:
+    """Whether `state` holds a (path, value) pair no state before it held; records its pairs."""
+    new = False
+    skip = set(counters)
+    for atom in _leaves(state, (), skip, [0]):
+        if atom not in atoms:
+            atoms.add(atom)
+            new = True
+    return new
+
+
+def _leaves(value, path: tuple, skip: set, count: list):
+    """(path, value) of the scalars in nested dicts and lists (at most MAX_ATOMS of them)."""
+    if count[0] > MAX_ATOMS:
+        return
+    if isinstance(value, dict):
+        for k, v in value.items():
+            if path + (k,) not in skip:
+                yield from _leaves(v, path + (k,), skip, count)
+    elif isinstance(value, (list, tuple)):
+        for i, v in enumerate(value):
+            yield from _leaves(v, path + (i,), skip, count)
+    else:
+        count[0] += 1
+        try:
+            hash(value)
+        except TypeError:
+            value = repr(value)
+        yield path, value
+
+
+def _dominated(seen: dict, key, depth: int, total: float) -> bool:
+    """Whether `key` was reached at no later depth with no less reward; records it when not."""
+    entries = seen.get(key)
+    if entries is None:
+        seen[key] = [(depth, total)]
+        return False
+    for d, t in entries:
+        if d <= depth and t >= total - EPS:
+            return True
+    entries[:] = [(d, t) for d, t in entries if not (depth <= d and total >= t - EPS)] + [(depth, total)]
+    return False
+
+
+def _key(host, counters: list, t, rng) -> tuple:
+    """A node's transposition key: a digest of its state (without the step counters), time, RNG."""
+    state = getattr(host.env, "_state", None)
+    saved = [_set(state, path, 0) for path in counters]
+    try:
+        digest = _digest(state)
+    finally:
+        for path, value in zip(counters, saved):
+            _set(state, path, value)
+    return digest, t, None if rng is None else rngs.key(rng)
+
+
+def _digest(state) -> bytes:
+    """A 128-bit digest of a state's canonical JSON (keys sorted: equal states digest equal)."""
+    try:
+        text = json.dumps(state, sort_keys=True, separators=(",", ":"), default=str)
+    except (TypeError, ValueError):  # keys json cannot sort (tuples, mixed types): the runtime's form
+        return b"h:" + state_hash(state).encode()
+    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
+
+
+def _step_counters(host, root: tuple, actions: list[dict]) -> list[tuple]:
+    """Paths of the integers in `_state` that count steps: one more after every action from the root."""
+    host.apply(root)
+    before = dict(_integers(getattr(host.env, "_state", None)))
+    if not before:
+        return []
+    counters = set(before)
+    try:
+        for action in actions:
+            host.apply(root)
+            try:
+                host.op_step(action, want_hash=False)
+            except Exception:  # noqa: BLE001 - the search meets it again and reports it
+                return []
+            after = dict(_integers(getattr(host.env, "_state", None)))
+            counters = {p for p in counters if after.get(p) == before[p] + 1}
+            if not counters:
+                return []
+    finally:
+        host.apply(root)
+    return sorted(counters, key=str)
+
+
+def _integers(value, path: tuple = (), depth: int = 0):
+    """(path, value) of every int (not bool) in nested dicts, up to a few levels down."""
+    if isinstance(value, dict) and depth < 4:
+        for k, v in value.items():
+            if isinstance(v, int) and not isinstance(v, bool):
+                yield path + (k,), v
+            elif isinstance(v, dict):
+                yield from _integers(v, path + (k,), depth + 1)
+
+
+def _set(state, path: tuple, value):
+    """Set the int at `path` of `state` (when the state still has it); return what it held."""
+    try:
+        for k in path[:-1]:
+            state = state[k]
+        old = state[path[-1]]
+    except (KeyError, TypeError, IndexError):
+        return _MISSING
+    if value is not _MISSING:
+        state[path[-1]] = value
+    return old
+
+
+_MISSING = object()
 
 
 def _complete_greedily(host, root: tuple, actions: list[dict], witness: list[dict], best: float,
@@ -104,7 +290,7 @@ def _complete_greedily(host, root: tuple, actions: list[dict], witness: list[dic
     host.apply(root)
     total, done = 0.0, False
     for action in witness:
-        out = host.op_step(action)
+        out = host.op_step(action, want_hash=False)
         total, done = total + out["reward"], out["terminated"]
     path, cost = list(witness), len(witness)
     while not done and len(path) < steps_left:
@@ -112,12 +298,12 @@ def _complete_greedily(host, root: tuple, actions: list[dict], witness: list[dic
         choice = None
         for action in actions:
             host.apply(here)
-            out = host.op_step(action)
+            out = host.op_step(action, want_hash=False)
             cost += 1
             if choice is None or out["reward"] > choice[1]:
                 choice = (action, out["reward"])
         host.apply(here)
-        out = host.op_step(choice[0])
+        out = host.op_step(choice[0], want_hash=False)
         cost += 1
         total, done = total + out["reward"], out["terminated"]
         path.append(choice[0])
@@ -127,13 +313,13 @@ def _complete_greedily(host, root: tuple, actions: list[dict], witness: list[dic
 
 
 class _Budget(Exception):
-    """The search ran out of nodes or time."""
+    """The search ran out of nodes, time or memory, or met its target or bound."""
 
 
-def _snapshot_bytes(snapshot: tuple, parent: tuple) -> int:
+def _snapshot_bytes(snapshot: tuple, root: tuple) -> int:
     """About what a snapshot holds: its pickle, or a guess for deep copies, plus an unshared RNG state."""
     attrs, rng = snapshot
-    return (len(attrs) if isinstance(attrs, bytes) else 4096) + (0 if rng is parent[1] else 20_000)
+    return (len(attrs) if isinstance(attrs, bytes) else 4096) + (0 if rng is root[1] else 20_000)
 
 
 def _path(parents: list[tuple[int, int]], node: int, actions: list[dict]) -> list[dict]:

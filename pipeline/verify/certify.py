@@ -1,28 +1,36 @@
 """Stage 2, levels: the certified max reward of one level, and level_max_rewards.json.
 
-Max reward per level, from two sources (both recorded in level_max_rewards.json):
-  * the validator's analytic bound, `max_reward(state)` (may be absent);
-  * search over snapshots in the worker (pipeline.planner.search). A first breadth-first pass
-    merges equal states reached at different steps (fast: it finds deep witnesses); only
-    when a claim needs the whole space searched (the search stays below the bound, scores
-    nothing, or there is no bound) a second pass keeps states at different steps apart,
-    which is sound even when the dynamics read the step counter, and only that pass can
-    call the search exhaustive. Both stop after the layer where the bound is reached.
+Max reward per level, from these sources (all recorded in level_max_rewards.json):
+  * the validator's analytic bound, `max_reward(state)` (may be absent), and a shipped claim:
+    hypotheses the search tries to reach, never proofs;
+  * a binary reward the DSL declares (`declared_bound`): an upper bound, checked against every
+    step the search takes;
+  * the search over snapshots in the worker (pipeline/sandbox/search.py), `--search-nodes` steps
+    per level over all its passes: first best-first over states merged across steps (it finds
+    deep witnesses); when that exhausts its space, breadth-first with the step in the key on
+    what is left of the budget, which is sound even when the dynamics read the step counter:
+    only that pass can call the search exhaustive.
+The max is *exact* only with a proof: every reachable state searched, or the declared bound met
+by the witness (`proof`). Otherwise it is the validator's bound met (not proved), or a lower
+bound, with its gap to the declared bound when there is one (`upper_bound`), or unknown.
 The search's witness is replayed from a fresh reset through ordinary steps; what the replay
 scores is the search reward (a witness that scores differently rejects the environment).
 The certified max reward is then:
   * search reward > bound: the bound is wrong; max = search reward, `corrected: true`;
-  * search reward < bound and the search was exhaustive: no action sequence reaches the
-    bound; max = search reward, `corrected: true`;
-  * search reward < bound, not exhaustive: max = bound (unconfirmed; the notes say so);
+  * search reward < bound and proved: no action sequence reaches the bound; max = search reward,
+    `corrected: true`;
+  * search reward < bound, not proved: max = bound (unconfirmed; the notes say so);
   * search reward = bound: max = bound, confirmed by the witness;
   * no bound: max = search reward.
 So no agent's normalized reward (total / max) exceeds 1 unless it beats both the validator and
-the search; the reliability stage corrects the max again if a random episode ever does.
+the search; the reliability stage corrects the max again if a random episode ever does. A level
+whose search the `--search-seconds` safety stop cut is labelled (`cut_by_clock`): its figures
+depend on machine load, which the node budget otherwise rules out.
 """
 from __future__ import annotations
 
 import dataclasses
+import math
 import queue
 import threading
 import time
@@ -63,12 +71,23 @@ class LevelMax:
     certainty: str = "certified"
     best_seen: float = 0.0  # the highest total of any rollout seen on the level (search, no-op, random, ...)
     idle_scores_max: bool = False  # doing nothing scores the max: the reward pays for time, judged at reliability
+    # Why max_reward is exact: "exhausted" (every reachable state searched) or "upper_bound" (the
+    # DSL's declared binary reward met); "" when it is not proved (validator bound met or a lower bound).
+    proof: str = ""
+    upper_bound: float | None = None  # the best proved or declared upper bound, when there is one
+    cut_by_clock: bool = False  # the --search-seconds safety stop cut a search: figures depend on load
+
+    @property
+    def exact(self) -> bool:
+        return bool(self.proof)
 
     def entry(self) -> dict:
         """Its level_max_rewards.json entry."""
         out = {k: getattr(self, k) for k in (
             "max_reward", "calculation_method", "validator_bound", "search_reward", "search_exhaustive",
-            "search_nodes", "witness", "corrected", "notes", "nothing_reward", "certainty", "best_seen")}
+            "search_nodes", "witness", "corrected", "notes", "nothing_reward", "certainty", "best_seen", "proof",
+            "upper_bound", "cut_by_clock")}
+        out["exact"] = self.exact
         if "/" in self.source:
             out["split"] = self.source.split("/")[0]
         if self.seed is not None:
@@ -77,7 +96,11 @@ class LevelMax:
 
 
 class Certifier:
-    """Certifies levels on several workers at once (one search each), once per distinct state."""
+    """Certifies levels on several workers at once (one search each), once per distinct state.
+
+    A level certified once is not searched again (a generated level equal to a shipped one, the
+    reliability stage after the levels stage). With `ctx.options.progress`, a line per level:
+    how many are done, the max found against its bound, nodes per second and the budget left."""
 
     def __init__(self, ctx: Context, workers: list[EnvClient], figures: dict):
         self.ctx, self.figures = ctx, figures
@@ -87,6 +110,9 @@ class Certifier:
             self.free.put(worker)
         self.pool = ThreadPoolExecutor(len(workers), thread_name_prefix="certify")
         self.lock = threading.Lock()
+        self.done, self.total = 0, 0
+        figures.setdefault("exact", 0)
+        figures.setdefault("safety_stops", 0)
 
     def many(self, items: list[tuple[str, Verdict]]) -> list[LevelMax]:
         """[(source, validator verdict)] -> their certified max rewards, in order."""
@@ -94,9 +120,9 @@ class Certifier:
         for source, verdict in items:
             if verdict.state_hash not in self.cache:
                 todo.setdefault(verdict.state_hash, (source, verdict))
+        self.total += len(todo)
         for digest, lm in zip(todo, self.pool.map(self._one, todo.values())):
             self.cache[digest] = lm
-            self.figures["search_nodes"] += lm.search_nodes
         return [dataclasses.replace(self.cache[v.state_hash], source=s) for s, v in items]
 
     def _one(self, item: tuple[str, Verdict]) -> LevelMax:
@@ -104,7 +130,7 @@ class Certifier:
         worker = self.free.get()
         started = time.monotonic()
         try:
-            return certify(self.ctx, worker, source, verdict.max_reward, verdict.state_hash)
+            lm = certify(self.ctx, worker, source, verdict.max_reward, verdict.state_hash)
         except SandboxFailure as f:
             raise Rejected(f"{located(f, layout.ENV_MAIN)}: expected the search for the max reward of {source} to "
                            f"run without failure, found {failure_text(f)}") from None
@@ -112,28 +138,97 @@ class Certifier:
             with self.lock:  # summed over the workers, which search at the same time
                 self.figures["search_seconds"] = round(self.figures["search_seconds"] + time.monotonic() - started, 3)
             self.free.put(worker)
+        with self.lock:
+            f = self.figures
+            f["search_nodes"] += lm.search_nodes
+            f["exact"] += lm.exact
+            f["safety_stops"] += lm.cut_by_clock
+            f["nodes_per_second"] = round(f["search_nodes"] / f["search_seconds"]) if f["search_seconds"] else None
+            self.done += 1
+            self.ctx.options.say(self._progress_line(lm))
+        return lm
+
+    def _progress_line(self, lm: LevelMax) -> str:
+        f, opts = self.figures, self.ctx.options
+        left = ""
+        if self.ctx.deadline is not None:
+            left = f", {max(0.0, self.ctx.deadline[0] - time.monotonic()):.0f}s of --budget left"
+        return (f"levels: {self.done}/{self.total} certified; {lm.source}: {standing(lm)}; "
+                f"{f['search_nodes']:,} nodes at {f['nodes_per_second'] or 0:,}/s; budget "
+                f"{opts.search_nodes:,} nodes per level, {self.total - self.done} level(s) to go{left}")
+
+
+def standing(lm: LevelMax) -> str:
+    """How a level's max reward stands, in words: exact, claim met, a lower bound (and its gap), unknown."""
+    if lm.exact:
+        return f"max {lm.max_reward:g}, exact ({'space exhausted' if lm.proof == 'exhausted' else 'declared bound met'})"
+    if lm.certainty == "unknown":
+        return f"max unknown (best {lm.search_reward:g})"
+    if lm.certainty == "lower_bound":
+        gap = f", bound {lm.upper_bound:g}" if lm.upper_bound is not None else ", no upper bound"
+        return f"max >= {lm.max_reward:g} (lower bound{gap})"
+    if lm.certainty == "unconfirmed_bound":
+        return f"max {lm.max_reward:g} claimed, best found {lm.search_reward:g}"
+    return f"max {lm.max_reward:g} (validator bound met, not proved)"
+
+
+def declared_bound(config: dict) -> dict | None:
+    """A binary reward declared by the DSL, as the search takes it ({"total": V, "values": [...]}),
+    or None. Binary: every number of config.yaml's `reward` section (event values, value tables,
+    conditions) is 0 or below but one positive value V. Then, if the environment pays what it
+    declares, one at a time (the search checks both on every step it takes, and drops the bound
+    on the first step that breaks them: see pipeline/sandbox/search.py), no episode scores more
+    than V, and a witness scoring V is the max."""
+    section = (config or {}).get("reward")
+    values: list[float] = []
+
+    def collect(node, depth=0):
+        if isinstance(node, bool) or depth > 6:
+            return
+        if isinstance(node, (int, float)) and math.isfinite(node):
+            values.append(float(node))
+        elif isinstance(node, dict):
+            for key, value in node.items():
+                if key not in ("default_reward",):
+                    collect(value, depth + 1)
+        elif isinstance(node, list):
+            for value in node:
+                collect(value, depth + 1)
+
+    collect(section)
+    positive = {v for v in values if v > 0}
+    if len(positive) != 1:
+        return None
+    return {"total": positive.pop(), "values": sorted(set(values))}
 
 
 def certify(ctx: Context, worker: EnvClient, source: str, bound: float | None, digest: str = "") -> LevelMax:
     """The certified max reward of one level (the rules are in the module docstring)."""
     opts = ctx.options
-    budget = dict(max_nodes=opts.search_nodes, seconds=opts.search_seconds, stop_at=bound)
+    declared = declared_bound(ctx.config)
+    claim = ctx.claims.get(source.rsplit("/", 1)[-1].removesuffix(".yaml")) if "/" in source else None
+    target = max([v for v in (bound, claim) if v is not None], default=None)
     worker.reset(source)
     actions = planner.candidates(ctx.space, worker)
-    result = worker.search(actions, time_in_key=False, **budget)
-    nodes, exhaustive = result.nodes, False
-    nothing = _nothing(ctx, worker, source)
-    claim = ctx.claims.get(source.rsplit("/", 1)[-1].removesuffix(".yaml")) if "/" in source else None
-    if bound is None or result.best_reward < bound - EPS or result.best_reward <= nothing + EPS or (
-            claim is not None and result.best_reward < claim - EPS):
+    # Best-first over states merged across steps: finds deep witnesses; stops at a declared bound
+    # (a proof) or at the validator's or shipped claim (not one).
+    result = worker.search(actions, time_in_key=False, order="best", max_nodes=opts.search_nodes,
+                           seconds=opts.search_seconds, stop_at=target, bound=declared)
+    nodes, exhaustive, proof = result.nodes, False, result.proof
+    refuted, cut_by_clock = result.bound_refuted, result.cut_by_clock
+    if proof is None and result.exhausted and opts.search_nodes > nodes:
+        # The merged space was exhausted: the space with the step in the key may be small enough
+        # to exhaust too, which proves the max (breadth-first, with what is left of the budget).
         worker.reset(source)
-        if claim is not None:  # a shipped claim above what was found: search until it is reached or refuted
-            budget["stop_at"] = max(claim, bound if bound is not None else claim)
-        keyed = worker.search(actions, time_in_key=True, **budget)
+        keyed = worker.search(actions, time_in_key=True, order="breadth", max_nodes=opts.search_nodes - nodes,
+                              seconds=opts.search_seconds, bound=None if refuted else declared)
         # Exhaustive over the candidate actions; over the env's action space only when those are all of it.
         nodes, exhaustive = nodes + keyed.nodes, keyed.exhausted and ctx.candidates_complete
+        cut_by_clock = cut_by_clock or keyed.cut_by_clock
         if keyed.best_reward > result.best_reward + EPS:
             result = keyed
+        if exhaustive or keyed.proof == "upper_bound":
+            proof = "exhausted" if exhaustive else "upper_bound"
     worker.reset(source)
     achieved, _, steps = replay(worker, result.witness)
     if abs(achieved - result.best_reward) > EPS or steps != len(result.witness):
@@ -141,33 +236,48 @@ def certify(ctx: Context, worker: EnvClient, source: str, bound: float | None, d
                        f"{result.best_reward:g} again when replayed from a fresh reset, found {achieved:g} after "
                        f"{steps} step(s): the environment does not behave the same after a snapshot is restored "
                        f"(state kept outside _state and the env's attributes, or another random source?)")
+    nothing = _nothing(ctx, worker, source)
     lm = LevelMax(source, digest, achieved, "", bound, achieved, exhaustive, nodes, list(result.witness),
                   nothing_reward=nothing)
-    searched = f"{'exhaustive ' if exhaustive else ''}search over {nodes} nodes"
+    lm.cut_by_clock = cut_by_clock
+    lm.proof = proof or ""
+    lm.upper_bound = achieved if proof else (declared["total"] if declared and not refuted else None)
+    searched = f"{'exhaustive ' if exhaustive else ''}search over {nodes} nodes" + (
+        " (cut by the --search-seconds safety stop: depends on machine load)" if cut_by_clock else "")
     if bound is None:
         lm.calculation_method = "search_exhaustive" if exhaustive else "search_witness"
         lm.notes = f"no validator bound; the replayed witness of the {searched} scores {achieved:g}"
     elif achieved > bound + EPS:
         lm.calculation_method, lm.corrected = "search_witness", True
         lm.notes = f"validator bound {bound:g} is below what the replayed search witness scores ({achieved:g}); corrected"
-    elif achieved < bound - EPS and exhaustive:
-        lm.calculation_method, lm.corrected = "search_exhaustive", True
-        lm.notes = f"validator bound {bound:g} is above what any action sequence scores ({searched}); corrected"
+    elif achieved < bound - EPS and proof:
+        lm.calculation_method, lm.corrected = "search_exhaustive" if exhaustive else "search_witness", True
+        lm.notes = (f"validator bound {bound:g} is above what any action sequence scores ("
+                    f"{searched}{'' if exhaustive else ', declared bound met'}); corrected")
     elif achieved < bound - EPS:
         lm.max_reward, lm.calculation_method = bound, "validator_analytic"
         lm.notes = f"validator bound kept, unconfirmed: the {searched} (budget spent) reached {achieved:g}"
     else:
         lm.max_reward, lm.calculation_method = bound, "validator_analytic+search_witness"
         lm.notes = f"validator bound confirmed: the replayed witness of the {searched} scores it"
+    if proof == "upper_bound":
+        lm.notes += (f"; exact: the DSL declares a binary reward of {declared['total']:g} (every step of the search "
+                     f"paid a declared value, and the paying step ended the episode) and the witness scores it")
+    elif proof == "exhausted":
+        lm.notes += "; exact: every reachable state was searched"
+    elif refuted:
+        lm.notes += f"; the DSL's binary reward bound does not hold: {refuted}"
     lm.best_seen = max(achieved, nothing)
     if nothing > lm.max_reward + EPS:
         # No max may sit below a rollout envforge has seen (a budget-cut search, a wrong bound).
         lm.max_reward, lm.corrected, lm.calculation_method = nothing, True, "no_op_rollout"
         lm.witness = [ctx.no_op] * ctx.max_steps
         lm.notes += f"; doing nothing scores {nothing:g}, more than that: max raised to it"
-    if lm.calculation_method in ("search_witness", "no_op_rollout") and not exhaustive:
+        lm.proof, lm.upper_bound = "", None if lm.upper_bound is None or lm.upper_bound < nothing else lm.upper_bound
+    if lm.calculation_method in ("search_witness", "no_op_rollout") and not lm.proof:
         lm.certainty = "lower_bound"
-        lm.notes += " (a lower bound: the search budget ran out)"
+        lm.notes += " (a lower bound: the search budget ran out)" if lm.upper_bound is None else (
+            f" (a lower bound: the max is between {lm.max_reward:g} and the declared bound {lm.upper_bound:g})")
     elif lm.calculation_method == "validator_analytic":
         lm.certainty = "unconfirmed_bound"
     if achieved <= nothing + EPS and nothing <= EPS and exhaustive:

@@ -4,7 +4,8 @@ Per level: the claimed max reward, the max envforge found (search, doing nothing
 rollout it saw on the level) and a status:
   * "confirmed"   — they agree;
   * "beaten"      — envforge scored more than the claim: normalized scores against it exceed 1;
-  * "unreachable" — an exhaustive search scored less: no action sequence reaches the claim;
+  * "unreachable" — a proved max is less (an exhaustive search, or a declared bound met): no
+    action sequence reaches the claim;
   * "unconfirmed" — a budget-limited search scored less: the claim may hold, it was not reached.
 "beaten" and "unreachable" are flagged. Verify only reports claims; it never rewrites them
 unless told to write into the folder.
@@ -38,9 +39,9 @@ def compare(claims: dict[str, float], found: list) -> dict[str, dict]:
         elif best_seen >= claimed - EPS:
             status = "confirmed"
         else:
-            status = "unreachable" if lm.search_exhaustive else "unconfirmed"
+            status = "unreachable" if lm.search_exhaustive or lm.exact else "unconfirmed"
         out[layout.level_key(lm.source)] = {"claimed": claimed, "found": round(best_seen, 6),
-                                            "exhaustive": lm.search_exhaustive, "status": status}
+                                            "exhaustive": lm.search_exhaustive, "exact": lm.exact, "status": status}
     return out
 
 
@@ -53,6 +54,7 @@ def summary(compared: dict[str, dict]) -> str:
     if flagged:
         text += "; flagged: " + "; ".join(
             f"{k} claims {v['claimed']:g}, " + ("envforge scored " if v["status"] == "beaten" else
-                                                "exhaustive search reaches only ") + f"{v['found']:g}"
+                                                "exhaustive search reaches only " if v.get("exhaustive") else
+                                                "the proved max is ") + f"{v['found']:g}"
             for k, v in list(flagged.items())[:5])
     return text

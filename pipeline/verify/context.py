@@ -29,8 +29,11 @@ class Options:
     test_levels: int = 10  # generated levels for levels/
     val_levels: int = 5  # ... and for val_levels/
     max_seeds: int = 45  # generator attempts before the levels stage gives up
-    search_nodes: int = 400_000  # per level and search phase
-    search_seconds: float = 30.0  # per level and search phase
+    # Search budget per level (all its passes), in environment steps: the same on an idle and a busy machine.
+    search_nodes: int = 20_000
+    # Wall-clock safety stop per search, not a budget: a level it cuts is labelled (its figures
+    # would depend on machine load).
+    search_seconds: float = 300.0
     execution_episodes: int = 2  # random episodes per level in the execution stage
     execution_nodes: int = 2_000  # planner search per level in the execution stage
     invalid_rate: float = 0.25  # share of malformed actions in execution rollouts
@@ -46,8 +49,9 @@ class Options:
     # Each call has its wall-clock limit (searches: their own budget plus a margin); the CPU
     # limit only stops a runaway worker and must not cut a stage's searches short.
     limits: Limits = field(default_factory=lambda: Limits(call_seconds=10.0, cpu_seconds=3600))
-    # Told what verification is doing as it goes (a line each: "levels: started", ...); the command
-    # prints it, generate prefixes the theme. Not part of what verification decides.
+    # Told what verification is doing as it goes (a line each: "levels: started", a level certified:
+    # its max against its bound, nodes per second, the budget left); the command prints it, generate
+    # prefixes the theme. Not part of what verification decides.
     progress: Callable[[str], None] | None = field(default=None, compare=False, repr=False)
 
     def say(self, what: str) -> None:

@@ -46,8 +46,8 @@ def run(ctx: Context, figures: dict) -> list[LevelMax]:
     figures |= {"seeds_tried": 0, "generated_kept": 0, "duplicates": 0, "rejected_by_validator": 0,
                 "unfit": 0, "shipped_levels": len(ctx.env.all_levels()), "search_nodes": 0,
                 "search_seconds": 0.0, "search_workers": ctx.options.workers, "corrected": 0, "examples": [],
-                "search_budget": {"nodes_per_pass": ctx.options.search_nodes,
-                                  "seconds_per_pass": ctx.options.search_seconds}}
+                "search_budget": {"nodes_per_level": ctx.options.search_nodes,
+                                  "safety_seconds_per_search": ctx.options.search_seconds}}
     try:
         with contextlib.ExitStack() as stack:
             workers = [stack.enter_context(ctx.worker()) for _ in range(max(1, ctx.options.workers))]
@@ -96,6 +96,11 @@ def _scored_figures(figures: dict, scored: list[LevelMax], ctx: Context) -> None
     figures["corrected"] = sum(lm.corrected for lm in scored)
     figures["max_rewards"] = {layout.level_key(lm.source): lm.max_reward for lm in scored}
     figures["lower_bounds"] = [layout.level_key(lm.source) for lm in scored if lm.certainty == "lower_bound"]
+    figures["exact_levels"] = [layout.level_key(lm.source) for lm in scored if lm.exact]
+    figures["unknown_maxima"] = [layout.level_key(lm.source) for lm in scored if lm.certainty == "unknown"]
+    figures["gaps"] = {layout.level_key(lm.source): round(lm.upper_bound - lm.max_reward, 6) for lm in scored
+                       if not lm.exact and lm.upper_bound is not None}
+    figures["cut_by_safety_stop"] = [layout.level_key(lm.source) for lm in scored if lm.cut_by_clock]
     if ctx.claims and scored and "/" in scored[0].source:
         figures["claims"] = claims.compare(ctx.claims, scored)
 

@@ -1,0 +1,143 @@
+"""The one search (pipeline/sandbox/search.py) behind verify's max rewards, the planner agent and the
+plan tests: budgets in nodes give the same numbers on an idle and a busy machine; best-first finds
+deep witnesses breadth-first cannot; "exact" only with a proof; the safety stop is labelled."""
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from pipeline.envfolder.spec import EnvSpec
+from pipeline.planner import candidates, replay
+from pipeline.sandbox.client import EnvClient
+from pipeline.verify.certify import declared_bound
+
+ROOT = Path(__file__).resolve().parent.parent
+REFERENCE = ROOT / "generated_envs" / "reference"
+DEV = ROOT.parent / "shared" / "autoenv-dev"
+if not DEV.is_dir():
+    DEV = Path("/work/shared/autoenv-dev")
+
+
+def dev_env(name: str) -> Path:
+    if not (DEV / name).is_dir():
+        pytest.skip(f"the AutoEnv development corpus is not at {DEV} (../shared/autoenv-dev)")
+    return DEV / name
+
+
+def open_level(env: Path, level: str):
+    spec = EnvSpec.open(env, full_paths=False)
+    worker = EnvClient.open(env, max_steps=spec.max_steps)
+    client = worker.__enter__()
+    client.reset(level)
+    return spec, worker, client, candidates(spec.actions, client)
+
+
+def test_best_first_finds_an_answer_only_a_final_submit_pays_where_breadth_first_does_not():
+    """4_MagneticField pays only on SUBMIT_ANSWER: 0.3/0.2 per right hex digit, 0.2 more when all four
+    are right (1.2). The witness is 8 steps deep among 19 actions; breadth-first spends its budget on
+    the first 3-4 steps."""
+    spec, worker, client, actions = open_level(dev_env("4_MagneticField"), "levels/level_03.yaml")
+    try:
+        best = client.search(actions, max_nodes=5_000, time_in_key=False, order="best")
+        breadth = client.search(actions, max_nodes=5_000, time_in_key=False, order="breadth")
+        assert best.best_reward == pytest.approx(1.2) and len(best.witness) == 8
+        assert breadth.best_reward < 1.0 and breadth.stopped == best.stopped == "nodes"
+        client.reset("levels/level_03.yaml")
+        assert replay(client, best.witness) == (pytest.approx(1.2), True, 8)
+        # Its DSL declares rewards of 1.0 and 0.0 only: the first 0.3 the search meets refutes that bound.
+        bound = declared_bound(spec.config)
+        assert bound == {"total": 1.0, "values": [0.0, 1.0]}
+        client.reset("levels/level_03.yaml")
+        refuted = client.search(actions, max_nodes=5_000, time_in_key=False, order="best", bound=bound)
+        assert refuted.proof is None and refuted.best_reward == pytest.approx(1.2)
+        assert refuted.bound_refuted.startswith("a step paid 0.3, none of the declared reward values [0.0, 1.0]")
+    finally:
+        worker.__exit__(None, None, None)
+
+
+def test_a_far_goal_is_found_in_a_few_hundred_nodes_and_the_declared_binary_reward_proves_it():
+    """23_DangerDetection: the bomb (reward 1.0, the only positive value its DSL declares) is 10 moves
+    away on level_03; every move reveals a cell, so breadth-first drowns in orders of the same moves.
+    Novel states first reach it; the declared bound met makes 1.0 exact and stops the search."""
+    spec, worker, client, actions = open_level(dev_env("23_DangerDetection"), "levels/level_03.yaml")
+    try:
+        found = client.search(actions, max_nodes=20_000, time_in_key=False, order="best",
+                              bound=declared_bound(spec.config))
+        assert (found.best_reward, found.proof, found.stopped) == (1.0, "upper_bound", "upper_bound")
+        assert len(found.witness) == 10 and found.nodes < 2_000
+        again = client.search(actions, max_nodes=20_000, time_in_key=False, order="best",
+                              bound=declared_bound(spec.config))
+        assert (again.witness, again.nodes) == (found.witness, found.nodes)  # deterministic
+    finally:
+        worker.__exit__(None, None, None)
+
+
+def test_the_safety_stop_is_labelled_and_verify_names_it(tmp_path):
+    """A wall-clock cut is not a budget: the result says which mechanism ended it, and verify labels
+    every level it cut, since those figures would change with machine load."""
+    spec, worker, client, actions = open_level(REFERENCE / "tide_pool", "levels/level_01.yaml")
+    try:
+        cut = client.search(actions, max_nodes=10_000_000, seconds=0.001, order="best")
+        assert cut.stopped == "seconds" and cut.cut_by_clock and cut.proof is None
+    finally:
+        worker.__exit__(None, None, None)
+    env = tmp_path / "tide_pool"
+    shutil.copytree(REFERENCE / "tide_pool", env, ignore=shutil.ignore_patterns("__pycache__", "_generated"))
+    proc = subprocess.run([sys.executable, "-m", "pipeline.cli", "verify", str(env), "--stages", "levels",
+                           "--search-seconds", "0.001", "--json"], capture_output=True, text=True, timeout=600)
+    levels = json.loads(proc.stdout)["stages"]["levels"]
+    assert len(levels["cut_by_safety_stop"]) == len(levels["levels_scored"]) > 0 and levels["safety_stops"] >= 1
+    written = json.loads((env / "level_max_rewards.json").read_text())["levels"]
+    entry = written["level_01.yaml"]
+    assert entry["cut_by_clock"] is True and "safety stop" in entry["notes"] and entry["exact"] is False
+
+
+def _busy(n: int) -> list[subprocess.Popen]:
+    return [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(n)]
+
+
+def _verify_and_plan(tmp: Path, name: str) -> dict:
+    """verify's verdict, maxima and node counts, and the planner's scores, on a copy of a reference env."""
+    env = tmp / name
+    shutil.copytree(REFERENCE / name, env, ignore=shutil.ignore_patterns("__pycache__", "_generated"))
+    verify = subprocess.run([sys.executable, "-m", "pipeline.cli", "verify", str(env), "--json", "--random-episodes",
+                             "2"], capture_output=True, text=True, timeout=1800)
+    report = json.loads(verify.stdout)
+    maxima = json.loads((env / "level_max_rewards.json").read_text())["levels"]
+    out = tmp / f"{name}-planner"
+    evaluate = subprocess.run([sys.executable, "-m", "pipeline.cli", "evaluate", str(env), "--agent", "planner",
+                               "--max-levels", "3", "--runs", "1", "--out", str(out), "--json"],
+                              capture_output=True, text=True, timeout=1800)
+    assert evaluate.returncode == 0, evaluate.stderr[-2000:]
+    episodes = [json.loads(line) for line in (out / "episodes.jsonl").read_text().splitlines()]
+    levels = report["stages"]["levels"]
+    return {
+        "verdict": (verify.returncode, report["accepted"], report["stage"]),
+        "maxima": {k: (v["max_reward"], v["exact"], v["certainty"], v["search_nodes"], v["witness"])
+                   for k, v in maxima.items()},
+        "nodes": (report["stages"]["execution"]["planner_nodes"], levels["search_nodes"]),
+        "cut": levels["cut_by_safety_stop"],
+        "planner": sorted((e["level"], e["total_reward"], e["normalized"], e["steps"]) for e in episodes),
+    }
+
+
+@pytest.mark.parametrize("name", ["crate_dock", "tide_pool"])
+def test_verify_and_the_planner_give_the_same_numbers_on_an_idle_and_a_busy_machine(tmp_path, name):
+    """Budgets in nodes: four busy loops on the machine change the time a search takes, not what it
+    finds. (With the old 20-30 s budgets the maxima and the planner's scores moved with the load.)"""
+    quiet = _verify_and_plan(tmp_path / "quiet", name)
+    loops = _busy(4)
+    try:
+        loaded = _verify_and_plan(tmp_path / "loaded", name)
+    finally:
+        for proc in loops:
+            proc.kill()
+            proc.wait()
+    assert quiet["verdict"][:2] == (0, True)
+    assert quiet["cut"] == [] == loaded["cut"]  # the node budget, not the safety stop, bounded every search
+    assert loaded == quiet
