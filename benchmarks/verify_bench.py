@@ -71,7 +71,8 @@ def bench(env: Path, verify_args: list[str]) -> dict:
             return {"name": env.name, "wall": wall, "cpu": cpu, "error": proc.stderr.strip()[-600:] or "no output"}
         report = json.loads(proc.stdout)
         maxima = copy / "level_max_rewards.json"
-        levels = json.loads(maxima.read_text())["levels"] if maxima.is_file() else {}
+        written = "level_max_rewards.json" in ((report.get("stages") or {}).get("levels") or {}).get("written", [])
+        levels = json.loads(maxima.read_text())["levels"] if written else {}  # else a shipped claim, not verify's
     return {"name": env.name, "wall": wall, "cpu": cpu, "report": report, "levels": levels,
             **classify(report, levels)}
 
@@ -82,11 +83,13 @@ def classify(report: dict, levels: dict) -> dict:
     figures = (report.get("stages") or {}).get("levels") or {}
     exact = claim_met = unknown = 0
     gaps: list[float | None] = []
-    if not levels:  # only figures: lower bounds are named, the rest counted as claim-met or exact
+    if not levels:  # only figures (verify rejected before writing): what they name
         lower = figures.get("lower_bounds") or []
         scored = figures.get("levels_scored") or []
-        gaps = [None] * len(lower)
-        claim_met = len(scored) - len(lower)
+        exact = len(figures.get("exact_levels") or [])
+        unknown = len(figures.get("unknown_maxima") or [])
+        gaps = [figures.get("gaps", {}).get(key) for key in lower]
+        claim_met = max(0, len(scored) - len(lower) - exact - unknown)
     for entry in levels.values():
         certainty = entry.get("certainty")
         if certainty == "exact" or (certainty == "certified" and entry.get("search_exhaustive")):
