@@ -49,6 +49,7 @@ class Reply:
     # on OpenAI include the cached ones; output: completion_tokens or output_tokens; cached:
     # prompt_tokens_details.cached_tokens or cache_read_input_tokens); a name left out is left out.
     usage: Any = REPORTED
+    chunked: bool = False  # send the body in chunks with no content-length, as a streaming proxy does
 
 
 # How buggy providers and forging servers report usage (issue 22): each kind as Reply.usage.
@@ -94,6 +95,7 @@ class LLMServer:
         self.rule: Callable[..., Reply | Fault | None] | None = None
         self.requests: list[dict[str, Any]] = []  # {"path", "body", "headers", "bytes"}
         self.bytes_sent = 0  # response bodies, all requests together
+        self.answers_cut = 0  # answers the client stopped reading (it closed the connection)
         self.in_flight = 0
         self.max_in_flight = 0
         self._lock = threading.Lock()
@@ -223,7 +225,9 @@ def _handler_for(server: LLMServer) -> type[BaseHTTPRequestHandler]:
                 time.sleep(step.delay)
                 self._answer(step, body.get("model", ""))
             except (BrokenPipeError, ConnectionResetError):
-                self.close_connection = True  # the client gave up waiting (a timeout test)
+                self.close_connection = True  # the client gave up waiting (a timeout test) or reading
+                with server._lock:
+                    server.answers_cut += 1
             finally:
                 with server._lock:
                     server.in_flight -= 1
@@ -232,7 +236,7 @@ def _handler_for(server: LLMServer) -> type[BaseHTTPRequestHandler]:
             anthropic_api = self.path.rstrip("/").endswith("/messages")
             if isinstance(step, Reply):
                 payload = anthropic_body(step, model) if anthropic_api else openai_body(step, model)
-                return self._send(200, json.dumps(payload).encode(), {})
+                return self._send(200, json.dumps(payload).encode(), {}, chunked=step.chunked)
             if step.kind == "drop":
                 self.close_connection = True
                 self.connection.shutdown(2)  # socket.SHUT_RDWR: the client sees the peer vanish
@@ -245,16 +249,28 @@ def _handler_for(server: LLMServer) -> type[BaseHTTPRequestHandler]:
                      else {"error": {"message": message, "type": error_type, "code": None}})
             return self._send(step.status, json.dumps(error).encode(), step.headers)
 
-        def _send(self, status: int, data: bytes, headers: dict[str, str]) -> None:
+        def _send(self, status: int, data: bytes, headers: dict[str, str], chunked: bool = False) -> None:
             self.send_response(status)
             self.send_header("content-type", "application/json")
-            self.send_header("content-length", str(len(data)))
+            if chunked:
+                self.send_header("transfer-encoding", "chunked")
+            else:
+                self.send_header("content-length", str(len(data)))
             for k, v in headers.items():
                 self.send_header(k, v)
             self.end_headers()
-            self.wfile.write(data)
-            with server._lock:
-                server.bytes_sent += len(data)
+            if not chunked:
+                self.wfile.write(data)
+            for start in range(0, len(data) if chunked else 0, 65536):
+                piece = data[start:start + 65536]
+                self.wfile.write(b"%x\r\n%s\r\n" % (len(piece), piece))
+                with server._lock:
+                    server.bytes_sent += len(piece)
+            if chunked:
+                self.wfile.write(b"0\r\n\r\n")
+            else:
+                with server._lock:
+                    server.bytes_sent += len(data)
 
     return Handler
 

@@ -80,7 +80,7 @@ def test_flag_values_are_checked(llm_env, monkeypatch, capsys):
         parse("--budget-usd", "-1")
     assert exited.value.code == 2
     assert "argument --budget-usd: expected a number >= 0, found '-1'" in capsys.readouterr().err
-    with pytest.raises(UserError, match="--budget-usd: expected a non-negative"):  # the Python API path
+    with pytest.raises(UserError, match="--budget-usd: expected a finite, non-negative"):  # the Python API path
         resolve(model="openai/gpt-4o", run_budget_usd=-1)
     with pytest.raises(UserError, match="--prices missing.yaml: no such file"):
         client_from_args(parse("--prices", "missing.yaml"))

@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import urllib.request
 
 import pytest
 
 from llm_server import USAGE_FORGERIES, Reply, forged_usage, runaway_text
+from pipeline.llm.trust import reply_byte_cap
 
 
 def _post(server, path: str, body: dict) -> dict:
@@ -102,16 +104,25 @@ def test_billed_replies_that_cannot_be_read_are_charged(llm_server, tmp_path, wi
 
 
 # --- bounded replies (issue 22, item 2) ------------------------------------------------------------
-@pytest.mark.parametrize("wire", ["openai", "anthropic"])
-def test_a_runaway_reply_of_tens_of_mb_is_malformed_charged_and_neither_stored_nor_sent_back(llm_server, tmp_path, wire):
+@pytest.mark.parametrize("wire, chunked", [("openai", False), ("anthropic", False), ("openai", True)])
+def test_a_runaway_reply_of_tens_of_mb_is_malformed_charged_and_neither_read_stored_nor_sent_back(
+        llm_server, tmp_path, wire, chunked):
     big = runaway_text(30)
-    llm_server.rule = lambda n: Reply(big, usage=None)
+    llm_server.rule = lambda n: Reply(big, usage=None, chunked=chunked)
     run = generate_against(llm_server, wire, tmp_path, "--budget-usd", "5", themes="A maze with keys\n")
     attempts = llm_server.count()
     assert run.returncode == 1, run.stderr[-2000:]
     (verdict,) = run.summary["rejected"].values()
-    assert verdict["stage"] == "design" and "more than max_tokens 4,000 allows" in verdict["reason"]
-    assert attempts == 3 and llm_server.bytes_sent > 3 * 30_000_000  # the malformed-reply retries, then no more
+    cap = reply_byte_cap(4000)  # the design stage's max_tokens
+    assert verdict["stage"] == "design"
+    if chunked:  # read up to the bound, then the connection is closed
+        assert f"reply body longer than {cap:,} bytes; reading stopped there" in verdict["reason"]
+    else:  # the declared length is refused before the body is read
+        assert re.search(rf"reply body of 30,000,\d\d\d bytes \(content-length\), more than {cap:,}; not read",
+                         verdict["reason"]), verdict["reason"]
+    assert llm_server.answers_cut == attempts  # envforge stopped reading each of them
+    assert llm_server.bytes_sent < attempts * len(big) / 2
+    assert attempts == 3  # the malformed-reply retries, then no more
     assert llm_server.largest_request < 100_000  # the reply was never sent back to the model
     assert run.stored_bytes() < 1_000_000, run.largest_stored()  # nor kept: not in design.md nor the journal
     assert run.summary["model_calls"]["unusable_replies"] == attempts

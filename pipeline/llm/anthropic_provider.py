@@ -9,7 +9,7 @@ import anthropic
 from pipeline.llm.errors import MalformedResponse
 from pipeline.llm import sdk
 from pipeline.llm.messages import Message, Request, Response, ToolCall
-from pipeline.llm.trust import checked_usage
+from pipeline.llm.trust import checked_usage, reply_byte_cap
 
 # Below about 1024 tokens Anthropic does not cache a prefix; 4 chars per token is our estimate.
 AUTO_CACHE_MIN_CHARS = 4096
@@ -23,7 +23,8 @@ class AnthropicProvider:
     def __init__(self, api_key: str | None, base_url: str | None, timeout: float):
         # max_retries=0: retry.py is the one retry policy of the project.
         self._client = anthropic.AsyncAnthropic(
-            api_key=api_key, base_url=base_url, timeout=timeout, max_retries=0
+            api_key=api_key, base_url=base_url, timeout=timeout, max_retries=0,
+            http_client=sdk.http_client(anthropic, timeout=timeout),
         )
 
     async def complete(self, request: Request) -> Response:
@@ -41,7 +42,8 @@ class AnthropicProvider:
                 for t in request.tools
             ]
         kwargs.update(sdk.sampling_fields(request, "stop_sequences"))
-        raw = await sdk.call(self._client.messages.create, kwargs, anthropic, self.name)
+        raw = await sdk.call(self._client.messages.create, kwargs, anthropic, self.name,
+                             reply_byte_cap(request.max_tokens))
         return from_wire(raw, request.model)
 
     async def close(self) -> None:

@@ -10,7 +10,7 @@ import openai
 from pipeline.llm.errors import MalformedResponse
 from pipeline.llm import sdk
 from pipeline.llm.messages import Message, Request, Response, ToolCall
-from pipeline.llm.trust import ABSENT, checked_usage
+from pipeline.llm.trust import ABSENT, checked_usage, reply_byte_cap
 
 FINISH_REASONS = {
     "stop": "end_turn",
@@ -30,7 +30,8 @@ class OpenAIProvider:
         self._max_tokens_field = "max_tokens" if base_url else "max_completion_tokens"
         # max_retries=0: retry.py is the one retry policy of the project.
         self._client = openai.AsyncOpenAI(
-            api_key=api_key, base_url=base_url, timeout=timeout, max_retries=0
+            api_key=api_key, base_url=base_url, timeout=timeout, max_retries=0,
+            http_client=sdk.http_client(openai, timeout=timeout),
         )
 
     async def complete(self, request: Request) -> Response:
@@ -48,7 +49,8 @@ class OpenAIProvider:
                 for t in request.tools
             ]
         kwargs.update(sdk.sampling_fields(request, "stop"))
-        raw = await sdk.call(self._client.chat.completions.create, kwargs, openai, self.name)
+        raw = await sdk.call(self._client.chat.completions.create, kwargs, openai, self.name,
+                             reply_byte_cap(request.max_tokens))
         return from_wire(raw, request.model)
 
     async def close(self) -> None:

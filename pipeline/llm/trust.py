@@ -16,7 +16,7 @@ Size. A reply may hold at most `REPLY_CHARS_PER_TOKEN` characters per token of t
 `max_tokens`, plus `REPLY_SLACK_CHARS` (text and tool calls together, the arguments as JSON).
 Real tokens average about 4 characters; the margin covers long runs of spaces or punctuation
 that a tokenizer packs into one token. A larger reply is a `MalformedResponse`: it is charged,
-never stored nor sent back to the model.
+never stored nor sent back to the model. Its HTTP body is read only up to `reply_byte_cap`.
 """
 from __future__ import annotations
 
@@ -32,6 +32,7 @@ PROMPT_OVERHEAD_TOKENS = 2048
 MESSAGE_OVERHEAD_TOKENS = 16
 REPLY_CHARS_PER_TOKEN = 32
 REPLY_SLACK_CHARS = 1024
+REPLY_ENVELOPE_BYTES = 64 * 1024
 FORGED, MISSING = "forged", "missing"
 ABSENT = object()  # a field the reply does not have
 
@@ -119,6 +120,12 @@ def reply_chars(response: Response) -> int:
 
 def reply_char_cap(max_tokens: int) -> int:
     return max_tokens * REPLY_CHARS_PER_TOKEN + REPLY_SLACK_CHARS
+
+
+def reply_byte_cap(max_tokens: int) -> int:
+    """The most bytes of a reply's HTTP body read: the character cap as JSON-escaped UTF-8 at worst
+    (`\\uXXXX\\uXXXX`, 12 bytes a character) plus `REPLY_ENVELOPE_BYTES` of envelope."""
+    return reply_char_cap(max_tokens) * 12 + REPLY_ENVELOPE_BYTES
 
 
 def check_reply_size(provider: str, response: Response, max_tokens: int) -> None:
