@@ -57,8 +57,13 @@ worker = Worker(args["env"], Limits(call_seconds=60, cpu_seconds=60))
 worker.call("reset", level="levels/level_01.yaml")
 worker.call("step", action={"action": "go", "params": {}})
 state = worker.call("observe", want_state=True)["state"]
+# The process running env code, seen from here: below `unshare` on the namespaced rungs.
+children = open(f"/proc/{worker.proc.pid}/task/{worker.proc.pid}/children").read().split()
+inner = int(children[0]) if children else worker.proc.pid
+status = dict(line.split(":", 1) for line in open(f"/proc/{inner}/status").read().splitlines())
+kept = {k: status[k].strip() for k in ("CapEff", "CapPrm", "CapBnd", "NoNewPrivs", "Seccomp")}
 worker.close()
-print(json.dumps({"uid": os.getuid(), "confinement": worker.confinement, "found": state["found"],
+print(json.dumps({"uid": os.getuid(), "confinement": worker.confinement, "found": state["found"], "status": kept,
                   "environs": state["environs"], "environment": state["environment"]}))
 """
 
@@ -148,15 +153,19 @@ class Scene:
         Path(self.tmp_target).unlink(missing_ok=True)
 
 
-def run_driver(scene: Scene, rung: str, uid: int) -> dict:
-    """The driver's report; as `uid` (0: root itself)."""
+def run_as(scene: Scene, rung: str, uid: int, argv: list[str]) -> subprocess.CompletedProcess:
+    """`argv` as `uid` (0: root itself), with the canary in its environment and `rung` picked."""
     env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "OPENAI_API_KEY": CANARY, "ENVFORGE_TEST_PASSWORD": CANARY,
            "HOME": str(scene.planted), "ENVFORGE_CONFINEMENT": rung, "TMPDIR": "/tmp"}
-    argv = [sys.executable, "-c", DRIVER, json.dumps({"env": str(scene.env)})]
     if uid:
         argv = ["unshare", "--mount", sys.executable, "-c", VIEW, "\n".join(_needed_paths()),
                 "setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups"] + argv
-    done = subprocess.run(argv, capture_output=True, text=True, timeout=600, cwd=scene.dir, env=env)
+    return subprocess.run(argv, capture_output=True, text=True, timeout=900, cwd=scene.dir, env=env)
+
+
+def run_driver(scene: Scene, rung: str, uid: int) -> dict:
+    """The driver's report."""
+    done = run_as(scene, rung, uid, [sys.executable, "-c", DRIVER, json.dumps({"env": str(scene.env)})])
     assert done.returncode == 0, done.stdout + done.stderr
     return json.loads(done.stdout.strip().splitlines()[-1])
 
@@ -205,6 +214,37 @@ def test_every_rung_contains_the_hostile_probe(rung: str, uid: int):
     for attempt in ("af_vsock", "af_packet", "io_uring_setup", "keyring", "ptrace_parent", "signal_parent"):
         assert "Operation not permitted" in found[attempt] or "EPERM" in found[attempt], (attempt, found[attempt])
     assert "Resource temporarily unavailable" in found["fork"], found["fork"]  # the filter, or RLIMIT_NPROC
+    # No capabilities, no_new_privs, a seccomp filter (mode 2), on every rung.
+    status = report["status"]
+    assert (status["CapEff"], status["CapPrm"], status["NoNewPrivs"], status["Seccomp"]) == (
+        "0" * 16, "0" * 16, "1", "2"), status
+    if rung == "userns" or (rung == "landlock" and uid == 0):  # a uid 0 (in its namespace, or root itself)
+        assert status["CapBnd"] == "0" * 16, status  # that gets nothing back through an exec
+
+
+@ROOT_ONLY
+@pytest.mark.parametrize("rung", ["userns", "landlock"])
+def test_evaluate_as_a_normal_user_runs_the_probe_confined_and_records_the_rung(rung: str):
+    if not AVAILABLE[rung].available:
+        pytest.skip(f"{rung} not available here: {AVAILABLE[rung].detail}")
+    scene = Scene(NOBODY)
+    try:
+        out = scene.dir / "out"
+        done = run_as(scene, rung, NOBODY, [sys.executable, "-m", "pipeline.cli", "evaluate", str(scene.env),
+                                            "--agent", "random", "--runs", "1", "--out", str(out)])
+        rows = [json.loads(line) for line in (out / "episodes.jsonl").read_text().splitlines()] if (
+            out / "episodes.jsonl").exists() else []
+        written = "".join(p.read_text(errors="replace") for p in out.rglob("*") if p.is_file())
+        connections = scene.connections()
+        outside = sorted(p.name for p in scene.outside.iterdir())
+        tmp_written = Path(scene.tmp_target).exists()
+    finally:
+        scene.close()
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert len(rows) == 1 and rows[0]["steps"] > 0 and rows[0]["stop_reason"] != "env_error", rows
+    assert rows[0]["confinement"] == rung
+    assert (connections, outside, tmp_written) == ([], [], False)
+    assert CANARY not in written + done.stdout + done.stderr
 
 
 # -- no rung: refuse, or run with the opt-in and say so ---------------------------------------

