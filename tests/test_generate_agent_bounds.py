@@ -200,3 +200,27 @@ def test_the_sandbox_copy_leaves_out_a_name_with_a_control_character_and_check_p
             "folder, found a name with the unprintable character '\\n'; the sandbox's copy leaves it out"
             in done.stdout.splitlines()), done.stdout
     assert not any(line.startswith("error: forged") for line in done.stdout.splitlines())
+
+
+def test_dsl_corrections_resend_only_the_latest_attempt_and_at_most_40_problems(llm_server, tmp_path):
+    """3,000 duplicate keys: 3,007 problems (413 KB of feedback) per attempt, four attempts."""
+    bad = "```yaml\n" + "".join(f"meta: {i}\n" for i in range(3000)) + "```\n"
+    llm_server.script = [Reply(replay_kit.DESIGN)] + [Reply(bad)] * 4
+    themes = tmp_path / "themes.yaml"
+    themes.write_text("- {name: corridor, theme: A corridor walk}\n")
+    done = subprocess.run(ENVFORGE + ["generate", "--themes", str(themes), "--out", str(tmp_path / "out"), "--model",
+                                      "openai/gpt-4o-mini", "--base-url", llm_server.openai_url, "--no-cache",
+                                      "--json"], capture_output=True, text=True, timeout=600,
+                          env={**{k: v for k, v in os.environ.items() if not k.endswith(("_API_KEY", "_BASE_URL"))},
+                               "OPENAI_API_KEY": "test-key", "NO_PROXY": "127.0.0.1"})
+    summary = json.loads(done.stdout)
+    assert done.returncode == 1, done.stderr[-3000:]
+    assert summary["rejected"]["corridor"]["stage"] == "dsl"
+    assert "config.yaml still has 3007 error(s) after 3 correction(s)" in summary["rejected"]["corridor"]["reason"]
+    sizes = request_sizes(llm_server)
+    # design, then four DSL requests, none holding more than one attempt (24 KB) and 40 problem lines
+    assert len(sizes) == 5 and max(sizes) < 70_000, sizes
+    last = llm_server.requests[-1]["body"]["messages"]
+    assert sum(m["role"] == "assistant" for m in last) == 1
+    assert "(2967 more problem(s) not shown)" in last[-1]["content"]
+    assert "(Your 2 earlier attempt(s) and their problems are not repeated here.)" in last[-1]["content"]

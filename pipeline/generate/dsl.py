@@ -15,6 +15,7 @@ from pipeline.llm.ask import ask_until_valid
 from pipeline.llm.messages import Message, Response
 from pipeline.prompts import render
 
+MAX_FEEDBACK_LINES = 40  # of the checker's problems sent back to the model per correction
 _FENCE = re.compile(r"```(?:ya?ml)?[ \t]*\n(.*?)```", re.S)
 
 
@@ -26,19 +27,29 @@ def extract_yaml(text: str) -> str:
 
 async def run(ctx: ThemeContext) -> StageReport:
     example = (paths.REFERENCE_ENVS_DIR / "crate_dock" / layout.CONFIG).read_text(encoding="utf-8")
-    messages = [Message.system(render("generate/dsl_system.j2", example=example), cache=True),
-                Message.user(render("generate/dsl.j2", theme=ctx.theme.text, design=ctx.read(layout.DESIGN)))]
+    # Each request: the instructions, the design, and only the latest attempt with the checker's
+    # feedback on it (at most MAX_FEEDBACK_LINES lines): earlier attempts are not re-sent, so no
+    # request grows with the corrections.
+    head = [Message.system(render("generate/dsl_system.j2", example=example), cache=True),
+            Message.user(render("generate/dsl.j2", theme=ctx.theme.text, design=ctx.read(layout.DESIGN)))]
     found: list = []
+    asked_before = 0
 
     async def ask(last: Response | None, feedback: str) -> Response:
-        if last is not None:
-            messages.extend([last.to_message(), Message.user(render("generate/dsl_fix.j2", feedback=feedback))])
-        return await ctx.llm.complete("dsl", messages, max_tokens=6000)
+        nonlocal asked_before
+        turns = [] if last is None else [
+            last.to_message(), Message.user(render("generate/dsl_fix.j2", feedback=feedback, earlier=asked_before - 1))]
+        asked_before += 1
+        return await ctx.llm.complete("dsl", head + turns, max_tokens=6000)
 
     async def check(document: str) -> str:
         problems = check_text(document, layout.CONFIG)
         found[:] = errors(problems)
-        return feedback_for_model(problems) if found else ""
+        if not found:
+            return ""
+        lines = feedback_for_model(problems).splitlines()
+        more = len(lines) - MAX_FEEDBACK_LINES
+        return "\n".join(lines[:MAX_FEEDBACK_LINES] + ([f"({more} more problem(s) not shown)"] if more > 0 else []))
 
     asked = await ask_until_valid(ask, extract_yaml, check, ctx.options.dsl_corrections + 1, "")
     asked.raise_budget()
