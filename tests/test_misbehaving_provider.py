@@ -162,3 +162,24 @@ def test_the_react_parser_is_bounded_by_the_reply_cap_of_its_default_max_tokens(
 def test_the_react_parser_reads_blocks_as_before(reply, action):
     from pipeline.evaluate.react import parse_action
     assert parse_action(reply)["action"] == action
+
+
+def test_a_cached_reply_over_the_cap_is_not_served(llm_server, make_llm_client):
+    """A cache written before the reply cap may hold a runaway reply: the call is made again."""
+    import asyncio
+
+    from pipeline.llm import Message, Response
+    from pipeline.llm.cache import cache_key
+    from pipeline.llm.messages import Request
+
+    client = make_llm_client()
+    messages = (Message.user("design a maze"),)
+    request = Request(client.config.model, messages, (), 100, None, ())
+    key = cache_key(client._cache_identity, request.key_material(), 0)
+
+    async def go():
+        async with client:
+            await client.cache.put(key, client._cache_identity, Response(runaway_text(1)))
+            return await client.complete(messages, max_tokens=100)
+
+    assert asyncio.run(go()).text == "ok" and llm_server.count() == 1

@@ -20,7 +20,7 @@ from pipeline.llm.messages import CallContext, Message, Request, Response, ToolS
 from pipeline.llm.prices import PriceTable
 from pipeline.llm.replay import Recorder, Replayer
 from pipeline.llm.retry import call_with_retries
-from pipeline.llm.trust import check_reply_size
+from pipeline.llm.trust import check_reply_size, reply_char_cap, reply_chars
 
 
 def make_provider(config: LLMConfig):
@@ -80,6 +80,7 @@ class LLMClient:
 
         if self.replayer is not None:
             response = self.replayer.load(ctx, index)
+            check_reply_size(f"replay from {self.replayer.root}", response, request.max_tokens)
             self.ledger.settle(ctx, response.model, response, "replay", 0, request=request)
             return self._recorded(ctx, index, request, response)
 
@@ -87,7 +88,8 @@ class LLMClient:
         if self.cache is not None and use_cache:
             key = cache_key(self._cache_identity, request.key_material(), sample)
             hit = await self.cache.get(key)
-            if hit is not None:
+            # An entry larger than the reply cap (written before there was one) is not served.
+            if hit is not None and reply_chars(hit) <= reply_char_cap(request.max_tokens):
                 self.ledger.settle(ctx, self.spec, hit, "cache", 0, request=request)
                 return self._recorded(ctx, index, request, hit)
 
