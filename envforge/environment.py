@@ -59,8 +59,13 @@ class Environment:
         return resolve_level(self._target.spec, name)
 
     def max_reward(self, level: str) -> float | None:
-        """The level's certified max reward (level_max_rewards.json), None when it has none."""
+        """The max reward normalized scores on the level divide by (level_max_rewards.json): None when
+        it has none, or when it must not divide (unknown, or a claim envforge verify found wrong)."""
         return self._target.max_reward(level)
+
+    def max_reward_note(self, level: str) -> str:
+        """What a normalized score on the level must say about its max reward ("" when certified)."""
+        return self._target.max_note(level)
 
     def skins(self) -> list[str]:
         return self._target.dir.skins()

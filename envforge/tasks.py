@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -68,10 +69,16 @@ def _task(path: Path, split: str, max_levels: int | None, skin: str | None) -> T
     for e in envs:
         levels = e.levels(split)[:max_levels] if max_levels else e.levels(split)
         for level in levels:
+            max_reward, note = e.target.scoring_max(level)
+            if (max_reward is None and note) or (max_reward is not None and max_reward <= 0):
+                # A max that is unknown, zero or found wrong divides nothing: the level is left out, said so.
+                print(f"envforge: {e.name}/{layout.level_key(level)} left out of the task: "
+                      f"{note or f'its max reward is {max_reward:g}'}", file=sys.stderr)
+                continue
             samples.append(Sample(
                 input=f"{e.instruction}\n\n{e.action_text}".strip(), id=f"{e.name}/{layout.level_key(level)}",
-                metadata={"env": str(e.path), "level": level, "split": split, "max_reward": e.max_reward(level),
-                          "skin": skin}))
+                metadata={"env": str(e.path), "level": level, "split": split, "max_reward": max_reward,
+                          "max_note": note, "skin": skin}))
     if not samples:
         raise UserError(f"{path}: expected level files under {layout.LEVEL_SPLITS[split]}/, found none")
     name = layout.EnvDir.at(path).name
@@ -88,7 +95,8 @@ def episode(history: int = 10):
         meta = state.metadata
         environment = Environment(meta["env"])
         target = environment.target
-        tracker = Tracker(Limits(), environment.max_steps, meta.get("max_reward"), target.space)
+        tracker = Tracker(Limits(), environment.max_steps, meta.get("max_reward"), target.space,
+                          max_note=meta.get("max_note") or "")
         executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="envforge-inspect")
         loop = asyncio.get_running_loop()
         agent = ToolAgent(state, [ToolInfo.model_validate(t) for t in target.tools])

@@ -225,3 +225,37 @@ def test_a_log_gets_the_plan_first_then_plain_progress_lines(tmp_path):
     assert [line.split(": ")[2].split(" ")[0] for line in progress] == [f"{n}/12" for n in range(1, 13)]
     assert progress[-1].startswith("evaluate: random: 12/12 episode(s) done, mean 0.")
     assert "\r" not in done.stderr  # no bar redrawn into the log
+
+
+def test_levels_whose_max_is_unknown_or_a_claim_found_wrong_are_left_out_with_a_note(tmp_path, capsys):
+    """Never divide by a wrong max: an unknown max (verify's search found no reward) and a claim
+    verification found beaten score nothing; an unchecked claim of a foreign folder scores, noted."""
+    env = tmp_path / "crate_dock"
+    shutil.copytree(REFERENCE / "crate_dock", env, ignore=shutil.ignore_patterns("__pycache__", "_generated"))
+    (env / "manifest.json").unlink()  # a folder envforge did not make
+    maxima = json.loads((env / "level_max_rewards.json").read_text())
+    maxima["levels"]["level_01.yaml"]["certainty"] = "unknown"
+    (env / "level_max_rewards.json").write_text(json.dumps(maxima))
+    claimed = maxima["levels"]["level_02.yaml"]["max_reward"]
+    (env / "verification.json").write_text(json.dumps({"stages": {"levels": {"claims": {
+        "level_02.yaml": {"claimed": claimed, "found": claimed * 2, "exhaustive": False, "status": "beaten"}}}}}))
+
+    out = tmp_path / "out"
+    assert main(["evaluate", str(env), "--agent", "planner", "--max-levels", "3", "--runs", "1",
+                 "--out", str(out), "--json"]) == 0
+    summary = json.loads(capsys.readouterr().out)["envs"]["crate_dock"]
+    assert summary["null_normalized"] == 2 and summary["mean_normalized"] == 1.0
+    by_level = {r["level"]: r for r in records(out)}
+    assert by_level["levels/level_01.yaml"]["normalized"] is None
+    assert by_level["levels/level_01.yaml"]["normalized_note"].startswith(
+        "the max reward of level_01.yaml is unknown (verify's search found no reward)")
+    assert by_level["levels/level_02.yaml"]["normalized"] is None
+    assert by_level["levels/level_02.yaml"]["normalized_note"].startswith(
+        f"the claimed max reward of level_02.yaml ({claimed:g}) is beaten: envforge verify scored {claimed * 2}")
+    assert by_level["levels/level_03.yaml"]["normalized"] == 1.0
+    assert by_level["levels/level_03.yaml"]["normalized_note"] == (
+        f"the max reward of level_03.yaml ({maxima['levels']['level_03.yaml']['max_reward']:g}) is the environment's "
+        f"own claim, not checked by envforge verify")
+    report = (out / "report.md").read_text()
+    assert "normalized reward left empty: the max reward of level_01.yaml is unknown" in report
+    assert "normalized reward divides by an uncertified max: the max reward of level_03.yaml" in report

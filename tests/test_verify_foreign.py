@@ -270,3 +270,47 @@ def test_reskins_identity_search_takes_untyped_parameter_values_from_the_level_t
     assert found, result.stdout
     levels_played, sequences = map(int, found.groups())
     assert sequences == 3 * levels_played  # a planner witness and the two random sequences on each level
+
+
+def test_shipped_val_levels_equal_to_test_levels_are_rejected_and_duplicates_warned(tmp_path):
+    same = {"pos": 0, "goal": 3, "length": 6}
+    overlap = write_env(tmp_path / "overlap", levels={"levels/level_01.yaml": same,
+                                                       "levels/level_02.yaml": {"pos": 7, "goal": 2, "length": 8},
+                                                       "val_levels/level_03.yaml": same})
+    result = verify(overlap, "--json", "--stages", "levels")
+    report = json.loads(result.stdout)
+    assert result.returncode == 1 and report["stage"] == "levels"
+    assert report["reason"] == ("val_levels: expected validation levels apart from the test levels, found 1 identical "
+                                "to a test level (val_levels/level_03.yaml = levels/level_01.yaml); 2 distinct of 3 "
+                                "shipped level(s)")
+
+    twice = write_env(tmp_path / "twice", levels={"levels/level_01.yaml": same, "levels/level_02.yaml": same,
+                                                  "val_levels/level_03.yaml": {"pos": 7, "goal": 2, "length": 8}})
+    report = json.loads(verify(twice, "--json", "--stages", "levels").stdout)
+    assert report["accepted"] is True, report["reason"]
+    assert ("levels: expected distinct shipped levels, found 1 duplicate(s) (levels/level_02.yaml = "
+            "levels/level_01.yaml); 2 distinct of 3") in report["reason"]
+    assert report["stages"]["levels"]["shipped_duplicates"] == {"levels/level_02.yaml": "levels/level_01.yaml"}
+
+
+def test_max_rewards_are_written_without_float_noise(tmp_path):
+    """0.1 for each move that reaches a new cell: sums like 0.1 + 0.1 + 0.1 are 0.3 in every figure and file."""
+    tenths = ENV_MAIN.replace("return (1.0, [\"goal\"], {}) if reached else (0.0, [], {})",
+                              "return (0.1, [\"moved\"], {})")
+    env = write_env(tmp_path / "tenths", replace={"env_main.py": tenths,
+                                                   "env_validator.py": ("return 1.0", "return None")})
+    result = verify(env, "--json", "--stages", "execution,levels", "--write")
+    report = json.loads(result.stdout)
+    entries = json.loads((env / "level_max_rewards.json").read_text())["levels"]
+    for value in list(report["stages"]["levels"]["max_rewards"].values()) + [e["max_reward"] for e in entries.values()]:
+        assert value == round(value, 9) and len(repr(value)) <= 6, value
+
+
+def test_a_verdict_names_the_levels_whose_max_is_unknown(tmp_path):
+    """A 3-node search finds no reward on some levels: their max is unknown, and the verdict says which."""
+    env = write_env(tmp_path / "corridor")
+    report = json.loads(verify(env, "--json", "--stages", "execution,levels", "--search-nodes", "3").stdout)
+    unknown = report["stages"]["levels"]["unknown_maxima"]
+    assert unknown and all(v.startswith("max reward unknown (the search found no reward") for v in unknown.values())
+    assert (f"{len(unknown)} level(s) with an unknown or zero max reward, left out of normalized scores: "
+            f"{next(iter(unknown))} (max reward unknown") in report["reason"]

@@ -52,6 +52,8 @@ class EnvSpec:
     levels: dict[str, list[str]] = field(default_factory=dict)  # split -> level ids (levels/level_01.yaml)
     manifest: dict = field(default_factory=dict)
     config_text: str = ""  # config.yaml as read, for the DSL checker's line numbers
+    # level key -> (whether its max reward may divide a score, the note every normalized score on it carries)
+    max_reward_notes: dict[str, tuple[bool, str]] = field(default_factory=dict)
 
     @property
     def name(self) -> str:
@@ -70,6 +72,13 @@ class EnvSpec:
 
     def max_reward(self, level: str) -> float | None:
         return self.max_rewards.get(layout.level_key(level))
+
+    def scoring_max(self, level: str) -> tuple[float | None, str]:
+        """(the max reward a normalized score on `level` divides by, or None; the note that goes with
+        it): max_reward_standing's rule, the one every normalized score follows."""
+        key = layout.level_key(level)
+        divides, note = self.max_reward_notes.get(key, (True, ""))
+        return (self.max_rewards.get(key) if divides else None), note
 
     @cached_property
     def actions(self):
@@ -101,10 +110,64 @@ class EnvSpec:
         if manifest is not None and not isinstance(manifest, dict):
             raise LocatedError(Problem(reader.name(layout.MANIFEST), "(document)", "a JSON object", typed(manifest)))
         tags = (manifest or {}).get("tags")
+        max_rewards_data = reader.json(layout.LEVEL_MAX_REWARDS)
+        claimed = claimed_max_rewards(max_rewards_data, reader.name(layout.LEVEL_MAX_REWARDS))
+        try:  # only notes come from it: a verification.json that cannot be read leaves them out
+            verification = reader.json(layout.VERIFICATION)
+        except LocatedError:
+            verification = None
         return cls(env, config, steps, instruction.strip(), reader.text(layout.ACTION_SPACE).strip(),
-                   _strings(tags) if isinstance(tags, dict) else config_tags(config),
-                   claimed_max_rewards(reader.json(layout.LEVEL_MAX_REWARDS), reader.name(layout.LEVEL_MAX_REWARDS)),
-                   {split: env.levels(split) for split in layout.LEVEL_SPLITS}, manifest or {}, config_text)
+                   _strings(tags) if isinstance(tags, dict) else config_tags(config), claimed,
+                   {split: env.levels(split) for split in layout.LEVEL_SPLITS}, manifest or {}, config_text,
+                   max_reward_standing(max_rewards_data, claimed, verification,
+                                       bool(isinstance(manifest, dict) and manifest.get("origin"))))
+
+
+def max_reward_standing(data: Any, claimed: dict[str, float], verification: Any,
+                        envforge_made: bool = False) -> dict[str, tuple[bool, str]]:
+    """Per level key with a max reward: (whether it may divide a normalized score, the note that goes
+    with every score on it). A max envforge's verify wrote carries its `certainty`: "unknown" (the
+    search found no reward) divides nothing; a lower bound or an unconfirmed bound divides, noted.
+    A shipped claim (no certainty) that verification.json found beaten or unreachable divides
+    nothing (it is wrong); one it could not confirm, or that no verification checked in a folder
+    envforge did not make (`envforge_made`: its manifest names an origin), is noted."""
+    entries = data.get("levels") if isinstance(data, dict) and isinstance(data.get("levels"), dict) else {}
+    stages = verification.get("stages") if isinstance(verification, dict) else None
+    stages = stages if isinstance(stages, dict) else {}
+    compared = {}
+    for stage in ("levels", "reliability"):  # reliability's comparison, made later, wins
+        figures = stages.get(stage)
+        found = figures.get("claims") if isinstance(figures, dict) else None
+        if isinstance(found, dict):
+            compared.update({layout.level_key(str(k)): v for k, v in found.items() if isinstance(v, dict)})
+    out = {}
+    for raw_key, entry in entries.items():
+        key = layout.level_key(str(raw_key))
+        if key not in claimed:
+            continue
+        value, certainty = claimed[key], entry.get("certainty") if isinstance(entry, dict) else None
+        if certainty == "unknown":
+            out[key] = (False, f"the max reward of {key} is unknown (verify's search found no reward); "
+                               f"left out of normalized scores")
+        elif certainty in ("lower_bound", "unconfirmed_bound"):
+            out[key] = (True, f"the max reward of {key} ({value:g}) is {certainty.replace('_', ' ')}: "
+                              f"not certified")
+        elif certainty is None:
+            check = compared.get(key)
+            status = check.get("status") if check and check.get("claimed") == value else None
+            if status == "beaten":
+                out[key] = (False, f"the claimed max reward of {key} ({value:g}) is beaten: envforge verify "
+                                   f"scored {check.get('found')}; left out of normalized scores")
+            elif status == "unreachable":
+                out[key] = (False, f"the claimed max reward of {key} ({value:g}) is unreachable: an exhaustive "
+                                   f"search scores only {check.get('found')}; left out of normalized scores")
+            elif status == "unconfirmed":
+                out[key] = (True, f"the claimed max reward of {key} ({value:g}) is unconfirmed: envforge verify "
+                                  f"reached only {check.get('found')}")
+            elif status != "confirmed" and not envforge_made:
+                out[key] = (True, f"the max reward of {key} ({value:g}) is the environment's own claim, not "
+                                  f"checked by envforge verify")
+    return out
 
 
 def config_tags(config: Any) -> dict[str, str]:

@@ -46,7 +46,18 @@ class EnvTarget:
         return levels[:limit] if limit else levels
 
     def max_reward(self, level: str) -> float | None:
-        return self.max_rewards.get(layout.level_key(level))
+        """The max reward a normalized score on `level` divides by: None when there is none or when it
+        must not divide (EnvSpec.scoring_max: unknown, or a claim found wrong)."""
+        return self.scoring_max(level)[0]
+
+    def max_note(self, level: str) -> str:
+        """What a normalized score on `level` must say about its max reward ("" when certified)."""
+        return self.scoring_max(level)[1]
+
+    def scoring_max(self, level: str) -> tuple[float | None, str]:
+        if self.spec is None:
+            return self.max_rewards.get(layout.level_key(level)), ""
+        return self.spec.scoring_max(level)
 
 
 @dataclass

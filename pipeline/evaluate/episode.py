@@ -106,6 +106,7 @@ class Tracker:
     max_steps: int
     max_reward: float | None
     space: ActionSpace = field(default_factory=ActionSpace)
+    max_note: str = ""  # what the normalized score must say about the max (EnvTarget.max_note)
     turns: int = 0
     env_steps: int = 0
     total: float = 0.0
@@ -229,7 +230,7 @@ class Tracker:
     def record(self, **identity: Any) -> EpisodeRecord:
         sent = self.valid + self.invalid
         return EpisodeRecord.scored(
-            **identity, total_reward=self.total, max_reward=self.max_reward,
+            **identity, total_reward=self.total, max_reward=self.max_reward, max_note=self.max_note,
             unscored=STOP_REASONS["invalid_reward"] if self.stop_reason == "invalid_reward" else "",
             stop_reason=self.stop_reason or "agent_stopped", stop_detail=self.stop_detail,
             terminated=self.terminated, truncated=self.truncated,

@@ -78,13 +78,15 @@ class EpisodeRecord:
     confinement: str = ""  # the sandbox rung of the episode's worker (pipeline/sandbox/capabilities.py)
 
     @classmethod
-    def scored(cls, *, total_reward: float, max_reward: float | None, unscored: str = "", **rest: Any) -> "EpisodeRecord":
+    def scored(cls, *, total_reward: float, max_reward: float | None, unscored: str = "", max_note: str = "",
+               **rest: Any) -> "EpisodeRecord":
         """The record with its normalized reward; `unscored`: why the episode has none whatever
-        its total (its environment's rewards were not finite)."""
+        its total (its environment's rewards were not finite); `max_note`: what its max reward's
+        standing adds (EnvSpec.scoring_max)."""
         if unscored:
             normalized, raw, clipped, note = None, None, False, unscored
         else:
-            normalized, raw, clipped, note = normalize(total_reward, max_reward, rest.get("level", ""))
+            normalized, raw, clipped, note = normalize(total_reward, max_reward, rest.get("level", ""), max_note)
         return cls(total_reward=round(total_reward, 6), max_reward=max_reward, normalized=normalized,
                    normalized_raw=raw, clipped=clipped, normalized_note=note, **rest)
 
@@ -111,21 +113,25 @@ class EpisodeRecord:
         return cls(**data)
 
 
-def normalize(total: float, max_reward: float | None, level: str = "") -> tuple[float | None, float | None, bool, str]:
+def normalize(total: float, max_reward: float | None, level: str = "",
+              max_note: str = "") -> tuple[float | None, float | None, bool, str]:
     """(normalized, unclipped, clipped?, note). Normalized reward = total / the level's certified
-    max reward, clipped at 1. With no max, or a max that is not positive, it is None (never a
-    division by zero, never a made-up scale) and the note says why."""
+    max reward, clipped at 1. With no max, a max that is not positive, or one that must not
+    divide (unknown, a claim found wrong: `max_note` says why), it is None (never a division by
+    zero, never a made-up scale) and the note says why. A max that divides but is not certified
+    (a lower bound, an unchecked claim) gives a score whose note says so."""
     name = Path(level).name or "this level"
     if max_reward is None:
-        return None, None, False, f"no max reward for {name} in level_max_rewards.json"
+        return None, None, False, max_note or f"no max reward for {name} in level_max_rewards.json"
     if max_reward <= 0:
-        return None, None, False, f"the max reward of {name} is {max_reward:g}, not positive"
+        return None, None, False, f"the max reward of {name} is {max_reward:g}, not positive: left out of normalized scores"
     raw = round(total / max_reward, 6)
     if not math.isfinite(raw):  # a total near the largest float over a max near zero
         return None, None, False, f"total {total:g} / max reward {max_reward:g} of {name} is not a finite number"
     if raw > 1:
-        return 1.0, raw, True, f"clipped: total {total:g} is above the certified max {max_reward:g}"
-    return raw, raw, False, ""
+        return 1.0, raw, True, "; ".join(filter(None, [f"clipped: total {total:g} is above the "
+                                                       f"{'' if max_note else 'certified '}max {max_reward:g}", max_note]))
+    return raw, raw, False, max_note
 
 
 def content_hash(env_dir: Path) -> str:

@@ -51,6 +51,7 @@ class EnvSummary:
     dollars: float
     wall_seconds: float
     tags: dict[str, str] = field(default_factory=dict)
+    max_notes: list[str] = field(default_factory=list)  # scores that divide by a max that is not certified
 
     def to_dict(self) -> dict:
         """As written and printed: floats rounded (see DIGITS); the object keeps them exact."""
@@ -146,6 +147,7 @@ def _env_summary(records: list[EpisodeRecord]) -> EnvSummary:
         dollars=round(sum(r.dollars for r in records), 6),
         wall_seconds=round(sum(r.wall_seconds for r in records), 3),
         tags=next((r.tags for r in records if r.tags), {}),
+        max_notes=sorted({r.normalized_note for r in scored if r.normalized_note and not r.clipped}),
     )
 
 
@@ -270,6 +272,8 @@ def _notes(methods: list[MethodSummary]) -> list[str]:
                              "and were clipped at 1 (the unclipped value is in episodes.jsonl, `normalized_raw`).")
             for reason in s.null_reasons:
                 notes.append(f"- {m.label} on {name}: normalized reward left empty: {reason}.")
+            for note in s.max_notes[:10]:
+                notes.append(f"- {m.label} on {name}: normalized reward divides by an uncertified max: {note}.")
             if s.excluded:
                 what = ", ".join(f"{k} {v}" for k, v in s.excluded.items())
                 notes.append(f"- {m.label} on {name}: {sum(s.excluded.values())} episode(s) left out of the scores "

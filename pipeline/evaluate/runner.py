@@ -153,7 +153,7 @@ async def _episode(spec: EpisodeSpec, player: Player, options: RunOptions, recor
     max_reward = spec.env.max_reward(spec.level)
     env_steps = spec.env.max_steps  # config.yaml's termination.max_steps, never the worker's word
     turns = min(options.limits.max_steps, env_steps) if options.limits.max_steps else env_steps
-    tracker = Tracker(options.limits, turns, max_reward, spec.env.space)
+    tracker = Tracker(options.limits, turns, max_reward, spec.env.space, max_note=spec.env.max_note(spec.level))
     path = records.trajectory_path(spec.env.name, options.agent, options.model, spec.level, spec.run)
     trajectory = Trajectory(path)
     trajectory.write({"type": "episode", **identity, "split": options.split, "max_reward": max_reward,

@@ -122,7 +122,7 @@ def _where() -> str:
     where = ""
     for frame, lineno in traceback.walk_tb(sys.exc_info()[2]):
         if Path(frame.f_code.co_filename).name == AGENT_FILE:
-            where = f"{AGENT_FILE}:{lineno}"
+            where = f"{AGENT_FILE}:{lineno}" if lineno is not None else AGENT_FILE  # a frame may have no line
     return where
 
 

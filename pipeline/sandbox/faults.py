@@ -34,7 +34,7 @@ def where() -> str:
     for frame, lineno in traceback.walk_tb(sys.exc_info()[2]):
         rel = env_relative(frame.f_code.co_filename)
         if rel:
-            found = f"{rel}:{lineno}"
+            found = f"{rel}:{lineno}" if lineno is not None else rel  # a frame may have no line number
     return found
 
 

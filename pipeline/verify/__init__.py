@@ -105,6 +105,11 @@ def _accepted_notes(stages: dict) -> str:
     lower = (stages.get("levels") or {}).get("lower_bounds") or []
     if lower:
         notes.append(f"{len(lower)} max reward(s) are lower bounds (the search was not exhaustive)")
+    unknown = rel.get("unscored_levels") if "per_level" in rel else (stages.get("levels") or {}).get("unknown_maxima")
+    if unknown:
+        notes.append(f"{len(unknown)} level(s) with an unknown or zero max reward, left out of normalized scores: "
+                     + ", ".join(f"{k} ({v})" for k, v in list(unknown.items())[:8])
+                     + (", ..." if len(unknown) > 8 else ""))
     notes += [w for stage in STAGES for w in (stages.get(stage) or {}).get("warnings") or []]
     return f" ({'; '.join(notes)})" if notes else ""
 

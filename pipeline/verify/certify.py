@@ -83,7 +83,7 @@ class LevelMax:
 
     def entry(self) -> dict:
         """Its level_max_rewards.json entry."""
-        out = {k: getattr(self, k) for k in (
+        out = {k: tidy(getattr(self, k)) for k in (
             "max_reward", "calculation_method", "validator_bound", "search_reward", "search_exhaustive",
             "search_nodes", "witness", "corrected", "notes", "nothing_reward", "certainty", "best_seen", "proof",
             "upper_bound", "cut_by_clock")}
@@ -93,6 +93,22 @@ class LevelMax:
         if self.seed is not None:
             out["seed"] = self.seed
         return out
+
+
+def scorable(lm: LevelMax) -> bool:
+    """Whether a level's max reward may divide normalized scores: known (not "unknown") and positive."""
+    return lm.certainty != "unknown" and lm.max_reward > EPS
+
+
+def unscored_reason(lm: LevelMax) -> str:
+    if lm.certainty == "unknown":
+        return f"max reward unknown (the search found no reward; {lm.max_reward:g} is unconfirmed)"
+    return f"max reward {lm.max_reward:g}: nothing to divide by"
+
+
+def tidy(value):
+    """A reward total without float noise (a sum of 0.1s is 4.4, not 4.3999999999999995); anything else as is."""
+    return round(value, 9) if isinstance(value, float) else value
 
 
 class Certifier:
@@ -305,7 +321,7 @@ def _nothing(ctx: Context, worker: EnvClient, source: str) -> float:
 
 def write_max_rewards(ctx: Context, levels: list[LevelMax]) -> None:
     """level_max_rewards.json in the AutoEnv C.1 shape, plus our per-level certification fields."""
-    values = [lm.max_reward for lm in levels]
+    values = [tidy(lm.max_reward) for lm in levels]
     methods = sorted({lm.calculation_method for lm in levels})
     data = {
         "environment_id": ctx.env.name,

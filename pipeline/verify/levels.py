@@ -36,7 +36,7 @@ from pipeline.sandbox import SandboxFailure
 from pipeline.sandbox.client import EnvClient, Level, Verdict
 from pipeline.errors import LocatedError, Rejected
 from pipeline.verify import claims
-from pipeline.verify.certify import EPS, Certifier, LevelMax, write_max_rewards
+from pipeline.verify.certify import EPS, Certifier, LevelMax, scorable, tidy, unscored_reason, write_max_rewards
 from pipeline.verify.context import Clock, Context, failure_text, located
 
 
@@ -94,10 +94,11 @@ def run(ctx: Context, figures: dict) -> list[LevelMax]:
 def _scored_figures(figures: dict, scored: list[LevelMax], ctx: Context) -> None:
     figures["levels_scored"] = [lm.source for lm in scored]
     figures["corrected"] = sum(lm.corrected for lm in scored)
-    figures["max_rewards"] = {layout.level_key(lm.source): lm.max_reward for lm in scored}
+    figures["max_rewards"] = {layout.level_key(lm.source): tidy(lm.max_reward) for lm in scored}
     figures["lower_bounds"] = [layout.level_key(lm.source) for lm in scored if lm.certainty == "lower_bound"]
     figures["exact_levels"] = [layout.level_key(lm.source) for lm in scored if lm.exact]
-    figures["unknown_maxima"] = [layout.level_key(lm.source) for lm in scored if lm.certainty == "unknown"]
+    # every level whose max must not divide a score (unknown, or not positive), with the reason
+    figures["unknown_maxima"] = {layout.level_key(lm.source): unscored_reason(lm) for lm in scored if not scorable(lm)}
     figures["gaps"] = {layout.level_key(lm.source): round(lm.upper_bound - lm.max_reward, 6) for lm in scored
                        if not lm.exact and lm.upper_bound is not None}
     figures["cut_by_safety_stop"] = [layout.level_key(lm.source) for lm in scored if lm.cut_by_clock]
@@ -195,6 +196,7 @@ def _shipped(ctx: Context, worker: EnvClient, certifier: Certifier, figures: dic
             refused[level] = verdict
         _warnings(figures, level, verdict)
         items.append((level, verdict))
+    _distinct_shipped(items, figures)
     out = certifier.many(items)
     refuted = {}
     for i, lm in enumerate(out):
@@ -215,6 +217,31 @@ def _shipped(ctx: Context, worker: EnvClient, certifier: Certifier, figures: dic
         figures["validator_refuted"] = refuted
         figures.setdefault("warnings", []).append(refuted_text(refuted, len(out)))
     return out
+
+
+def _distinct_shipped(items: list[tuple[str, Verdict]], figures: dict) -> None:
+    """Shipped levels are held to what generated ones are: distinct (a duplicate is named, a warning)
+    and no validation level equal to a test level (that rejects: the split would measure nothing)."""
+    first: dict[str, str] = {}
+    duplicates = []
+    for level, verdict in items:
+        if verdict.state_hash in first:
+            duplicates.append((level, first[verdict.state_hash]))
+        else:
+            first[verdict.state_hash] = level
+    if not duplicates:
+        return
+    figures["shipped_duplicates"] = {level: same for level, same in duplicates}
+    overlap = [(level, same) for level, same in duplicates
+               if level.startswith(f"{layout.VAL_LEVELS}/") and same.startswith(f"{layout.LEVELS}/")]
+    shown = "; ".join(f"{level} = {same}" for level, same in (overlap or duplicates)[:4])
+    if overlap:
+        raise Rejected(f"{layout.VAL_LEVELS}: expected validation levels apart from the test levels, found "
+                       f"{len(overlap)} identical to a test level ({shown}); {len(first)} distinct of "
+                       f"{len(items)} shipped level(s)")
+    figures.setdefault("warnings", []).append(
+        f"{layout.LEVELS}: expected distinct shipped levels, found {len(duplicates)} duplicate(s) ({shown}); "
+        f"{len(first)} distinct of {len(items)}")
 
 
 def solved(lm: LevelMax) -> bool:

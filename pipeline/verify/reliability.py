@@ -34,7 +34,7 @@ from pipeline.errors import Rejected
 from pipeline.sandbox.client import Level
 from pipeline.verify import claims
 from pipeline.verify.context import Clock, Context, failure_text, located
-from pipeline.verify.certify import EPS, LevelMax
+from pipeline.verify.certify import EPS, LevelMax, scorable, tidy, unscored_reason
 
 RANDOM_AGENT = "uniform random declared action with sampled parameters"
 CONSTANT_PARAMS = 3  # parameter combinations per action tried as a constant policy
@@ -101,17 +101,6 @@ def run(ctx: Context, levels: list[LevelMax], figures: dict) -> list[LevelMax]:
                        f"the random agent's ({random_mean:.3f}) by more than the margin {ctx.options.margin:g}, found "
                        f"a difference of {planner_mean - random_mean:.3f}: the reward does not measure skill")
     return out
-
-
-def scorable(lm: LevelMax) -> bool:
-    """Whether a level's max reward can divide scores: known (not "unknown") and positive."""
-    return lm.certainty != "unknown" and lm.max_reward > EPS
-
-
-def unscored_reason(lm: LevelMax) -> str:
-    if lm.certainty == "unknown":
-        return f"max reward unknown (the search found no reward; {lm.max_reward:g} is no max)"
-    return f"max reward {lm.max_reward:g}: nothing to divide by"
 
 
 def constant_policies(ctx: Context) -> list[tuple[str, dict]]:
@@ -194,8 +183,8 @@ def _score_level(ctx: Context, worker, lm: LevelMax, rng: random.Random, figures
     planner_total, _, _ = replay(worker, lm.witness)
     figures["episodes"] += 1
     lm = dataclasses.replace(lm, best_seen=max(lm.best_seen, planner_total, *totals, *constant.values()))
-    scores = {"max_reward": lm.max_reward, "max_certainty": lm.certainty, "random_mean_total": round(mean(totals), 4),
-              "planner_total": planner_total}
+    scores = {"max_reward": tidy(lm.max_reward), "max_certainty": lm.certainty,
+              "random_mean_total": round(mean(totals), 4), "planner_total": tidy(planner_total)}
     if scorable(lm):
         scores |= {"random_normalized": round(mean(totals) / lm.max_reward, 4),
                    "planner_normalized": round(planner_total / lm.max_reward, 4)}
