@@ -314,3 +314,25 @@ def test_a_verdict_names_the_levels_whose_max_is_unknown(tmp_path):
     assert unknown and all(v.startswith("max reward unknown (the search found no reward") for v in unknown.values())
     assert (f"{len(unknown)} level(s) with an unknown or zero max reward, left out of normalized scores: "
             f"{next(iter(unknown))} (max reward unknown") in report["reason"]
+
+
+def test_a_stochastic_env_gets_expectation_estimates_not_certified_maxima(tmp_path):
+    """A move succeeds with probability 0.7 (the global RNG, drawn in step): verify says the env draws
+    random numbers during step, and each level file's max is the witness's mean over seeds with a
+    95% interval, labelled an estimate."""
+    chancy = ENV_MAIN.replace("from pipeline.runtime import SkinEnv", "import random\n\nfrom pipeline.runtime import SkinEnv").replace(
+        'step = 1 if params["direction"] == "right" else -1',
+        'step = (1 if params["direction"] == "right" else -1) if random.random() < 0.7 else 0')
+    env = write_env(tmp_path / "chancy", replace={"env_main.py": chancy})
+    result = verify(env, "--json", "--stages", "levels", "--write")
+    report = json.loads(result.stdout)
+    levels = report["stages"]["levels"]
+    assert levels["stochastic"]["step"] == 1 and levels["stochastic"]["level"] == "levels/level_01.yaml"
+    assert "the environment draws random numbers during step (first at step 1 (move(" in report["reason"]
+    entries = json.loads((env / "level_max_rewards.json").read_text())["levels"]
+    for key, entry in entries.items():
+        assert entry["certainty"] == "estimate" and entry["calculation_method"] == "expectation_estimate", entry
+        low, high = entry["expectation"]["ci95"]
+        assert entry["expectation"]["seeds"] == 10 and low <= entry["max_reward"] == entry["expectation"]["mean"] <= high
+        assert 0 < entry["max_reward"] <= 1 and entry["notes"].startswith("stochastic: expectation estimate")
+        assert levels["expectation_estimates"][key] == entry["expectation"]

@@ -89,6 +89,7 @@ class StepResult(Observation):
     terminated: bool = False  # the environment reached an end state
     truncated: bool = False  # the runtime's step cap was reached first
     capped: bool = False  # done() said the episode ends, by its own copy of the step cap (still a truncation)
+    rng_drawn: bool = False  # the step drew random numbers (asked with check_rng)
 
     @property
     def done(self) -> bool:
@@ -136,7 +137,7 @@ class SearchResult:
 _OBSERVATION = {"observation": JSON, "state_hash": str, "t": (int, OPTIONAL), "state": JSON, "raw_obs": JSON,
                 "level_text": (str, OPTIONAL)}
 _STEP = {**_OBSERVATION, "reward": JSON, "terminated": bool, "capped": (bool, OPTIONAL), "events": list,
-         "last_action_result": JSON}
+         "last_action_result": JSON, "rng_drawn": (bool, OPTIONAL)}
 _SEARCH = {"best_reward": JSON, "witness": list, "nodes": int, "exhausted": bool, "distinct_states": int,
            "seconds": NUMBER, "stopped": (str, OPTIONAL), "proof": (str, OPTIONAL), "bound_refuted": (str, OPTIONAL)}
 _VERDICT = {"ok": bool, "issues": list, "max_reward": JSON, "state_hash": str, "warnings": (list, OPTIONAL)}
@@ -211,8 +212,9 @@ class EnvClient:
     def observe(self, want_state: bool = False) -> Observation:
         return _observation(self._call("observe", _OBSERVATION, want_state=want_state))
 
-    def step(self, action: dict, want_state: bool = False) -> StepResult:
-        reply = self._call("step", _STEP, action=action, want_state=want_state)
+    def step(self, action: dict, want_state: bool = False, check_rng: bool = False) -> StepResult:
+        """One step; with `check_rng`, the result says whether it drew random numbers."""
+        reply = self._call("step", _STEP, action=action, want_state=want_state, **({"check_rng": True} if check_rng else {}))
         self.steps += 1
         terminated = reply["terminated"]
         try:
@@ -224,7 +226,7 @@ class EnvClient:
             **vars(_observation(reply)), reward=reward,
             events=[str(e) for e in reply["events"]], last_action_result=reply.get("last_action_result"),
             terminated=terminated, truncated=not terminated and self.steps >= self.max_steps,
-            capped=bool(reply.get("capped")))
+            capped=bool(reply.get("capped")), rng_drawn=bool(reply.get("rng_drawn")))
 
     # -- snapshots -----------------------------------------------------------------------
     def snapshot(self) -> int:

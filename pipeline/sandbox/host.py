@@ -110,9 +110,10 @@ class EnvHost:
                 pass  # a state YAML cannot hold: the host keeps its plain JSON form
         return result
 
-    def op_step(self, action: Any, want_state: bool = False, want_hash: bool = True) -> dict:
+    def op_step(self, action: Any, want_state: bool = False, want_hash: bool = True, check_rng: bool = False) -> dict:
         if not isinstance(action, dict):
             action = {"action": str(action), "params": {}}
+        before = (rngs.state(), rngs.own_states(self.env)) if check_rng else None
         out = self.env.step(action)
         if not isinstance(out, (tuple, list)) or len(out) != 4:
             raise Failure("exception", f"step: expected (state, reward, done, info), found {short(out)}", where_of("step", self.env))
@@ -133,6 +134,8 @@ class EnvHost:
         if want_state:
             result["state"] = getattr(self.env, "_state", None)
             result["raw_obs"] = info.get("raw_obs")
+        if before is not None:  # did this step draw random numbers (global RNGs, or ones the env holds)?
+            result["rng_drawn"] = not rngs.same(before[0], rngs.state()) or before[1] != rngs.own_states(self.env)
         return result
 
     def op_observe(self, want_state: bool = False) -> dict:

@@ -45,3 +45,18 @@ def key(state: tuple) -> int:
     """A hashable digest of a global-RNG state (for the search's merge key)."""
     numpy_part = None if state[1] is None else (state[1][2:], bytes(state[1][1].data))
     return hash((state[0], numpy_part))
+
+
+def own_states(env) -> list:
+    """The states of the random generators an environment holds as attributes (random.Random,
+    numpy Generators and RandomStates), in attribute order, comparable with ==."""
+    out = []
+    for name, value in sorted(vars(env).items(), key=lambda kv: str(kv[0])):
+        if isinstance(value, random.Random):
+            out.append((name, value.getstate()))
+        elif hasattr(value, "bit_generator"):
+            out.append((name, repr(value.bit_generator.state)))
+        elif type(value).__name__ == "RandomState" and hasattr(value, "get_state"):
+            state = value.get_state()
+            out.append((name, (state[0], bytes(state[1].data), state[2:])))
+    return out

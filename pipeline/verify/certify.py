@@ -71,6 +71,7 @@ class LevelMax:
     certainty: str = "certified"
     best_seen: float = 0.0  # the highest total of any rollout seen on the level (search, no-op, random, ...)
     idle_scores_max: bool = False  # doing nothing scores the max: the reward pays for time, judged at reliability
+    expectation: dict | None = None  # a stochastic level: the witness's mean total over seeds, its 95% interval
     # Why max_reward is exact: "exhausted" (every reachable state searched) or "upper_bound" (the
     # DSL's declared binary reward met); "" when it is not proved (validator bound met or a lower bound).
     proof: str = ""
@@ -92,6 +93,8 @@ class LevelMax:
             out["split"] = self.source.split("/")[0]
         if self.seed is not None:
             out["seed"] = self.seed
+        if self.expectation is not None:
+            out["expectation"] = self.expectation
         return out
 
 

@@ -35,7 +35,7 @@ from pipeline.runtime.levels import save_level
 from pipeline.sandbox import SandboxFailure
 from pipeline.sandbox.client import EnvClient, Level, Verdict
 from pipeline.errors import LocatedError, Rejected
-from pipeline.verify import claims
+from pipeline.verify import chance, claims
 from pipeline.verify.certify import EPS, Certifier, LevelMax, scorable, tidy, unscored_reason, write_max_rewards
 from pipeline.verify.context import Clock, Context, failure_text, located
 
@@ -51,6 +51,7 @@ def run(ctx: Context, figures: dict) -> list[LevelMax]:
     try:
         with contextlib.ExitStack() as stack:
             workers = [stack.enter_context(ctx.worker()) for _ in range(max(1, ctx.options.workers))]
+            _probe_chance(ctx, workers[0], figures)
             certifier = Certifier(ctx, workers, figures)
             stack.callback(certifier.pool.shutdown)
             generator_broken = None
@@ -70,6 +71,8 @@ def run(ctx: Context, figures: dict) -> list[LevelMax]:
                 scored = _shipped_despite(generator_broken, ctx, workers[0], certifier)
             else:
                 scored = generated
+            if figures.get("stochastic") and not ctx.options.write_levels:
+                scored = _expectations(ctx, workers[0], scored, figures)
         _scored_figures(figures, scored, ctx)
         if scored and "/" in scored[0].source and ctx.options.write:
             write_max_rewards(ctx, scored)
@@ -161,7 +164,7 @@ def _generate(ctx: Context, worker: EnvClient, certifier: Certifier, figures: di
             if lm.unfit:
                 figures["unfit"] += 1
                 _example(figures, f"seed {s}: {lm.unfit}")
-                if lm.proven_unsolvable:
+                if lm.proven_unsolvable and not figures.get("stochastic"):  # one chance outcome proves nothing
                     unsolvable.append(lm)
             else:
                 kept.append(lm)
@@ -210,12 +213,60 @@ def _shipped(ctx: Context, worker: EnvClient, certifier: Certifier, figures: dic
                                                     "witness_reward": round(lm.search_reward, 9)}
             out[i] = dataclasses.replace(lm, notes=f"the validator rejects this level ({issues[:200]}); refuted: "
                                                    f"{lm.notes}")
+        elif lm.unfit and lm.proven_unsolvable and figures.get("stochastic"):
+            out[i] = dataclasses.replace(lm, unfit="", proven_unsolvable=False, certainty="unknown",
+                                         notes=f"{lm.notes}; the environment draws random numbers during step, so a "
+                                               f"search over one chance outcome proves nothing: max unknown")
         elif lm.unfit:
             raise Rejected(f"{lm.source}: expected a level on which search scores more than doing nothing and "
                            f"doing nothing does not score the maximum, found {lm.unfit}")
     if refuted:
         figures["validator_refuted"] = refuted
         figures.setdefault("warnings", []).append(refuted_text(refuted, len(out)))
+    return out
+
+
+def _probe_chance(ctx: Context, worker: EnvClient, figures: dict) -> None:
+    """figures["stochastic"]: where a step first drew random numbers (chance.py), or False."""
+    levels = [Level(file=f) for f in ctx.env.all_levels()] or [Level(seed=s) for s in (1, 2, 3)]
+    try:
+        found = chance.probe(ctx, worker, levels)
+    except SandboxFailure as f:
+        raise Rejected(f"{located(f, layout.ENV_MAIN)}: expected random actions on {levels[0]} to run without "
+                       f"failure, found {failure_text(f)}") from None
+    figures["stochastic"] = found or False
+    if found:
+        figures["stochastic_note"] = (f"the environment draws random numbers during step (first at "
+                                      f"{chance.where(found)}): no level is called unsolvable on one chance outcome, "
+                                      f"and a level file's max reward is an expectation estimate over "
+                                      f"{chance.ESTIMATE_SEEDS} seeds with its 95% confidence interval")
+        figures.setdefault("warnings", []).append(figures["stochastic_note"])
+
+
+def _expectations(ctx: Context, worker: EnvClient, scored: list[LevelMax], figures: dict) -> list[LevelMax]:
+    """A stochastic environment's level files: max reward = the witness's expected total, labelled."""
+    out = []
+    for lm in scored:
+        if "/" not in lm.source or not lm.witness or lm.certainty == "unknown":
+            out.append(lm)
+            continue
+        try:
+            found = chance.estimate(worker, lm.source, lm.witness)
+        except SandboxFailure as f:
+            raise Rejected(f"{located(f, layout.ENV_MAIN)}: expected the witness of {lm.source} to replay under "
+                           f"other seeds without failure, found {failure_text(f)}") from None
+        if found["mean"] <= EPS:
+            out.append(dataclasses.replace(lm, certainty="unknown", expectation=found, notes=(
+                f"{lm.notes}; stochastic: the witness scores {found['mean']:g} on average over {found['seeds']} "
+                f"seeds: max unknown")))
+            continue
+        out.append(dataclasses.replace(
+            lm, max_reward=found["mean"], calculation_method="expectation_estimate", certainty="estimate",
+            expectation=found, notes=(
+                f"stochastic: expectation estimate, the search witness's mean total over {found['seeds']} seeds, "
+                f"{found['mean']:g} (95% interval {found['ci95'][0]:g} to {found['ci95'][1]:g}; one seed's best: "
+                f"{lm.max_reward:g}); {lm.notes}")))
+    figures["expectation_estimates"] = {layout.level_key(lm.source): lm.expectation for lm in out if lm.expectation}
     return out
 
 

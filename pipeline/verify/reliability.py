@@ -159,7 +159,7 @@ def _score_level(ctx: Context, worker, lm: LevelMax, rng: random.Random, figures
             # The validator's bound, which the search did not reach, is reached by a replayed episode.
             lm = dataclasses.replace(lm, certainty="certified",
                                      notes=f"{lm.notes}; {what} scores the validator bound {lm.max_reward:g}: confirmed")
-        if total > lm.max_reward + EPS:
+        if total > lm.max_reward + EPS and lm.certainty != "estimate":  # an expectation: one episode above it is chance
             lm = dataclasses.replace(
                 lm, max_reward=total, witness=list(actions), corrected=True,
                 calculation_method="random_episode_witness" if what == "a random episode" else "constant_policy_witness",
