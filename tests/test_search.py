@@ -141,3 +141,4 @@ def test_verify_and_the_planner_give_the_same_numbers_on_an_idle_and_a_busy_mach
     assert quiet["verdict"][:2] == (0, True)
     assert quiet["cut"] == [] == loaded["cut"]  # the node budget, not the safety stop, bounded every search
     assert loaded == quiet
+

@@ -49,6 +49,7 @@ from pipeline.sandbox.faults import Failure, where
 
 EPS = 1e-9
 MAX_ATOMS = 4096  # scalars of a state the novelty test reads
+MAX_DEPTH = 32  # ... and how deep it looks
 ORDERS = ("breadth", "best")
 
 
@@ -172,24 +173,24 @@ def _novel(atoms: set, state, counters: list) -> bool:
     """Whether `state` holds a (path, value) pair no state before it held; records its pairs."""
     new = False
     skip = set(counters)
-    for atom in _leaves(state, (), skip, [0]):
+    for atom in _leaves(state, (), skip, [0], 0):
         if atom not in atoms:
             atoms.add(atom)
             new = True
     return new
 
 
-def _leaves(value, path: tuple, skip: set, count: list):
-    """(path, value) of the scalars in nested dicts and lists (at most MAX_ATOMS of them)."""
-    if count[0] > MAX_ATOMS:
+def _leaves(value, path: tuple, skip: set, count: list, depth: int):
+    """(path, value) of the scalars in nested dicts and lists (at most MAX_ATOMS of them, MAX_DEPTH down)."""
+    if count[0] > MAX_ATOMS or depth > MAX_DEPTH:
         return
     if isinstance(value, dict):
         for k, v in value.items():
             if path + (k,) not in skip:
-                yield from _leaves(v, path + (k,), skip, count)
+                yield from _leaves(v, path + (k,), skip, count, depth + 1)
     elif isinstance(value, (list, tuple)):
         for i, v in enumerate(value):
-            yield from _leaves(v, path + (i,), skip, count)
+            yield from _leaves(v, path + (i,), skip, count, depth + 1)
     else:
         count[0] += 1
         try:
@@ -228,7 +229,7 @@ def _digest(state) -> bytes:
     """A 128-bit digest of a state's canonical JSON (keys sorted: equal states digest equal)."""
     try:
         text = json.dumps(state, sort_keys=True, separators=(",", ":"), default=str)
-    except (TypeError, ValueError):  # keys json cannot sort (tuples, mixed types): the runtime's form
+    except (TypeError, ValueError, RecursionError):  # keys json cannot sort (tuples, mixed types), deep nesting
         return b"h:" + state_hash(state).encode()
     return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
 
