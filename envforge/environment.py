@@ -17,7 +17,7 @@ from typing import Any
 from dsl_schema.actions import Action
 from pipeline import layout
 from pipeline.commands.play import resolve_level
-from pipeline.errors import UserError
+from pipeline.errors import UserError, not_a_folder
 from pipeline.evaluate.context import EnvTarget
 from pipeline.sandbox import Limits
 from pipeline.sandbox.client import EnvClient, Level
@@ -29,7 +29,7 @@ class Environment:
     def __init__(self, path: str | Path):
         env = layout.EnvDir.at(path)
         if not env.is_env():
-            found = "no such folder" if not env.path.is_dir() else "missing " + ", ".join(env.missing_required())
+            found = not_a_folder(env.path) if not env.path.is_dir() else "missing " + ", ".join(env.missing_required())
             raise UserError(f"{path}: expected an environment folder with {', '.join(layout.REQUIRED_FILES)}, "
                             f"found {found}")
         self._target = EnvTarget.load(env)

@@ -7,13 +7,12 @@ files and the same numbers.
 """
 from __future__ import annotations
 
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
 
 from pipeline.cli import build_parser
-from pipeline.errors import UserError
+from pipeline.errors import UserError, not_a_folder
 from pipeline.evaluate.records import EpisodeRecord, Records
 
 from envforge._loop import run_sync
@@ -36,22 +35,22 @@ def _args(command: str, positional: list[str], options: dict[str, Any]):
         raise UserError(f"envforge {command}: expected options of the command line, found {argv[1:]}") from None
 
 
-async def evaluate_async(envs: str | Path | Iterable[str | Path], agent: str = "random", *, out: str | Path | None = None,
-                         runs: int = 1, split: str = "test", **options: Any):
-    """Score `agent` ("random", "planner", "react", "tools", learned:PATH, MODULE:ATTR) on the
-    environment folders `envs` (or folders holding them), as `envforge evaluate` does. `options`
-    are evaluate's other flags (max_levels=2, concurrency=4, model="anthropic/…", skin=…).
-    Records go to `out` (default: a new temporary folder). Returns an Evaluation: `.envs`,
-    `.overall`, `.episodes` (EpisodeRecord objects), `.out`."""
+async def evaluate_async(envs: str | Path | Iterable[str | Path], agent: str | None = None, *,
+                         out: str | Path | None = None, **options: Any):
+    """Score `agent` ("react", "tools", "random", "planner", learned:PATH, MODULE:ATTR) on the
+    environment folders `envs` (or folders holding them), as `envforge evaluate` does, with its
+    defaults: what is not given here is the command's default (agent react, 3 runs per level, the
+    test split, records in ./evaluation). `options` are evaluate's other flags (max_levels=2,
+    runs=1, concurrency=4, model="anthropic/…", skin=…, resume=True). Returns an Evaluation:
+    `.envs`, `.overall`, `.episodes` (EpisodeRecord objects), `.out`."""
     from pipeline.commands import evaluate as command
 
     paths = [str(envs)] if isinstance(envs, (str, Path)) else [str(e) for e in envs]
-    out = str(out) if out is not None else tempfile.mkdtemp(prefix="envforge-evaluate-")
-    args = _args("evaluate", paths, {"agent": agent, "out": out, "runs": runs, "split": split, **options})
+    args = _args("evaluate", paths, {"agent": agent, "out": None if out is None else str(out), **options})
     return await command.execute(command.prepare(args))
 
 
-def evaluate(envs, agent: str = "random", **options: Any):
+def evaluate(envs, agent: str | None = None, **options: Any):
     """The sync form of evaluate_async (works inside a running event loop too)."""
     return run_sync(evaluate_async(envs, agent, **options))
 
@@ -107,5 +106,5 @@ def episodes(out: str | Path) -> list[EpisodeRecord]:
     """The episode records an evaluation wrote to `out` (the latest record of each episode)."""
     folder = Path(out)
     if not folder.is_dir():
-        raise UserError(f"{out}: expected an evaluation output folder, found no such folder")
+        raise UserError(f"{out}: expected an evaluation output folder, found {not_a_folder(folder)}")
     return Records(folder).all()

@@ -9,7 +9,8 @@ from pathlib import Path
 import envforge
 from gymnasium.utils.env_checker import check_env
 
-CRATE_DOCK = Path(__file__).resolve().parent.parent / "generated_envs" / "reference" / "crate_dock"
+ROOT = Path(__file__).resolve().parent.parent
+CRATE_DOCK = ROOT / "generated_envs" / "reference" / "crate_dock"
 
 
 async def notebook() -> None:
@@ -17,6 +18,12 @@ async def notebook() -> None:
     env = envforge.open(CRATE_DOCK)
     print(f"{env.name}: {len(env.levels())} test levels, max_steps {env.max_steps}")
     print(env.describe_actions())
+
+    # %% Step by step, in the sandbox: a session (as `envforge play` parses actions, or a dict).
+    with env.session() as s:
+        s.reset("level_01")
+        step = s.step("move south")
+        print(f"session: reward {step.reward:g}, terminated={step.terminated}, truncated={step.truncated}")
 
     # %% A Gymnasium environment: play a seeded episode with random actions.
     gym_env = envforge.make(CRATE_DOCK)
@@ -35,11 +42,18 @@ async def notebook() -> None:
     gym_env.close()
     print("check_env: passed")
 
-    # %% Evaluate agents through the Python API (the sync form works inside this running loop).
+    # %% Evaluate agents through the Python API (the sync form works inside this running loop). Its
+    # defaults are the command's (3 runs, records in ./evaluation); here 1 run, a folder per agent,
+    # and resume=True so that running the cell again reuses what is recorded.
     for agent in ("random", "planner"):
-        result = envforge.evaluate(CRATE_DOCK, agent=agent, max_levels=2)
+        result = envforge.evaluate(CRATE_DOCK, agent=agent, max_levels=2, runs=1, out=f"runs/notebook-{agent}",
+                                   resume=True)
         print(f"{agent}: mean normalized reward {result.overall['mean_normalized']:.3f} over "
               f"{len(result.episodes)} episodes; stops: {[e.stop_reason for e in result.episodes]}")
+
+    # %% Generate environments: the offline demo (recorded model replies; no key needed).
+    demo = envforge.generate(ROOT / "examples" / "themes.txt", "runs/api-demo", provider="replay", resume=True)
+    print(f"generate: accepted {sorted(e.name for e in demo.accepted)}, rejected {sorted(demo.rejected)}")
 
 
 asyncio.run(notebook())

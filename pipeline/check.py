@@ -15,7 +15,7 @@ from pathlib import Path
 
 from pipeline import layout
 from pipeline.envfolder.spec import EnvSpec
-from pipeline.errors import LocatedError
+from pipeline.errors import LocatedError, not_a_folder
 from dsl_schema.problems import Problem
 from pipeline import rollout
 from pipeline.sandbox import Limits, SandboxFailure
@@ -123,7 +123,7 @@ class _Checker:
 
     def check_files(self) -> bool:
         if not self.env.path.is_dir():
-            self.problem(str(self.env.path), "an environment folder", "no such folder", "layout")
+            self.problem(str(self.env.path), "an environment folder", not_a_folder(self.env.path), "layout")
             return False
         for name in self.env.missing_required():
             self.problem(name, "the file to exist", "it is missing", "layout")

@@ -4,6 +4,23 @@ from __future__ import annotations
 from dsl_schema.problems import Problem
 
 
+def not_a_folder(path) -> str:
+    """What is at `path` instead of the folder a command expected there, for its error's "found"
+    part: "no such folder", "a file", "a symbolic link" (never followed) or "a special file"."""
+    import os
+    import stat
+
+    try:
+        mode = os.lstat(path).st_mode
+    except OSError:
+        return "no such folder"
+    if stat.S_ISLNK(mode):
+        return "a symbolic link"
+    if stat.S_ISREG(mode):
+        return "a file"
+    return "a folder" if stat.S_ISDIR(mode) else "a special file"
+
+
 class UserError(Exception):
     """Bad input from the user (missing file, malformed YAML, bad flag value).
 

@@ -3,6 +3,8 @@ all callable from inside a running event loop (a notebook), with the env's code 
 from __future__ import annotations
 
 import asyncio
+import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -57,8 +59,9 @@ def test_session_truncates_at_max_steps():
 
 def test_evaluate_inside_a_running_event_loop(tmp_path):
     async def notebook_cell():
-        random = envforge.evaluate(CRATE_DOCK, agent="random", max_levels=2, out=tmp_path / "random")
-        planner = await envforge.evaluate_async(CRATE_DOCK, agent="planner", max_levels=2, out=tmp_path / "planner")
+        random = envforge.evaluate(CRATE_DOCK, agent="random", max_levels=2, runs=1, out=tmp_path / "random")
+        planner = await envforge.evaluate_async(CRATE_DOCK, agent="planner", max_levels=2, runs=1,
+                                                out=tmp_path / "planner")
         return random, planner
 
     random, planner = asyncio.run(notebook_cell())
@@ -69,6 +72,43 @@ def test_evaluate_inside_a_running_event_loop(tmp_path):
     # the records on disk read back as the same objects
     assert sorted(e.key for e in envforge.episodes(tmp_path / "planner")) == sorted(e.key for e in planner.episodes)
     assert (tmp_path / "planner" / "report.md").is_file()
+
+
+EVALUATE_DEFAULTS = r"""
+import json, os, sys
+import envforge
+
+result = envforge.evaluate(sys.argv[1], agent="random", max_levels=1)
+print(repr(result))
+try:
+    envforge.evaluate(sys.argv[1], max_levels=1, out="second")  # no agent given: the command's, react
+except envforge.UserError as e:
+    print("refused:", str(e).splitlines()[0])
+print(json.dumps({"runs": result.runs, "split": result.split, "out": str(result.out),
+                  "episodes": len(result.episodes), "tmp": os.listdir(os.environ["TMPDIR"])}))
+"""
+
+
+def test_the_python_api_has_the_commands_defaults_and_leaves_no_temp_folder(tmp_path):
+    """Issue 23: envforge.evaluate played 1 run where the command plays 3, its agent default was
+    another, and each call left a temporary folder behind."""
+    (tmp_path / "tmp").mkdir()
+    env = {k: v for k, v in os.environ.items() if k not in ("ANTHROPIC_API_KEY", "OPENAI_API_KEY", "OPENAI_BASE_URL",
+                                                            "ENVFORGE_MODEL")}
+    env.update(TMPDIR=str(tmp_path / "tmp"), ENVFORGE_DOTENV=str(tmp_path / ".env"))
+    done = subprocess.run([sys.executable, "-c", EVALUATE_DEFAULTS, str(CRATE_DOCK)], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.strip().splitlines()
+    seen = json.loads(lines[-1])
+    assert (seen["runs"], seen["split"], seen["episodes"]) == (3, "test", 3)  # evaluate's --runs 3
+    assert (tmp_path / seen["out"]).resolve() == tmp_path / "evaluation"  # evaluate's --out evaluation
+    assert (tmp_path / "evaluation" / "episodes.jsonl").is_file()
+    assert seen["tmp"] == []  # nothing left in the temp folder
+    # print(result): one line, no episode shown twice
+    assert lines[0].startswith("Evaluation(random on 1 environment(s), split test, 3 run(s): 3 episode(s), mean ")
+    assert "EpisodeRecord(" not in done.stdout
+    assert lines[1].startswith("refused:") and "model" in lines[1]  # react, as the command: it needs a model
 
 
 def test_evaluate_rejects_bad_options_with_one_line(tmp_path):

@@ -68,7 +68,7 @@ def test_an_overflowing_env_ends_invalid_reward_and_the_clean_env_of_the_run_is_
 
 
 def test_the_python_api_ends_the_same_episodes_the_same_way(tmp_path):
-    result = envforge.evaluate(_envs(tmp_path), agent="random", max_levels=2, out=tmp_path / "out")
+    result = envforge.evaluate(_envs(tmp_path), agent="random", max_levels=2, runs=1, out=tmp_path / "out")
     stops = sorted((e.env, e.stop_reason) for e in result.episodes if e.env == "overflow_reward")
     assert stops == [("overflow_reward", "invalid_reward")] * 2
     assert result.envs["overflow_reward"].mean_normalized is None

@@ -2,6 +2,7 @@
 checker and the random and planner agents through the Python API, inside a running event loop."""
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -15,8 +16,10 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def test_notebook_example_runs_inside_an_event_loop(tmp_path):
-    done = subprocess.run([sys.executable, str(ROOT / "examples" / "notebook.py")], cwd=tmp_path,
-                          capture_output=True, text=True, timeout=600)
+    env = {k: v for k, v in os.environ.items() if k not in ("ANTHROPIC_API_KEY", "OPENAI_API_KEY", "ENVFORGE_MODEL")}
+    env.update(ENVFORGE_CACHE=str(tmp_path / "cache.sqlite"), ENVFORGE_DOTENV=str(tmp_path / ".env"))
+    done = subprocess.run([sys.executable, str(ROOT / "examples" / "notebook.py")], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stderr[-3000:]
     out = done.stdout
     assert "crate_dock: 10 test levels, max_steps 30" in out
@@ -24,4 +27,8 @@ def test_notebook_example_runs_inside_an_event_loop(tmp_path):
     assert "check_env: passed" in out
     assert re.search(r"random: mean normalized reward [01]\.\d{3} over 2 episodes", out)
     assert "planner: mean normalized reward 1.000 over 2 episodes; stops: ['solved', 'solved']" in out
+    # the README snippet's parts too (issue 23: the example lacked session() and generate())
+    assert "session: reward 0, terminated=False, truncated=False" in out
+    assert ("generate: accepted ['a_lighthouse_keeper_must_keep_three_962115', 'a_robot_in_a_dark_server_2ea2c6'], "
+            "rejected ['a_card_game_of_higher_or_lower_against_406967']") in out
     assert "RuntimeError" not in done.stderr  # no "asyncio.run() cannot be called from a running event loop"

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from pipeline import layout
 from pipeline import records as files
-from pipeline.errors import UserError
+from pipeline.errors import UserError, not_a_folder
 from learning.export import LEARNED, learned_player
 from pipeline.evaluate import EnvTarget, Limits, ModelOptions, display_name, kind_of, make_player, register_prefix
 from pipeline.evaluate.records import EPISODES_CSV, EPISODES_JSONL, NO_MODEL, Records
@@ -115,7 +115,7 @@ def find_targets(paths: list[str], split: str) -> list[EnvTarget]:
         found = layout.find_envs(path)
         if not found:
             raise UserError(f"{path}: expected an environment folder ({', '.join(layout.REQUIRED_FILES)}) or a folder "
-                            f"holding some, found {'no such folder' if not Path(path).is_dir() else 'none'}")
+                            f"holding some, found {not_a_folder(path) if not Path(path).is_dir() else 'none'}")
         envs += [e for e in found if e.path not in {x.path for x in envs}]
     names = [e.name for e in envs]
     twice = sorted({n for n in names if names.count(n) > 1})
@@ -209,6 +209,15 @@ class Evaluation:
     files: list[Path]
     environments: int
     mixed: list[str] = dataclasses.field(default_factory=list)  # the folder holds other splits or settings too
+
+    def __repr__(self) -> str:
+        """One line (the dataclass's own repr printed every episode twice: in `episodes` and in
+        `outcome.finished`); the records are in `.episodes`."""
+        mean = self.overall.get("mean_normalized")
+        label = self.agent if self.model == NO_MODEL else f"{self.agent} {self.model}"
+        return (f"Evaluation({label} on {self.environments} environment(s), split {self.split}, {self.runs} run(s): "
+                f"{len(self.episodes)} episode(s), mean normalized "
+                f"{'-' if mean is None else format(mean, '.4f')}; .envs, .overall, .episodes; records in {self.out})")
 
     def to_json(self) -> dict:
         return {"agent": self.agent, "model": self.model, "split": self.split, "runs": self.runs,

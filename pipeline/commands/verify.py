@@ -18,7 +18,7 @@ from pathlib import Path
 
 from pipeline import records as files
 from pipeline import layout
-from pipeline.errors import UserError
+from pipeline.errors import UserError, not_a_folder
 from pipeline.llm.cli_args import add_llm_arguments, client_from_args, print_cost_summary
 from pipeline.llm.config import PROVIDERS
 from pipeline.sandbox.executor import add_executor_arguments
@@ -125,7 +125,7 @@ def _require_env_folder(path: str) -> None:
     nothing is written into it; a folder missing only some files is an environment with a flaw."""
     env = layout.EnvDir.at(path)
     if not env.path.is_dir():
-        raise UserError(f"{path}: expected an environment folder, found {'a file' if env.path.exists() else 'no such folder'}")
+        raise UserError(f"{path}: expected an environment folder, found {not_a_folder(env.path)}")
     if len(env.missing_required()) == len(layout.REQUIRED_FILES):
         raise UserError(f"{path}: expected an environment folder ({', '.join(layout.REQUIRED_FILES)}), found neither file")
 

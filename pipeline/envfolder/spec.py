@@ -16,7 +16,7 @@ from typing import Any
 from dsl_schema.problems import Problem, typed
 from pipeline import layout
 from pipeline.envfolder import safe_io
-from pipeline.errors import LocatedError
+from pipeline.errors import LocatedError, not_a_folder
 
 DEFAULT_MAX_STEPS = 100
 SMALLEST_MAX_REWARD = 1e-6  # a positive claimed maximum below this makes normalised scores explode
@@ -94,7 +94,7 @@ class EnvSpec:
         env = layout.EnvDir.at(path)
         reader = Reader(env.path, full_paths)
         if not env.path.is_dir():
-            raise LocatedError.at(str(env.path), "an environment folder", "no such folder")
+            raise LocatedError.at(str(env.path), "an environment folder", not_a_folder(env.path))
         missing = env.missing_required()
         if missing:
             raise LocatedError.at(", ".join(map(reader.name, missing)), "the file to exist", "it is missing")

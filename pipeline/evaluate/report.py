@@ -332,13 +332,25 @@ def plot(out: Path, methods: list[MethodSummary]) -> list[Path]:
         ax.set_xticks(range(len(names)), names, rotation=20 if len(names) > 4 else 0, ha="right" if len(names) > 4 else "center")
         ax.set_ylim(min(0.0, ax.get_ylim()[0]), 1.05)
         ax.set_ylabel("normalized reward")
-        ax.set_title(title)
+        _fit_title(fig, ax, title)
         ax.legend(fontsize="small")
         fig.tight_layout()
         files.write_figure(out / filename, fig, dpi=110)
         plt.close(fig)
         written.append(out / filename)
     return written
+
+
+def _fit_title(fig, ax, title: str) -> None:
+    """The title, wrapped onto more lines where one is wider than the figure (a single agent on one
+    environment draws a narrow figure, which cut it)."""
+    import textwrap
+
+    text = ax.set_title(title)
+    fig.canvas.draw()
+    drawn, room = text.get_window_extent().width, fig.bbox.width * 0.95
+    if drawn > room:
+        text.set_text("\n".join(textwrap.wrap(title, max(12, int(len(title) * room / drawn)))))
 
 
 def _category_value(m: MethodSummary, label: str) -> tuple[float | None, float | None]:

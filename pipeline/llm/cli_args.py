@@ -23,6 +23,7 @@ from pipeline.llm.client import LLMClient
 from pipeline.llm.config import PROVIDERS, LLMConfig, resolve
 from pipeline.llm.errors import BudgetExceeded, LLMError
 from pipeline.argtypes import COUNT, SECONDS, USD, out_dir
+from pipeline.errors import UserError
 
 EXIT_MODEL_FAILED = 1
 EXIT_BUDGET_EXCEEDED = 3
@@ -76,8 +77,12 @@ def run_with_client(args: argparse.Namespace, work: Callable[[LLMClient], Awaita
         async with client:
             return await work(client)
 
+    refused = False
     try:
         return asyncio.run(main())
+    except UserError:
+        refused = True
+        raise
     except BudgetExceeded as exc:
         print(f"envforge {command}: {exc}", file=sys.stderr)
         return EXIT_BUDGET_EXCEEDED
@@ -85,5 +90,8 @@ def run_with_client(args: argparse.Namespace, work: Callable[[LLMClient], Awaita
         print(f"envforge {command}: model call failed: {exc}", file=sys.stderr)
         return EXIT_MODEL_FAILED
     finally:
-        # With --json, stdout carries only the JSON document.
-        print_cost_summary(client, file=sys.stderr if getattr(args, "json", False) else sys.stdout)
+        # With --json, stdout carries only the JSON document. A command refused before any model
+        # call (bad input) has no cost to show: its one error line is all it prints.
+        spent = client.ledger.run
+        if not (refused and spent.calls == 0 and spent.retries == 0 and spent.cost_usd == 0):
+            print_cost_summary(client, file=sys.stderr if getattr(args, "json", False) else sys.stdout)

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Mapping
 
 from pipeline import paths
-from pipeline.errors import UserError
+from pipeline.errors import UserError, not_a_folder
 from pipeline.llm.retry import RetryPolicy
 
 PROVIDERS = ("anthropic", "openai", "replay")
@@ -157,7 +157,7 @@ def resolve(
         # Without --replay, the recordings bundled with envforge: the offline demos.
         replay_dir = replay_dir or str(BUNDLED_REPLAY_DIR)
         if not Path(replay_dir).is_dir():
-            raise UserError(f"--replay {replay_dir}: expected a folder of recordings, found no such folder")
+            raise UserError(f"--replay {replay_dir}: expected a folder of recordings, found {not_a_folder(replay_dir)}")
     if record_dir and replay_dir and Path(record_dir).resolve() == Path(replay_dir).resolve():
         raise UserError("--record and --replay name the same folder; recording would overwrite what is replayed")
 

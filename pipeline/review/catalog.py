@@ -12,7 +12,7 @@ from pathlib import Path
 from pipeline import records as files
 from pipeline import layout
 from pipeline.envfolder import safe_io
-from pipeline.errors import LocatedError, UserError
+from pipeline.errors import LocatedError, UserError, not_a_folder
 from pipeline.generate import stages
 from pipeline.generate.rundb import RunDB
 from pipeline.review import history
@@ -83,7 +83,7 @@ class Catalog:
         out = layout.OutputDir(Path(root).resolve())
         if not out.root.is_dir():
             raise UserError(f"--out {root}: expected the output folder of `envforge generate`, found "
-                            + ("a file" if out.root.exists() else "no such folder"))
+                            + not_a_folder(out.root))
         if not out.db.is_file():
             raise UserError(f"--out {root}: expected a run database ({layout.RUN_DB}) written by `envforge generate`, "
                             f"found none; pass the folder you gave `envforge generate --out`")

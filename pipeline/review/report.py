@@ -16,7 +16,7 @@ from pathlib import Path
 import jinja2
 
 from pipeline import records as files
-from pipeline.errors import UserError
+from pipeline.errors import UserError, not_a_folder
 from pipeline.generate import stages
 from pipeline.paths import TEMPLATES_DIR
 from pipeline.review import plots
@@ -92,7 +92,7 @@ def evaluation_scores(folders: list[str]) -> dict[str, list[dict]]:
     for folder in folders:
         if not (Path(folder) / EPISODES_JSONL).is_file():
             raise UserError(f"--evaluation {folder}: expected the output folder of `envforge evaluate` "
-                            f"(with {EPISODES_JSONL}), found " + ("no such folder" if not Path(folder).is_dir()
+                            f"(with {EPISODES_JSONL}), found " + (not_a_folder(folder) if not Path(folder).is_dir()
                                                                   else f"no {EPISODES_JSONL}"))
         records += Records(folder).all()
     rows: dict[str, list[dict]] = {}
