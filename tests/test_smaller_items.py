@@ -78,3 +78,18 @@ def test_the_python_api_names_a_file_as_a_file(tmp_path):
     for call in (envforge.open, envforge.episodes):
         with pytest.raises(envforge.UserError, match="found a file"):
             call(given)
+
+
+def test_an_actions_file_error_names_its_line_and_plays_nothing(tmp_path, capsys):
+    from pathlib import Path
+
+    from pipeline.cli import main
+
+    crate_dock = Path(__file__).resolve().parent.parent / "generated_envs" / "reference" / "crate_dock"
+    actions = tmp_path / "moves.txt"
+    actions.write_text("# a comment\nmove south\n\nmove north east\nmove north\n")
+    assert main(["play", str(crate_dock), "--level", "level_01", "--actions", str(actions)]) == 2
+    out, err = capsys.readouterr()
+    assert err.startswith(f"envforge play: error: --actions {actions}:4: expected an action (move, wait, with its "
+                          f"parameters), found 'move north east': "), err
+    assert "== crate_dock" not in out  # refused before the environment started: no step played

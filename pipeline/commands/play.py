@@ -45,8 +45,8 @@ def resolve_level(env: EnvSpec, level: str | None) -> str:
 def run(args) -> int:
     env = EnvSpec.open(args.env_dir)
     level = None if args.seed is not None else resolve_level(env, args.level)
-    lines = _action_lines(args.actions) if args.actions else None
     space = env.actions
+    lines = _action_lines(args.actions, space) if args.actions else None
     try:
         with EnvClient.open(env.path, env.max_steps) as client:
             return _play(env, client, space, level, args.seed, lines)
@@ -57,12 +57,27 @@ def run(args) -> int:
         return 1
 
 
-def _action_lines(path: str) -> list[str]:
+def _action_lines(path: str, space) -> list[str]:
+    """The file's actions, every one parsed before the environment starts: a line that is no action
+    is an error naming its line, and no step is played."""
     try:
         text = Path(path).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as e:
         raise UserError(f"--actions {path}: expected a readable UTF-8 text file, found {e}") from None
-    return [ln.strip() for ln in text.splitlines() if ln.strip() and not ln.strip().startswith("#")]
+    lines = []
+    for number, line in enumerate(text.splitlines(), start=1):
+        line = line.strip()
+        if not line or line.startswith("#") or line in ("?", "help"):
+            continue
+        if line in ("quit", "exit"):
+            break
+        try:
+            space.parse(line)
+        except ValueError as e:
+            raise UserError(f"--actions {path}:{number}: expected an action ({', '.join(space.names) or 'none declared'}"
+                            f", with its parameters), found {str(capped(line, 200, 'more'))!r}: {e}") from None
+        lines.append(line)
+    return lines
 
 
 def _shown(text) -> str:
