@@ -12,6 +12,7 @@ import sys
 
 from pipeline import __version__
 from pipeline.errors import InfrastructureError, UserError
+from pipeline.generate.interrupt import EXIT_INTERRUPTED, resume_command
 from pipeline.sandbox import executor
 from pipeline.sandbox.capabilities import OPT_IN_VARIABLE, require
 from pipeline.sandbox.failures import SandboxFailure
@@ -95,6 +96,7 @@ def _run(argv: list[str] | None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
+    args.argv = argv  # as typed: the resume hint repeats it
     try:
         if args.unconfined:
             os.environ[OPT_IN_VARIABLE] = "1"  # read by every worker this process starts
@@ -116,8 +118,10 @@ def _run(argv: list[str] | None) -> int:
         print(f"envforge {args.command}: the environment failed in the sandbox: {exc}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
-        print(f"envforge {args.command}: interrupted", file=sys.stderr)
-        return 130
+        resume = resume_command(args)
+        print(f"envforge {args.command}: interrupted" + (f"; `{resume}` continues where it stopped" if resume else ""),
+              file=sys.stderr)
+        return EXIT_INTERRUPTED
     except BrokenPipeError:
         # The reader went away (`envforge review | head`): stop quietly, as Unix tools do.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())

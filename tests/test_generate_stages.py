@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import shutil
 import signal
 import subprocess
@@ -179,7 +180,9 @@ def test_ctrl_c_says_what_it_waits_for_and_a_second_one_stops_at_once_quietly(tm
             break
     message = seen[-1]
     assert "envforge generate: interrupted; waiting for the stage(s) in progress: good (verify) to stop" in message
-    assert f"--out {out} --resume` continues the run; press Ctrl-C again to stop at once" in message
+    # the command as typed, with --resume: the replay flags too, without which the hint would not resume
+    assert f"`{shlex.join(['envforge', *command[3:], '--resume'])}` continues the run; press Ctrl-C again to stop " \
+           f"at once" in message
     proc.send_signal(signal.SIGINT)
     rest = proc.stderr.read()
     assert proc.wait() == 130

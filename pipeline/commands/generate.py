@@ -5,6 +5,7 @@ import argparse
 import asyncio
 import json
 import os
+import shlex
 import sys
 from pathlib import Path
 
@@ -14,7 +15,7 @@ from pipeline.commands.verify import model_checks
 from pipeline.errors import UserError
 from pipeline.generate import stages
 from pipeline.generate.context import Options
-from pipeline.generate.interrupt import EXIT_INTERRUPTED, on_interrupt
+from pipeline.generate.interrupt import EXIT_INTERRUPTED, on_interrupt, resume_command
 from pipeline.generate.rundb import RunDB
 from pipeline.generate.run import Run, check_resume, prepare_output, print_summary
 from pipeline.generate.themes import load_themes
@@ -131,7 +132,7 @@ async def _run_themes(client, themes, out, args, verifiers=None) -> dict:
         except UserError:
             db.close()
             raise
-    run_id = db.start_run({k: v for k, v in vars(args).items() if k != "func"})
+    run_id = db.start_run({k: v for k, v in vars(args).items() if k not in ("func", "argv")})
     job = Run(client, out, options, db, run_id, len(themes), verifiers=verifiers)
     slots = asyncio.Semaphore(args.concurrency)
 
@@ -142,8 +143,9 @@ async def _run_themes(client, themes, out, args, verifiers=None) -> dict:
     work = asyncio.gather(*(one(t) for t in themes))
     interrupted: list[bool] = []
     try:
-        with on_interrupt(work, job.waiting_for, f"envforge generate --themes {args.themes} --out {args.out} --resume") \
-                as interrupted:
+        resume = resume_command(args) or shlex.join(["envforge", "generate", "--themes", str(args.themes), "--out",
+                                                     str(args.out), "--resume"])
+        with on_interrupt(work, job.waiting_for, resume) as interrupted:
             await work
     except asyncio.CancelledError:
         if not interrupted:

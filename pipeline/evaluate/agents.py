@@ -71,7 +71,11 @@ class PlannerAgent:
         else:
             key = (self.ctx.env.name, self.ctx.level)
             if key not in self.plans:
-                self.plans[key] = asyncio.ensure_future(self._witness(stop_at=self.ctx.max_reward))
+                shared = asyncio.ensure_future(self._witness(stop_at=self.ctx.max_reward))
+                # Every episode awaiting it may be gone (Ctrl-C cancels them, then the pool kills the
+                # worker under the search): its outcome is read here so it is never reported unread.
+                shared.add_done_callback(lambda f: f.cancelled() or f.exception())
+                self.plans[key] = shared
             witness, cut = await asyncio.shield(self.plans[key])
         self.cut = self.cut or cut
         return witness

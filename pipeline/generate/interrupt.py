@@ -1,4 +1,4 @@
-"""Ctrl-C during `envforge generate`.
+"""Ctrl-C: the command that resumes (every command), and `envforge generate`'s two-step stop.
 
 The first Ctrl-C says at once what the run is waiting for (a stage's sandbox call cannot be cut
 short; its thread ends on its own limits) and that `--resume` continues, then stops starting
@@ -11,11 +11,24 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import shlex
 import signal
 import sys
 from typing import Callable, Iterator
 
 EXIT_INTERRUPTED = 130
+
+
+def resume_command(args) -> str:
+    """The command line that continues an interrupted run: the one typed (`--demo` stays `--demo`,
+    never the path of the bundled files it stands for, which for an installed wheel is inside
+    site-packages), with --resume. "" for a command that has no --resume."""
+    if not hasattr(args, "resume"):
+        return ""
+    argv = list(getattr(args, "argv", None) or [])
+    if not argv:
+        return ""
+    return shlex.join(["envforge", *argv, *([] if "--resume" in argv else ["--resume"])])
 
 
 @contextlib.contextmanager
