@@ -204,3 +204,18 @@ def test_a_search_takes_at_most_max_combinations_of_one_action_the_same_each_tim
              "item": [f"i{i}" for i in range(32)]}
     on_level = ActionSpace.from_config(untyped).for_state(level)
     assert len(on_level.candidates()) == MAX_COMBINATIONS  # not 32,768 per search node
+
+
+def test_a_parameter_whose_example_value_is_a_list_gets_list_values_not_its_items():
+    """`{"position": [1, 2]}` in action_space.txt is one value of a list parameter: the search must
+    send a list there, not the integers 1 and 2 (an env reading position[0] fails on an integer)."""
+    from pipeline.envfolder.actions import ActionSpace
+
+    config = {"transition": {"actions": [{"name": "place", "params": ["position"]},
+                                         {"name": "tag", "params": [{"name": "labels", "type": "array"}]}]}}
+    text = 'place a piece: {"action": "place", "params": {"position": [1, 2]}}; tag with labels'
+    space = ActionSpace.from_config(config, [("action_space.txt", text)])
+    assert space.candidates() == [{"action": "place", "params": {"position": [1, 2]}},
+                                  {"action": "tag", "params": {"labels": []}}]
+    grid = ActionSpace.from_config(config, [("action_space.txt", "position: [row, col] of the cell")])
+    assert grid.candidates()[0] == {"action": "place", "params": {"position": [0, 0]}}

@@ -297,7 +297,8 @@ def _sample_value(param: Param, rng: random.Random) -> Any:
         if param.type == "number":
             return rng.uniform(lo, hi)
         return rng.randint(int(lo), int(hi))
-    return {"number": rng.uniform(0, 5), "boolean": rng.random() < 0.5, "string": "a"}.get(param.type or "", rng.randint(0, 5))
+    return {"number": rng.uniform(0, 5), "boolean": rng.random() < 0.5, "string": "a", "array": [],
+            "object": {}}.get(param.type or "", rng.randint(0, 5))
 
 
 def _count(values: list[list]) -> int:

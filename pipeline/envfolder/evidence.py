@@ -21,6 +21,7 @@ _ONE_OF = re.compile(r"\b(?:one of|either|values?|options?)\s*:?\s+((?:['\"]?[\w
 _EXAMPLE = re.compile(r"\b(?:e\.g\.|i\.e\.|for example|for instance|example|such as)", re.IGNORECASE)
 _NEXT_KEY = re.compile(r"[,{]\s*[\"']\w+[\"']\s*:")
 _QUOTED = re.compile(r"""(['"])([\w-]{1,40})\1""")
+_VALUE_OF = re.compile(r"""\s*['"]?\s*[:=]\s*""")  # between a parameter's name and its value
 
 
 @dataclass(frozen=True)
@@ -101,6 +102,12 @@ def _read(window: str, name: str) -> tuple[tuple | None, tuple | None] | None:
         if m.start() and (window[m.start() - 1].isalnum() or window[m.start() - 1] == "_"):
             continue  # a call's arguments (`ConnectClues(clueA, clueB)`), not values
         items = _items(m.group(1))
+        if m.group(0)[0] == "[" and _VALUE_OF.fullmatch(window[:m.start()]) and items:
+            # `"position": [1, 2]`: the parameter's value is a list (an example of one), not a choice
+            # among its items; a list of names (`[row, col]`) gives a list of zeros of that length.
+            value = items if all(isinstance(v, int) for v in items) else [0] * len(items)
+            readings.append((m.start(), (value,), None))
+            continue
         span = _span(m.group(1)) if len(items) < 2 else None
         if len(items) >= 2:
             readings.append((m.start(), tuple(items), None))
