@@ -92,7 +92,7 @@ def classify(report: dict, levels: dict) -> dict:
         claim_met = max(0, len(scored) - len(lower) - exact - unknown)
     for entry in levels.values():
         certainty = entry.get("certainty")
-        if certainty == "exact" or (certainty == "certified" and entry.get("search_exhaustive")):
+        if entry.get("exact") or (certainty == "certified" and entry.get("search_exhaustive")):
             exact += 1
         elif certainty in ("certified", "claim_met", "unconfirmed_bound"):
             claim_met += 1
@@ -129,7 +129,11 @@ def main() -> int:
     parser.add_argument("--only", nargs="*", default=[], help="environment names to run (default: all)")
     parser.add_argument("--repeat", type=int, default=1, help="runs per environment (default 1)")
     parser.add_argument("--json-out", type=Path, help="also write every run's figures and report here")
+    parser.add_argument("--reprint", type=Path, metavar="FILE", help="print the table of an earlier --json-out FILE")
     args = parser.parse_args(argv)
+    if args.reprint:
+        reprint(args.reprint)
+        return 0
     envs = [e for e in environments(args.folders or [REFERENCE]) if not args.only or e.name in args.only]
     load = os.getloadavg()
     print(f"load average at start: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}; {os.cpu_count()} cores; "
@@ -161,6 +165,22 @@ def main() -> int:
     if args.json_out:
         args.json_out.write_text(json.dumps(runs, indent=1, default=str))
     return 0 if all("report" in r and r["report"]["accepted"] for r in runs) else 1
+
+
+def reprint(path: Path) -> None:
+    """The table again from a --json-out file (after a change to how levels are classified)."""
+    for run in json.loads(path.read_text()):
+        if "report" not in run:
+            print(f"{run['name']:<22} ERROR {run['wall']:7.1f} {run['cpu']:7.1f}")
+            continue
+        report = run["report"]
+        written = "level_max_rewards.json" in ((report.get("stages") or {}).get("levels") or {}).get("written", [])
+        run.update(classify(report, run["levels"] if written else {}))
+        verdict = "accepted" if report["accepted"] else f"REJECTED at {report['stage']}"
+        rate = f"{run['nodes_per_second']:8.0f}" if run["nodes_per_second"] else f"{'-':>8}"
+        print(f"{run['name']:<22} {verdict:<22} {run['wall']:7.1f} {run['cpu']:7.1f} {run['scored']:6d} "
+              f"{run['exact']:5d} {run['claim_met']:5d} {_gaps(run['lower']):<20} {run['unknown']:7d} "
+              f"{run['nodes']:9d} {rate}")
 
 
 if __name__ == "__main__":
