@@ -247,6 +247,19 @@ def test_evaluate_as_a_normal_user_runs_the_probe_confined_and_records_the_rung(
     assert CANARY not in written + done.stdout + done.stderr
 
 
+def test_check_says_which_confinement_the_env_ran_under(tmp_path):
+    from pipeline.sandbox.capabilities import capabilities
+    from tiny_env import write_env
+
+    env = write_env(tmp_path / "corridor")
+    done = subprocess.run([sys.executable, "-m", "pipeline.cli", "check", str(env)], capture_output=True, text=True,
+                          timeout=900, cwd=ROOT)
+    last = done.stdout.strip().splitlines()[-1]
+    assert last.startswith("ok: ") and f", sandbox: {capabilities()['mode']} (" in last, done.stdout + done.stderr
+    done = _no_rung("-m", "pipeline.cli", "check", str(env), "--unconfined")
+    assert done.returncode == 0 and ", sandbox: none (" in done.stdout.strip().splitlines()[-1], done.stdout + done.stderr
+
+
 # -- no rung: refuse, or run with the opt-in and say so ---------------------------------------
 # Makes this machine one with no rung, as Docker's default profile or a hardened kernel does:
 # a seccomp filter on the driver and everything it starts refuses unshare (so neither namespaced

@@ -34,10 +34,13 @@ def run(args) -> int:
     errors = sum(p.severity == "error" for p in report.problems)
     warnings = len(report.problems) - errors
     stats = report.stats
+    from pipeline.sandbox.capabilities import ran_under
+
+    sandbox = f"sandbox: {ran_under()}"  # the confinement the env's code ran under (capabilities.py)
     if report.ok:
         print(f"ok: {args.env_dir}: {stats.get('levels', 0)} levels, {stats.get('actions', 0)} actions, "
               f"random episodes of {stats.get('random_episode_steps', [])} steps"
-              + (f", {warnings} warning(s)" if warnings else "") + f" ({stats.get('seconds')}s)")
+              + (f", {warnings} warning(s)" if warnings else "") + f", {sandbox} ({stats.get('seconds')}s)")
         return 0
-    print(f"FAILED: {args.env_dir}: {errors} error(s), {warnings} warning(s) ({stats.get('seconds')}s)")
+    print(f"FAILED: {args.env_dir}: {errors} error(s), {warnings} warning(s), {sandbox} ({stats.get('seconds')}s)")
     return 1
