@@ -65,7 +65,7 @@ def test_list_shows_the_rejected_env_with_its_stage_and_reason(demo, tmp_path):
     assert header == ["name", "theme", "status", "stage", "reason", "repair", "cost"]
     line = row(listed.stdout, REJECTED)
     assert " rejected " in line and " reliability " in line
-    assert "found a difference of 0.000: the reward does not measure skill" in line
+    assert "one action repeated, not skill, earns the reward" in line
     assert "$0.0000" in line
     assert " accepted " in row(listed.stdout, ACCEPTED[0])
     assert "3 of 3 shown (2 accepted, 1 rejected)" in listed.stdout
@@ -73,7 +73,7 @@ def test_list_shows_the_rejected_env_with_its_stage_and_reason(demo, tmp_path):
     only = envforge("review", "list", "--out", str(demo), "--status", "rejected", tmp=tmp_path)
     assert [ln.split()[0] for ln in only.stdout.splitlines()[2:] if ln.strip()][:1] == [REJECTED]
     assert "1 of 3 shown" in only.stdout
-    rows = json.loads(envforge("review", "--out", str(demo), "--stage", "reliability", "--reason", "NOT MEASURE SKILL",
+    rows = json.loads(envforge("review", "--out", str(demo), "--stage", "reliability", "--reason", "NOT SKILL, EARNS",
                                "--json", tmp=tmp_path).stdout)
     assert [(r["name"], r["label"], r["stage"], r["repair_steps"], r["cost_usd"]) for r in rows] == \
         [(REJECTED, "rejected", "reliability", 0, 0.0)]
@@ -158,7 +158,7 @@ def test_accept_and_reject_by_hand_are_recorded_and_shown_as_such(run, tmp_path)
     undone = envforge("review", "reject", REJECTED, "--reason", "changed my mind", "--out", str(run), tmp=tmp_path)
     assert undone.returncode == 0
     line = row(envforge("review", "--out", str(run), tmp=tmp_path).stdout, REJECTED)
-    assert " rejected  " in line and "(by hand)" not in line and "does not measure skill" in line
+    assert " rejected  " in line and "(by hand)" not in line and "not skill, earns the reward" in line
 
 
 def test_a_manifest_a_model_wrote_cannot_claim_a_decision_by_hand(run, tmp_path):

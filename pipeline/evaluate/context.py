@@ -55,9 +55,13 @@ class EnvTarget:
         return self.scoring_max(level)[1]
 
     def scoring_max(self, level: str) -> tuple[float | None, str]:
-        if self.spec is None:
-            return self.max_rewards.get(layout.level_key(level)), ""
-        return self.spec.scoring_max(level)
+        """The folder's rule (EnvSpec.scoring_max) for a level it knows; for a level it does not (learn's
+        training levels, certified when they were made), the max given with the target."""
+        if self.spec is not None:
+            value, note = self.spec.scoring_max(level)
+            if value is not None or note:
+                return value, note
+        return self.max_rewards.get(layout.level_key(level)), ""
 
 
 @dataclass
