@@ -14,7 +14,9 @@ from typing import Any, Iterable
 import jsonschema
 import yaml
 
-from dsl_schema.problems import Problem, format_path, show, type_name, typed
+from dsl_schema.problems import format_path, show, type_name, typed
+from pipeline.located import LocatedError, Problem
+from pipeline.safe_io import parse_yaml_node  # the one bounded YAML parser
 from dsl_schema.semantics import semantic_problems
 
 SCHEMA_PATH = Path(__file__).with_name("envforge_dsl.schema.json")
@@ -51,9 +53,6 @@ def check_file(path: str | Path) -> list[Problem]:
 
 def check_text(text: str, source: str = "<text>") -> list[Problem]:
     """Problems of a DSL document given as YAML text; fields carry their line numbers."""
-    from pipeline.envfolder.safe_io import parse_yaml_node  # the one bounded YAML parser
-    from pipeline.errors import LocatedError
-
     try:
         doc, node = parse_yaml_node(text, source)
     except LocatedError as exc:

@@ -11,7 +11,8 @@ import string
 from typing import Any, Iterator
 
 from dsl_schema.conditions import ConditionSyntaxError, parse_condition, paths
-from dsl_schema.problems import Problem, format_path, show, type_name
+from dsl_schema.problems import format_path, show, type_name
+from pipeline.located import Problem
 
 # Names an observation may expose (and a condition or skin may use) without a state_template path.
 RESERVED_NAMES = {

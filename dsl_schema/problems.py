@@ -1,41 +1,11 @@
-"""A located problem in a DSL document: what the checker, the CLI and the repair loop exchange."""
+"""Helpers for problems in a DSL document: filtering them, naming a field's path, showing a found value.
+
+The `Problem` itself lives on the floor (pipeline.located), below every package that speaks it."""
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
-from typing import Any, Iterable, Literal
+from typing import Any, Iterable
 
-Severity = Literal["error", "warning"]
-
-
-@dataclass(frozen=True)
-class Problem:
-    """One finding, located: in a DSL document at a field path, or in an environment's files at
-    a line. The one problem type of envforge: the DSL checker, `envforge check`, the static scan
-    and the repair loop all speak it.
-
-    `str(problem)` is `FILE: path.to.field: expected …, found …` for a field of a structured file
-    (`path` is a dotted path with list indices, `reward.events[2].value_key`; `(file)` and
-    `(document)` for the file or document as a whole; YAML syntax errors `line N, column M`), and
-    `FILE:LINE: expected …, found …` for a line of code. `line` is 1-based.
-    """
-
-    file: str
-    path: str
-    expected: str
-    found: str
-    severity: Severity = "error"
-    line: int | None = None
-    check: str = ""  # which check found it (envforge check: layout, static, levels, ...)
-
-    def __str__(self) -> str:
-        file = self.file or "(unnamed file)"  # a message never starts with an empty location
-        if self.path:
-            return f"{file}: {self.path}: expected {self.expected}, found {self.found}"
-        where = f"{file}:{self.line}" if self.line else file
-        return f"{where}: expected {self.expected}, found {self.found}"
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+from pipeline.located import Problem
 
 
 def errors(problems: Iterable[Problem]) -> list[Problem]:

@@ -12,7 +12,8 @@ import keyword
 from typing import Any, Callable, Iterator
 
 from dsl_schema.names import check_conditions, check_expose, check_skins, section
-from dsl_schema.problems import Problem, format_path, show, type_name
+from dsl_schema.problems import format_path, show, type_name
+from pipeline.located import Problem
 
 __all__ = ["RULES", "action_params", "semantic_problems"]
 

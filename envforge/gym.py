@@ -24,8 +24,7 @@ from typing import Any
 import gymnasium
 from gymnasium import spaces
 
-from pipeline import layout, paths
-from pipeline.envfolder import safe_io
+from pipeline import layout, paths, safe_io
 from pipeline.envfolder.actions import ActionSpace
 from pipeline.errors import UserError
 from pipeline.sandbox import Limits

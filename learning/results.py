@@ -13,6 +13,7 @@ from pathlib import Path
 
 from learning.adaptive import adaptive, gap_closed
 from learning.candidates import POOL_JSON, Pool
+from learning.layout import BASELINE, RUNS
 from learning.methods import Method
 from learning.settings import Settings
 from learning.upper_bound import averages, best_single, bound_by_m, incremental_top_k, per_env, top_k_gain, upper_bound
@@ -21,8 +22,6 @@ from pipeline.evaluate import EnvTarget
 
 def collect(out: Path, targets: list[EnvTarget], methods: list[Method], settings: Settings, model: str,
             optimizer: str) -> dict:
-    from learning.study import BASELINE, RUNS  # the folder layout is the study's
-
     envs = [t.name for t in targets]
     baseline, rows = {}, {}
     for env in envs:

@@ -23,6 +23,7 @@ from pipeline import records as files
 from learning.calls import theme
 from learning.candidates import POOL_JSON, Pool
 from learning.evaluation import SANDBOX, BudgetStop, Evaluator, TrainingLevels
+from learning.layout import BASELINE, REPORT, RUNS, STUDY_JSON
 from learning.learner import Run, Tools, baseline_run, learn
 from learning.methods import Method
 from learning.optimization import Optimizer
@@ -34,8 +35,6 @@ from pipeline.evaluate import EnvTarget
 from pipeline.evaluate.hosted import AGENT_LIMITS
 from pipeline.llm import BudgetExceeded, LLMError
 from pipeline.sandbox import WorkerPool
-
-STUDY_JSON, RUNS, REPORT, BASELINE = "study.json", "runs", "report", "baseline"
 
 
 @dataclass

@@ -16,7 +16,7 @@ from pathlib import Path
 from pipeline import layout
 from pipeline.envfolder.spec import EnvSpec
 from pipeline.errors import LocatedError, not_a_folder
-from dsl_schema.problems import Problem
+from pipeline.located import Problem
 from pipeline import rollout
 from pipeline.sandbox import Limits, SandboxFailure
 from pipeline.sandbox.client import EnvClient, Level

@@ -1,7 +1,12 @@
-"""Errors that end a command with a message for the user instead of a traceback."""
+"""Errors that end a command with a message for the user instead of a traceback.
+
+UserError and LocatedError are defined on the floor (pipeline.located), so the lowest packages can
+raise them; they are named here too, with the others, for the commands."""
 from __future__ import annotations
 
-from dsl_schema.problems import Problem
+from pipeline.located import LocatedError, UserError
+
+__all__ = ["InfrastructureError", "LocatedError", "Rejected", "UserError", "not_a_folder"]
 
 
 def not_a_folder(path) -> str:
@@ -19,28 +24,6 @@ def not_a_folder(path) -> str:
     if stat.S_ISREG(mode):
         return "a file"
     return "a folder" if stat.S_ISDIR(mode) else "a special file"
-
-
-class UserError(Exception):
-    """Bad input from the user (missing file, malformed YAML, bad flag value).
-
-    The message must say what was expected, what was found, and where.
-    The CLI prints it and exits with status 2.
-    """
-
-
-class LocatedError(UserError):
-    """A file that is not what it should be: the one located error of envforge. It carries the
-    `Problem` (file, line when known, expected, found), so `envforge check` can report it as a
-    finding and every other command as its one-line error, `file:line: expected …, found …`."""
-
-    def __init__(self, problem: Problem):
-        self.problem = problem
-        super().__init__(str(problem))
-
-    @classmethod
-    def at(cls, file: str, expected: str, found: str, line: int | None = None) -> "LocatedError":
-        return cls(Problem(file, "", expected, found, line=line))
 
 
 class InfrastructureError(Exception):

@@ -21,7 +21,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from pipeline.envfolder import safe_io
+from pipeline import safe_io
 
 ENV_MAIN = "env_main.py"
 ENV_OBS = "env_obs.py"

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.envfolder import safe_io
+from pipeline import safe_io
 from pipeline.envfolder.spec import EnvSpec, claimed_max_rewards, max_steps
 from pipeline.errors import LocatedError
 from tiny_env import write_env

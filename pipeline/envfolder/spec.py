@@ -13,10 +13,10 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from dsl_schema.problems import Problem, typed
-from pipeline import layout
-from pipeline.envfolder import safe_io
+from dsl_schema.problems import typed
+from pipeline import layout, safe_io
 from pipeline.errors import LocatedError, not_a_folder
+from pipeline.located import Problem
 
 DEFAULT_MAX_STEPS = 100
 SMALLEST_MAX_REWARD = 1e-6  # a positive claimed maximum below this makes normalised scores explode

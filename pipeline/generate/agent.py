@@ -29,10 +29,9 @@ import asyncio
 from dataclasses import dataclass, replace
 from pathlib import Path, PurePosixPath
 
-from pipeline import records as files
+from pipeline import records as files, safe_io
 from pipeline import layout
 from pipeline.check import CheckReport, check_env
-from pipeline.envfolder import safe_io
 from pipeline.errors import InfrastructureError
 from pipeline.generate.journal import JournaledClient
 from pipeline.llm.messages import Message, ToolCall, ToolSpec

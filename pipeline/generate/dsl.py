@@ -6,10 +6,10 @@ import re
 from pathlib import Path
 
 from dsl_schema.check import check_text, feedback_for_model
-from dsl_schema.problems import Problem, errors
-from pipeline import layout, paths
-from pipeline.envfolder import safe_io
+from dsl_schema.problems import errors
+from pipeline import layout, paths, safe_io
 from pipeline.errors import LocatedError, Rejected
+from pipeline.located import Problem
 from pipeline.generate.context import StageReport, ThemeContext
 from pipeline.llm.ask import ask_until_valid
 from pipeline.llm.messages import Message, Response

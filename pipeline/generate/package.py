@@ -8,10 +8,9 @@ import shutil
 import time
 from pathlib import Path
 
-from pipeline import manifest
+from pipeline import manifest, safe_io
 from pipeline import records as files
 from pipeline import layout
-from pipeline.envfolder import safe_io
 from pipeline.envfolder.spec import config_tags
 from pipeline.errors import LocatedError, Rejected, UserError
 from pipeline.generate.context import ThemeContext

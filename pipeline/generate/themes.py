@@ -13,7 +13,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pipeline.envfolder import safe_io
+from pipeline import safe_io
 from pipeline.errors import LocatedError, UserError
 
 MAX_THEME_CHARS = 2000

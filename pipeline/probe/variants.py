@@ -15,8 +15,7 @@ from typing import Iterator
 
 import yaml
 
-from pipeline import layout
-from pipeline.envfolder import safe_io
+from pipeline import layout, safe_io
 from pipeline.envfolder.spec import max_steps
 from pipeline.probe.variant_env import set_path
 from pipeline.sandbox import Limits

@@ -9,9 +9,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from pipeline import records as files
+from pipeline import records as files, safe_io
 from pipeline import layout
-from pipeline.envfolder import safe_io
 from pipeline.errors import LocatedError, UserError, not_a_folder
 from pipeline.generate import stages
 from pipeline.generate.rundb import RunDB

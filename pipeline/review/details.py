@@ -5,10 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pipeline import layout
+from pipeline import layout, safe_io
 from pipeline.review import history
 from pipeline.review.edits import hand_edits
-from pipeline.envfolder import safe_io
 from pipeline.review.catalog import Entry, read_json
 
 # The files a reviewer reads, in reading order (what the agent is told comes after the code).

@@ -11,9 +11,8 @@ from __future__ import annotations
 import difflib
 from pathlib import Path
 
-from pipeline import records as files
+from pipeline import records as files, safe_io
 from pipeline import layout
-from pipeline.envfolder import safe_io
 from pipeline.generate.dsl import extract_yaml
 from pipeline.review.history import AgentAttempt
 

@@ -13,9 +13,10 @@ from typing import Any, Mapping
 
 from dsl_schema.conditions import ConditionError, ConditionSyntaxError, holds, parse_condition
 from dsl_schema.names import CONDITION_SYNTAX
-from dsl_schema.problems import Problem, show, typed
+from dsl_schema.problems import show, typed
 from pipeline import layout
 from pipeline.errors import LocatedError
+from pipeline.located import Problem
 
 
 @dataclass(frozen=True)

@@ -9,9 +9,9 @@ import ast
 import dataclasses
 from pathlib import Path
 
-from dsl_schema.problems import Problem
+from pipeline.located import Problem
 from dsl_schema.pyparse import parse
-from pipeline.envfolder import safe_io
+from pipeline import safe_io
 from pipeline.errors import LocatedError
 
 MAX_SOURCE_BYTES = 2_000_000

@@ -28,9 +28,8 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 
-from pipeline import layout
+from pipeline import layout, safe_io
 from pipeline import records as files
-from pipeline.envfolder import safe_io
 from pipeline.runtime.levels import save_level
 from pipeline.sandbox import SandboxFailure
 from pipeline.sandbox.client import EnvClient, Level, Verdict
