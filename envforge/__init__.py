@@ -19,7 +19,7 @@ from typing import Any
 
 from pipeline import __version__, paths
 from pipeline.errors import UserError
-from pipeline.evaluate.records import EpisodeRecord
+from pipeline.kinds import EpisodeRecord
 from pipeline.sandbox import SandboxFailure
 
 from envforge._loop import run_sync

@@ -13,7 +13,8 @@ from typing import Any, Iterable
 
 from pipeline.cli import build_parser
 from pipeline.errors import UserError, not_a_folder
-from pipeline.evaluate.records import EpisodeRecord, Records
+from pipeline.evaluate.records import Records
+from pipeline.kinds import EpisodeRecord
 
 from envforge._loop import run_sync
 from envforge.environment import Environment

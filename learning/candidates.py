@@ -18,6 +18,7 @@ from pathlib import Path
 
 from pipeline import records as files
 from pipeline.evaluate.hosted import SEED_SOURCE
+from pipeline.kinds import PoolRecord
 
 COMPONENTS = ("prompt", "agent_code")
 POOL_JSON, LINEAGE_MD, CANDIDATES = "pool.json", "lineage.md", "candidates"
@@ -145,19 +146,18 @@ class Pool:
     # -- persistence ------------------------------------------------------------------
     def save(self) -> None:
         self.folder.mkdir(parents=True, exist_ok=True)
-        data = {"env": self.env, "method": self.method, "iterations_done": self.iterations_done,
-                "counters": self.counters, "final": self.final, "stopped": self.stopped,
-                "candidates": [c.to_dict() for c in self.candidates]}
-        files.write_json(self.folder / POOL_JSON, "pool", data, indent=1)
+        files.write(self.folder / POOL_JSON, PoolRecord(self.env, self.method, self.iterations_done, self.counters,
+                                                        self.final, self.stopped,
+                                                        [c.to_dict() for c in self.candidates]), indent=1)
         for c in self.candidates:
             _write_components(self.folder / CANDIDATES / c.id, c)
         files.write_text(self.folder / LINEAGE_MD, lineage_markdown(self))
 
     @classmethod
     def load(cls, folder: Path) -> "Pool":
-        data = files.read_json(folder / POOL_JSON, "pool")
-        candidates = [Candidate.from_dict(c) for c in data.pop("candidates")]
-        return cls(folder=folder, candidates=candidates, **data)
+        data = files.read(folder / POOL_JSON, PoolRecord)
+        return cls(data.env, data.method, folder, [Candidate.from_dict(c) for c in data.candidates],
+                   data.iterations_done, data.counters, data.final, data.stopped)
 
     @classmethod
     def open(cls, folder: Path, env: str, method: str) -> "Pool":

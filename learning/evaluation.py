@@ -28,6 +28,7 @@ from pipeline.errors import Rejected, UserError
 from pipeline.evaluate import EnvTarget, make_player
 from pipeline.evaluate.hosted import code_player, write_code
 from pipeline.evaluate.records import Records
+from pipeline.kinds import IterationLevels, TrainingLevel
 from pipeline.evaluate.report import summarize
 from pipeline.evaluate.runner import RunOptions, evaluate
 from pipeline.sandbox import Limits, SandboxFailure, WorkerPool
@@ -68,25 +69,24 @@ class TrainingLevels:
             if (target.name, t) not in self._made and t <= self.last:
                 self._made[target.name, t] = asyncio.ensure_future(asyncio.to_thread(self._load_or_make, target, t))
         levels = await asyncio.shield(self._made[target.name, iteration])
-        return LevelSet(**{**vars(target), "max_rewards": {lv["source"]: lv["max_reward"] for lv in levels},
-                           "sources": [lv["source"] for lv in levels]})
+        return LevelSet(**{**vars(target), "max_rewards": {lv.source: lv.max_reward for lv in levels},
+                           "sources": [lv.source for lv in levels]})
 
     def path(self, env: str, iteration: int) -> Path:
         return self.out / "levels" / env / f"iteration_{iteration:02d}.json"
 
-    def _load_or_make(self, target: EnvTarget, iteration: int) -> list[dict]:
+    def _load_or_make(self, target: EnvTarget, iteration: int) -> list[TrainingLevel]:
         path = self.path(target.name, iteration)
         if path.is_file():
-            return files.read_json(path, "training_levels")["levels"]
+            return files.read(path, IterationLevels).levels
         levels = self._make(target, iteration)
-        files.write_json(path, "training_levels", {"env": target.name, "iteration": iteration, "levels": levels},
-                         indent=1)
+        files.write(path, IterationLevels(target.name, iteration, levels), indent=1)
         return levels
 
-    def _make(self, target: EnvTarget, iteration: int) -> list[dict]:
+    def _make(self, target: EnvTarget, iteration: int) -> list[TrainingLevel]:
         ctx = Context.open(target.dir.path, self.options)
         first_seed = SEED_BASE + SEED_STRIDE * iteration
-        kept: list[dict] = []
+        kept: list[TrainingLevel] = []
         try:
             with ctx.worker() as worker:
                 seen = {worker.reset(lv).state_hash for lv in target.dir.all_levels()}
@@ -106,8 +106,8 @@ class TrainingLevels:
                     except Rejected:
                         continue  # the witness did not replay: not a level to score on
                     if not lm.unfit:
-                        kept.append({"source": str(level), "seed": seed, "state_hash": first.state_hash,
-                                     "max_reward": lm.max_reward, "calculation_method": lm.calculation_method})
+                        kept.append(TrainingLevel(str(level), seed, first.state_hash, lm.max_reward,
+                                                  lm.calculation_method))
         except (SandboxFailure, Rejected) as e:
             raise UserError(f"{target.name}: expected the generator to make training levels, found {e}") from None
         if len(kept) < self.count:

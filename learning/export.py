@@ -14,6 +14,7 @@ from learning.candidates import Pool
 from pipeline.errors import UserError
 from pipeline.evaluate import ModelOptions, make_player
 from pipeline.evaluate.hosted import code_player
+from pipeline.kinds import LearnedAgent
 from pipeline.sandbox.agent_host import AGENT_FILE
 
 LEARNED_JSON, PROMPT_TXT = "learned.json", "prompt.txt"
@@ -29,10 +30,9 @@ def export(pool: Pool, folder: Path, model: str) -> Path:
     if c.components.agent_code is not None:
         files.write_text(folder / AGENT_FILE, c.components.agent_code)
     test = c.evaluations.get("test")
-    files.write_json(folder / LEARNED_JSON, "learned_agent", {
-        "env": pool.env, "method": pool.method, "candidate": c.id, "lineage": pool.lineage(c.id),
-        "iteration": c.iteration, "execution_model": model, "agent_code": c.components.agent_code is not None,
-        "train_reward": c.reward, "test_reward": test.metrics.reward if test else None}, indent=1)
+    files.write(folder / LEARNED_JSON, LearnedAgent(
+        pool.env, pool.method, c.id, pool.lineage(c.id), c.iteration, model, c.components.agent_code is not None,
+        c.reward, test.metrics.reward if test else None), indent=1)
     return folder
 
 
@@ -43,7 +43,7 @@ def learned_player(path: str, client, options: ModelOptions):
     if not (folder / LEARNED_JSON).is_file() or not (folder / PROMPT_TXT).is_file():
         raise UserError(f"--agent learned:{path}: expected a folder exported by envforge learn "
                         f"({LEARNED_JSON}, {PROMPT_TXT}), found none at {folder}")
-    files.read_json(folder / LEARNED_JSON, "learned_agent")  # refused when a newer envforge wrote it
+    files.read(folder / LEARNED_JSON, LearnedAgent)  # refused when a newer envforge wrote it, or not its shape
     prompt = (folder / PROMPT_TXT).read_text(encoding="utf-8")
     if (folder / AGENT_FILE).is_file():
         return code_player(folder.resolve(), prompt, client, options)

@@ -1,53 +1,105 @@
-"""manifest.json: its one writer.
+"""manifest.json: its one writer, through typed operations.
 
-Several steps add their part to an environment's manifest — packaging (theme, tags, stages,
-costs, file hashes), verification (its summary and difficulty baseline), reskin (the skins),
-review (the human decision) — each through `update`, which reads the manifest, lets the caller
-change it, and writes it back atomically as an `envforge.manifest/1` record.
+Several steps add their part to an environment's manifest (pipeline.kinds.Manifest), each with
+its own operation here, which reads the manifest, changes its part and writes it back atomically
+as an `envforge.manifest/1` record:
+  * `packaged`  — generate's package stage: theme, tags, model, seed, stages, cost, file hashes;
+  * `reference` — a hand-written reference environment: theme, tags, origin, file hashes;
+  * `verified`  — verify: its summary and the random agent's difficulty baseline;
+  * `list_skin` / `unlist_skin` — reskin;
+  * `decided`   — `envforge review accept|reject`: the human decision.
 
-`human_review` is written only by `envforge review`: `update` keeps the decision that is on disk
-unless the caller passes a new one (`human_review=`), and `package.accept` — the pipeline's own
-verdict — passes None, so a manifest.json a model wrote in its work folder cannot carry one
-into an accepted folder.
+`human_review` is written only by `envforge review`: every other operation keeps the decision that
+is on disk, and `packaged` — the pipeline's own verdict — is given the decision explicitly (None
+from generate), so a manifest.json a model wrote in its work folder cannot carry one into an
+accepted folder.
 """
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Any, Callable
 
 from pipeline import layout
 from pipeline import records as files
 from pipeline.errors import LocatedError
+from pipeline.kinds import (DifficultyBaseline, HumanReview, Manifest, Packaging, RecordError, Skin,
+                            VerificationSummary)
 
-HUMAN_REVIEW = "human_review"
-KEEP = object()  # update(): leave the human decision on disk as it is
+_KEEP = object()  # leave the human decision on disk as it is
 
 
-def read(folder: str | Path) -> dict:
-    """The manifest of `folder` (bounded, never through a link): {} when there is none or it is
-    not a JSON object (a foreign or damaged file is rebuilt by the next update); refused when a
-    newer envforge wrote it."""
+def read(folder: str | Path) -> Manifest:
+    """The manifest of `folder` (bounded, never through a link). One that is absent, not JSON or
+    not of the manifest's shape reads as a new manifest (a foreign or damaged file is rebuilt by
+    the next operation); one a newer envforge wrote is refused (RecordError)."""
+    folder = Path(folder)
     try:
-        data = layout.EnvDir(Path(folder)).read_json(layout.MANIFEST)
+        data = layout.EnvDir(folder).read_json(layout.MANIFEST)
     except LocatedError:
-        return {}
-    return data if isinstance(data, dict) else {}
+        data = None
+    if isinstance(data, dict):
+        try:
+            manifest = Manifest.from_dict(data, str(folder / layout.MANIFEST))
+            manifest.name = manifest.name or folder.name
+            return manifest
+        except RecordError:
+            pass
+    return Manifest(name=folder.name)
 
 
-def update(folder: str | Path, change: Callable[[dict], Any] = lambda m: None, *, human_review: Any = KEEP,
-           rehash: bool = False) -> dict:
-    """Read the manifest, apply `change` to it, write it back; returns what was written.
-    `rehash`: refresh the sha256 of every file (else only when the manifest lists them)."""
+def packaged(folder: Path, what: Packaging, human_review: HumanReview | None) -> Manifest:
+    """generate's package stage (verify wrote its part before)."""
+    def change(m: Manifest) -> None:
+        m.name, m.theme, m.tags, m.origin = what.name, what.theme, dict(what.tags), what.origin
+        m.model, m.seed, m.stages = what.model, what.seed, what.stages
+        m.generated_at = time.strftime("%Y-%m-%d %H:%M:%S")
+        m.cost_usd = round(sum(float(s.get("usd") or 0.0) for s in what.stages.values()), 6)
+    return _update(folder, change, human_review=human_review, rehash=True)
+
+
+def reference(folder: Path, theme: str, tags: dict, origin: str = "hand-written reference") -> Manifest:
+    """A hand-written reference environment's manifest, made afresh (no decision, no verdict)."""
+    def change(m: Manifest) -> None:
+        for name, value in vars(Manifest(name=folder.name, theme=theme, tags=dict(tags), origin=origin)).items():
+            setattr(m, name, value)
+    return _update(folder, change, human_review=None, rehash=True)
+
+
+def verified(folder: Path, summary: VerificationSummary, baseline: DifficultyBaseline | None) -> Manifest:
+    """verify's verdict and, when reliability ran, the random agent's difficulty baseline. A
+    manifest that is not JSON is rebuilt from what verify knows."""
+    def change(m: Manifest) -> None:
+        m.verification, m.confinement = summary, summary.confinement
+        if baseline is not None:
+            m.difficulty_baseline = baseline
+    return _update(folder, change)
+
+
+def list_skin(folder: Path, name: str, skin: Skin) -> Manifest:
+    return _update(folder, lambda m: m.skins.__setitem__(name, skin))
+
+
+def unlist_skin(folder: Path, name: str) -> None:
+    if name in read(folder).skins:
+        _update(folder, lambda m: m.skins.pop(name, None))
+
+
+def decided(folder: Path, review: HumanReview) -> Manifest:
+    """`envforge review`'s decision (the only writer of human_review)."""
+    return _update(folder, lambda m: None, human_review=review)
+
+
+def _update(folder: str | Path, change: Callable[[Manifest], Any], *, human_review: Any = _KEEP,
+            rehash: bool = False) -> Manifest:
+    """Read the manifest, apply `change`, write it back; returns what was written. `rehash`:
+    refresh the sha256 of every file (else only when the manifest lists them)."""
     folder = Path(folder)
     manifest = read(folder)
-    kept = manifest.get(HUMAN_REVIEW)
-    manifest.setdefault("name", folder.name)
+    kept = manifest.human_review
     change(manifest)
-    decision = kept if human_review is KEEP else human_review
-    manifest.pop(HUMAN_REVIEW, None)
-    if isinstance(decision, dict):
-        manifest[HUMAN_REVIEW] = decision
-    if rehash or isinstance(manifest.get("files"), dict):
-        manifest["files"] = layout.EnvDir.at(folder).file_hashes()
-    files.write_json(folder / layout.MANIFEST, "manifest", manifest)
+    manifest.human_review = kept if human_review is _KEEP else human_review
+    if rehash or manifest.files is not None:
+        manifest.files = layout.EnvDir.at(folder).file_hashes()
+    files.write(folder / layout.MANIFEST, manifest)
     return manifest

@@ -12,7 +12,9 @@ file) starts with
 
     "format": "envforge.<kind>/<major>", "envforge": "<version that wrote it>"
 
-The kinds and their current major versions are declared once, in KINDS. A reader names the
+The kinds and their models are declared once, in KINDS (the models, with their major
+versions, in pipeline/kinds.py). `write(path, obj)` writes a model; `read(path, Model)` returns
+one, built and checked field by field (`lines(path, Model)` for a JSONL file). A reader names the
 kind it expects; a record of another kind, or of a major version this envforge does not know,
 is refused with a RecordError saying which envforge wrote it (the CLI prints it on one line and
 exits 2). A record with no `format` is read as major version 1: envforge wrote such files
@@ -37,40 +39,21 @@ import stat
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterator, TypeVar
 
-from pipeline import __version__
+from pipeline import __version__, kinds
 from pipeline.errors import UserError
+from pipeline.kinds import Record, RecordError
+
+R = TypeVar("R", bound=Record)
 
 FORMAT, WRITER = "format", "envforge"
 LOCK_FILE = ".envforge.lock"
-KINDS = {  # kind -> current major version. Bump the major when a reader of the old one would misread.
-    "manifest": 1,  # ENV/manifest.json
-    "verification": 1,  # ENV/verification.json
-    "verify_report": 1,  # verify --out FILE
-    "level_max_rewards": 1,  # ENV/level_max_rewards.json
-    "rejection": 1,  # OUT/_rejected/NAME/rejection.json
-    "theme": 1,  # OUT/_work/NAME/theme.json
-    "model_call": 1,  # a line of calls.jsonl, the call journal of generate
-    "coding_step": 1,  # a line of trajectory.jsonl, the coding agent's log
-    "episode": 1,  # a line of evaluate's episodes.jsonl
-    "trajectory": 1,  # a line of an episode's trajectory
-    "evaluate_summary": 1,  # evaluate's summary.json
-    "probe_item": 1,  # a line of probe's items JSONL
-    "probe_report": 1,  # probe's probes-LABEL.json
-    "study": 1,  # learn's study.json
-    "learn_settings": 1,  # the settings a learn recording was made with
-    "pool": 1,  # a learning run's pool.json
-    "training_levels": 1,  # learn's levels/ENV/iteration_NN.json
-    "learned_agent": 1,  # learn's best/learned.json
-    "learn_results": 1,  # learn's report/results.json
-}
-SQLITE_SCHEMAS = {"run_db": 1, "response_cache": 1}  # database -> PRAGMA user_version
+# kind -> its model (pipeline/kinds.py), which carries the current major version. Bump the major
+# when a reader of the old one would misread.
+KINDS: dict[str, type[Record]] = {model.KIND: model for model in kinds.MODELS}
+SQLITE_SCHEMAS = {"run_db": 2, "response_cache": 1}  # database -> PRAGMA user_version
 _FORMAT = re.compile(r"envforge\.([a-z_]+)/(\d+)")
-
-
-class RecordError(UserError):
-    """A record envforge cannot read as what it expects: another kind, or a newer major version."""
 
 
 class DiskFull(UserError):
@@ -80,7 +63,7 @@ class DiskFull(UserError):
 # -- versioning -------------------------------------------------------------------------------
 
 def format_of(kind: str) -> str:
-    return f"envforge.{kind}/{KINDS[kind]}"
+    return f"envforge.{kind}/{KINDS[kind].MAJOR}"
 
 
 def stamp(kind: str, data: dict) -> dict:
@@ -103,7 +86,7 @@ def check(data: Any, kind: str, where: str | Path) -> dict:
             raise RecordError(f"{where}: expected format {format_of(kind)}, found {str(found)[:80]!r} ({by})")
         if match.group(1) != kind:
             raise RecordError(f"{where}: expected a record of format {format_of(kind)}, found {found} ({by})")
-        if int(match.group(2)) != KINDS[kind]:
+        if int(match.group(2)) != KINDS[kind].MAJOR:
             raise RecordError(f"{where}: format {found} ({by}) is not one this envforge {__version__} reads "
                               f"(it reads {format_of(kind)}); use the envforge that wrote it")
     return {k: v for k, v in data.items() if k not in (FORMAT, WRITER)}
@@ -135,6 +118,19 @@ def read_json(path: str | Path, kind: str, missing: Any = None) -> Any:
     except UnicodeDecodeError as e:
         raise RecordError(f"{path}: expected a readable {format_of(kind)} file, found: {e}") from None
     return loads(text, kind, path)
+
+
+def read(path: str | Path, model: type[R], missing: Any = None) -> R | Any:
+    """The record at `path` as `model`, or `missing` when there is no file; a RecordError naming
+    the file (and the field) when it is another kind, a newer major or does not fit the model."""
+    data = read_json(path, model.KIND, None)
+    return missing if data is None else model.from_dict(data, str(path))
+
+
+def lines(path: str | Path, model: type[R], repair: bool = False) -> Iterator[tuple[int, R]]:
+    """(line number, record as `model`) of each line of a JSONL file (see read_jsonl)."""
+    for number, data in read_jsonl(path, model.KIND, repair):
+        yield number, model.from_dict(data, f"{path}:{number}")
 
 
 def _read(path: Path, kind: str) -> bytes | None:
@@ -186,6 +182,16 @@ def warn(message: str) -> None:
 
 
 # -- writing ----------------------------------------------------------------------------------
+
+def write(path: str | Path, record: Record, indent: int | None = 2) -> Path:
+    """`record` to `path`, atomically, stamped with its kind and this envforge's version."""
+    return write_json(path, record.KIND, record.to_dict(), indent)
+
+
+def append(path: str | Path, record: Record, durable: bool = False) -> None:
+    """`record` appended as one line of a JSONL file."""
+    append_jsonl(path, record.KIND, record.to_dict(), durable)
+
 
 def write_json(path: str | Path, kind: str, data: dict, indent: int | None = 2) -> Path:
     return write_text(path, dumps(kind, data, indent))

@@ -24,6 +24,7 @@ import yaml
 from pipeline import manifest
 from pipeline import records as files
 from pipeline import layout
+from pipeline.kinds import LevelMaxEntry, LevelMaxRewards
 from pipeline.runtime import save_level, state_hash
 
 REFERENCE = Path(__file__).resolve().parents[1] / "generated_envs" / "reference"
@@ -71,38 +72,21 @@ def write_reference_artifacts(env_dir: Path) -> None:
     entries = {}
     for (folder, name), (seed, state) in levels.items():
         save_level(env_dir / folder / name, state)
-        entries[name] = {"max_reward": float(env_validator.max_reward(state)), "calculation_method": method,
-                         "notes": notes, "split": folder, "seed": seed}
+        entries[name] = LevelMaxEntry(float(env_validator.max_reward(state)), method, notes,
+                                      {"split": folder, "seed": seed})
     _write_max_rewards(env_dir, entries)
-    _write_manifest(env_dir, config)
-    print(f"{env_dir.name}: {len(entries)} levels, max rewards {[e['max_reward'] for e in entries.values()]}")
+    manifest.reference(env_dir, THEMES[env_dir.name], config["meta"]["tags"])
+    print(f"{env_dir.name}: {len(entries)} levels, max rewards {[e.max_reward for e in entries.values()]}")
 
 
-def _write_max_rewards(env_dir: Path, entries: dict) -> None:
+def _write_max_rewards(env_dir: Path, entries: dict[str, LevelMaxEntry]) -> None:
     path = env_dir / layout.LEVEL_MAX_REWARDS
-    previous = files.read_json(path, "level_max_rewards", {})
-    # An unchanged result keeps its timestamp, so a rebuild without edits changes no file.
-    stamp = previous.get("calculation_timestamp") if previous.get("levels") == entries else None
-    values = [e["max_reward"] for e in entries.values()]
-    data = {
-        "environment_id": env_dir.name,
-        "calculation_timestamp": stamp or time.strftime("%Y-%m-%d %H:%M:%S"),
-        "levels": entries,
-        "summary": {
-            "total_levels": len(values),
-            "average_max_reward": round(sum(values) / len(values), 4),
-            "min_max_reward": min(values),
-            "max_max_reward": max(values),
-            "methodology": "env_validator.max_reward on each level as generated (scripts/build_reference_envs.py)",
-        },
-    }
-    files.write_json(path, "level_max_rewards", data)
-
-
-def _write_manifest(env_dir: Path, config: dict) -> None:
-    fresh = {"name": env_dir.name, "theme": THEMES[env_dir.name], "tags": config["meta"]["tags"],
-             "origin": "hand-written reference"}
-    manifest.update(env_dir, lambda m: (m.clear(), m.update(fresh)), human_review=None, rehash=True)
+    data = LevelMaxRewards.build(env_dir.name, entries, "env_validator.max_reward on each level as generated "
+                                 "(scripts/build_reference_envs.py)", time.strftime("%Y-%m-%d %H:%M:%S"))
+    previous = files.read(path, LevelMaxRewards)
+    if data.same_levels(previous):  # an unchanged result keeps its timestamp: a rebuild without edits changes no file
+        data.calculation_timestamp = previous.calculation_timestamp
+    files.write(path, data)
 
 
 def main(argv: list[str]) -> int:

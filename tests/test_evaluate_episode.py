@@ -9,7 +9,7 @@ from dsl_schema.actions import Action, Param
 from pipeline.envfolder.actions import ActionSpace
 from pipeline.evaluate.episode import Decision, Limits, Tracker, play
 from pipeline.evaluate.react import FormatError, parse_action, thought_of
-from pipeline.evaluate.records import normalize
+from pipeline.kinds import normalize
 from pipeline.sandbox.client import Observation, StepResult
 
 SPACE = [Action("move", "", (Param("direction", "string", ("north", "south")),)), Action("wait", "", ())]

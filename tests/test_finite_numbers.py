@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 import envforge
-from pipeline.evaluate.records import EpisodeRecord
+from pipeline.kinds import EpisodeRecord
 from pipeline.evaluate.report import summarize, write_report
 
 ROOT = Path(__file__).resolve().parents[1]

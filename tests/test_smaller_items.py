@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from pipeline.evaluate.records import EpisodeRecord
+from pipeline.kinds import EpisodeRecord
 
 
 def _record(env: str, run: int, normalized: float) -> EpisodeRecord:

@@ -16,6 +16,7 @@ import json
 import sys
 from pathlib import Path
 
+from pipeline import manifest
 from pipeline import records as files
 from pipeline import layout
 from pipeline.errors import UserError, not_a_folder
@@ -164,14 +165,7 @@ async def _verify_with_models(env_dir: str, checks: ModelChecks, result, write: 
 
 def made_by_envforge(env_dir: Path) -> bool:
     """A folder envforge made (generate, or a reference env) has a manifest.json naming its origin."""
-    manifest = env_dir / layout.MANIFEST
-    if not manifest.is_file() or manifest.is_symlink() or manifest.stat().st_size > 1024 * 1024:
-        return False
-    try:
-        data = json.loads(manifest.read_text(encoding="utf-8"))
-    except (ValueError, UnicodeDecodeError):
-        return False
-    return isinstance(data, dict) and bool(data.get("origin"))
+    return bool(manifest.read(env_dir).origin)
 
 
 def write_report(path: Path, report: dict) -> None:

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol
 
 from pipeline.envfolder.actions import ActionSpace
-from pipeline.evaluate.records import EpisodeRecord
+from pipeline.kinds import EpisodeRecord
 from pipeline.sandbox import SandboxFailure
 from pipeline.sandbox.client import Observation, StepResult
 

@@ -21,7 +21,8 @@ from pathlib import Path
 from pipeline import records as files
 from pipeline.errors import UserError
 from pipeline.evaluate.episode import INFRASTRUCTURE, STOP_REASONS
-from pipeline.evaluate.records import NO_MODEL, EpisodeRecord
+from pipeline.evaluate.records import NO_MODEL
+from pipeline.kinds import EpisodeRecord
 
 CATEGORIES = (("reward", "binary", "Binary"), ("reward", "accumulative", "Accum."),
               ("observation", "full", "Full"), ("observation", "partial", "Partial"),

@@ -19,7 +19,8 @@ from typing import Awaitable, Callable
 from pipeline import layout
 from pipeline.evaluate.context import EnvTarget, EpisodeContext, WorkerSession
 from pipeline.evaluate.episode import INFRASTRUCTURE, RERUN_ON_RESUME, Limits, Tracker
-from pipeline.evaluate.records import EpisodeRecord, Records, Trajectory, content_hash, level_hash
+from pipeline.evaluate.records import Records, Trajectory, content_hash, level_hash
+from pipeline.kinds import EpisodeRecord
 from pipeline.evaluate.report import average
 from pipeline.sandbox import Limits as SandboxLimits
 from pipeline.sandbox import SandboxFailure, WorkerPool

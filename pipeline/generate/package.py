@@ -15,27 +15,20 @@ from pipeline.envfolder.spec import config_tags
 from pipeline.errors import LocatedError, Rejected, UserError
 from pipeline.generate.context import ThemeContext
 from pipeline.generate.dsl import config_errors
+from pipeline.kinds import HumanReview, Packaging
 
 LOG_EXCERPT_LINES = 12
 
 
-def accept(ctx: ThemeContext, out: layout.OutputDir, record: dict, human_review: dict | None = None) -> Path:
+def accept(ctx: ThemeContext, out: layout.OutputDir, record: dict, human_review: HumanReview | None = None) -> Path:
     """`human_review`: the decision of `envforge review accept` (the pipeline's own verdict has none).
     The DSL gate is run again first: no accepted environment fails `envforge dsl check` (a Rejected
     at the dsl stage otherwise, and nothing is moved)."""
     gate(ctx.work)
     config_tags = _config_tags(ctx.work)
-    manifest.update(ctx.work, lambda m: m.update({
-        "name": ctx.theme.name,
-        "theme": ctx.theme.text,
-        "tags": {**config_tags, **ctx.theme.tags},
-        "origin": "envforge generate",
-        "model": ctx.options.model,
-        "seed": ctx.options.seed,
-        "generated_at": time.strftime("%Y-%m-%d %H:%M:%S"),
-        "stages": record["stages"],
-        "cost_usd": round(sum(s.get("usd", 0.0) for s in record["stages"].values()), 6),
-    }), human_review=human_review, rehash=True)  # verification wrote its part before
+    manifest.packaged(ctx.work, Packaging(ctx.theme.name, ctx.theme.text, {**config_tags, **ctx.theme.tags},
+                                          ctx.options.model, ctx.options.seed, record["stages"]),
+                      human_review)  # verification wrote its part before
     return _move(ctx.work, out.accepted(ctx.theme.name))
 
 

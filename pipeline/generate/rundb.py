@@ -1,7 +1,12 @@
-"""The run database (SQLite, in the output folder): runs, themes, stage attempts, artefacts.
+"""The run database (SQLite, in the output folder): runs, themes, stage attempts.
 
 It is the record of what happened, read by `--resume`, `envforge review` and the summary.
-Only the event-loop thread writes to it.
+Only the event-loop thread writes to it. The files an accepted environment holds, with their
+sha256, are listed in its manifest.json, not here.
+
+Schema versions (PRAGMA user_version, pipeline/records.py SQLITE_SCHEMAS["run_db"]):
+  1  runs, themes, stage_attempts, and an `artifacts` table nothing wrote;
+  2  the `artifacts` table is dropped (a version-1 database is upgraded when opened).
 """
 from __future__ import annotations
 
@@ -21,8 +26,6 @@ CREATE TABLE IF NOT EXISTS stage_attempts (
     id INTEGER PRIMARY KEY, run_id INTEGER, theme TEXT, stage TEXT, started REAL, ended REAL,
     status TEXT, error TEXT, input_tokens INTEGER, output_tokens INTEGER, usd REAL, steps INTEGER,
     exit_status TEXT);
-CREATE TABLE IF NOT EXISTS artifacts (
-    theme TEXT, stage TEXT, path TEXT, sha256 TEXT, PRIMARY KEY (theme, stage, path));
 """
 
 
@@ -31,6 +34,7 @@ class RunDB:
         self.path = path
         self.conn = files.open_sqlite(path, SCHEMA, "run_db", isolation_level=None, timeout=30)
         self.conn.execute("PRAGMA journal_mode=WAL")
+        self.conn.execute("DROP TABLE IF EXISTS artifacts")  # a version-1 database: the table nothing wrote
         columns = {row[1] for row in self.conn.execute("PRAGMA table_info(stage_attempts)")}
         if "exit_status" not in columns:  # a database written before stages named how they ended
             self.conn.execute("ALTER TABLE stage_attempts ADD COLUMN exit_status TEXT")
@@ -146,8 +150,3 @@ class RunDB:
                                       "exit_status": a["exit_status"] or a["status"],
                                       "seconds": round((a["ended"] or a["started"]) - a["started"], 2)}
         return {"stages": stages}
-
-    # -- artefacts ---------------------------------------------------------------------
-    def record_artifacts(self, theme: str, stage: str, hashes: dict[str, str]) -> None:
-        self.conn.executemany("INSERT OR REPLACE INTO artifacts (theme, stage, path, sha256) VALUES (?, ?, ?, ?)",
-                              [(theme, stage, p, h) for p, h in hashes.items()])

@@ -18,6 +18,7 @@ from pathlib import Path
 from pipeline import manifest
 from pipeline import records as files
 from pipeline import layout
+from pipeline.kinds import Skin
 from pipeline.reskin.identity import IdentityReport, check_identity
 from pipeline.reskin.styles import TEMPLATE_STYLES, template_source
 from pipeline.sandbox import Limits
@@ -75,7 +76,8 @@ def reskin_template(ctx: Context, style: str, name: str | None = None, hint: boo
 
 def recheck(ctx: Context, name: str, **check) -> Reskinned:
     """Check an existing skin again (e.g. one written or edited by hand), with the same consequences."""
-    style = ((ctx.env.read_json(layout.MANIFEST) or {}).get("skins") or {}).get(name, {}).get("style", "hand-written")
+    listed = manifest.read(ctx.env.path).skins.get(name)
+    style = listed.style if listed else "hand-written"
     report = check_identity(ctx, name, **check)
     return Reskinned(name, style, _settle(ctx.env, name, style, report), report)
 
@@ -96,15 +98,12 @@ def _settle(env: layout.EnvDir, name: str, style: str, report: IdentityReport) -
 def _list(env: layout.EnvDir, name: str, style: str, report: IdentityReport) -> None:
     rel = f"{layout.SKINS}/{name}.py"
     digest = hashlib.sha256(env.skin_file(name).read_bytes()).hexdigest()
-    entry = {"style": style, "file": rel, "sha256": digest,
-             "identity": {k: getattr(report, k) for k in ("levels", "sequences", "steps", "renderings",
-                                                         "renderings_differing")}}
-    manifest.update(env.path, lambda m: m.setdefault("skins", {}).__setitem__(name, entry))
+    manifest.list_skin(env.path, name, Skin(style, rel, digest, {k: getattr(report, k) for k in (
+        "levels", "sequences", "steps", "renderings", "renderings_differing")}))
 
 
 def _unlist(env: layout.EnvDir, name: str) -> None:
-    if name in (manifest.read(env.path).get("skins") or {}):
-        manifest.update(env.path, lambda m: m["skins"].pop(name, None))
+    manifest.unlist_skin(env.path, name)
 
 
 __all__ = ["IdentityReport", "Reskinned", "TEMPLATE_STYLES", "check_identity", "install", "observation_samples",

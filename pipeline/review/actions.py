@@ -27,6 +27,7 @@ from pipeline.generate.journal import JournaledClient
 from pipeline.generate.run import Outcome, Run
 from pipeline.generate.themes import Theme
 from pipeline.generate.verification import OUTPUTS as VERIFY_OUTPUTS
+from pipeline.kinds import HumanReview
 from pipeline.review.catalog import Catalog, Entry, read_json
 
 RETRY_STAGES = stages.NAMES
@@ -57,11 +58,10 @@ def decide(catalog: Catalog, name: str, decision: str, reason: str) -> Entry:
     theme = _theme(work, entry)
     at = time.strftime("%Y-%m-%d %H:%M:%S")
     # Every hand decision is kept, the earlier ones under "history"; the pipeline's verdict beside it.
-    earlier = entry.human or {}
-    history = [*earlier.get("history", []), {k: earlier.get(k) for k in ("decision", "reason", "at")}] if earlier else []
-    review = {"decision": decision, "reason": reason.strip(), "at": at, "pipeline": entry.machine_status,
-              "history": history}
-    manifest.update(work, human_review=review)
+    earlier = entry.human
+    history = [*earlier.history, {"decision": earlier.decision, "reason": earlier.reason, "at": earlier.at}] if earlier else []
+    review = HumanReview(decision, reason.strip(), at, entry.machine_status, history)
+    manifest.decided(work, review)
     # The level count and seed pass on, so a later retry verifies as the generate run did.
     previous = db.run_args(name)
     run_id = db.start_run({"command": f"review {decision[:-2]}", "name": name, "reason": reason.strip(),
@@ -71,7 +71,7 @@ def decide(catalog: Catalog, name: str, decision: str, reason: str) -> Entry:
         if undo:
             (work / layout.REJECTION).unlink(missing_ok=True)  # it was the hand rejection
         ctx = ThemeContext(theme, work, None, Options(seed=int(previous.get("seed") or 0),
-                                                       model=str(manifest.read(work).get("model") or _model(work))))
+                                                       model=manifest.read(work).model or _model(work)))
         package.accept(ctx, out, record, human_review=review)
         stage, why = (entry.stage, f"accepted by hand: {reason.strip()}") if not undo else ("package", "accepted")
     else:

@@ -9,11 +9,13 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from pipeline import manifest
 from pipeline import records as files, safe_io
 from pipeline import layout
 from pipeline.errors import LocatedError, UserError, not_a_folder
 from pipeline.generate import stages
 from pipeline.generate.rundb import RunDB
+from pipeline.kinds import HumanReview
 from pipeline.review import history
 
 # Where a theme's folder is: the three places of layout.OutputDir.
@@ -34,7 +36,7 @@ class Entry:
     reason: str
     folder: str  # "" when the folder is gone
     place: str  # accepted | rejected | work | ""
-    human: dict | None = None  # manifest.json human_review: {decision, reason, at}
+    human: HumanReview | None = None  # manifest.json human_review
     repair_steps: int | None = None  # steps (tool calls) of the latest repair attempt; None if repair never ran
     cost_usd: float = 0.0  # every attempt of every stage, superseded ones too: money spent is spent
     retried_by_hand: bool = False  # a person ran `review retry` on it: its verdict is not the pipeline's alone
@@ -44,7 +46,7 @@ class Entry:
     def by_hand(self) -> bool:
         """A person decided otherwise than the pipeline (a decision written before the pipeline's
         verdict was kept beside it is taken as an override)."""
-        return bool(self.human) and self.human.get("decision") != self.human.get("pipeline")
+        return self.human is not None and self.human.decision != self.human.pipeline
 
     @property
     def label(self) -> str:
@@ -54,8 +56,8 @@ class Entry:
     @property
     def machine_status(self) -> str:
         """What the pipeline itself decided (a human override reverses it)."""
-        if self.human and self.human.get("pipeline") in ("accepted", "rejected"):
-            return self.human["pipeline"]
+        if self.human and self.human.pipeline in ("accepted", "rejected"):
+            return self.human.pipeline
         if self.by_hand and self.status in ("accepted", "rejected"):
             return "rejected" if self.status == "accepted" else "accepted"
         return self.status
@@ -67,6 +69,7 @@ class Entry:
     def to_dict(self) -> dict:
         data = asdict(self)
         data.pop("attempts")
+        data["human"] = self.human.to_dict() if self.human else None
         data.update(label=self.label, by_hand=self.by_hand, machine_status=self.machine_status)
         return data
 
@@ -125,8 +128,7 @@ class Catalog:
         place, path = self.locate(row["name"])
         human = None
         if path is not None:
-            manifest = read_json(path / layout.MANIFEST)
-            human = manifest.get("human_review") if isinstance(manifest.get("human_review"), dict) else None
+            human = manifest.read(path).human_review
             if not any(a["stage"] == "review" for a in attempts):
                 human = None  # a decision `envforge review` never made (a model wrote the manifest)
         return Entry(name=row["name"], theme=row["theme"] or "", source=row["source"] or "", status=row["status"] or "",

@@ -62,7 +62,7 @@ class Details:
     def to_dict(self) -> dict:
         return {"entry": self.entry.to_dict(), "theme": self.theme, "files": self.files, "rejection": self.rejection,
                 "problems": self.problems, "verification": self.verification or self.verification_failure,
-                "human_review": self.entry.human,
+                "human_review": self.entry.human.to_dict() if self.entry.human else None,
                 "agent": [{"stage": a.stage, "attempt": a.number, "steps": len(a.steps), "changed": a.changed,
                            "checks": a.checks,
                            "actions": [{"step": s.number, "text": s.text, "tools": [t.summary() for t in s.tools]}

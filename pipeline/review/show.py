@@ -46,7 +46,7 @@ def explain(d: Details, full: bool = False) -> str:
         add(f"means:  {advice.meaning}")
         add(f"next:   {advice.next}")
     if e.human:
-        add(f"human review: {e.human.get('decision')} by hand at {e.human.get('at')}: {e.human.get('reason')}"
+        add(f"human review: {e.human.decision} by hand at {e.human.at}: {e.human.reason}"
             + ("" if e.by_hand else " (as the pipeline decided)"))
         if d.rejection and e.status == "accepted":
             add(f"  (the pipeline rejected it at {d.rejection.get('stage')}: {d.rejection.get('reason')})")

@@ -30,6 +30,7 @@ from pipeline.verify import certify, execution, levels, reliability
 from pipeline.sandbox import SandboxFailure
 from pipeline.sandbox.capabilities import ran_under
 from pipeline.errors import Rejected
+from pipeline.kinds import DifficultyBaseline, VerificationSummary
 from pipeline.verify.context import Clock, Context, Options, failure_text
 
 STAGES = ("execution", "levels", "reliability")
@@ -122,15 +123,10 @@ def record(env_dir: Path, result: VerificationResult) -> None:
     data["verified_at"] = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime())
     files.write_json(env_dir / layout.VERIFICATION, "verification", data)
 
-    def change(m: dict) -> None:
-        m["verification"] = {k: data[k] for k in ("accepted", "stage", "reason", "verified_at", "confinement")}
-        m["confinement"] = data["confinement"]
-        per_level = (result.stages.get("reliability") or {}).get("per_level")
-        if per_level:
-            m["difficulty_baseline"] = {
-                "agent": reliability.RANDOM_AGENT,
-                "episodes_per_level": result.stages["reliability"]["random_episodes_per_level"],
-                "random_normalized": {k: v["random_normalized"] for k, v in per_level.items() if "random_normalized" in v},
-                "mean": result.stages["reliability"]["random_normalized"],
-            }
-    manifest.update(env_dir, change)  # a manifest that is not JSON is rebuilt from what verify knows
+    per_level = (result.stages.get("reliability") or {}).get("per_level")
+    baseline = DifficultyBaseline(
+        reliability.RANDOM_AGENT, result.stages["reliability"]["random_episodes_per_level"],
+        {k: v["random_normalized"] for k, v in per_level.items() if "random_normalized" in v},
+        result.stages["reliability"]["random_normalized"]) if per_level else None
+    manifest.verified(env_dir, VerificationSummary(result.accepted, result.stage, result.reason, data["verified_at"],
+                                                   result.confinement), baseline)

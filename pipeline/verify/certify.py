@@ -43,6 +43,7 @@ from pipeline.planner import replay
 from pipeline.sandbox import SandboxFailure
 from pipeline.sandbox.client import EnvClient, Verdict
 from pipeline.errors import Rejected
+from pipeline.kinds import LevelMaxEntry, LevelMaxRewards
 from pipeline.verify.context import Context, failure_text, located
 
 EPS = 1e-6
@@ -324,20 +325,8 @@ def _nothing(ctx: Context, worker: EnvClient, source: str) -> float:
 
 def write_max_rewards(ctx: Context, levels: list[LevelMax]) -> None:
     """level_max_rewards.json in the AutoEnv C.1 shape, plus our per-level certification fields."""
-    values = [tidy(lm.max_reward) for lm in levels]
     methods = sorted({lm.calculation_method for lm in levels})
-    data = {
-        "environment_id": ctx.env.name,
-        "calculation_timestamp": time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime()),
-        "levels": {layout.level_key(lm.source): lm.entry() for lm in levels},
-        "summary": {
-            "total_levels": len(values),
-            "average_max_reward": round(sum(values) / len(values), 4),
-            "min_max_reward": min(values),
-            "max_max_reward": max(values),
-            "corrected_levels": sum(lm.corrected for lm in levels),
-            "methodology": "envforge verify: validator bound and breadth-first search over snapshots with a "
-                           "replayed witness; methods used: " + ", ".join(methods),
-        },
-    }
-    files.write_json(ctx.env.file(layout.LEVEL_MAX_REWARDS), "level_max_rewards", data)
+    files.write(ctx.env.file(layout.LEVEL_MAX_REWARDS), LevelMaxRewards.build(
+        ctx.env.name, {layout.level_key(lm.source): LevelMaxEntry.from_dict(lm.entry()) for lm in levels},
+        "envforge verify: validator bound and breadth-first search over snapshots with a replayed witness; "
+        "methods used: " + ", ".join(methods), corrected_levels=sum(lm.corrected for lm in levels)))

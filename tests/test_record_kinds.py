@@ -1,0 +1,185 @@
+"""Typed records (pipeline/kinds.py): one model per record kind, read back as that model; a body
+that does not fit is refused naming the file and the field; the manifest is changed only through
+its typed operations; level_max_rewards.json has one builder; the run database's unwritten
+`artifacts` table is gone, and a database of the earlier schema still opens."""
+from __future__ import annotations
+
+import json
+import shutil
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from pipeline import kinds, layout, manifest, records
+from pipeline.kinds import (EpisodeRecord, HumanReview, IterationLevels, LearnedAgent, LevelMaxEntry,
+                            LevelMaxRewards, Manifest, Packaging, PoolRecord, RecordError, Skin, TrainingLevel,
+                            VerificationSummary)
+
+ROOT = Path(__file__).resolve().parent.parent
+REFERENCE = ROOT / "generated_envs" / "reference"
+
+
+def _episode(**changes) -> EpisodeRecord:
+    fields = dict(env="crate_dock", level="levels/level_01.yaml", run=0, agent="random", model="-", split="test",
+                  stop_reason="done", total_reward=1, max_reward=1.0, steps=3, env_steps=3, valid_actions=3,
+                  invalid_actions=0, format_errors=0, action_validity_rate=1.0, invalid_action_rate=0.0,
+                  error_streaks=0, recovered_streaks=0, recovery_rate=None, distinct_states=3, model_calls=0,
+                  retries=0, tokens_in=0, tokens_out=0, dollars=0.0, wall_seconds=0.5)
+    return EpisodeRecord.scored(**{**fields, **changes})
+
+
+def test_every_kind_maps_to_its_model_and_a_typed_record_reads_back_as_that_model(tmp_path):
+    assert all(model.KIND == kind and issubclass(model, kinds.Record) for kind, model in records.KINDS.items())
+    assert {"manifest", "level_max_rewards", "episode", "pool", "training_levels", "learned_agent"} <= set(records.KINDS)
+    written = {
+        "learned.json": LearnedAgent("crate_dock", "prompt", "c3", ["c0", "c3"], 2, "replay-model", False, 0.5, None),
+        "pool.json": PoolRecord("crate_dock", "prompt", 2, {"act": 4}, "c3", "", [{"id": "c0"}]),
+        "iteration_01.json": IterationLevels("crate_dock", 1, [TrainingLevel("seed:101000", 101000, "ab", 1.0,
+                                                                              "search_witness")]),
+    }
+    for name, record in written.items():
+        records.write(tmp_path / name, record)
+        data = json.loads((tmp_path / name).read_text())
+        assert data["format"] == f"envforge.{record.KIND}/1" and data["envforge"]
+        back = records.read(tmp_path / name, type(record))
+        assert back == record and type(back) is type(record)
+    assert records.read(tmp_path / "absent.json", LearnedAgent) is None
+    records.append(tmp_path / "episodes.jsonl", _episode())
+    records.append(tmp_path / "episodes.jsonl", _episode(run=1, total_reward=0.25))
+    read = [r for _, r in records.lines(tmp_path / "episodes.jsonl", EpisodeRecord)]
+    assert [(r.run, r.total_reward, r.normalized) for r in read] == [(0, 1.0, 1.0), (1, 0.25, 0.25)]
+    assert isinstance(read[0].total_reward, float)
+
+
+def test_a_record_whose_field_does_not_fit_its_model_is_refused_naming_the_file_and_the_field(tmp_path):
+    path = tmp_path / "pool.json"
+    records.write(path, PoolRecord("crate_dock", "prompt"))
+    data = json.loads(path.read_text())
+    path.write_text(json.dumps({**data, "iterations_done": "two"}))
+    with pytest.raises(RecordError, match=rf"{path}: iterations_done: expected an integer, found a string"):
+        records.read(path, PoolRecord)
+    path.write_text(json.dumps({**data, "final": 3}))
+    with pytest.raises(RecordError, match=rf"{path}: final: expected a string or null, found an integer \(3\)"):
+        records.read(path, PoolRecord)
+    path.write_text(json.dumps({k: v for k, v in data.items() if k != "method"}))
+    with pytest.raises(RecordError, match=rf"{path}: expected the fields of envforge.pool/1, found no method"):
+        records.read(path, PoolRecord)
+    levels = tmp_path / "iteration_00.json"
+    records.write(levels, IterationLevels("crate_dock", 0, [TrainingLevel("seed:1", 1, "ab", 1.0, "search")]))
+    data = json.loads(levels.read_text())
+    data["levels"][0]["max_reward"] = True
+    levels.write_text(json.dumps(data))
+    with pytest.raises(RecordError, match=r"levels\[0\]: max_reward: expected a finite number, found a boolean"):
+        records.read(levels, IterationLevels)
+
+
+def test_a_shipped_level_max_rewards_file_reads_as_its_model_and_keeps_its_own_fields(tmp_path):
+    """AutoEnv's C.1 shape, with what its authors added (breakdowns, a bare number per level)."""
+    shipped = {"environment_id": "4_MagneticField", "calculation_timestamp": "2025-09-01 10:00:00",
+               "reward_structure": {"correct": 1.2},
+               "levels": {"level_01.yaml": {"max_reward": 1.2, "calculation_method": "binary_reward_analysis",
+                                            "encoded_message": "D0C7", "notes": "submit D0C7"},
+                          "level_02.yaml": 1.2},
+               "summary": {"total_levels": 2, "average_max_reward": 1.2}}
+    path = tmp_path / layout.LEVEL_MAX_REWARDS
+    path.write_text(json.dumps(shipped))
+    data = records.read(path, LevelMaxRewards)
+    assert data.levels["level_01.yaml"].max_reward == 1.2 and data.levels["level_02.yaml"].max_reward == 1.2
+    assert data.levels["level_01.yaml"].extra == {"encoded_message": "D0C7"}
+    assert data.extra == {"reward_structure": {"correct": 1.2}}
+    records.write(path, data)
+    again = json.loads(path.read_text())
+    assert again["reward_structure"] == {"correct": 1.2}
+    assert again["levels"]["level_01.yaml"] == shipped["levels"]["level_01.yaml"]
+    assert again["levels"]["level_02.yaml"] == {"max_reward": 1.2}
+    shipped["levels"]["level_02.yaml"] = {"max_reward": "1.2"}
+    path.write_text(json.dumps(shipped))
+    with pytest.raises(RecordError, match=r"levels\.level_02\.yaml: max_reward: expected a finite number, found a string"):
+        records.read(path, LevelMaxRewards)
+
+
+def test_the_one_level_max_rewards_builder_computes_its_summary_from_the_entries():
+    built = LevelMaxRewards.build("tide_pool", {"level_01.yaml": LevelMaxEntry(5.0, "search_witness", "exact"),
+                                                "level_02.yaml": LevelMaxEntry(6.0, "search_witness", "exact"),
+                                                "level_03.yaml": LevelMaxEntry(6.0, "validator_analytic")},
+                                  "how it was found", corrected_levels=1)
+    assert built.summary == {"total_levels": 3, "average_max_reward": 5.6667, "min_max_reward": 5.0,
+                             "max_max_reward": 6.0, "corrected_levels": 1, "methodology": "how it was found"}
+    assert "notes" not in built.to_dict()["levels"]["level_03.yaml"]  # a field never set is not written
+    assert built.calculation_timestamp
+
+
+def test_the_manifest_operations_change_their_part_and_keep_the_rest(tmp_path):
+    env = shutil.copytree(REFERENCE / "crate_dock", tmp_path / "crate_dock")
+    data = json.loads((env / layout.MANIFEST).read_text())
+    (env / layout.MANIFEST).write_text(json.dumps({**data, "curator": "someone", "human_review": {
+        "decision": "accepted", "reason": "a model wrote this", "at": "now"}}))
+    manifest.packaged(env, Packaging("crate_dock", "push crates", {"genre": "puzzle"}, "m", 3,
+                                     {"code": {"usd": 0.25}, "dsl": {"usd": 0.5}}), None)
+    written = json.loads((env / layout.MANIFEST).read_text())
+    assert "human_review" not in written  # the pipeline's verdict carries no decision a model wrote
+    assert written["curator"] == "someone" and written["cost_usd"] == 0.75 and written["seed"] == 3
+    assert written["files"][layout.ENV_MAIN] and layout.MANIFEST not in written["files"]
+    manifest.decided(env, HumanReview("rejected", "too easy", "2026-11-26 20:00:00", "accepted"))
+    manifest.verified(env, VerificationSummary(True, None, "accepted", "2026-11-26", "landlock"), None)
+    manifest.list_skin(env, "radio", Skin("terse", "skins/radio.py", "00" * 32, {"levels": 2}))
+    read = manifest.read(env)
+    assert read.human_review == HumanReview("rejected", "too easy", "2026-11-26 20:00:00", "accepted")
+    assert read.verification.accepted and read.confinement == "landlock" and read.skins["radio"].style == "terse"
+    assert read.theme == "push crates" and read.extra == {"curator": "someone"}
+    manifest.unlist_skin(env, "radio")
+    assert "radio" not in manifest.read(env).skins and manifest.read(env).human_review.decision == "rejected"
+
+
+def test_a_damaged_manifest_is_rebuilt_and_one_from_a_newer_envforge_is_refused(tmp_path):
+    env = shutil.copytree(REFERENCE / "tide_pool", tmp_path / "tide_pool")
+    (env / layout.MANIFEST).write_text(json.dumps({"name": "tide_pool", "seed": "not a number"}))
+    assert manifest.read(env) == Manifest(name="tide_pool")
+    (env / layout.MANIFEST).write_text("{not json")
+    manifest.reference(env, "a tide pool", {"genre": "explore"})
+    assert manifest.read(env).theme == "a tide pool" and manifest.read(env).origin == "hand-written reference"
+    (env / layout.MANIFEST).write_text(json.dumps({"format": "envforge.manifest/9", "envforge": "9.0"}))
+    with pytest.raises(RecordError, match="format envforge.manifest/9 .written by envforge 9.0. is not one this"):
+        manifest.read(env)
+
+
+def test_a_run_database_of_the_earlier_schema_opens_without_its_unwritten_artifacts_table(tmp_path):
+    from pipeline.generate.rundb import RunDB
+
+    path = tmp_path / layout.RUN_DB
+    old = sqlite3.connect(path)
+    old.executescript("""
+        CREATE TABLE runs (id INTEGER PRIMARY KEY, started REAL, finished REAL, status TEXT, args TEXT, summary TEXT);
+        CREATE TABLE themes (name TEXT PRIMARY KEY, theme TEXT, source TEXT, status TEXT, stage TEXT, reason TEXT,
+                             run_id INTEGER, updated REAL);
+        CREATE TABLE stage_attempts (id INTEGER PRIMARY KEY, run_id INTEGER, theme TEXT, stage TEXT, started REAL,
+            ended REAL, status TEXT, error TEXT, input_tokens INTEGER, output_tokens INTEGER, usd REAL, steps INTEGER);
+        CREATE TABLE artifacts (theme TEXT, stage TEXT, path TEXT, sha256 TEXT, PRIMARY KEY (theme, stage, path));
+        INSERT INTO themes (name, theme, source, status, stage, reason) VALUES
+            ('dock', 'push crates', 'themes.txt:1', 'accepted', 'package', '');
+        PRAGMA user_version = 1;
+    """)
+    old.close()
+    db = RunDB(path)
+    assert db.themes()[0]["name"] == "dock" and db.themes()[0]["status"] == "accepted"
+    db.close()
+    check = sqlite3.connect(path)
+    tables = {row[0] for row in check.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    assert "artifacts" not in tables and {"runs", "themes", "stage_attempts"} <= tables
+    assert check.execute("PRAGMA user_version").fetchone()[0] == records.SQLITE_SCHEMAS["run_db"] == 2
+
+
+@pytest.mark.parametrize("name", ["crate_dock", "tide_pool"])
+def test_rebuilding_a_reference_env_with_no_edits_rewrites_identical_files(tmp_path, name):
+    """scripts/build_reference_envs.py builds level_max_rewards.json with the one builder and the
+    manifest with its typed operation: on an unchanged env every file comes out byte for byte."""
+    env = shutil.copytree(REFERENCE / name, tmp_path / name)
+    done = subprocess.run([sys.executable, str(ROOT / "scripts" / "build_reference_envs.py"), "--in-process", str(env)],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    changed = [str(p.relative_to(env)) for p in sorted(env.rglob("*")) if p.is_file() and "__pycache__" not in p.parts
+               and p.read_bytes() != (REFERENCE / name / p.relative_to(env)).read_bytes()]
+    assert changed == []
