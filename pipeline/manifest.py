@@ -22,7 +22,7 @@ from typing import Any, Callable
 
 from pipeline import layout
 from pipeline import records as files
-from pipeline.errors import LocatedError
+from pipeline.located import LocatedError
 from pipeline.kinds import (DifficultyBaseline, HumanReview, Manifest, Packaging, RecordError, Skin,
                             VerificationSummary)
 

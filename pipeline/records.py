@@ -42,7 +42,7 @@ from pathlib import Path
 from typing import Any, Iterator, TypeVar
 
 from pipeline import __version__, kinds
-from pipeline.errors import UserError
+from pipeline.located import UserError
 from pipeline.kinds import Record, RecordError
 
 R = TypeVar("R", bound=Record)
