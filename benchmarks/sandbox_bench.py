@@ -86,7 +86,7 @@ def drive(call, level: str, plan: list[dict]) -> list[float]:
 
 
 def in_process(env: Path, plan: list[dict]) -> list[float]:
-    from pipeline.sandbox import host
+    from pipeline.sandbox.inside import host
 
     scratch = Path(tempfile.mkdtemp(prefix="envforge-bench-"))
     copy = scratch / "env"

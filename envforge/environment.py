@@ -20,7 +20,7 @@ from pipeline.commands.play import resolve_level
 from pipeline.errors import UserError, not_a_folder
 from pipeline.evaluate.context import EnvTarget
 from pipeline.sandbox import Limits
-from pipeline.sandbox.client import EnvClient, Level
+from pipeline.sandbox.outside.client import EnvClient, Level
 
 
 class Environment:

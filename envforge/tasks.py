@@ -37,7 +37,7 @@ from pipeline.evaluate.episode import INFRASTRUCTURE, STOP_REASONS, Decision, Li
 from pipeline.evaluate.records import NO_MODEL
 from pipeline.sandbox import Limits as SandboxLimits
 from pipeline.sandbox import SandboxFailure
-from pipeline.sandbox.client import EnvClient, StepResult
+from pipeline.sandbox.outside.client import EnvClient, StepResult
 
 from envforge import _tokenizer
 from envforge.environment import Environment

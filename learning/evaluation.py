@@ -32,7 +32,7 @@ from pipeline.kinds import IterationLevels, TrainingLevel
 from pipeline.evaluate.report import summarize
 from pipeline.evaluate.runner import RunOptions, evaluate
 from pipeline.sandbox import Limits, SandboxFailure, WorkerPool
-from pipeline.sandbox.client import Level
+from pipeline.sandbox.outside.client import Level
 from pipeline.verify.context import Context, Options
 from pipeline.verify.certify import certify
 

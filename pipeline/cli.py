@@ -13,13 +13,13 @@ import sys
 from pipeline import __version__
 from pipeline.errors import InfrastructureError, UserError
 from pipeline.generate.interrupt import EXIT_INTERRUPTED, resume_command
-from pipeline.sandbox import executor
-from pipeline.sandbox.capabilities import OPT_IN_VARIABLE, require
-from pipeline.sandbox.failures import SandboxFailure
+from pipeline.sandbox.outside import executor
+from pipeline.sandbox.outside.capabilities import OPT_IN_VARIABLE, require
+from pipeline.sandbox.outside.failures import SandboxFailure
 from pipeline.terminal import Shown
 
 # Commands that run environment code (in sandbox workers): they refuse to start where no rung of
-# the confinement ladder applies, unless --unconfined (pipeline/sandbox/capabilities.py). `review`
+# the confinement ladder applies, unless --unconfined (pipeline/sandbox/outside/capabilities.py). `review`
 # runs env code only for its previews; its workers refuse then.
 RUNS_ENV_CODE = {"generate", "check", "play", "verify", "probe", "reskin", "evaluate", "learn"}
 UNCONFINED_HELP = ("run environment code even where no sandbox can be made (no rung of the confinement "

@@ -408,7 +408,7 @@ class EpisodeRecord(Record):
     env_hash: str = ""  # content_hash() of the environment folder
     level_hash: str = ""  # sha256 of the level file
     settings: dict = field(default_factory=dict)  # episode limits and agent options (RunOptions.settings())
-    confinement: str = ""  # the sandbox rung of the episode's worker (pipeline/sandbox/capabilities.py)
+    confinement: str = ""  # the sandbox rung of the episode's worker (pipeline/sandbox/outside/capabilities.py)
 
     @classmethod
     def scored(cls, *, total_reward: float, max_reward: float | None, unscored: str = "", max_note: str = "",

@@ -1,7 +1,7 @@
 """Search over snapshots: the model-free skilled agent.
 
 The search itself runs inside the sandbox worker, next to the environment (`EnvClient.search`,
-pipeline/sandbox/search.py): best-first or breadth-first over in-process snapshots, states
+pipeline/sandbox/inside/search.py): best-first or breadth-first over in-process snapshots, states
 merged by their canonical hash, its budget counted in nodes. Over IPC it would cost a round trip
 per node; in the worker it steps thousands of nodes a second. It returns the best total reward it
 reached and the action sequence that reaches it (the witness), so a reported maximum can be
@@ -9,7 +9,7 @@ replayed through ordinary `step` calls and checked (`replay`).
 """
 from __future__ import annotations
 
-from pipeline.sandbox.client import EnvClient, SearchResult
+from pipeline.sandbox.outside.client import EnvClient, SearchResult
 
 __all__ = ["SearchResult", "candidates", "replay"]
 

@@ -10,7 +10,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from pipeline.sandbox.client import EnvClient, Level, StepResult
+from pipeline.sandbox.outside.client import EnvClient, Level, StepResult
 
 # An observation larger than this is kept as its size and digest (enough to compare two runs):
 # 100 steps of 8 MB observations would otherwise hold 800 MB.

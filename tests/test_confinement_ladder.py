@@ -30,7 +30,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from pipeline.sandbox.capabilities import ladder
+from pipeline.sandbox.outside.capabilities import ladder
 from sandbox_kit import CANARY, HOSTILE, LEVEL, STEP
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -93,7 +93,7 @@ os.execvp(argv[0], argv)
 
 
 def _needed_paths() -> list[str]:
-    from pipeline.sandbox.confine import readable_paths
+    from pipeline.sandbox.inside.confine import readable_paths
 
     return readable_paths() + [os.path.dirname(os.path.realpath(sys.executable))]
 
@@ -248,7 +248,7 @@ def test_evaluate_as_a_normal_user_runs_the_probe_confined_and_records_the_rung(
 
 
 def test_check_says_which_confinement_the_env_ran_under(tmp_path):
-    from pipeline.sandbox.capabilities import capabilities
+    from pipeline.sandbox.outside.capabilities import capabilities
     from tiny_env import write_env
 
     env = write_env(tmp_path / "corridor")
@@ -341,7 +341,7 @@ def test_with_no_rung_and_the_opt_in_commands_run_warn_and_records_say_none(tmp_
 
 
 def test_confined_records_name_their_rung(tmp_path):
-    from pipeline.sandbox.capabilities import capabilities
+    from pipeline.sandbox.outside.capabilities import capabilities
     from tiny_env import write_env
 
     env = write_env(tmp_path / "corridor")

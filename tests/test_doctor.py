@@ -83,8 +83,8 @@ def test_doctor_runs_offline_from_the_bundled_recording(tmp_path):
 
 
 def test_doctor_lists_each_sandbox_mechanism_as_enforced_or_not_available(tmp_path):
-    from pipeline.sandbox.capabilities import capabilities, ladder
-    from pipeline.sandbox.syscalls import seccomp_available
+    from pipeline.sandbox.outside.capabilities import capabilities, ladder
+    from pipeline.sandbox.inside.syscalls import seccomp_available
 
     out = doctor(tmp_path).stdout
     lines = out[out.index("sandbox:"):out.index("providers:")].splitlines()

@@ -10,7 +10,7 @@ from pipeline.envfolder.actions import ActionSpace
 from pipeline.evaluate.episode import Decision, Limits, Tracker, play
 from pipeline.evaluate.react import FormatError, parse_action, thought_of
 from pipeline.kinds import normalize
-from pipeline.sandbox.client import Observation, StepResult
+from pipeline.sandbox.outside.client import Observation, StepResult
 
 SPACE = [Action("move", "", (Param("direction", "string", ("north", "south")),)), Action("wait", "", ())]
 NORTH = {"action": "move", "params": {"direction": "north"}}

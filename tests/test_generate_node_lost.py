@@ -8,7 +8,7 @@ import pytest
 
 from pipeline.errors import InfrastructureError
 from pipeline.generate import run as generate_run
-from pipeline.sandbox.executor import INFRASTRUCTURE_RETRIES
+from pipeline.sandbox.outside.executor import INFRASTRUCTURE_RETRIES
 
 
 class Lost(InfrastructureError):

@@ -14,7 +14,7 @@ from pipeline.probe import read_items, run_probes
 from pipeline.probe.change import mutated
 from pipeline.probe.items import ChangeItem, PlanItem, PredictItem, score_change
 from pipeline.probe.variant_env import meets
-from pipeline.sandbox.client import EnvClient
+from pipeline.sandbox.outside.client import EnvClient
 from pipeline.verify.context import Context, Options
 
 REFERENCE = Path(__file__).resolve().parent.parent / "generated_envs" / "reference"

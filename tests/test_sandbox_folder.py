@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from pipeline.sandbox import Limits, SandboxFailure, Worker, WorkerPool
-from pipeline.sandbox.folder import FolderCopy, remove_tree
+from pipeline.sandbox.outside.folder import FolderCopy, remove_tree
 from sandbox_kit import (  # noqa: F401 - `host` is a fixture
     CANARY, LEVEL, NAMESPACES, NOT_CONFINED, STEP, Host, RecordingWorker, assert_no_canary,
     assert_nothing_left, files_under, host)

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from pipeline.sandbox import Limits, SandboxFailure
-from pipeline.sandbox.static import scan_env
+from pipeline.check.static import scan_env
 from sandbox_kit import (HOSTILE, LEVEL, LIMITS, NAMESPACES, NOT_CONFINED, STEP, Host, RecordingWorker,  # noqa: F401
                          assert_no_canary, assert_nothing_left, files_under, host, processes_of_uid)
 

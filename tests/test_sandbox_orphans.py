@@ -28,7 +28,7 @@ w.call("step", action={"action": "move", "params": {"direction": "right"}})
 
 def _worker_processes(base: str) -> list[str]:
     out = subprocess.run(["ps", "-ww", "-eo", "pid=,args="], capture_output=True, text=True).stdout
-    return [line for line in out.splitlines() if base in line and "pipeline.sandbox.worker" in line]
+    return [line for line in out.splitlines() if base in line and "pipeline.sandbox.inside.worker" in line]
 
 
 def test_worker_of_a_killed_parent_dies_by_its_own_deadline_and_its_folder_is_swept(tmp_path):

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from pipeline.sandbox import Limits, SandboxFailure
-from pipeline.sandbox import replies
-from pipeline.sandbox.client import EnvClient
+from pipeline.sandbox.outside import replies
+from pipeline.sandbox.outside.client import EnvClient
 
 HOSTILE = Path(__file__).parent / "hostile"
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.sandbox.syscalls import DENIED, seccomp_available
+from pipeline.sandbox.inside.syscalls import DENIED, seccomp_available
 from sandbox_kit import (  # noqa: F401 - `host` is a fixture
     CANARY, LEVEL, NAMESPACES, Host, assert_no_canary, host)
 
@@ -44,7 +44,7 @@ KEYRING_ONLY = SETUP + """
 before = session_keys()
 r, w = os.pipe()
 if os.fork() == 0:
-    from pipeline.sandbox.syscalls import fresh_session_keyring
+    from pipeline.sandbox.inside.syscalls import fresh_session_keyring
     fresh_session_keyring()
     os.write(w, json.dumps(session_keys()).encode())
     os._exit(0)

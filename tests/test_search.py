@@ -1,4 +1,4 @@
-"""The one search (pipeline/sandbox/search.py) behind verify's max rewards, the planner agent and the
+"""The one search (pipeline/sandbox/inside/search.py) behind verify's max rewards, the planner agent and the
 plan tests: budgets in nodes give the same numbers on an idle and a busy machine; best-first finds
 deep witnesses breadth-first cannot; "exact" only with a proof; the safety stop is labelled."""
 from __future__ import annotations
@@ -13,7 +13,7 @@ import pytest
 
 from pipeline.envfolder.spec import EnvSpec
 from pipeline.planner import candidates, replay
-from pipeline.sandbox.client import EnvClient
+from pipeline.sandbox.outside.client import EnvClient
 from pipeline.verify.certify import declared_bound
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -9,7 +9,7 @@ import threading
 import time
 from pathlib import Path
 
-from pipeline.sandbox import static
+from pipeline.check import static
 
 REFERENCE = Path(__file__).resolve().parents[1] / "generated_envs" / "reference"
 

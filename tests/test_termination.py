@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from pipeline.sandbox import SandboxFailure
-from pipeline.sandbox.client import EnvClient
+from pipeline.sandbox.outside.client import EnvClient
 from sandbox_kit import LIMITS
 
 RIGHT = {"action": "move", "params": {}}

@@ -274,7 +274,7 @@ def test_search_keeps_states_at_different_steps_apart_when_asked(tmp_path):
     states reached at different steps (fast) misses it; keeping them apart (sound) finds it."""
     from pipeline.envfolder.actions import ActionSpace
     from pipeline.planner import replay
-    from pipeline.sandbox.client import EnvClient
+    from pipeline.sandbox.outside.client import EnvClient
     from tiny_env import CONFIG
 
     on_the_clock = ENV_MAIN.replace('reached = self._state["pos"] == self._state["goal"]',

@@ -34,7 +34,7 @@ def run(args) -> int:
     errors = sum(p.severity == "error" for p in report.problems)
     warnings = len(report.problems) - errors
     stats = report.stats
-    from pipeline.sandbox.capabilities import ran_under
+    from pipeline.sandbox.outside.capabilities import ran_under
 
     sandbox = f"sandbox: {ran_under()}"  # the confinement the env's code ran under (capabilities.py)
     if report.ok:

@@ -65,7 +65,7 @@ def sandbox_report() -> list[str]:
     """The confinement ladder (which rung workers get here, and why not the others), then what
     the chosen rung enforces, one mechanism a line."""
     try:
-        from pipeline.sandbox.capabilities import NONE, capabilities, enforcement, opted_in
+        from pipeline.sandbox.outside.capabilities import NONE, capabilities, enforcement, opted_in
         caps = capabilities()
         mode = caps["mode"]
         rows = enforcement(mode)

@@ -27,7 +27,7 @@ from pipeline.evaluate.registry import AgentOptions
 from pipeline.evaluate.runner import Progress, RunOptions, RunOutcome, evaluate
 from pipeline.llm.cli_args import EXIT_BUDGET_EXCEEDED, EXIT_MODEL_FAILED, add_llm_arguments, client_from_args, print_cost_summary
 from pipeline.argtypes import COUNT, LIMIT, SECONDS, add_run_arguments, add_skin_argument, label, number
-from pipeline.sandbox.executor import add_executor_arguments
+from pipeline.sandbox.outside.executor import add_executor_arguments
 
 RESUME_HELP = ("continue the evaluation in --out, or add another agent, model or split to it: a recorded episode is "
                "reused only when its environment, level, max reward, split and settings all match this run; the "

@@ -20,7 +20,7 @@ from pipeline.generate.rundb import RunDB
 from pipeline.generate.run import Run, check_resume, prepare_output, print_summary
 from pipeline.generate.themes import load_themes
 from pipeline.llm.cli_args import EXIT_BUDGET_EXCEEDED, add_llm_arguments, print_cost_summary, run_with_client
-from pipeline.sandbox.executor import add_executor_arguments
+from pipeline.sandbox.outside.executor import add_executor_arguments
 from pipeline.argtypes import COUNT, SEED, add_run_arguments
 
 EXIT_ACCEPTED, EXIT_NONE_ACCEPTED, EXIT_ERROR = 0, 1, 2

@@ -26,7 +26,7 @@ from pipeline.argtypes import out_dir
 from pipeline.errors import UserError
 from pipeline.llm import LLMClient
 from pipeline.llm.cli_args import EXIT_BUDGET_EXCEEDED, EXIT_MODEL_FAILED, add_llm_arguments, config_from_args, run_with_client
-from pipeline.sandbox.executor import add_executor_arguments
+from pipeline.sandbox.outside.executor import add_executor_arguments
 
 RECORDED_SETTINGS = Path("learn") / "settings.json"  # inside a --record / --replay folder
 FLAGS = {  # settings field -> (flag, type, help)

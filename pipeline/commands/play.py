@@ -9,7 +9,7 @@ from pipeline.envfolder.spec import EnvSpec
 from pipeline.evaluate.episode import capped
 from pipeline.errors import UserError
 from pipeline.sandbox import SandboxFailure
-from pipeline.sandbox.client import EnvClient, Level
+from pipeline.sandbox.outside.client import EnvClient, Level
 from pipeline.argtypes import SEED
 
 # What play prints of one observation: a screenful many times over, but not an env's 100 MB.

@@ -22,7 +22,7 @@ from pipeline import layout
 from pipeline.errors import UserError, not_a_folder
 from pipeline.llm.cli_args import add_llm_arguments, client_from_args, print_cost_summary
 from pipeline.llm.config import PROVIDERS
-from pipeline.sandbox.executor import add_executor_arguments
+from pipeline.sandbox.outside.executor import add_executor_arguments
 from pipeline.verify import STAGES, Options, verify_env
 from pipeline.verify import claims
 from pipeline.verify.models import ModelChecks, verify_with_models

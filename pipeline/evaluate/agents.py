@@ -30,7 +30,7 @@ class RandomAgent:
 
 
 class PlannerAgent:
-    """Search over snapshots in the sandbox worker (pipeline/sandbox/search.py, the search verify
+    """Search over snapshots in the sandbox worker (pipeline/sandbox/inside/search.py, the search verify
     certifies with), then follow the witness: the action sequence that reached the best total.
     The search is counted in nodes, so a run scores the same on an idle and a busy machine; its
     wall-clock limit is only a safety stop, and a plan it cut says so in every thought it

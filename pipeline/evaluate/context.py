@@ -10,7 +10,7 @@ from typing import Any, Callable
 from pipeline import layout
 from pipeline.envfolder.actions import ActionSpace
 from pipeline.envfolder.spec import DEFAULT_MAX_STEPS, EnvSpec
-from pipeline.sandbox.client import EnvClient, Observation, StepResult
+from pipeline.sandbox.outside.client import EnvClient, Observation, StepResult
 
 
 @dataclass

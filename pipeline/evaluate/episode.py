@@ -19,7 +19,7 @@ from typing import Any, Callable, Protocol
 from pipeline.envfolder.actions import ActionSpace
 from pipeline.kinds import EpisodeRecord
 from pipeline.sandbox import SandboxFailure
-from pipeline.sandbox.client import Observation, StepResult
+from pipeline.sandbox.outside.client import Observation, StepResult
 
 # Why an episode ended. The keys are what records and reports say.
 STOP_REASONS = {

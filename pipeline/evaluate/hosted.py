@@ -1,6 +1,6 @@
 """Agents that act by a blocking call, their model requests answered here, where the key is:
 envforge's ReAct agent (react.py, the built-in `react`) in this process, and agent code (a
-learned agent.py) in a sandbox worker (pipeline/sandbox/agent_host.py). Both get the same `env`
+learned agent.py) in a sandbox worker (pipeline/sandbox/inside/agent_host.py). Both get the same `env`
 and `turn` (model_agents.agent_env, agent_turn), ask for models the same way (`llm`), and their
 answers become Decisions the same way, so the seed of envforge learn's agent-code methods is
 exactly the built-in agent.
@@ -26,8 +26,8 @@ from pipeline.evaluate.episode import Decision, Turn, play
 from pipeline.evaluate.model_agents import ModelOptions, TurnError, agent_env, agent_turn, call_model, decision_of
 from pipeline.llm import Message
 from pipeline.sandbox import Limits, SandboxFailure, Worker, WorkerPool
-from pipeline.sandbox.client import AgentClient
-from pipeline.sandbox.agent_host import AGENT_FILE, ask_model
+from pipeline.sandbox.outside.client import AgentClient
+from pipeline.sandbox.inside.agent_host import AGENT_FILE, ask_model
 
 MAX_CALLS_PER_TURN = 5
 # A model request from agent code is hostile input: at most this many characters of message text

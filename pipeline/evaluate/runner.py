@@ -24,9 +24,9 @@ from pipeline.kinds import EpisodeRecord
 from pipeline.evaluate.report import average
 from pipeline.sandbox import Limits as SandboxLimits
 from pipeline.sandbox import SandboxFailure, WorkerPool
-from pipeline.sandbox.capabilities import ran_under
-from pipeline.sandbox.client import EnvClient
-from pipeline.sandbox.executor import INFRASTRUCTURE_RETRIES, infrastructure_errors
+from pipeline.sandbox.outside.capabilities import ran_under
+from pipeline.sandbox.outside.client import EnvClient
+from pipeline.sandbox.outside.executor import INFRASTRUCTURE_RETRIES, infrastructure_errors
 from pipeline.terminal import shown, unfiltered
 
 

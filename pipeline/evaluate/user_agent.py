@@ -26,7 +26,7 @@ from pipeline.errors import UserError
 from pipeline.evaluate.context import EpisodeContext
 from pipeline.evaluate.episode import Decision, Tracker, Turn, trajectory_line
 from pipeline.sandbox import SandboxFailure
-from pipeline.sandbox.client import EnvClient, Observation
+from pipeline.sandbox.outside.client import EnvClient, Observation
 
 
 class EpisodeOver(RuntimeError):

@@ -17,7 +17,7 @@ The model is untrusted input, so everything it can make the loop do is bounded:
   whole up to RECENT_CHARS characters; older tool outputs, long tool arguments and long reply
   texts are replaced by a note saying what was elided (`bounded_history`);
 - a written file is at most MAX_FILE_BYTES, and the folder stays within the sandbox's folder
-  limits (names, depth, files, bytes: `pipeline.sandbox.folder.write_problem`);
+  limits (names, depth, files, bytes: `pipeline.sandbox.outside.folder.write_problem`);
 - config.yaml is fixed by the DSL stage: the agent cannot change it (a change goes back through
   the DSL stage and its check: `envforge review retry NAME --from dsl`);
 - any failure of a tool on the model's arguments (a 300-character name, a NUL) is a tool error the
@@ -36,8 +36,8 @@ from pipeline.errors import InfrastructureError
 from pipeline.generate.journal import JournaledClient
 from pipeline.llm.messages import Message, ToolCall, ToolSpec
 from pipeline.records import DiskFull
-from pipeline.sandbox.executor import infrastructure_errors
-from pipeline.sandbox.folder import name_problem, shown, write_problem
+from pipeline.sandbox.outside.executor import infrastructure_errors
+from pipeline.sandbox.outside.folder import name_problem, shown, write_problem
 from pipeline.sandbox.limits import Limits
 
 MAX_FILE_BYTES = 200_000  # one file written

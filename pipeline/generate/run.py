@@ -27,7 +27,7 @@ from pipeline.generate.rundb import RunDB
 from pipeline.generate.themes import Theme
 from pipeline.llm.client import LLMClient
 from pipeline.llm.errors import BudgetExceeded, LLMError, ReplayInvalid, ReplayMissing
-from pipeline.sandbox.executor import INFRASTRUCTURE_RETRIES, infrastructure_errors
+from pipeline.sandbox.outside.executor import INFRASTRUCTURE_RETRIES, infrastructure_errors
 from pipeline.verify.models import ModelChecks
 
 RUN_BUDGET = "run_budget"  # how a stage stopped by the run's cap (--budget-usd) ended

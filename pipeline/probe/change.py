@@ -24,7 +24,7 @@ from pipeline.probe.items import ChangeItem, Start
 from pipeline.probe.session import Session
 from pipeline.probe.variants import select, variant_worker
 from pipeline.sandbox import Limits
-from pipeline.sandbox.client import EnvClient
+from pipeline.sandbox.outside.client import EnvClient
 
 CONFIG_SECTIONS = ("reward", "termination", "transition")
 

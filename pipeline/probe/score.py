@@ -25,7 +25,7 @@ from pipeline.probe.items import (
 )
 from pipeline.probe.variant_env import meets
 from pipeline.sandbox import Limits
-from pipeline.sandbox.client import EnvClient
+from pipeline.sandbox.outside.client import EnvClient
 from pipeline.errors import Rejected, UserError
 from pipeline.verify.context import Context, Options
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from pipeline.errors import Rejected, UserError
 from pipeline.probe.items import Start
 from pipeline.sandbox import Limits
-from pipeline.sandbox.client import EnvClient, Observation, StepResult
+from pipeline.sandbox.outside.client import EnvClient, Observation, StepResult
 from pipeline.verify.context import Context, Options
 
 

@@ -16,7 +16,7 @@ from typing import Any
 
 from pipeline.runtime.observation import get_path
 # The worker's own rule for which class of env_main is the environment: a variant must pick the same.
-from pipeline.sandbox.host import _find_env_class
+from pipeline.sandbox.inside.host import _find_env_class
 
 
 def derive(original_module, module_name: str) -> type:

@@ -19,7 +19,7 @@ from pipeline import layout, safe_io
 from pipeline.envfolder.spec import max_steps
 from pipeline.probe.variant_env import set_path
 from pipeline.sandbox import Limits
-from pipeline.sandbox.client import EnvClient
+from pipeline.sandbox.outside.client import EnvClient
 
 ORIGINAL = "_envforge_original"
 WRAPPER = f'''"""A derived variant of this environment, written by envforge probe in a private copy."""

@@ -22,7 +22,7 @@ from pipeline.kinds import Skin
 from pipeline.reskin.identity import IdentityReport, check_identity
 from pipeline.reskin.styles import TEMPLATE_STYLES, template_source
 from pipeline.sandbox import Limits
-from pipeline.sandbox.client import EnvClient
+from pipeline.sandbox.outside.client import EnvClient
 from pipeline.verify.context import Context
 
 REJECTED = "_rejected"

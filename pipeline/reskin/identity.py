@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass, field
 
 from pipeline import layout, planner
 from pipeline.sandbox import Limits, SandboxFailure
-from pipeline.sandbox.client import EnvClient
+from pipeline.sandbox.outside.client import EnvClient
 from pipeline.verify.context import Context
 
 # What must be equal after a reset or a step of the two envs.

@@ -16,7 +16,7 @@ from pipeline.llm.ask import ask_until_valid
 from pipeline.prompts import render
 from pipeline.reskin import Reskinned, install
 from pipeline.sandbox import Limits
-from pipeline.sandbox.client import EnvClient
+from pipeline.sandbox.outside.client import EnvClient
 from pipeline.verify.context import Context
 
 _CODE = re.compile(r"```(?:python|py)?[ \t]*\n(.*?)```", re.S)

@@ -10,7 +10,7 @@ from pipeline import layout
 from pipeline.envfolder.spec import DEFAULT_MAX_STEPS, claimed_max_rewards
 from pipeline.errors import LocatedError
 from pipeline.sandbox import SandboxFailure
-from pipeline.sandbox.client import EnvClient, Level
+from pipeline.sandbox.outside.client import EnvClient, Level
 
 
 @dataclass

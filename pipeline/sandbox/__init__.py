@@ -1,15 +1,25 @@
 """Untrusted code runs here: sandboxed worker processes driven over a message protocol.
 
-Use them through the typed client (pipeline/sandbox/client.py), which checks every reply:
+The trust boundary is the tree:
+
+  outside/   runs in envforge's own process (holds the keys): starts, feeds, bounds and kills
+             workers, and treats every reply as hostile input (client, pool, executor, remote,
+             process, folder, replies, failures, capabilities).
+  inside/    runs in the confined worker process, beside model-written code: the worker's entry,
+             its confinement (confine, syscalls, landlock) and what answers requests there
+             (host, agent_host, search, adapters, faults, rngs). Nothing in it holds a key.
+  limits.py  read by both sides: the worker's limits, its exit statuses and its environment.
+
+Use workers through the typed client (pipeline/sandbox/outside/client.py), which checks every reply:
 
     with EnvClient.open("generated_envs/reference/crate_dock", max_steps=30) as env:
         env.reset(Level.parse("levels/level_01.yaml"))
         env.step({"action": "move", "params": {"direction": "north"}})
 """
-from pipeline.sandbox.capabilities import capabilities
-from pipeline.sandbox.failures import SandboxFailure
 from pipeline.sandbox.limits import Limits
-from pipeline.sandbox.pool import WorkerPool
-from pipeline.sandbox.process import Worker
+from pipeline.sandbox.outside.capabilities import capabilities
+from pipeline.sandbox.outside.failures import SandboxFailure
+from pipeline.sandbox.outside.pool import WorkerPool
+from pipeline.sandbox.outside.process import Worker
 
 __all__ = ["Worker", "WorkerPool", "Limits", "SandboxFailure", "capabilities"]

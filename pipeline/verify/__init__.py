@@ -28,7 +28,7 @@ from pipeline import records as files
 from pipeline import layout
 from pipeline.verify import certify, execution, levels, reliability
 from pipeline.sandbox import SandboxFailure
-from pipeline.sandbox.capabilities import ran_under
+from pipeline.sandbox.outside.capabilities import ran_under
 from pipeline.errors import Rejected
 from pipeline.kinds import DifficultyBaseline, VerificationSummary
 from pipeline.verify.context import Clock, Context, Options, failure_text
@@ -45,7 +45,7 @@ class VerificationResult:
     stage: str | None  # the first failing stage
     reason: str
     stages: dict = field(default_factory=dict)  # stage -> figures
-    confinement: str = ""  # the sandbox rung its workers ran on (pipeline/sandbox/capabilities.py)
+    confinement: str = ""  # the sandbox rung its workers ran on (pipeline/sandbox/outside/capabilities.py)
 
     def to_dict(self) -> dict:
         return {"accepted": self.accepted, "stage": self.stage, "reason": self.reason, "stages": self.stages,

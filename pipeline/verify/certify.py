@@ -5,7 +5,7 @@ Max reward per level, from these sources (all recorded in level_max_rewards.json
     hypotheses the search tries to reach, never proofs;
   * a binary reward the DSL declares (`declared_bound`): an upper bound, checked against every
     step the search takes;
-  * the search over snapshots in the worker (pipeline/sandbox/search.py), `--search-nodes` steps
+  * the search over snapshots in the worker (pipeline/sandbox/inside/search.py), `--search-nodes` steps
     per level over all its passes: first best-first over states merged across steps (it finds
     deep witnesses); when that exhausts its space, breadth-first with the step in the key on
     what is left of the budget, which is sound even when the dynamics read the step counter:
@@ -41,7 +41,7 @@ from pipeline import records as files
 from pipeline import layout, planner
 from pipeline.planner import replay
 from pipeline.sandbox import SandboxFailure
-from pipeline.sandbox.client import EnvClient, Verdict
+from pipeline.sandbox.outside.client import EnvClient, Verdict
 from pipeline.errors import Rejected
 from pipeline.kinds import LevelMaxEntry, LevelMaxRewards
 from pipeline.verify.context import Context, failure_text, located
@@ -197,7 +197,7 @@ def declared_bound(config: dict) -> dict | None:
     or None. Binary: every number of config.yaml's `reward` section (event values, value tables,
     conditions) is 0 or below but one positive value V. Then, if the environment pays what it
     declares, one at a time (the search checks both on every step it takes, and drops the bound
-    on the first step that breaks them: see pipeline/sandbox/search.py), no episode scores more
+    on the first step that breaks them: see pipeline/sandbox/inside/search.py), no episode scores more
     than V, and a witness scoring V is the max."""
     section = (config or {}).get("reward")
     values: list[float] = []

@@ -16,7 +16,7 @@ import random
 import statistics
 
 from pipeline.planner import replay
-from pipeline.sandbox.client import EnvClient, Level
+from pipeline.sandbox.outside.client import EnvClient, Level
 
 PROBE_LEVELS = 3  # levels probed for randomness drawn during step
 PROBE_STEPS = 10  # random valid actions per probed level

@@ -16,7 +16,7 @@ from pipeline import layout
 from pipeline.envfolder.spec import EnvSpec
 from pipeline.errors import LocatedError, Rejected
 from pipeline.sandbox import Limits, SandboxFailure
-from pipeline.sandbox.client import EnvClient
+from pipeline.sandbox.outside.client import EnvClient
 from pipeline.verify.claims import read_claims
 
 # A parameterless action with one of these names is the "do nothing" action of a level.

@@ -23,7 +23,7 @@ from pipeline import layout, planner
 from pipeline.rollout import run_episode
 from pipeline.sandbox import SandboxFailure
 from pipeline.errors import Rejected
-from pipeline.sandbox.client import EnvClient, Level
+from pipeline.sandbox.outside.client import EnvClient, Level
 from pipeline.verify.context import Clock, Context, failure_text, located
 
 # Levels to roll out on when the folder has none: generated from these seeds.

@@ -32,7 +32,7 @@ from pipeline import layout, safe_io
 from pipeline import records as files
 from pipeline.runtime.levels import save_level
 from pipeline.sandbox import SandboxFailure
-from pipeline.sandbox.client import EnvClient, Level, Verdict
+from pipeline.sandbox.outside.client import EnvClient, Level, Verdict
 from pipeline.errors import LocatedError, Rejected
 from pipeline.verify import chance, claims
 from pipeline.verify.certify import EPS, Certifier, LevelMax, scorable, tidy, unscored_reason, write_max_rewards

@@ -31,7 +31,7 @@ from pipeline.planner import replay
 from pipeline.rollout import run_episode
 from pipeline.sandbox import SandboxFailure
 from pipeline.errors import Rejected
-from pipeline.sandbox.client import Level
+from pipeline.sandbox.outside.client import Level
 from pipeline.verify import claims
 from pipeline.verify.context import Clock, Context, failure_text, located
 from pipeline.verify.certify import EPS, LevelMax, scorable, tidy, unscored_reason

@@ -5,7 +5,7 @@ import sys
 
 from pipeline.runtime import SkinEnv
 
-_host = sys.modules["pipeline.sandbox.host"]
+_host = sys.modules["pipeline.sandbox.inside.host"]
 _host._check_reward = lambda value, env, what="reward": value
 _host.encode = lambda reply: (json.dumps(reply) + "\n").encode()
 

@@ -9,7 +9,7 @@ import sys
 
 from pipeline.runtime import SkinEnv
 
-_host = sys.modules["pipeline.sandbox.host"]
+_host = sys.modules["pipeline.sandbox.inside.host"]
 _encode = _host.encode
 with open("forge.txt") as f:
     FORGE = f.read().strip()

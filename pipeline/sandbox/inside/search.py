@@ -44,8 +44,8 @@ import json
 import time
 
 from pipeline.runtime.levels import state_hash
-from pipeline.sandbox import rngs
-from pipeline.sandbox.faults import Failure, where
+from pipeline.sandbox.inside import rngs
+from pipeline.sandbox.inside.faults import Failure, where
 
 EPS = 1e-9
 MAX_ATOMS = 4096  # scalars of a state the novelty test reads

@@ -19,8 +19,8 @@ from pipeline.errors import LocatedError, not_a_folder
 from pipeline.located import Problem
 from pipeline import rollout
 from pipeline.sandbox import Limits, SandboxFailure
-from pipeline.sandbox.client import EnvClient, Level
-from pipeline.sandbox.static import other_python_files, scan_env
+from pipeline.sandbox.outside.client import EnvClient, Level
+from pipeline.check.static import other_python_files, scan_env
 
 GENERATOR_SEEDS = (1, 2, 3)
 GENERATED_START_SEEDS = (101, 102)

@@ -20,10 +20,10 @@ import weakref
 from pathlib import Path
 from typing import Any, Callable
 
-from pipeline.sandbox.capabilities import LAUNCHERS, namespaced, require, used
-from pipeline.sandbox.confine import ENV_MOUNT
-from pipeline.sandbox.failures import SandboxFailure, failure_of
-from pipeline.sandbox.folder import DIR_PREFIX, FolderCopy, private_dir, remove_tree
+from pipeline.sandbox.outside.capabilities import LAUNCHERS, namespaced, require, used
+from pipeline.sandbox.inside.confine import ENV_MOUNT
+from pipeline.sandbox.outside.failures import SandboxFailure, failure_of
+from pipeline.sandbox.outside.folder import DIR_PREFIX, FolderCopy, private_dir, remove_tree
 from pipeline.sandbox.limits import EXIT_ALARM, EXIT_CPU, Limits, worker_environment
 
 _uid_counter = itertools.count()
@@ -115,7 +115,7 @@ class Worker:
         _live.add(self)
         # Imported here, not at the top: the worker process runs that module as __main__ after
         # importing this package, which must not have imported it already.
-        from pipeline.sandbox.worker import OPENING
+        from pipeline.sandbox.inside.worker import OPENING
 
         try:
             with self._lock:
@@ -136,7 +136,7 @@ class Worker:
         # A namespaced worker's /tmp is private; elsewhere its tmp is the folder made for it.
         tmp = "/tmp" if namespaced(self.mode) else os.path.join(self.base, "tmp")
         cmd = prefix + [
-            sys.executable, "-s", "-P", "-m", "pipeline.sandbox.worker",
+            sys.executable, "-s", "-P", "-m", "pipeline.sandbox.inside.worker",
             "--base", self.base, "--folder", self.folder.path, "--mode", self.mode, "--uid", str(_worker_uid()),
             "--fds", f"{request_r},{reply_w}", "--limits", json.dumps(self.limits.to_dict()),
             "--load", json.dumps(load),

@@ -20,7 +20,7 @@ import stat
 import tempfile
 import threading
 
-from pipeline.sandbox.failures import SandboxFailure
+from pipeline.sandbox.outside.failures import SandboxFailure
 
 DIR_PREFIX = "envforge-sbx-"
 log = logging.getLogger("envforge.sandbox")

@@ -2,7 +2,7 @@
 
 The one place that starts a sandbox worker for an environment (`open_worker`). With `ray`, the
 CPU-bound sandboxed work — episode steps, verification's searches, level certification,
-candidate evaluation — runs in workers on the cluster's nodes (pipeline.sandbox.remote), each
+candidate evaluation — runs in workers on the cluster's nodes (pipeline.sandbox.outside.remote), each
 node with its own workers and the same confinement. Everything else stays in this process:
 model calls (the keys are here), learned agents' own workers (they ask this process for model
 calls mid-call), and every record, written by this process alone.
@@ -14,9 +14,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pipeline.sandbox.folder import FolderCopy
+from pipeline.sandbox.outside.folder import FolderCopy
 from pipeline.sandbox.limits import Limits
-from pipeline.sandbox.process import Worker
+from pipeline.sandbox.outside.process import Worker
 
 KINDS = ("local", "ray")
 
@@ -40,7 +40,7 @@ def use(kind: str = "local", address: str | None = None) -> Executor:
     if kind not in KINDS:
         raise ValueError(f"executor: expected one of {', '.join(KINDS)}, found {kind!r}")
     if kind == "ray":
-        from pipeline.sandbox import remote
+        from pipeline.sandbox.outside import remote
 
         remote.connect(address)
         _current = Executor("ray", address)
@@ -54,7 +54,7 @@ def open_worker(env_dir: str | Path, limits: Limits | None = None, env_id: Any =
     """A loaded sandbox worker holding `env_dir` (`folder`: a copy of it to share): here, or on a
     cluster node with `ray`."""
     if _current.kind == "ray" and host == "env":
-        from pipeline.sandbox.remote import RayWorker
+        from pipeline.sandbox.outside.remote import RayWorker
 
         return RayWorker(env_dir, limits, env_id=env_id, skin=skin, folder=folder)
     return Worker(env_dir, limits, env_id=env_id, skin=skin, host=host, folder=folder)
@@ -68,7 +68,7 @@ def infrastructure_errors() -> tuple[type[BaseException], ...]:
     """Failures of the machinery, not of an environment: a caller retries the work elsewhere."""
     if _current.kind != "ray":
         return ()
-    from pipeline.sandbox.remote import NodeLost
+    from pipeline.sandbox.outside.remote import NodeLost
 
     return (NodeLost,)
 

@@ -21,13 +21,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
-from pipeline.sandbox import replies
-from pipeline.sandbox.failures import SandboxFailure
-from pipeline.sandbox.executor import open_worker
+from pipeline.sandbox.outside import replies
+from pipeline.sandbox.outside.failures import SandboxFailure
+from pipeline.sandbox.outside.executor import open_worker
 from pipeline.sandbox.limits import Limits
-from pipeline.sandbox.pool import WorkerPool
-from pipeline.sandbox.process import OnRequest, Worker
-from pipeline.sandbox.replies import JSON, NUMBER, OPTIONAL
+from pipeline.sandbox.outside.pool import WorkerPool
+from pipeline.sandbox.outside.process import OnRequest, Worker
+from pipeline.sandbox.outside.replies import JSON, NUMBER, OPTIONAL
 
 SEED_PREFIX = "seed:"
 # Wall-clock slack on top of a search's own time budget before the worker call times out.
@@ -120,7 +120,7 @@ class SearchResult:
     exhausted: bool = False  # the whole reachable space within max_steps was searched
     distinct_states: int = 0
     seconds: float = 0.0
-    time_in_key: bool = True  # states at different steps were kept apart (see pipeline/sandbox/search.py)
+    time_in_key: bool = True  # states at different steps were kept apart (see pipeline/sandbox/inside/search.py)
     # The budget that ended it: "nodes", "memory", "bound" (stop_at met), "upper_bound" (the declared
     # bound met: nothing does better) or "seconds" (the wall-clock safety stop: load-dependent).
     stopped: str | None = None
@@ -252,7 +252,7 @@ class EnvClient:
     def search(self, actions: list[dict], max_steps: int | None = None, max_nodes: int = 50_000,
                seconds: float = SEARCH_SAFETY_SECONDS, time_in_key: bool = True, stop_at: float | None = None,
                order: str = "breadth", bound: dict | None = None) -> SearchResult:
-        """Search from the current state (pipeline/sandbox/search.py) within `max_steps` of the
+        """Search from the current state (pipeline/sandbox/inside/search.py) within `max_steps` of the
         episode (default: the cap), `max_nodes` steps of the environment; `seconds` is only the
         safety stop (a result it cut says so: `cut_by_clock`)."""
         reply = self._call("search", _SEARCH, timeout=seconds + SEARCH_MARGIN_SECONDS, actions=actions,

@@ -25,9 +25,9 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.errors import InfrastructureError, UserError
-from pipeline.sandbox.capabilities import NONE, Unconfined, opted_in, used
-from pipeline.sandbox.failures import SandboxFailure
-from pipeline.sandbox.folder import FolderCopy
+from pipeline.sandbox.outside.capabilities import NONE, Unconfined, opted_in, used
+from pipeline.sandbox.outside.failures import SandboxFailure
+from pipeline.sandbox.outside.folder import FolderCopy
 from pipeline.sandbox.limits import Limits
 
 ADDRESS_VARIABLE = "ENVFORGE_RAY_ADDRESS"
@@ -38,7 +38,7 @@ class NodeLost(InfrastructureError):
 
 
 def pack_folder(copy: FolderCopy) -> bytes:
-    """The sandbox's copy of a folder (link-free, bounded: see pipeline.sandbox.folder) as a tar."""
+    """The sandbox's copy of a folder (link-free, bounded: see pipeline.sandbox.outside.folder) as a tar."""
     buffer = io.BytesIO()
     with tarfile.open(fileobj=buffer, mode="w") as tar:
         tar.add(copy.path, arcname=".")
@@ -58,8 +58,8 @@ def _actor_class():
                      unconfined: bool = False):
             import tempfile
 
-            from pipeline.sandbox.capabilities import Unconfined
-            from pipeline.sandbox.process import Worker
+            from pipeline.sandbox.outside.capabilities import Unconfined
+            from pipeline.sandbox.outside.process import Worker
 
             self.dir = tempfile.mkdtemp(prefix="envforge-ray-")
             folder = os.path.join(self.dir, name)
@@ -258,7 +258,7 @@ class RayWorker:
     def __init__(self, env_dir: str | Path, limits: Limits | None = None, env_id: Any = None,
                  skin: str | None = None, folder: FolderCopy | None = None):
         """Environments only: a learned agent's worker asks this process for model calls in
-        mid-call, so it stays here, beside the keys (see pipeline.sandbox.executor)."""
+        mid-call, so it stays here, beside the keys (see pipeline.sandbox.outside.executor)."""
         import ray
 
         global _actor

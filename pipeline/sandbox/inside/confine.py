@@ -161,7 +161,7 @@ def _landlock(base: str, folder: str) -> None:
     """The landlock rung: no capabilities (root stays uid 0 — the Python it runs may sit under
     /root, and uid 0 without CAP_SYS_RESOURCE is bound by RLIMIT_NPROC like anyone), then Landlock
     over what it may read and write."""
-    from pipeline.sandbox import landlock
+    from pipeline.sandbox.inside import landlock
 
     readable = list(SYSTEM_DIRS) + readable_paths() + [f"/dev/{d}" for d, w in DEVICE_RIGHTS.items() if not w]
     writable = [folder, os.path.join(base, "tmp")] + [f"/dev/{d}" for d, w in DEVICE_RIGHTS.items() if w]
@@ -173,7 +173,7 @@ def _landlock(base: str, folder: str) -> None:
 def confine(mode: str, base: str, folder: str, uid: int, limits: Limits) -> str:
     """Confine this process on the rung `mode`; return the environment folder's path as seen
     afterwards. `folder`: the host's copy of the environment folder."""
-    from pipeline.sandbox import syscalls  # loads libseccomp: only workers need it
+    from pipeline.sandbox.inside import syscalls  # loads libseccomp: only workers need it
 
     seccomp, why = syscalls.seccomp_available()
     if mode != "none" and not seccomp:

@@ -1,6 +1,6 @@
 """Entry point of a sandbox worker process: confine, then answer requests until EOF.
 
-Started only by pipeline.sandbox.process.Worker. Requests and replies are JSON lines on
+Started only by pipeline.sandbox.outside.process.Worker. Requests and replies are JSON lines on
 two inherited pipes (not stdin/stdout, which the environment may print to). A worker first
 loads what it holds (`OPENING`, with the arguments of its `--load` flag) and writes that reply
 unasked; then it answers requests. While handling a request, a host may ask the parent for
@@ -26,7 +26,7 @@ GRACE_SECONDS = 5
 
 
 def main() -> None:
-    from pipeline.sandbox import agent_host, confine, host
+    from pipeline.sandbox.inside import agent_host, confine, host
 
     parser = argparse.ArgumentParser()
     parser.add_argument("--base", required=True)

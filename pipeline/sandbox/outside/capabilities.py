@@ -96,7 +96,7 @@ def _unshare_works(rung: str) -> str:
 @functools.lru_cache(maxsize=1)
 def ladder() -> tuple[Rung, ...]:
     """Every rung, strongest first, with whether this machine allows it (probed once a process)."""
-    from pipeline.sandbox.syscalls import seccomp_available
+    from pipeline.sandbox.inside.syscalls import seccomp_available
 
     root = os.geteuid() == 0
     seccomp, seccomp_why = seccomp_available()
@@ -211,7 +211,7 @@ def enforcement(mode: str | None = None) -> list[tuple[str, bool, str]]:
     """What a worker of `mode` (default: this machine's) gets, one mechanism a row:
     (name, enforced, what it is or why not)."""
     from pipeline.sandbox.limits import Limits
-    from pipeline.sandbox.syscalls import DENIED, seccomp_available
+    from pipeline.sandbox.inside.syscalls import DENIED, seccomp_available
 
     mode = mode or capabilities()["mode"]
     ns = namespaced(mode)

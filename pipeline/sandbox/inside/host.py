@@ -23,13 +23,13 @@ from typing import Any
 import yaml
 
 from pipeline import layout
-from pipeline.sandbox import rngs, search
-from pipeline.sandbox import faults
-from pipeline.sandbox.faults import Failure, failure_reply, in_function, short, where, where_of
+from pipeline.sandbox.inside import rngs, search
+from pipeline.sandbox.inside import faults
+from pipeline.sandbox.inside.faults import Failure, failure_reply, in_function, short, where, where_of
 from pipeline.runtime import env as runtime_env
 from pipeline.runtime.levels import level_text, state_hash
 from pipeline.runtime.plain import NotPlainData, plain
-from pipeline.sandbox import adapters
+from pipeline.sandbox.inside import adapters
 
 COMPAT_DIR = str(Path(runtime_env.__file__).resolve().parent / "compat")
 # Instance attributes shared by every snapshot instead of copied.
@@ -173,12 +173,12 @@ class EnvHost:
     def op_search(self, actions: list[dict], max_steps: int | None = None, max_nodes: int = 50_000,
                   seconds: float | None = None, time_in_key: bool = True, stop_at: float | None = None,
                   max_mb: float = 256.0, order: str = "breadth", bound: dict | None = None) -> dict:
-        """Search from the current state (see pipeline/sandbox/search.py)."""
+        """Search from the current state (see pipeline/sandbox/inside/search.py)."""
         horizon = int(max_steps or self.max_steps or DEFAULT_MAX_STEPS)
         return search.run(self, actions, horizon, max_nodes, seconds, time_in_key, stop_at, max_mb, order, bound)
 
     def op_validate(self, level: str | None = None, state: dict | None = None) -> dict:
-        """Run the env's validator (any shape pipeline/sandbox/adapters.py accepts) on a level
+        """Run the env's validator (any shape pipeline/sandbox/inside/adapters.py accepts) on a level
         file, a given state, or the current state."""
         if level is not None:
             state = self._level_state(level)

@@ -12,7 +12,7 @@ import errno
 import os
 import platform
 
-from pipeline.sandbox.capabilities import LANDLOCK_SYSCALLS, landlock_abi
+from pipeline.sandbox.outside.capabilities import LANDLOCK_SYSCALLS, landlock_abi
 
 # File-system rights, by the ABI that introduced them.
 EXECUTE, WRITE_FILE, READ_FILE, READ_DIR = 1 << 0, 1 << 1, 1 << 2, 1 << 3

@@ -1,0 +1,13 @@
+"""The sandbox seen from envforge's own process (trusted, holds the keys): every module here runs
+outside the worker and treats what comes back from it as hostile input.
+
+  client        the typed EnvClient/AgentClient: one method per operation, every reply checked
+  process       Worker: start a confined worker process, exchange lines with it, kill and classify
+  pool          WorkerPool: reuse loaded workers per folder
+  executor      where workers run: this machine or a Ray cluster (the --executor flag)
+  remote        RayWorker: a Worker on a Ray node, the folder shipped as a tar
+  folder        the sandbox's link-free, bounded copy of an environment folder
+  replies       bounded, validated reading of a worker's reply
+  failures      SandboxFailure and its kinds
+  capabilities  the confinement ladder: which rung workers get here, and why
+"""
