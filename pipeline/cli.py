@@ -21,7 +21,7 @@ from pipeline.terminal import Shown
 # Commands that run environment code (in sandbox workers): they refuse to start where no rung of
 # the confinement ladder applies, unless --unconfined (pipeline/sandbox/outside/capabilities.py). `review`
 # runs env code only for its previews; its workers refuse then.
-RUNS_ENV_CODE = {"generate", "check", "play", "verify", "probe", "reskin", "evaluate", "learn"}
+RUNS_ENV_CODE = {"generate", "check", "play", "verify", "probe", "reskin", "evaluate", "learn", "serve"}
 UNCONFINED_HELP = ("run environment code even where no sandbox can be made (no rung of the confinement "
                    "ladder: see `envforge doctor`); it can then read and write what you can and reach the "
                    "network. Same as ENVFORGE_UNCONFINED=1")
@@ -39,6 +39,7 @@ COMMAND_MODULES = [
     "pipeline.commands.evaluate",
     "pipeline.commands.learn",
     "pipeline.commands.review",
+    "pipeline.commands.serve",
 ]
 
 
