@@ -14,7 +14,7 @@ import pytest
 from pipeline.envfolder.spec import EnvSpec
 from pipeline.planner import candidates, replay
 from pipeline.sandbox.outside.client import EnvClient
-from pipeline.verify.certify import declared_bound
+from pipeline.verify.certify import declared_bound, end_goals
 
 ROOT = Path(__file__).resolve().parent.parent
 REFERENCE = ROOT / "generated_envs" / "reference"
@@ -73,6 +73,30 @@ def test_a_far_goal_is_found_in_a_few_hundred_nodes_and_the_declared_binary_rewa
         again = client.search(actions, max_nodes=20_000, time_in_key=False, order="best",
                               bound=declared_bound(spec.config))
         assert (again.witness, again.nodes) == (found.witness, found.nodes)  # deterministic
+    finally:
+        worker.__exit__(None, None, None)
+
+
+def test_a_sliding_puzzle_is_solved_by_heading_for_the_end_condition_its_dsl_names():
+    """24_MemoryMatching: an 8-puzzle whose target pattern (reward 1.0) is 15 moves away on level_01,
+    and whose state counts its steps down (`steps_remaining`). The count is left out of the merge key
+    (one less after every action, like a count up), and best-first heads for the DSL's end condition
+    `board.grid == targets.chaos_pattern` (its other one, the forbidden pattern one move away, ends the
+    episode with nothing and is dropped as a goal). The declared binary reward then proves 1.0 exact.
+    Without the goals, the same budget finds nothing."""
+    spec, worker, client, actions = open_level(dev_env("24_MemoryMatching"), "levels/level_01.yaml")
+    try:
+        goals = end_goals(spec.config)
+        assert goals == [["board.grid", "targets.chaos_pattern"], ["board.grid", "targets.forbidden_pattern"]]
+        found = client.search(actions, max_nodes=20_000, time_in_key=False, order="best",
+                              bound=declared_bound(spec.config), goals=goals)
+        assert (found.best_reward, found.proof, found.stopped) == (1.0, "upper_bound", "upper_bound")
+        client.reset("levels/level_01.yaml")
+        assert replay(client, found.witness) == (1.0, True, len(found.witness))
+        client.reset("levels/level_01.yaml")
+        blind = client.search(actions, max_nodes=found.nodes, time_in_key=False, order="best",
+                              bound=declared_bound(spec.config))
+        assert (blind.best_reward, blind.stopped) == (0.0, "nodes")
     finally:
         worker.__exit__(None, None, None)
 

@@ -7,7 +7,7 @@ Max reward per level, from these sources (all recorded in level_max_rewards.json
     step the search takes;
   * the search over snapshots in the worker (pipeline/sandbox/inside/search.py), `--search-nodes` steps
     per level over all its passes: first best-first over states merged across steps (it finds
-    deep witnesses); when that exhausts its space, breadth-first with the step in the key on
+    deep witnesses; steered toward the DSL's `A == B` end conditions, `end_goals`); when that exhausts its space, breadth-first with the step in the key on
     what is left of the budget, which is sound even when the dynamics read the step counter:
     only that pass can call the search exhaustive.
 The max is *exact* only with a proof: every reachable state searched, or the declared bound met
@@ -32,6 +32,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import queue
+import re
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -222,6 +223,25 @@ def declared_bound(config: dict) -> dict | None:
     return {"total": positive.pop(), "values": sorted(set(values))}
 
 
+_EQUAL_PATHS = re.compile(r"^\s*([A-Za-z_]\w*(?:\.\w+)*)\s*==\s*([A-Za-z_]\w*(?:\.\w+)*)\s*$")
+
+
+_LITERALS = {"true", "false", "True", "False", "none", "None", "null"}
+
+
+def end_goals(config: dict) -> list[list[str]]:
+    """The DSL's end conditions that say two parts of the state are equal (`board.grid ==
+    targets.chaos_pattern`), as pairs of dotted paths: best-first steers toward the nearest one
+    (pipeline/sandbox/inside/search.py), an order only, never a proof."""
+    conditions = ((config or {}).get("termination") or {}).get("conditions") or []
+    out = []
+    for condition in conditions if isinstance(conditions, list) else []:
+        found = _EQUAL_PATHS.match(condition) if isinstance(condition, str) else None
+        if found and not {found.group(1), found.group(2)} & _LITERALS:
+            out.append([found.group(1), found.group(2)])
+    return out
+
+
 def certify(ctx: Context, worker: EnvClient, source: str, bound: float | None, digest: str = "") -> LevelMax:
     """The certified max reward of one level (the rules are in the module docstring)."""
     opts = ctx.options
@@ -233,7 +253,7 @@ def certify(ctx: Context, worker: EnvClient, source: str, bound: float | None, d
     # Best-first over states merged across steps: finds deep witnesses; stops at a declared bound
     # (a proof) or at the validator's or shipped claim (not one).
     result = worker.search(actions, time_in_key=False, order="best", max_nodes=opts.search_nodes,
-                           seconds=opts.search_seconds, stop_at=target, bound=declared)
+                           seconds=opts.search_seconds, stop_at=target, bound=declared, goals=end_goals(ctx.config))
     nodes, exhaustive, proof = result.nodes, False, result.proof
     refuted, cut_by_clock = result.bound_refuted, result.cut_by_clock
     if proof is None and result.exhausted and opts.search_nodes > nodes:

@@ -13,17 +13,27 @@ Two orders, one frontier:
     and each child is queued with its parent's value, the best total among that parent's
     children. A reward that only an ending action pays (submit an answer, declare a result) is
     then seen one step early, so the search digs along the partial answers that pay most. Among
-    equal values a *novel* state comes first (one holding a value at some path of `_state` that
-    no state before it held: a new position, a new cell revealed), then first in, first out; so
-    with no reward in sight the search spreads over the world, and far goals are met in a few
-    hundred nodes where breadth-first drowns in orderings of the same moves.
+    equal values the state nearest to meeting an end condition comes first (`goals`: the DSL's
+    `A == B` conditions as pairs of paths into `_state`; nearness: the scalars that differ between
+    the two sides; a condition met by an end that paid nothing is dropped, it is no goal), then a
+    *novel* state (one holding a value at some path of `_state` that no state before it held: a
+    new position, a new cell revealed), then first in, first out; so with no reward in sight the
+    search heads for the goal the DSL names (a sliding puzzle's target pattern, 15-27 moves away,
+    within 20,000 nodes) or spreads over the world, and far goals are met in a few hundred nodes
+    where breadth-first drowns in orderings of the same moves.
+
+A queued node holds no snapshot: it is made again when it is expanded (its parent's snapshot
+restored, its action stepped again; not counted as a node), so a search captures one snapshot
+per expanded node instead of one per child queued, most of which a budget-cut best-first search
+never expands.
 
 Nodes are merged in a transposition table keyed by the canonical hash of `_state` (the true
 state by the runtime contract), the global RNG state when it differs from the root's (a
 stochastic env's future depends on it), and, with `time_in_key`, the step counter `_t`. A
 node is dropped when the table holds the same key reached at no later step with no less
 reward (it cannot do better from there). Without `time_in_key` the key also leaves out every
-integer of `_state` that counts the steps (found at the root: one more after every action), so a
+integer of `_state` that counts the steps (found at the root: one more after every action, or one
+less: steps taken or steps remaining), so a
 state reached at different steps is one state: fast, but exhausting that space proves nothing
 when the environment reads its clock, so only a search with `time_in_key` reports `exhausted`
 as a proof.
@@ -55,7 +65,7 @@ ORDERS = ("breadth", "best")
 
 def run(host, actions: list[dict], max_steps: int, max_nodes: int = 50_000, seconds: float | None = None,
         time_in_key: bool = True, stop_at: float | None = None, max_mb: float = 256.0, order: str = "breadth",
-        bound: dict | None = None) -> dict:
+        bound: dict | None = None, goals: list | None = None) -> dict:
     """Search from the current state within `max_steps` of the episode; see the module docstring.
 
     `host` is the worker's EnvHost (capture, apply, op_step, env). `stop_at`: a target (the
@@ -68,30 +78,38 @@ def run(host, actions: list[dict], max_steps: int, max_nodes: int = 50_000, seco
     """
     if order not in ORDERS:
         raise Failure("usage", f"search order: expected one of {list(ORDERS)}, found {order!r}")
+    goals = _goals(goals, getattr(host.env, "_state", None)) if order == "best" else []
     started = time.monotonic()
     horizon = int(max_steps)
     t0 = getattr(host.env, "_t", 0) or 0
     root = host.capture()
-    counters = [] if time_in_key else _step_counters(host, root, actions)
+    counters = [] if time_in_key else _step_counters(host, root, actions, horizon - t0)
     parents: list[tuple[int, int]] = [(-1, -1)]  # node -> (parent node, action index)
     seen: dict = {}  # key -> [(depth, total)] not dominated
     _dominated(seen, _key(host, counters, t0 if time_in_key else None, None), t0, 0.0)
     atoms: set = set()  # best-first: every (path, value) of a state seen so far (novelty)
     if order == "best":
         _novel(atoms, getattr(host.env, "_state", None), counters)
-    frontier: list = [((0,), 0, 0, root, 0.0, t0)]  # (priority, order, node, snapshot, total, depth)
+    # A frontier entry holds no snapshot of its own: (priority, order, node, parent's snapshot, total,
+    # depth). Its state is made again when it is expanded (the parent's snapshot restored, the
+    # node's action stepped again), so only expanded nodes are captured, not every child queued.
+    frontier: list = [((0,), 0, 0, None, 0.0, t0)]
     best, best_node, nodes, stopped, refuted = 0.0, 0, 0, None, None
     reached_at = None  # depth at which the best first met stop_at
     held, sequence = _snapshot_bytes(root, root), 1
+    pending: dict[int, list] = {}  # expanded node -> [children queued, its snapshot's bytes]
     cut_bound = bound["total"] if bound is not None else None
     try:
         while frontier:
-            priority, _, node, snap, total, depth = heapq.heappop(frontier)
-            held -= _snapshot_bytes(snap, root)
-            if depth >= horizon:
-                continue
+            priority, _, node, parent_snap, total, depth = heapq.heappop(frontier)
             if reached_at is not None and (order == "best" or depth > reached_at):
                 raise _Budget("bound")
+            snap = root if parent_snap is None else _remake(host, parents, node, parent_snap, actions)
+            if parent_snap is not None:
+                count = pending[parents[node][0]]
+                count[0] -= 1
+                if count[0] == 0:
+                    held -= count[1]
             children, value = [], total
             for index, action in enumerate(actions):
                 if nodes >= max_nodes:
@@ -125,19 +143,27 @@ def run(host, actions: list[dict], max_steps: int, max_nodes: int = 50_000, seco
                 if cut_bound is not None and best >= cut_bound - 1e-6:
                     raise _Budget("upper_bound")
                 if out["terminated"]:
+                    if goals and out["reward"] <= EPS:  # an end that pays nothing is no goal to steer to
+                        state = getattr(host.env, "_state", None)
+                        goals = [g for g in goals if _mismatch(_at(state, g[0]), _at(state, g[1])) != 0]
                     continue
                 rng = rngs.state()
                 key = _key(host, counters, out["t"] if time_in_key else None,
                            None if rngs.same(rng, root[1]) else rng)
                 if _dominated(seen, key, depth + 1, reached):
                     continue
+                if depth + 1 >= horizon:  # recorded, never expanded: the episode ends there
+                    continue
                 novel = order == "best" and _novel(atoms, getattr(host.env, "_state", None), counters)
-                children.append((child, host.capture(like=snap), reached, novel))
-            for child, captured, reached, novel in children:
-                rank = (depth + 1,) if order == "breadth" else (-round(value, 9), 0 if novel else 1)
-                heapq.heappush(frontier, (rank, sequence, child, captured, reached, depth + 1))
+                far = _distance(getattr(host.env, "_state", None), goals)
+                children.append((child, reached, novel, far))
+            if children:
+                pending[node] = [len(children), _snapshot_bytes(snap, root)]
+                held += pending[node][1]
+            for child, reached, novel, far in children:
+                rank = (depth + 1,) if order == "breadth" else (-round(value, 9), far, 0 if novel else 1)
+                heapq.heappush(frontier, (rank, sequence, child, snap, reached, depth + 1))
                 sequence += 1
-                held += _snapshot_bytes(captured, root)
         exhausted = True
     except _Budget as budget:
         stopped, exhausted = str(budget), False
@@ -156,6 +182,60 @@ def run(host, actions: list[dict], max_steps: int, max_nodes: int = 50_000, seco
             "exhausted": exhausted, "stopped": stopped, "distinct_states": len(seen), "proof": proof,
             "bound_refuted": refuted, "counters": [".".join(map(str, p)) for p in counters],
             "seconds": round(time.monotonic() - started, 3)}
+
+
+def _goals(goals: list | None, state) -> list[tuple]:
+    """The end conditions `A == B` (pairs of dotted paths into `_state`) that name a part of the state."""
+    out = []
+    for pair in goals or []:
+        if (isinstance(pair, (list, tuple)) and len(pair) == 2 and all(isinstance(p, str) for p in pair)
+                and _at(state, pair[0]) is not _MISSING and _at(state, pair[1]) is not _MISSING):
+            out.append((pair[0], pair[1]))
+    return out
+
+
+def _at(state, path: str):
+    """The value at a dotted path of the state, or _MISSING."""
+    for part in path.split("."):
+        if isinstance(state, dict) and part in state:
+            state = state[part]
+        else:
+            return _MISSING
+    return state
+
+
+def _distance(state, goals: list[tuple]) -> int:
+    """How far the state is from meeting the nearest end condition: scalars that differ between its
+    two sides. 0 without goals (every state alike), so the order is then value and novelty only."""
+    if not goals:
+        return 0
+    return min(_mismatch(_at(state, a), _at(state, b)) for a, b in goals)
+
+
+def _mismatch(a, b, depth: int = 0) -> int:
+    """Scalars that differ between two nested values (a missing or extra item counts one)."""
+    if depth > MAX_DEPTH:
+        return 0 if a == b else 1
+    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
+        return sum(_mismatch(x, y, depth + 1) for x, y in zip(a, b)) + abs(len(a) - len(b))
+    if isinstance(a, dict) and isinstance(b, dict):
+        return sum(_mismatch(a[k], b[k], depth + 1) if k in a and k in b else 1 for k in set(a) | set(b))
+    try:
+        return 0 if a == b else 1
+    except Exception:  # noqa: BLE001 - values env code compares oddly (arrays): unequal
+        return 1
+
+
+def _remake(host, parents: list[tuple[int, int]], node: int, parent_snap: tuple, actions: list[dict]) -> tuple:
+    """A queued node's state, made again: its parent's snapshot restored and its action stepped
+    (the step it was reached by; not a new node). Returns its snapshot."""
+    host.apply(parent_snap)
+    try:
+        host.op_step(actions[parents[node][1]], want_hash=False)
+    except Exception as e:  # noqa: BLE001 - the same step succeeded before: the env is not repeatable
+        raise Failure("exception", f"{type(e).__name__}: {e} (stepping {_path(parents, node, actions)} again, "
+                      f"which ran before from the same snapshot)", where()) from None
+    return host.capture(like=parent_snap)
 
 
 def _refutes(bound: dict, reward: float, ended: bool, total: float) -> str | None:
@@ -234,13 +314,22 @@ def _digest(state) -> bytes:
     return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
 
 
-def _step_counters(host, root: tuple, actions: list[dict]) -> list[tuple]:
-    """Paths of the integers in `_state` that count steps: one more after every action from the root."""
+def _step_counters(host, root: tuple, actions: list[dict], steps: int) -> list[tuple]:
+    """Paths of the integers in `_state` that count steps: one more after every action (steps
+    taken), or one less (steps remaining). Every action is tried from the root, then one walk
+    (the actions in turn, up to `steps` steps or the episode's end) must move each counter by the
+    same one at every step: a countdown that starts over (a tide rising every 5 steps) is no clock."""
     host.apply(root)
     before = dict(_integers(getattr(host.env, "_state", None)))
     if not before:
         return []
-    counters = set(before)
+    counters = {p: None for p in before}  # path -> its change per step, +1 or -1 (None: not seen yet)
+
+    def moved(previous: dict) -> dict:
+        after = dict(_integers(getattr(host.env, "_state", None)))
+        change = {p: after[p] - previous[p] for p in counters if p in after}
+        return {p: m for p, m in change.items() if m in (1, -1) and counters[p] in (None, m)}, after
+
     try:
         for action in actions:
             host.apply(root)
@@ -248,10 +337,19 @@ def _step_counters(host, root: tuple, actions: list[dict]) -> list[tuple]:
                 host.op_step(action, want_hash=False)
             except Exception:  # noqa: BLE001 - the search meets it again and reports it
                 return []
-            after = dict(_integers(getattr(host.env, "_state", None)))
-            counters = {p for p in counters if after.get(p) == before[p] + 1}
+            counters, _ = moved(before)
             if not counters:
                 return []
+        host.apply(root)
+        previous = before
+        for step in range(steps):
+            try:
+                out = host.op_step(actions[step % len(actions)], want_hash=False)
+            except Exception:  # noqa: BLE001 - as above
+                return []
+            counters, previous = moved(previous)
+            if not counters or out["terminated"]:
+                break
     finally:
         host.apply(root)
     return sorted(counters, key=str)

@@ -251,13 +251,14 @@ class EnvClient:
     # -- the worker's own work -------------------------------------------------------------
     def search(self, actions: list[dict], max_steps: int | None = None, max_nodes: int = 50_000,
                seconds: float = SEARCH_SAFETY_SECONDS, time_in_key: bool = True, stop_at: float | None = None,
-               order: str = "breadth", bound: dict | None = None) -> SearchResult:
+               order: str = "breadth", bound: dict | None = None, goals: list | None = None) -> SearchResult:
         """Search from the current state (pipeline/sandbox/inside/search.py) within `max_steps` of the
         episode (default: the cap), `max_nodes` steps of the environment; `seconds` is only the
         safety stop (a result it cut says so: `cut_by_clock`)."""
         reply = self._call("search", _SEARCH, timeout=seconds + SEARCH_MARGIN_SECONDS, actions=actions,
                            max_steps=min(max_steps or self.max_steps, self.max_steps), max_nodes=max_nodes,
-                           seconds=seconds, time_in_key=time_in_key, stop_at=stop_at, order=order, bound=bound)
+                           seconds=seconds, time_in_key=time_in_key, stop_at=stop_at, order=order, bound=bound,
+                           goals=goals)
         if not all(isinstance(a, dict) for a in reply["witness"]):
             raise SandboxFailure("protocol", "reply to 'search': witness: expected a list of actions", op="search")
         return SearchResult(replies.reward(reply["best_reward"], "search", "best_reward"), reply["witness"],
