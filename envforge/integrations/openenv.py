@@ -30,7 +30,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any, Literal, Optional
 
-from fastapi import FastAPI, Request
+from fastapi import FastAPI, WebSocketDisconnect
 from fastapi.responses import JSONResponse
 from openenv.core.env_server.http_server import HTTPEnvServer
 from openenv.core.env_server.interfaces import Environment as OpenEnvEnvironment
@@ -41,7 +41,7 @@ from uvicorn.protocols.utils import ClientDisconnected
 
 from pipeline import __version__, layout
 from pipeline.errors import UserError
-from pipeline.evaluate.records import normalize
+from pipeline.kinds import normalize
 from pipeline.sandbox import SandboxFailure
 
 from envforge.environment import Environment, Session
@@ -372,7 +372,7 @@ class _BodyLimit:
         if scope["type"] == "websocket":
             try:
                 return await self.app(scope, receive, send)
-            except ClientDisconnected:  # OpenEnv's last word to a client that vanished: its session is closed
+            except (ClientDisconnected, WebSocketDisconnect):  # OpenEnv's last word to a client that vanished: its session is closed
                 return None
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
