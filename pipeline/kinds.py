@@ -265,6 +265,32 @@ class Manifest(Record):
     extra: dict = field(default_factory=dict)
 
 
+# -- generate's work and rejected folders ----------------------------------------------------
+
+@dataclass
+class ThemeRecord(Record):
+    """OUT/_work/NAME/theme.json: the theme a folder is made from, and where it was given."""
+    KIND = "theme"
+    name: str
+    theme: str
+    tags: dict = field(default_factory=dict)
+    notes: str = ""
+    where: str = ""
+
+
+@dataclass
+class Rejection(Record):
+    """OUT/_rejected/NAME/rejection.json: the stage that rejected a theme, why, and the evidence."""
+    KIND = "rejection"
+    name: str
+    stage: str
+    reason: str
+    details: dict = field(default_factory=dict)  # the Rejected's details: problems, traceback, verification
+    stages: dict = field(default_factory=dict)  # the latest attempt of each stage (RunDB.stage_record)
+    log_excerpt: list[str] = field(default_factory=list)
+    rejected_at: str = ""
+
+
 # -- level_max_rewards.json -------------------------------------------------------------------
 
 @dataclass
@@ -463,11 +489,9 @@ def untyped(kind: str, major: int = 1) -> type[Record]:
 
 
 MODELS: tuple[type[Record], ...] = (
-    Manifest, LevelMaxRewards, EpisodeRecord, IterationLevels, LearnedAgent, PoolRecord,
+    Manifest, LevelMaxRewards, EpisodeRecord, IterationLevels, LearnedAgent, PoolRecord, ThemeRecord, Rejection,
     untyped("verification"),  # ENV/verification.json (typed by verify's owner)
     untyped("verify_report"),  # verify --out FILE
-    untyped("rejection"),  # OUT/_rejected/NAME/rejection.json
-    untyped("theme"),  # OUT/_work/NAME/theme.json
     untyped("model_call"),  # a line of calls.jsonl, the call journal of generate
     untyped("coding_step"),  # a line of trajectory.jsonl, the coding agent's log
     untyped("trajectory"),  # a line of an episode's trajectory

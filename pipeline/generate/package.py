@@ -15,7 +15,7 @@ from pipeline.envfolder.spec import config_tags
 from pipeline.errors import LocatedError, Rejected, UserError
 from pipeline.generate.context import ThemeContext
 from pipeline.generate.dsl import config_errors
-from pipeline.kinds import HumanReview, Packaging
+from pipeline.kinds import HumanReview, Packaging, Rejection
 
 LOG_EXCERPT_LINES = 12
 
@@ -42,15 +42,9 @@ def gate(work: Path) -> None:
 
 def reject(work: Path, out: layout.OutputDir, name: str, rejection: Rejected, record: dict) -> Path:
     work.mkdir(parents=True, exist_ok=True)
-    files.write_json(work / layout.REJECTION, "rejection", {
-        "name": name,
-        "stage": rejection.stage,
-        "reason": rejection.reason,
-        "details": rejection.details,
-        "stages": record.get("stages", {}),
-        "log_excerpt": _log_excerpt(work / layout.TRAJECTORY),
-        "rejected_at": time.strftime("%Y-%m-%d %H:%M:%S"),
-    })
+    files.write(work / layout.REJECTION, Rejection(name, rejection.stage, rejection.reason, rejection.details or {},
+                                                   record.get("stages", {}), _log_excerpt(work / layout.TRAJECTORY),
+                                                   time.strftime("%Y-%m-%d %H:%M:%S")))
     return _move(work, out.rejected(name))
 
 

@@ -86,7 +86,7 @@ class Run:
         work = self.out.work(theme.name)
         work.mkdir(parents=True, exist_ok=True)
         self.db.set_determined_by(theme.name, determined_by(theme, self.options, self.verifiers))
-        files.write_json(work / layout.THEME_FILE, "theme", theme.to_dict())
+        files.write(work / layout.THEME_FILE, theme.record())
         if theme.problem:
             return self._reject(theme, work, Rejected(theme.problem, stages.INPUT))
         journal = JournaledClient(self.client, work / layout.CALL_JOURNAL, theme.name, theme.text)

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from pipeline import safe_io
 from pipeline.errors import LocatedError, UserError
+from pipeline.kinds import ThemeRecord
 
 MAX_THEME_CHARS = 2000
 MAX_FILE_BYTES = 10_000_000
@@ -31,8 +32,13 @@ class Theme:
     notes: str = ""
     problem: str = ""  # why it is rejected before any stage runs
 
-    def to_dict(self) -> dict:
-        return {"name": self.name, "theme": self.text, "tags": self.tags, "notes": self.notes, "where": self.where}
+    def record(self) -> ThemeRecord:
+        """What theme.json keeps of it."""
+        return ThemeRecord(self.name, self.text, self.tags, self.notes, self.where)
+
+    @classmethod
+    def from_record(cls, record: ThemeRecord) -> "Theme":
+        return cls(record.name, record.theme, record.where, record.tags, record.notes)
 
 
 def load_themes(path: str | Path) -> list[Theme]:

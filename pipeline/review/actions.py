@@ -11,6 +11,7 @@ pipeline did undoes an override.
 """
 from __future__ import annotations
 
+import dataclasses
 import shutil
 import time
 from dataclasses import dataclass
@@ -27,8 +28,8 @@ from pipeline.generate.journal import JournaledClient
 from pipeline.generate.run import Outcome, Run
 from pipeline.generate.themes import Theme
 from pipeline.generate.verification import OUTPUTS as VERIFY_OUTPUTS
-from pipeline.kinds import HumanReview
-from pipeline.review.catalog import Catalog, Entry, read_json
+from pipeline.kinds import HumanReview, Rejection, ThemeRecord
+from pipeline.review.catalog import Catalog, Entry, read_record
 
 RETRY_STAGES = stages.NAMES
 
@@ -76,8 +77,8 @@ def decide(catalog: Catalog, name: str, decision: str, reason: str) -> Entry:
         stage, why = (entry.stage, f"accepted by hand: {reason.strip()}") if not undo else ("package", "accepted")
     else:
         if undo:  # the pipeline's rejection, kept when it was accepted by hand
-            machine = read_json(work / layout.REJECTION)
-            stage, why, details = machine.get("stage", entry.stage), machine.get("reason", ""), machine.get("details")
+            machine = read_record(work / layout.REJECTION, Rejection)
+            stage, why, details = (machine.stage, machine.reason, machine.details) if machine else (entry.stage, "", {})
         else:
             stage, why, details = "review", f"rejected by hand: {reason.strip()}", {}
         package.reject(work, out, name, Rejected(why, stage, details), record)
@@ -156,10 +157,11 @@ def _to_work(catalog: Catalog, entry: Entry) -> Path:
 
 
 def _theme(work: Path, entry: Entry) -> Theme:
-    data = read_json(work / layout.THEME_FILE)
-    tags = data.get("tags") if isinstance(data.get("tags"), dict) else {}
-    return Theme(entry.name, str(data.get("theme") or entry.theme), str(data.get("where") or entry.source), tags,
-                 str(data.get("notes") or ""))
+    record = read_record(work / layout.THEME_FILE, ThemeRecord)
+    if record is None:
+        return Theme(entry.name, entry.theme, entry.source)
+    return Theme.from_record(dataclasses.replace(record, name=entry.name, theme=record.theme or entry.theme,
+                                                 where=record.where or entry.source))
 
 
 def _model(work: Path) -> str:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import TypeVar
 
 from pipeline import manifest
 from pipeline import records as files, safe_io
@@ -15,8 +16,10 @@ from pipeline import layout
 from pipeline.errors import LocatedError, UserError, not_a_folder
 from pipeline.generate import stages
 from pipeline.generate.rundb import RunDB
-from pipeline.kinds import HumanReview
+from pipeline.kinds import HumanReview, Record, RecordError
 from pipeline.review import history
+
+R = TypeVar("R", bound=Record)
 
 # Where a theme's folder is: the three places of layout.OutputDir.
 ACCEPTED, REJECTED, WORK = "accepted", "rejected", "work"
@@ -176,6 +179,18 @@ def _repair_steps(path: Path | None, attempts: list[dict]) -> int | None:
     # A rejected repair stage records no steps in the database; its trajectory has them.
     runs = [a for a in history.agent_attempts(path / layout.TRAJECTORY) if a.stage == "repair"] if path else []
     return sum(max(1, len(step.tools)) for step in runs[-1].steps) if runs else None  # as agent.py counts
+
+
+def read_record(path: Path, model: type[R]) -> R | None:
+    """A record of a theme's folder as its model, bounded and never through a link; None when it
+    is absent or unfit (the report shows what it can). A record a newer envforge wrote is refused."""
+    data = read_json(path)  # refuses a newer major
+    if not data:
+        return None
+    try:
+        return model.from_dict(data, str(path))
+    except RecordError:  # its body does not fit the model
+        return None
 
 
 def read_json(path: Path) -> dict:

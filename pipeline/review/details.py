@@ -5,10 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pipeline import layout, safe_io
+from pipeline import layout, manifest, safe_io
+from pipeline.kinds import Manifest, Rejection, ThemeRecord
 from pipeline.review import history
 from pipeline.review.edits import hand_edits
-from pipeline.review.catalog import Entry, read_json
+from pipeline.review.catalog import Entry, read_json, read_record
 
 # The files a reviewer reads, in reading order (what the agent is told comes after the code).
 SHOWN_FILES = (layout.DESIGN, layout.CONFIG, *layout.CODE_FILES, layout.AGENT_INSTRUCTION, layout.ACTION_SPACE)
@@ -29,11 +30,11 @@ class StageCost:
 @dataclass
 class Details:
     entry: Entry
-    theme: dict
+    theme: ThemeRecord
     files: dict[str, str]  # name -> text, for the SHOWN_FILES that exist
-    rejection: dict  # rejection.json, {} when there is none
+    rejection: Rejection | None  # rejection.json, None when there is none
     verification: dict  # verification.json, {} when verify never ran
-    manifest: dict
+    manifest: Manifest
     agent: list[history.AgentAttempt]
     costs: list[StageCost]
     attempts: list[dict] = field(default_factory=list)  # every stage attempt, oldest first
@@ -42,17 +43,17 @@ class Details:
     @property
     def problems(self) -> list[str]:
         """The failing check: the located problems behind the rejection."""
-        details = self.rejection.get("details") or {}
+        details = self.rejection.details if self.rejection else {}
         return [str(p) for p in details.get("problems") or []]
 
     @property
     def traceback(self) -> str:
-        return str((self.rejection.get("details") or {}).get("traceback") or "")
+        return str((self.rejection.details if self.rejection else {}).get("traceback") or "")
 
     @property
     def verification_failure(self) -> dict:
         """The verification output behind a rejection at execution, levels or reliability."""
-        return (self.rejection.get("details") or {}).get("verification") or {}
+        return (self.rejection.details if self.rejection else {}).get("verification") or {}
 
     @property
     def figures(self) -> dict:
@@ -60,7 +61,8 @@ class Details:
         return (self.verification or self.verification_failure).get("stages") or {}
 
     def to_dict(self) -> dict:
-        return {"entry": self.entry.to_dict(), "theme": self.theme, "files": self.files, "rejection": self.rejection,
+        return {"entry": self.entry.to_dict(), "theme": self.theme.to_dict(), "files": self.files,
+                "rejection": self.rejection.to_dict() if self.rejection else {},
                 "problems": self.problems, "verification": self.verification or self.verification_failure,
                 "human_review": self.entry.human.to_dict() if self.entry.human else None,
                 "agent": [{"stage": a.stage, "attempt": a.number, "steps": len(a.steps), "changed": a.changed,
@@ -72,15 +74,17 @@ class Details:
 
 def gather(entry: Entry) -> Details:
     folder = Path(entry.folder) if entry.folder else None
-    read = (lambda name: read_json(folder / name)) if folder else (lambda name: {})
     files = {}
     for name in SHOWN_FILES:
         text = safe_io.read_shown(folder, name) if folder else None
         if text is not None:
             files[name] = text
     agent = history.agent_attempts(folder / layout.TRAJECTORY) if folder else []
-    return Details(entry, read(layout.THEME_FILE) or {"theme": entry.theme, "where": entry.source}, files,
-                   read(layout.REJECTION), read(layout.VERIFICATION), read(layout.MANIFEST), agent,
+    theme = read_record(folder / layout.THEME_FILE, ThemeRecord) if folder else None
+    return Details(entry, theme or ThemeRecord(entry.name, entry.theme, where=entry.source), files,
+                   read_record(folder / layout.REJECTION, Rejection) if folder else None,
+                   read_json(folder / layout.VERIFICATION) if folder else {},
+                   manifest.read(folder) if folder else Manifest(name=entry.name), agent,
                    stage_costs(entry.attempts), entry.attempts, hand_edits(folder, agent) if folder else {})
 
 

@@ -49,7 +49,7 @@ def explain(d: Details, full: bool = False) -> str:
         add(f"human review: {e.human.decision} by hand at {e.human.at}: {e.human.reason}"
             + ("" if e.by_hand else " (as the pipeline decided)"))
         if d.rejection and e.status == "accepted":
-            add(f"  (the pipeline rejected it at {d.rejection.get('stage')}: {d.rejection.get('reason')})")
+            add(f"  (the pipeline rejected it at {d.rejection.stage}: {d.rejection.reason})")
 
     if d.problems or d.traceback:
         _section(out, "failing check")
