@@ -8,15 +8,19 @@ still runs only in the sandbox. The proxy counts every step with the same tracke
 built-in agents, applies the same limits (after a stop, `step` reports done, and a further
 `step` raises EpisodeOver), and the scores come from what the proxy saw, not from what `run`
 returns. `run` is called on a thread of its own (an async `run` gets its own event loop there),
-so a slow agent holds up only its own episode.
+so a slow agent holds up only its own episode. That thread is a daemon: when the evaluation is
+cancelled (Ctrl-C), the proxy refuses every further call (EpisodeOver) and envforge exits without
+waiting for a `run` that never returns.
 """
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import importlib
 import importlib.util
 import inspect
 import sys
+import threading
 import traceback
 from pathlib import Path
 from types import SimpleNamespace
@@ -91,9 +95,15 @@ class EnvProxy:
         self.max_steps = ctx.max_steps
         self._observation, self._feedback, self._raw = first.observation, None, None
         self._done = False
+        self.cancelled = False  # the evaluation was cancelled: every further call ends the agent's run
+
+    def _live(self) -> None:
+        if self.cancelled:
+            raise EpisodeOver("the evaluation was interrupted")
 
     def reset(self, mode: str = "load", world_id: Any = None, seed: Any = None):
         """The episode's level is already loaded; reset only confirms it (one level, played once)."""
+        self._live()
         level = Path(self.ctx.level)
         if self._tracker.env_steps:
             raise EpisodeOver("reset after stepping: an evaluation episode plays its level once")
@@ -102,6 +112,7 @@ class EnvProxy:
         return self._observation
 
     def observe_semantic(self) -> Any:
+        self._live()
         self._raw = self._env.observe(want_state=True).raw_obs
         return self._raw
 
@@ -112,6 +123,7 @@ class EnvProxy:
         return self._done
 
     def step(self, action: Any):
+        self._live()
         if self._done:
             raise EpisodeOver(f"the episode ended ({self._tracker.stop_reason}); no more steps")
         if not isinstance(action, dict):
@@ -129,6 +141,28 @@ class EnvProxy:
                 "last_action_result": out.last_action_result, "terminated": out.terminated,
                 "truncated": out.truncated}
         return None, out.reward, self._done, info
+
+
+async def _on_daemon_thread(fn: Callable[[], Any]) -> Any:
+    """fn() on a daemon thread of its own, awaited: a cancelled await leaves the thread to end
+    with the process instead of holding the process's exit until fn returns."""
+    loop = asyncio.get_running_loop()
+    outcome: asyncio.Future = loop.create_future()
+
+    def settle(result: Any, error: BaseException | None) -> None:
+        if not outcome.done():
+            outcome.set_exception(error) if error is not None else outcome.set_result(result)
+
+    def target() -> None:
+        try:
+            result, error = fn(), None
+        except BaseException as e:  # noqa: BLE001 - handed to the awaiting coroutine
+            result, error = None, e
+        with contextlib.suppress(RuntimeError):  # the loop is gone: nobody awaits it any more
+            loop.call_soon_threadsafe(settle, result, error)
+
+    threading.Thread(target=target, name="envforge-user-agent", daemon=True).start()
+    return await outcome
 
 
 def env_info(ctx: EpisodeContext) -> dict:
@@ -156,8 +190,11 @@ async def play_user_agent(make: Callable[[], Any], ctx: EpisodeContext, tracker:
         return result
 
     try:
-        reported = await ctx.session.blocking(call)
+        reported = await _on_daemon_thread(call)
         log({"type": "agent_returned", "value": reported})
+    except asyncio.CancelledError:
+        proxy.cancelled = True
+        raise
     except EpisodeOver:
         pass  # the tracker already holds why it ended
     except SandboxFailure as f:
