@@ -5,7 +5,8 @@ aggregates of its episode records (normalized reward, tokens, dollars, steps).
 Training levels are made fresh for every iteration: the environment's generator with new seeds
 (SEED_BASE + SEED_STRIDE·iteration + i), each level accepted by the env's validator, unlike every
 test and validation level and every other training level, and given a max reward certified by
-search exactly as `envforge verify` certifies one (pipeline.verify.certify.certify). All methods
+search exactly as `envforge verify` certifies one (pipeline.verify.certify.certify): the level
+factory verify's levels stage makes its levels with (pipeline/levelfactory.py). All methods
 meet the same levels at a given iteration: they are compared on equal terms, and each level is
 certified once (levels/<env>/iteration_NN.json). The test levels are the environment's levels/
 (the first --test-levels of them): fixed, never seen during learning.
@@ -32,6 +33,7 @@ from pipeline.kinds import IterationLevels, TrainingLevel
 from pipeline.evaluate.report import summarize
 from pipeline.evaluate.runner import RunOptions, evaluate
 from pipeline.sandbox import Limits, SandboxFailure, WorkerPool
+from pipeline.levelfactory import GeneratorFailed, LevelFactory
 from pipeline.sandbox.outside.client import Level
 from pipeline.verify.context import Context, Options
 from pipeline.verify.certify import certify
@@ -86,34 +88,38 @@ class TrainingLevels:
     def _make(self, target: EnvTarget, iteration: int) -> list[TrainingLevel]:
         ctx = Context.open(target.dir.path, self.options)
         first_seed = SEED_BASE + SEED_STRIDE * iteration
-        kept: list[TrainingLevel] = []
+        seeds = range(first_seed, first_seed + self.count * SEEDS_PER_LEVEL)
         try:
             with ctx.worker() as worker:
-                seen = {worker.reset(lv).state_hash for lv in target.dir.all_levels()}
-                for seed in range(first_seed, first_seed + self.count * SEEDS_PER_LEVEL):
-                    if len(kept) == self.count:
-                        break
-                    level = Level(seed=seed)
-                    first = worker.reset(level, want_state=True)
-                    if first.state_hash in seen:
-                        continue
-                    seen.add(first.state_hash)
-                    verdict = worker.validate()  # the state as generated, in this worker (no JSON round trip)
-                    if not verdict.ok:
-                        continue
-                    try:
-                        lm = certify(ctx, worker, str(level), verdict.max_reward, verdict.state_hash)
-                    except Rejected:
-                        continue  # the witness did not replay: not a level to score on
-                    if not lm.unfit:
-                        kept.append(TrainingLevel(str(level), seed, first.state_hash, lm.max_reward,
-                                                  lm.calculation_method))
+                shipped = {worker.reset(lv).state_hash for lv in target.dir.all_levels()}
+                made = LevelFactory(worker, seeds, _OneByOne(ctx, worker)).make(self.count, exclude=shipped)
+        except GeneratorFailed as e:
+            raise UserError(f"{target.name}: expected the generator to make training levels, found {e.failure}") from None
         except (SandboxFailure, Rejected) as e:
             raise UserError(f"{target.name}: expected the generator to make training levels, found {e}") from None
+        kept = [TrainingLevel(str(Level(seed=lm.seed)), lm.seed, lm.state_hash, lm.max_reward, lm.calculation_method)
+                for lm in made.kept]
         if len(kept) < self.count:
             raise UserError(f"{target.name}: expected {self.count} fit training levels from seeds {first_seed}.."
-                            f"{first_seed + self.count * SEEDS_PER_LEVEL - 1}, found {len(kept)}")
+                            f"{seeds[-1]}, found {len(kept)}")
         return kept
+
+
+class _OneByOne:
+    """Certifies training levels one at a time in the factory's worker; a level whose witness does
+    not replay is no level to score on (None), not a verdict on the environment."""
+
+    def __init__(self, ctx: Context, worker):
+        self.ctx, self.worker = ctx, worker
+
+    def many(self, items: list) -> list:
+        out = []
+        for source, verdict in items:
+            try:
+                out.append(certify(self.ctx, self.worker, source, verdict.max_reward, verdict.state_hash))
+            except Rejected:
+                out.append(None)
+        return out
 
 
 def metrics_of(records: Records) -> Metrics:

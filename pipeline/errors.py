@@ -36,11 +36,13 @@ class Rejected(Exception):
     expected, what was found, where), the stage that found it, and details for review.
 
     A verification stage raises it with the reason alone; whoever runs the stage names it.
+    `cause`: what a caller may decide on (a typed value, e.g. pipeline.verify.stages' causes), never
+    the wording of `reason`.
     """
 
-    def __init__(self, reason: str, stage: str = "", details: dict | None = None):
+    def __init__(self, reason: str, stage: str = "", details: dict | None = None, cause: object = None):
         super().__init__(reason)
-        self.reason, self.stage, self.details = reason, stage, details or {}
+        self.reason, self.stage, self.details, self.cause = reason, stage, details or {}, cause
 
     def at(self, stage: str) -> "Rejected":
         """This rejection, named after `stage` when no stage named it yet."""

@@ -69,6 +69,13 @@ def test_accepts_reference_env_with_every_figure_recorded(reference_runs, name):
     assert set(baseline["random_normalized"]) == set(shipped["levels"])
 
 
+def test_verify_records_the_options_it_ran_with(reference_runs):
+    folder = reference_runs["crate_dock"][3]
+    options = json.loads((folder / "verification.json").read_text())["options"]
+    assert options["search_nodes"] == 20_000 and options["margin"] == 0.2 and options["random_episodes"] == 5
+    assert options["write"] is True and options["limits"]["call_seconds"] == 10.0 and "progress" not in options
+
+
 def test_verify_leaves_shipped_levels_alone(reference_runs):
     folder = reference_runs["crate_dock"][3]
     for level in sorted((REFERENCE / "crate_dock").glob("*levels/*.yaml")):

@@ -1,6 +1,7 @@
 """`envforge verify`: the model-free verification of an environment folder (AutoEnv §3.2, Alg. 1).
 
-Three stages, in order, each a module here; the first that rejects ends the run:
+Three stages, in order (declared in stages.py), each a module here; the first that rejects ends
+the run, its cause typed (causes.py):
   1 execution   (execution.py)   random and planner rollouts on every level run cleanly;
   2 levels      (levels.py)      the generator makes 10 + 5 distinct levels the validator accepts,
                                  and every level gets a certified max reward (certify.py: validator
@@ -8,7 +9,8 @@ Three stages, in order, each a module here; the first that rejects ends the run:
   3 reliability (reliability.py) the search planner outscores a random agent by a margin.
 
 What it writes into the folder:
-  * verification.json — always: {accepted, stage, reason, stages: {stage: figures}};
+  * verification.json — always: {accepted, stage, reason, stages: {stage: figures}, options: the
+    Options it ran with};
   * level_max_rewards.json — for the levels in the folder: the shipped ones, or, with
     `write_levels`, the generated set, which then replaces levels/ and val_levels/ (the
     generate pipeline asks for that). Without `write_levels`, the generated set is
@@ -26,16 +28,16 @@ from pathlib import Path
 from pipeline import manifest
 from pipeline import records as files
 from pipeline import layout
-from pipeline.verify import certify, execution, levels, reliability
+from pipeline.verify import reliability
 from pipeline.sandbox import SandboxFailure
 from pipeline.sandbox.outside.capabilities import ran_under
 from pipeline.errors import Rejected
 from pipeline.kinds import DifficultyBaseline, VerificationSummary
 from pipeline.verify.context import Clock, Context, Options, failure_text
+from pipeline.verify.stages import STAGES, VERIFY_STAGES, VerifyStage
+from pipeline.verify.stages import get as get_stage
 
-STAGES = ("execution", "levels", "reliability")
-
-__all__ = ["STAGES", "Options", "VerificationResult", "record", "verify_env"]
+__all__ = ["STAGES", "VERIFY_STAGES", "Options", "VerificationResult", "record", "verify_env"]
 
 
 @dataclass
@@ -46,10 +48,11 @@ class VerificationResult:
     reason: str
     stages: dict = field(default_factory=dict)  # stage -> figures
     confinement: str = ""  # the sandbox rung its workers ran on (pipeline/sandbox/outside/capabilities.py)
+    options: dict = field(default_factory=dict)  # the Options it ran with (Options.recorded)
 
     def to_dict(self) -> dict:
         return {"accepted": self.accepted, "stage": self.stage, "reason": self.reason, "stages": self.stages,
-                "env_dir": self.env_dir, "confinement": self.confinement}
+                "env_dir": self.env_dir, "confinement": self.confinement, "options": self.options}
 
 
 def verify_env(env_dir: str | Path, stages: tuple[str, ...] = STAGES, options: Options | None = None) -> VerificationResult:
@@ -57,26 +60,17 @@ def verify_env(env_dir: str | Path, stages: tuple[str, ...] = STAGES, options: O
     unknown = [s for s in stages if s not in STAGES]
     if unknown:
         raise ValueError(f"unknown stage(s) {unknown}; expected some of {list(STAGES)}")
-    result = VerificationResult(str(Path(env_dir).resolve()), True, None, "")
+    result = VerificationResult(str(Path(env_dir).resolve()), True, None, "", options=options.recorded())
     clock = Clock()
-    current = "execution"
+    current = VERIFY_STAGES[0].name
     try:
         ctx = Context.open(env_dir, options)
         scored = None
-        for current in (s for s in STAGES if s in stages):
-            options.say(f"{current}... ({clock.figures()['wall_seconds']:.0f}s so far)")
-            if current == "execution":
-                execution.run(ctx, result.stages.setdefault("execution", {}))
-            elif current == "levels":
-                scored = levels.run(ctx, result.stages.setdefault("levels", {}))
-            else:
-                if scored is None:  # reliability alone: certify the levels in the folder first
-                    current = "levels"
-                    scored = levels.run(ctx, result.stages.setdefault("levels", {}))
-                    current = "reliability"
-                scored = reliability.run(ctx, scored, result.stages.setdefault("reliability", {}))
-                if result.stages["reliability"]["corrected"] and "/" in scored[0].source and options.write:
-                    certify.write_max_rewards(ctx, scored)
+        for stage in _plan(stages):
+            current = stage.name
+            if stage.name in stages:
+                options.say(f"{current}... ({clock.figures()['wall_seconds']:.0f}s so far)")
+            scored = stage.run(ctx, scored, result.stages.setdefault(stage.name, {}))
     except Rejected as rejection:
         result.accepted, result.stage, result.reason = False, current, rejection.reason
     except SandboxFailure as failure:  # one a stage did not expect; still the env's fault
@@ -92,6 +86,18 @@ def verify_env(env_dir: str | Path, stages: tuple[str, ...] = STAGES, options: O
     if options.write:
         record(Path(env_dir), result)
     return result
+
+
+def _plan(asked: tuple[str, ...]) -> list[VerifyStage]:
+    """The stages to run, in their order: those asked for, and the levels stage before one that
+    needs certified levels (reliability alone certifies the levels in the folder first)."""
+    plan: list[VerifyStage] = []
+    for stage in VERIFY_STAGES:
+        if stage.name in asked:
+            if stage.needs_levels and not any(s.name == "levels" for s in plan):
+                plan.append(get_stage("levels"))
+            plan.append(stage)
+    return plan
 
 
 def _accepted_notes(stages: dict) -> str:

@@ -9,7 +9,7 @@ import contextlib
 import os
 import resource
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Callable, Iterator
 
 from pipeline import layout
@@ -53,6 +53,11 @@ class Options:
     # its max against its bound, nodes per second, the budget left); the command prints it, generate
     # prefixes the theme. Not part of what verification decides.
     progress: Callable[[str], None] | None = field(default=None, compare=False, repr=False)
+
+    def recorded(self) -> dict:
+        """What verification.json keeps of the options it ran with: every setting but `progress`."""
+        return {f.name: (getattr(self, f.name).to_dict() if f.name == "limits" else getattr(self, f.name))
+                for f in fields(self) if f.name != "progress"}
 
     def say(self, what: str) -> None:
         if self.progress is not None:

@@ -30,8 +30,9 @@ from pipeline.verify.context import Clock, Context, failure_text, located
 FALLBACK_SEEDS = (1, 2, 3)
 
 
-def run(ctx: Context, figures: dict) -> None:
-    """Fills `figures` (also when it rejects) and raises Rejected on the first failure."""
+def run(ctx: Context, levels: list | None, figures: dict) -> list | None:
+    """Fills `figures` (also when it rejects) and raises Rejected on the first failure; `levels`
+    pass through (this stage rolls out on the folder's own, or generated ones)."""
     clock = Clock()
     sources = [Level(file=f) for f in ctx.env.all_levels()] or [Level(seed=s) for s in FALLBACK_SEEDS]
     figures.update({"levels": len(sources), "episodes": 0, "steps": 0, "planner_nodes": 0,
@@ -51,6 +52,7 @@ def run(ctx: Context, figures: dict) -> None:
     finally:
         figures["failures_by_kind"] = dict(failures)
         figures.update(clock.figures())
+    return levels
 
 
 def _plan(ctx: Context, env: EnvClient, source: Level, figures: dict, failures: Counter) -> list[dict]:

@@ -30,16 +30,18 @@ import dataclasses
 
 from pipeline import layout, safe_io
 from pipeline import records as files
+from pipeline.levelfactory import EXAMPLES, GeneratorFailed, LevelFactory, Made
 from pipeline.runtime.levels import save_level
 from pipeline.sandbox import SandboxFailure
 from pipeline.sandbox.outside.client import EnvClient, Level, Verdict
 from pipeline.errors import LocatedError, Rejected
 from pipeline.verify import chance, claims
 from pipeline.verify.certify import EPS, Certifier, LevelMax, scorable, tidy, unscored_reason, write_max_rewards
+from pipeline.verify.causes import ShippedLevelRefused, TooFewLevels, ValidatorRejectsAll
 from pipeline.verify.context import Clock, Context, failure_text, located
 
 
-def run(ctx: Context, figures: dict) -> list[LevelMax]:
+def run(ctx: Context, _: list[LevelMax] | None, figures: dict) -> list[LevelMax]:
     """The levels later stages score on, with their certified max rewards; fills `figures`."""
     clock = Clock()
     figures |= {"seeds_tried": 0, "generated_kept": 0, "duplicates": 0, "rejected_by_validator": 0,
@@ -78,10 +80,11 @@ def run(ctx: Context, figures: dict) -> list[LevelMax]:
             figures["written"] = [layout.LEVEL_MAX_REWARDS] + ([lm.source for lm in scored] if ctx.options.write_levels else [])
         if generator_broken is not None:
             refuted = figures.get("validator_refuted") or {}
-            if getattr(generator_broken, "all_rejected_by_validator", False):
+            if isinstance(generator_broken.cause, ValidatorRejectsAll):
+                n = generator_broken.cause.rejected
                 raise Rejected(
                     f"{layout.ENV_VALIDATOR}: expected the validator to accept some generated levels, found it "
-                    f"rejects every one ({generator_broken.rejected} of {generator_broken.rejected} distinct levels "
+                    f"rejects every one ({n} of {n} distinct levels "
                     f"from seeds 1..{figures['seeds_tried']}): generation is unusable"
                     + (f"; {refuted_text(refuted, len(scored))}" if refuted else "")
                     + f"; the {len(scored)} shipped level(s) were checked and certified by search (see the levels figures)")
@@ -116,77 +119,51 @@ def _shipped_despite(generator_broken: Rejected | None, ctx: Context, worker: En
     except Rejected as rejected:
         if generator_broken is None:
             raise
-        if getattr(generator_broken, "all_rejected_by_validator", False) and rejected.reason.startswith(
-                tuple(f"{folder}/" for folder in (layout.LEVELS, layout.VAL_LEVELS))) and \
-                ": expected the validator to accept this shipped level" in rejected.reason:
+        if isinstance(generator_broken.cause, ValidatorRejectsAll) and isinstance(rejected.cause, ShippedLevelRefused):
             # Every level, generated or shipped, is refused: the validator is at fault, not the generator.
             raise Rejected(f"{layout.ENV_VALIDATOR}: expected the validator to accept some levels, found it rejects "
-                           f"every one, all {generator_broken.rejected} generated and the shipped ones, e.g. "
-                           f"{rejected.reason}") from None
+                           f"every one, all {generator_broken.cause.rejected} generated and the shipped ones, e.g. "
+                           f"{rejected.reason}", cause=ValidatorRejectsAll(generator_broken.cause.rejected)) from None
         raise Rejected(f"{generator_broken.reason}; and the shipped levels: {rejected.reason}") from None
 
 
 def _generate(ctx: Context, worker: EnvClient, certifier: Certifier, figures: dict) -> list[LevelMax]:
-    """Seeds 1, 2, … in batches: generate and validate one by one, certify a batch at once."""
+    """Seeds 1..max_seeds through the level factory; its counts go to the figures, also when it fails."""
     want = ctx.options.test_levels + ctx.options.val_levels
-    kept: list[LevelMax] = []
-    seen: dict[str, int] = {}
-    unsolvable: list[LevelMax] = []
-    seed = 0
-    while len(kept) < want and seed < ctx.options.max_seeds:
-        batch = []
-        while len(kept) + len(batch) < want and seed < ctx.options.max_seeds:
-            seed += 1
-            figures["seeds_tried"] += 1
-            try:
-                first = worker.reset(Level(seed=seed), want_state=True)
-            except SandboxFailure as f:
-                raise Rejected(f"{located(f, layout.ENV_GENERATE)}: expected generate_level to make a level for "
-                               f"seed {seed}, found {failure_text(f)}") from None
-            if first.state_hash in seen:
-                figures["duplicates"] += 1
-                continue
-            seen[first.state_hash] = seed
-            # Validated in this worker as the generator made it: a state sent back through JSON would
-            # reach the validator with its integer keys turned to strings and its tuples to lists.
-            verdict = _validate(worker, f"the level generated with seed {seed}")
-            _warnings(figures, f"seed {seed}", verdict)
-            if not verdict.ok:
-                figures["rejected_by_validator"] += 1
-                _example(figures, f"seed {seed}: rejected by the validator: "
-                                  f"{'; '.join(verdict.issues) or 'no reason given'}")
-                continue
-            batch.append((seed, first.level_text or first.state, verdict))
-        certified = certifier.many([(str(Level(seed=s)), verdict) for s, _, verdict in batch])
-        for (s, state, _), lm in zip(batch, certified):
-            lm = dataclasses.replace(lm, seed=s, state=state)
-            if lm.unfit:
-                figures["unfit"] += 1
-                _example(figures, f"seed {s}: {lm.unfit}")
-                if lm.proven_unsolvable and not figures.get("stochastic"):  # one chance outcome proves nothing
-                    unsolvable.append(lm)
-            else:
-                kept.append(lm)
+    made = Made()
+    factory = LevelFactory(worker, range(1, ctx.options.max_seeds + 1), certifier, validate=_validate)
+    try:
+        factory.make(want, chance=bool(figures.get("stochastic")), made=made)
+    except GeneratorFailed as e:
+        raise Rejected(f"{located(e.failure, layout.ENV_GENERATE)}: expected generate_level to make a level for "
+                       f"seed {e.seed}, found {failure_text(e.failure)}") from None
+    finally:
+        figures.update(seeds_tried=made.seeds_tried, duplicates=made.duplicates, unfit=made.unfit,
+                       rejected_by_validator=made.rejected_by_validator)
+        figures["examples"] = (figures["examples"] + made.examples)[:EXAMPLES]
+        if made.validator_warnings:
+            figures.setdefault("validator_warnings", {}).update(made.validator_warnings)
+    kept = made.kept
     figures["generated_kept"] = len(kept)
-    figures["distinct_levels"] = len(seen)
-    if unsolvable:
-        first = unsolvable[0]
+    figures["distinct_levels"] = made.distinct
+    if made.unsolvable:
+        first = made.unsolvable[0]
         raise Rejected(f"{layout.ENV_VALIDATOR}: expected validate_level to reject levels that no action sequence "
-                       f"can score on, found it accepted {len(unsolvable)} such level(s), e.g. the level of seed "
+                       f"can score on, found it accepted {len(made.unsolvable)} such level(s), e.g. the level of seed "
                        f"{first.seed}: {first.unfit}")
     if len(kept) < want:
         tried = figures["seeds_tried"]
-        if len(seen) == 1 and tried > 1:
+        if made.distinct == 1 and tried > 1:
             raise Rejected(f"{layout.ENV_GENERATE}: expected generate_level(seed, config) to make different levels "
                            f"for different seeds, found the same level for all {tried} seeds 1..{tried} "
                            f"(the generator ignores its seed)")
-        rejection = Rejected(f"{layout.ENV_GENERATE}: expected at least {want} distinct valid levels from seeds "
+        refused = figures["rejected_by_validator"]
+        raise Rejected(f"{layout.ENV_GENERATE}: expected at least {want} distinct valid levels from seeds "
                        f"1..{tried}, found {len(kept)} ({figures['duplicates']} duplicates, "
-                       f"{figures['rejected_by_validator']} rejected by the validator, {figures['unfit']} unfit"
-                       + (f"; e.g. {figures['examples'][0]}" if figures["examples"] else "") + ")")
-        rejection.rejected = figures["rejected_by_validator"]
-        rejection.all_rejected_by_validator = rejection.rejected > 0 and rejection.rejected == len(seen)
-        raise rejection
+                       f"{refused} rejected by the validator, {figures['unfit']} unfit"
+                       + (f"; e.g. {figures['examples'][0]}" if figures["examples"] else "") + ")",
+                       cause=ValidatorRejectsAll(refused) if 0 < refused == made.distinct
+                       else TooFewLevels(want, len(kept), figures["duplicates"], refused, figures["unfit"]))
     return kept
 
 
@@ -207,7 +184,8 @@ def _shipped(ctx: Context, worker: EnvClient, certifier: Certifier, figures: dic
             issues = '; '.join(verdict.issues) or 'rejected without a reason'
             if not solved(lm):
                 raise Rejected(f"{lm.source}: expected the validator to accept this shipped level, found {issues} "
-                               f"(and no search witness scores on it: {_searched(lm)})")
+                               f"(and no search witness scores on it: {_searched(lm)})",
+                               cause=ShippedLevelRefused(lm.source))
             refuted[layout.level_key(lm.source)] = {"issues": verdict.issues[:5], "witness": lm.witness,
                                                     "witness_reward": round(lm.search_reward, 9)}
             out[i] = dataclasses.replace(lm, notes=f"the validator rejects this level ({issues[:200]}); refuted: "
@@ -351,13 +329,9 @@ def _write_levels(ctx: Context, generated: list[LevelMax]) -> list[LevelMax]:
 
 
 def _validate(worker: EnvClient, what: str, **where) -> Verdict:
+    """The validator's verdict on the level in `worker` (or `where`); a validator that fails rejects."""
     try:
         return worker.validate(**where)
     except SandboxFailure as f:
         raise Rejected(f"{located(f, layout.ENV_VALIDATOR)}: expected the validator to run on {what}, "
                        f"found {failure_text(f)}") from None
-
-
-def _example(figures: dict, text: str) -> None:
-    if len(figures["examples"]) < 5:
-        figures["examples"].append(text)

@@ -34,14 +34,15 @@ from pipeline.errors import Rejected
 from pipeline.sandbox.outside.client import Level
 from pipeline.verify import claims
 from pipeline.verify.context import Clock, Context, failure_text, located
-from pipeline.verify.certify import EPS, LevelMax, scorable, tidy, unscored_reason
+from pipeline.verify.certify import EPS, LevelMax, scorable, tidy, unscored_reason, write_max_rewards
 
 RANDOM_AGENT = "uniform random declared action with sampled parameters"
 CONSTANT_PARAMS = 3  # parameter combinations per action tried as a constant policy
 
 
 def run(ctx: Context, levels: list[LevelMax], figures: dict) -> list[LevelMax]:
-    """The levels, with any max reward a random or constant-policy episode corrected; fills `figures`."""
+    """The levels, with any max reward a random or constant-policy episode corrected (and, when the
+    environment passes and verify writes, level_max_rewards.json rewritten with them); fills `figures`."""
     clock = Clock()
     rng = random.Random(ctx.options.seed + 1)
     policies = constant_policies(ctx)
@@ -95,12 +96,19 @@ def run(ctx: Context, levels: list[LevelMax], figures: dict) -> list[LevelMax]:
         figures["inconclusive"] = (f"the search planner scores only {planner_mean:.3f} of the max (its search "
                                    f"budget or candidate actions fall short), so its margin over the random agent "
                                    f"({random_mean:.3f}) does not measure the reward")
-        return out
+        return _corrected(ctx, out, figures)
     if random_mean >= planner_mean - ctx.options.margin:
         raise Rejected(f"reward: expected the search planner's mean normalized reward ({planner_mean:.3f}) to exceed "
                        f"the random agent's ({random_mean:.3f}) by more than the margin {ctx.options.margin:g}, found "
                        f"a difference of {planner_mean - random_mean:.3f}: the reward does not measure skill")
-    return out
+    return _corrected(ctx, out, figures)
+
+
+def _corrected(ctx: Context, levels: list[LevelMax], figures: dict) -> list[LevelMax]:
+    """A max reward this stage corrected is written back to the folder's level_max_rewards.json."""
+    if figures["corrected"] and "/" in levels[0].source and ctx.options.write:
+        write_max_rewards(ctx, levels)
+    return levels
 
 
 def constant_policies(ctx: Context) -> list[tuple[str, dict]]:

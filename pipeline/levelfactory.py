@@ -1,0 +1,130 @@
+"""The one way envforge makes levels from an environment's generator: N distinct levels the
+validator accepts, each with a certified max reward, from a given run of seeds.
+
+    LevelFactory(worker, seeds, certifier).make(n, exclude=...) -> Made
+
+Seeds go to `generate_level` in order until `n` fit levels are kept or the seeds run out. A level
+counts once: levels with the same canonical state hash are duplicates (a generator that ignores
+its seed makes nothing else), and so is a level whose hash is in `exclude` (learn's training
+levels must differ from the environment's test and validation levels). Each distinct level is
+validated in the worker that made it (a state sent back through JSON would reach the validator
+with its integer keys turned to strings and its tuples to lists), and the accepted ones are
+certified in batches of what is still wanted (`certifier.many`), so no level past the n-th fit
+one is searched. A certified level is *fit* when its `unfit` is empty.
+
+Used by verify's levels stage (seeds 1..max_seeds, the environment's level set) and by learn's
+training levels (seeds from the study's seed stream, fresh each iteration). The factory decides
+nothing about the environment: it counts what it saw (`Made`) and the caller judges.
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Callable, Iterable, Protocol
+
+from pipeline.sandbox import SandboxFailure
+from pipeline.sandbox.outside.client import EnvClient, Level, Verdict
+
+if TYPE_CHECKING:  # a certified level (pipeline.verify.certify.LevelMax): the factory only reads it
+    from pipeline.verify.certify import LevelMax
+
+EXAMPLES = 5  # why-not examples kept (a rejected or unfit level, in words)
+WARNED = 20  # levels whose validator warnings are kept
+
+
+class GeneratorFailed(Exception):
+    """generate_level failed in the sandbox for `seed` (the caller says whose fault that is)."""
+
+    def __init__(self, seed: int, failure: SandboxFailure):
+        super().__init__(str(failure))
+        self.seed, self.failure = seed, failure
+
+
+class Certifier(Protocol):
+    """Certifies levels: [(source, the validator's verdict)] -> a certified level for each, in order,
+    or None for a level that cannot be scored on (learn's certifier: its witness did not replay)."""
+
+    def many(self, items: list[tuple[str, Verdict]]) -> list["LevelMax | None"]: ...
+
+
+@dataclass
+class Made:
+    """What one `make` saw and kept."""
+
+    kept: list["LevelMax"] = field(default_factory=list)  # the fit levels, in seed order (seed, state set)
+    seeds_tried: int = 0
+    duplicates: int = 0  # equal to a level made before, or to one in `exclude`
+    distinct: int = 0
+    rejected_by_validator: int = 0
+    unfit: int = 0
+    uncertified: int = 0  # the certifier could not score on them (None)
+    unsolvable: list["LevelMax"] = field(default_factory=list)  # unfit, and an exhaustive search proves it
+    examples: list[str] = field(default_factory=list)
+    validator_warnings: dict[str, list[str]] = field(default_factory=dict)  # on levels it accepted
+
+    def example(self, text: str) -> None:
+        if len(self.examples) < EXAMPLES:
+            self.examples.append(text)
+
+
+class LevelFactory:
+    """`worker` makes and validates levels; `certifier` certifies them (sharing that worker or not).
+    `validate(worker, what)`: the validator's verdict on the level just made (the caller says how a
+    validator that fails is reported); by default the worker's own `validate`."""
+
+    def __init__(self, worker: EnvClient, seeds: Iterable[int], certifier: Certifier,
+                 validate: Callable[[EnvClient, str], Verdict] | None = None):
+        self.worker, self.seeds, self.certifier = worker, seeds, certifier
+        self.validate = validate or (lambda w, _: w.validate())
+
+    def make(self, n: int, exclude: Iterable[str] = (), chance: bool = False, made: Made | None = None) -> Made:
+        """Up to `n` fit levels (fewer when the seeds run out: `len(made.kept) < n`). `chance`: the
+        environment draws random numbers during step, so a search over one chance outcome proves no
+        level unsolvable. `made`: counts kept as they grow (a caller reporting them when the
+        generator fails mid-way passes its own)."""
+        made = made if made is not None else Made()
+        seen = set(exclude)
+        seeds = iter(self.seeds)
+        exhausted = False
+        while len(made.kept) < n and not exhausted:
+            batch: list[tuple[int, str, object, Verdict]] = []
+            while len(made.kept) + len(batch) < n:
+                seed = next(seeds, None)
+                if seed is None:
+                    exhausted = True
+                    break
+                made.seeds_tried += 1
+                try:
+                    first = self.worker.reset(Level(seed=seed), want_state=True)
+                except SandboxFailure as f:
+                    raise GeneratorFailed(seed, f) from None
+                if first.state_hash in seen:
+                    made.duplicates += 1
+                    continue
+                seen.add(first.state_hash)
+                made.distinct += 1
+                verdict = self.validate(self.worker, f"the level generated with seed {seed}")
+                if verdict.ok and verdict.warnings and len(made.validator_warnings) < WARNED:
+                    made.validator_warnings[f"seed {seed}"] = verdict.warnings[:5]
+                if not verdict.ok:
+                    made.rejected_by_validator += 1
+                    made.example(f"seed {seed}: rejected by the validator: "
+                                 f"{'; '.join(verdict.issues) or 'no reason given'}")
+                    continue
+                batch.append((seed, first.state_hash, first.level_text or first.state, verdict))
+            if not batch:
+                continue
+            certified = self.certifier.many([(str(Level(seed=s)), verdict) for s, _, _, verdict in batch])
+            for (seed, digest, state, _), lm in zip(batch, certified):
+                if lm is None:
+                    made.uncertified += 1
+                    continue
+                lm = dataclasses.replace(lm, seed=seed, state=state, state_hash=digest)
+                if lm.unfit:
+                    made.unfit += 1
+                    made.example(f"seed {seed}: {lm.unfit}")
+                    if lm.proven_unsolvable and not chance:  # one chance outcome proves nothing
+                        made.unsolvable.append(lm)
+                else:
+                    made.kept.append(lm)
+        return made

@@ -1,0 +1,34 @@
+"""Why verification rejected an environment, as values a caller decides on (`Rejected.cause`).
+
+A rejection's `reason` is for a person; its cause is for code. A decision that depends on why a
+stage rejected (the levels stage blaming the validator rather than the generator, say) reads the
+cause, never the wording of the reason.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class ValidatorRejectsAll:
+    """The validator refused every distinct level the generator made (`rejected` of them)."""
+
+    rejected: int
+
+
+@dataclass(frozen=True)
+class TooFewLevels:
+    """The generator made fewer distinct, valid, fit levels than wanted within its seeds."""
+
+    wanted: int
+    kept: int
+    duplicates: int
+    rejected_by_validator: int
+    unfit: int
+
+
+@dataclass(frozen=True)
+class ShippedLevelRefused:
+    """The validator refuses a shipped level, and no replayed search witness scores on it."""
+
+    source: str

@@ -1,0 +1,41 @@
+"""The stages of `envforge verify`, declared once, in the order they run (as generate's are in
+pipeline/generate/stages.py).
+
+Each stage is `run(ctx, levels, figures) -> levels`: it fills its figures (also when it rejects:
+they are what verification.json shows of a failed stage), raises `Rejected` with a typed cause
+(pipeline/verify/causes.py) when the environment is unfit, and hands the levels later stages
+score on (with their certified max rewards) to the next stage. A stage that `needs_levels` runs
+on certified levels: when it is asked for without the levels stage, the levels stage runs first.
+A new stage is one entry here.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+from pipeline.verify import execution, levels, reliability
+from pipeline.verify.certify import LevelMax
+from pipeline.verify.context import Context
+
+Run = Callable[[Context, "list[LevelMax] | None", dict], "list[LevelMax] | None"]
+
+
+@dataclass(frozen=True)
+class VerifyStage:
+    name: str
+    run: Run
+    what: str  # what it establishes, in a line
+    needs_levels: bool = False
+
+
+VERIFY_STAGES: tuple[VerifyStage, ...] = (
+    VerifyStage("execution", execution.run, "random and planner rollouts on every level run cleanly"),
+    VerifyStage("levels", levels.run, "distinct valid levels from the generator, each with a certified max reward"),
+    VerifyStage("reliability", reliability.run, "the search planner outscores the random agent and every "
+                "constant-action policy by a margin", needs_levels=True),
+)
+STAGES = tuple(s.name for s in VERIFY_STAGES)
+
+
+def get(name: str) -> VerifyStage:
+    return next(s for s in VERIFY_STAGES if s.name == name)
