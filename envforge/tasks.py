@@ -33,7 +33,7 @@ from inspect_ai.tool import ToolInfo
 from pipeline import layout, paths
 from pipeline.errors import UserError
 from pipeline.evaluate.context import WorkerSession
-from pipeline.evaluate.episode import INFRASTRUCTURE, STOP_REASONS, Decision, Limits, Tracker, Turn, play
+from pipeline.evaluate.episode import INFRASTRUCTURE, STOP_REASONS, Decision, Limits, Tracker, Turn, run_episode
 from pipeline.evaluate.records import NO_MODEL
 from pipeline.sandbox import Limits as SandboxLimits
 from pipeline.sandbox import SandboxFailure
@@ -109,7 +109,7 @@ def episode(history: int = 10):
         else:
             session = LastStep(client, executor)
             try:
-                await play(agent, session, meta["level"], tracker, history)
+                await run_episode(agent, session, meta["level"], tracker, history)
             finally:
                 await loop.run_in_executor(executor, client.close)
                 executor.shutdown(wait=False)

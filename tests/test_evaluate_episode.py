@@ -7,7 +7,7 @@ import pytest
 
 from dsl_schema.actions import Action, Param
 from pipeline.envfolder.actions import ActionSpace
-from pipeline.evaluate.episode import Decision, Limits, Tracker, play
+from pipeline.evaluate.episode import Decision, Limits, Tracker, run_episode
 from pipeline.evaluate.react import FormatError, parse_action, thought_of
 from pipeline.kinds import normalize
 from pipeline.sandbox.outside.client import Observation, StepResult
@@ -45,7 +45,7 @@ class Scripted:
 
 def episode(agent, limits=Limits(), max_steps=30, max_reward=1.0, session=None):
     tracker = Tracker(limits, max_steps, max_reward, ActionSpace(tuple(SPACE)))
-    return asyncio.run(play(agent, session or Corridor(), "levels/level_01.yaml", tracker))
+    return asyncio.run(run_episode(agent, session or Corridor(), "levels/level_01.yaml", tracker))
 
 
 def test_reaching_the_max_reward_is_solved():

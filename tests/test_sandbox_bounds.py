@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from pipeline.rollout import KEEP_OBSERVATION_CHARS, kept
+from pipeline.evaluate.episode import KEEP_OBSERVATION_CHARS, kept
 from sandbox_kit import Host, assert_no_canary, host  # noqa: F401 - `host` is a fixture
 from tiny_env import write_env
 

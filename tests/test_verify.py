@@ -76,6 +76,25 @@ def test_verify_records_the_options_it_ran_with(reference_runs):
     assert options["write"] is True and options["limits"]["call_seconds"] == 10.0 and "progress" not in options
 
 
+def test_verify_random_baseline_is_evaluates_random_agent(reference_runs, tmp_path):
+    """verify's random episodes on a level are `envforge evaluate --agent random`'s runs there: the
+    difficulty baseline in manifest.json and the random row of an evaluation measure one agent."""
+    folder = reference_runs["crate_dock"][3]
+    per_level = json.loads((folder / "verification.json").read_text())["stages"]["reliability"]["per_level"]
+    out = tmp_path / "evaluation"
+    done = subprocess.run([sys.executable, "-m", "pipeline.cli", "evaluate", str(folder), "--agent", "random",
+                           "--runs", "5", "--max-levels", "3", "--out", str(out)], capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr
+    totals: dict[str, list[float]] = {}
+    for line in (out / "episodes.jsonl").read_text().splitlines():
+        record = json.loads(line)
+        totals.setdefault(Path(record["level"]).name, []).append(record["total_reward"])
+    assert len(totals) == 3 and all(len(t) == 5 for t in totals.values())
+    for level, runs in totals.items():
+        assert round(sum(runs) / len(runs), 4) == per_level[level]["random_mean_total"], level
+
+
 def test_verify_leaves_shipped_levels_alone(reference_runs):
     folder = reference_runs["crate_dock"][3]
     for level in sorted((REFERENCE / "crate_dock").glob("*levels/*.yaml")):

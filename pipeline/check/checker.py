@@ -16,8 +16,9 @@ from pathlib import Path
 from pipeline import layout
 from pipeline.envfolder.spec import EnvSpec
 from pipeline.errors import LocatedError, not_a_folder
+from pipeline.evaluate.agents import ActionsAgent, RandomAgent
+from pipeline.evaluate.episode import run_episode_sync
 from pipeline.located import Problem
-from pipeline import rollout
 from pipeline.sandbox import Limits, SandboxFailure
 from pipeline.sandbox.outside.client import EnvClient, Level
 from pipeline.check.static import other_python_files, scan_env
@@ -209,8 +210,7 @@ class _Checker:
             start = starts[i % len(starts)]
             where = _start_name(start)
             try:
-                episode = rollout.run_episode(worker, lambda obs, last: space.sample(self.rng, 0.2), start,
-                                              seed=i)
+                episode = run_episode_sync(RandomAgent(space, self.rng, invalid_rate=0.2), worker, start, seed=i)
             except SandboxFailure as f:
                 self.failure(f, f"a random episode on {where} to run without failure", "episodes")
                 continue
@@ -271,9 +271,8 @@ class _Checker:
         plan = [self.space.sample(self.rng) for _ in range(min(self.max_steps, 20))]
         runs = []
         for _, worker in self.with_workers(range(2)):
-            trace = iter(plan)
             try:
-                episode = rollout.run_episode(worker, lambda obs, last: next(trace), start, seed=7, limit=len(plan))
+                episode = run_episode_sync(ActionsAgent(plan), worker, start, seed=7, limit=len(plan))
             except SandboxFailure as f:
                 self.failure(f, "a replayed episode to run", "determinism")
                 return

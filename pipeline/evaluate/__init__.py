@@ -1,6 +1,6 @@
 """`envforge evaluate`: agents on accepted environments, scored by normalized reward (AutoEnv §5).
 
-    episode.py       one episode: the agent loop, its limits and stop reasons, its metrics
+    episode.py       one episode: the one engine (agent loop, limits, stop reasons, metrics)
     registry.py      the one registry of agents: what `--agent SPEC` means
     agents.py        model-free baselines: random, planner (search over snapshots)
     react.py         envforge's ReAct agent (AutoEnv Appendix C.3): the built-in react, and the
@@ -17,7 +17,7 @@ from __future__ import annotations
 from typing import Protocol
 
 from pipeline.evaluate.context import EnvTarget, EpisodeContext
-from pipeline.evaluate.episode import Decision, Limits, Turn, play
+from pipeline.evaluate.episode import Decision, Limits, Turn, run_episode
 from pipeline.evaluate.model_agents import ModelOptions
 from pipeline.evaluate.registry import display_name, kind_of, make_player, register_prefix
 
@@ -29,4 +29,4 @@ class Agent(Protocol):
 
 
 __all__ = ["Agent", "Decision", "EnvTarget", "EpisodeContext", "Limits", "ModelOptions", "Turn", "display_name",
-           "kind_of", "make_player", "play", "register_prefix"]
+           "kind_of", "make_player", "register_prefix", "run_episode"]

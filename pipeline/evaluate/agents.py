@@ -1,4 +1,4 @@
-"""The model-free baselines: a uniform random agent and the search planner.
+"""The model-free agents: the uniform random agent, the search planner, and a fixed action sequence.
 
 Agents match the `Agent` protocol (pipeline.evaluate): `await agent.act(turn) -> Decision`.
 One agent object plays one episode; `make(ctx)` builds it from the episode's context.
@@ -14,19 +14,50 @@ from pipeline.evaluate.episode import Decision, Turn
 
 
 class RandomAgent:
-    """A uniformly random declared action with sampled parameters, seeded by (the DSL's meta.id,
-    level, run) so a re-run plays the same episode, and a copy of the folder under another name too."""
+    """A uniformly random declared action with sampled parameters: envforge's one random agent,
+    `--agent random` in evaluate and the baseline verify's reliability stage measures against
+    (its difficulty_baseline in manifest.json). `seeded` seeds it by (the DSL's meta.id, level,
+    run), so a re-run plays the same episode, a copy of the folder under another name too, and
+    verify's random episode `run` on a level is evaluate's.
 
-    def __init__(self, ctx: EpisodeContext):
-        self.space = ctx.env.space
-        meta = ctx.env.config.get("meta") if isinstance(ctx.env.config, dict) else None
+    `invalid_rate`: the share of malformed actions (an unknown name, a bogus parameter) it sends
+    instead, as check and verify's execution stage do to see an environment survive what agents
+    really send; such a fuzzing agent samples even when no action is declared."""
+
+    def __init__(self, space, rng: random.Random, invalid_rate: float = 0.0):
+        self.space, self.rng, self.invalid_rate = space, rng, invalid_rate
+
+    @classmethod
+    def seeded(cls, space, config, level: str, run: int) -> "RandomAgent":
+        meta = config.get("meta") if isinstance(config, dict) else None
         env_id = meta.get("id", "") if isinstance(meta, dict) else ""
-        self.rng = random.Random(f"{env_id}|{ctx.level}|{ctx.run}")
+        return cls(space, random.Random(f"{env_id}|{level}|{run}"))
+
+    @classmethod
+    def for_episode(cls, ctx: EpisodeContext) -> "RandomAgent":
+        return cls.seeded(ctx.env.space, ctx.env.config, ctx.level, ctx.run)
 
     async def act(self, turn: Turn) -> Decision:
-        if not self.space:
+        if not self.space and not self.invalid_rate:
             return Decision(error="stop", message="the environment declares no actions to sample from")
-        return Decision(action=self.space.sample(self.rng))
+        return Decision(action=self.space.sample(self.rng, self.invalid_rate))
+
+
+class ActionsAgent:
+    """Plays the actions it is given, in order; when they run out, `then` (another agent) takes
+    over, or it stops. Verify's planner episodes (the search's witness, then random actions) and
+    check's replayed episodes are such agents."""
+
+    def __init__(self, actions, then=None):
+        self.actions, self.then = iter(actions), then
+
+    async def act(self, turn: Turn) -> Decision:
+        action = next(self.actions, None)
+        if action is not None:
+            return Decision(action=action)
+        if self.then is not None:
+            return await self.then.act(turn)
+        return Decision(error="stop", message="no actions left to play")
 
 
 class PlannerAgent:

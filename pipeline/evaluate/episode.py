@@ -1,4 +1,7 @@
-"""One episode: the agent loop, its limits and stop reasons (as data), and its metrics.
+"""One episode: envforge's one episode engine — the agent loop, its limits and stop reasons (as
+data), and its metrics. Every episode envforge plays goes through `run_episode`: evaluate's and
+learn's agents, the Inspect adapter, verify's execution and reliability episodes and check's
+(these through its synchronous face, `run_episode_sync`, on a worker they hold).
 
     reset -> while no stop reason: agent.act(turn) -> step the env (or count the error) -> check limits
 
@@ -9,6 +12,8 @@ limit, as in EPOCH-Bench: an agent that answers garbage uses up its episode.
 """
 from __future__ import annotations
 
+import dataclasses
+import hashlib
 import json
 import math
 import time
@@ -263,8 +268,8 @@ class Session(Protocol):
     async def step(self, action: dict) -> StepResult: ...
 
 
-async def play(agent, session: Session, level: str, tracker: Tracker, history: int = 10,
-               log: Callable[[dict], None] = lambda line: None) -> Tracker:
+async def run_episode(agent, session: Session, level: str, tracker: Tracker, history: int = 10,
+                      log: Callable[[dict], None] = lambda line: None) -> Tracker:
     """Run one episode of `agent` on `level`; the tracker holds its outcome."""
     try:
         first = await session.reset(level)
@@ -290,9 +295,13 @@ async def play(agent, session: Session, level: str, tracker: Tracker, history: i
     return tracker
 
 
-# What one trajectory line keeps of each long text (an observation, a prompt, a reply): an env
-# with 8 MB observations logged 801 MB for one episode.
+# What envforge keeps of each long text of an episode (an observation, a prompt, a reply): an env
+# with 8 MB observations logged 801 MB for one episode. One cap, two forms: a trajectory line
+# keeps the first TRAJECTORY_TEXT_CHARS characters and says how much it cut (capped); an episode
+# kept to compare with another keeps the size and digest instead (kept), which still tells two
+# runs apart.
 TRAJECTORY_TEXT_CHARS = 20_000
+KEEP_OBSERVATION_CHARS = TRAJECTORY_TEXT_CHARS
 
 
 def capped(value: Any, limit: int = TRAJECTORY_TEXT_CHARS, cut: str = "not logged") -> Any:
@@ -320,3 +329,107 @@ def trajectory_line(turn: Turn, decision: Decision, out: StepResult | None, trac
                     invalid=tracker.turn_log[-1].get("invalid"), t=out.t, state_hash=out.state_hash)
     line.update(total=tracker.total, stop_reason=tracker.stop_reason)
     return line
+
+
+def kept(observation: Any) -> Any:
+    """`observation`, or past KEEP_OBSERVATION_CHARS a note of its size and digest that says so."""
+    text = observation if isinstance(observation, str) else json.dumps(observation, sort_keys=True)
+    if len(text) <= KEEP_OBSERVATION_CHARS:
+        return observation
+    digest = hashlib.sha256(text.encode("utf-8", "replace")).hexdigest()[:16]
+    return f"<observation of {len(text)} characters, cut: not kept; sha256 {digest}>"
+
+
+# -- the synchronous face ------------------------------------------------------------------------
+@dataclass
+class Episode:
+    """What a synchronous episode saw, step by step (observations as `kept` keeps them)."""
+
+    level: Any
+    total_reward: float = 0.0
+    steps: int = 0
+    terminated: bool = False  # the environment reached an end state
+    truncated: bool = False  # the runtime's step cap (or the caller's limit) ended it
+    # done() itself ended it at the cap (`t >= max_steps` in the env's own done()): truncated all the
+    # same, but no sign of an env whose episodes never end
+    ended_at_cap: bool = False
+    observations: list = field(default_factory=list)
+    actions: list = field(default_factory=list)
+    rewards: list = field(default_factory=list)
+    events: list = field(default_factory=list)
+    tracker: Tracker | None = None
+
+
+class _Held:
+    """A worker the caller holds (EnvClient), seen as the engine's Session: its calls are made
+    directly and never suspend; it records the episode's steps and lets a SandboxFailure through
+    to the caller (whose verdict it is), after the engine has ended the episode on it."""
+
+    def __init__(self, env, seed: int, want_state: bool, on_step: Callable[[dict, StepResult], None] | None):
+        self.env, self.seed, self.want_state, self.on_step = env, seed, want_state, on_step
+        self.failure: SandboxFailure | None = None
+        self.last: StepResult | None = None
+        self.episode: Episode | None = None
+
+    async def reset(self, level) -> Observation:
+        first = self._call(self.env.reset, level, self.seed, want_state=self.want_state)
+        self.episode = Episode(level, observations=[kept(first.observation)])
+        return first
+
+    async def step(self, action: dict) -> StepResult:
+        out = self._call(self.env.step, action, want_state=self.want_state)
+        episode, self.last = self.episode, out
+        episode.steps += 1
+        episode.total_reward += out.reward
+        episode.actions.append(action)
+        episode.rewards.append(out.reward)
+        episode.events.append(out.events)
+        episode.observations.append(kept(out.observation))
+        if self.on_step:
+            self.on_step(action, out)
+        return out
+
+    def _call(self, fn, *args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except SandboxFailure as f:
+            self.failure = f
+            raise
+
+
+# The limits of an episode played to learn about the environment, not to score an agent: no
+# streak, loop or stagnation stop, no wall clock of its own (the worker's deadline holds).
+PROBING = Limits(0, 0, 0, 0, 0, 0.0)
+
+
+def run_episode_sync(agent, env, level, seed: int = 0, limit: int | None = None,
+                     on_step: Callable[[dict, StepResult], None] | None = None, want_state: bool = False) -> Episode:
+    """One episode of `agent` on `level` in the worker `env` (an EnvClient the caller holds),
+    through the engine, synchronously: the agent must answer without waiting on anything (random,
+    a fixed action sequence). `seed`: the RNG seed of a level file. `limit`: stop after that many
+    steps even before the cap (counted as truncated). A wall-clock budget is the client's
+    (`EnvClient.deadline`): past it the episode ends as a `wall_clock` failure. `on_step(action,
+    result)` after each step; `want_state`: each result carries the true state. A SandboxFailure
+    is raised to the caller."""
+    session = _Held(env, seed, want_state, on_step)
+    tracker = Tracker(dataclasses.replace(PROBING, max_steps=limit or 0), limit or env.max_steps, None,
+                      getattr(agent, "space", None) or ActionSpace())
+    _run_now(run_episode(agent, session, level, tracker))
+    if session.failure is not None:
+        raise session.failure
+    episode, last = session.episode, session.last
+    episode.tracker = tracker
+    if last is not None:
+        episode.terminated, episode.truncated = last.terminated, not last.terminated
+        episode.ended_at_cap = last.capped
+    return episode
+
+
+def _run_now(coroutine):
+    """Run a coroutine that never waits (its agent and session answer at once) to its end, here."""
+    try:
+        coroutine.send(None)
+    except StopIteration as done:
+        return done.value
+    coroutine.close()
+    raise RuntimeError("a synchronous episode waited on something: its agent must answer without waiting")

@@ -22,7 +22,7 @@ from typing import Any, Callable, Iterator
 from pipeline import records as files
 from pipeline.evaluate import react
 from pipeline.evaluate.context import EpisodeContext
-from pipeline.evaluate.episode import Decision, Turn, play
+from pipeline.evaluate.episode import Decision, Turn, run_episode
 from pipeline.evaluate.model_agents import ModelOptions, TurnError, agent_env, agent_turn, call_model, decision_of
 from pipeline.llm import Message
 from pipeline.sandbox import Limits, SandboxFailure, Worker, WorkerPool
@@ -144,7 +144,7 @@ def react_player(client, options: ModelOptions, instruction: str | None = None):
 
     async def player(ctx: EpisodeContext, tracker, log):
         agent = InProcess(agent_env(ctx, instruction))
-        return await play(HostedAgent(agent.act, ctx, client, options, "the ReAct agent"), ctx.session, ctx.level, tracker,
+        return await run_episode(HostedAgent(agent.act, ctx, client, options, "the ReAct agent"), ctx.session, ctx.level, tracker,
                           options.history, log)
 
     return player
@@ -174,7 +174,7 @@ def code_player(folder: Path, instruction: str, client, options: ModelOptions, a
             return tracker
         try:
             await ctx.session.blocking(agent.start, agent_env(ctx, instruction))
-            return await play(HostedAgent(agent.act, ctx, client, options), ctx.session, ctx.level, tracker, options.history, log)
+            return await run_episode(HostedAgent(agent.act, ctx, client, options), ctx.session, ctx.level, tracker, options.history, log)
         except SandboxFailure as f:
             tracker.stop("agent_error", f"agent.py failed to start: {f.kind}: {f.detail}")
             return tracker

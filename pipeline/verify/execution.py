@@ -20,7 +20,8 @@ from collections import Counter
 
 from dsl_schema.conditions import ConditionError, ConditionSyntaxError, holds, parse_condition
 from pipeline import layout, planner
-from pipeline.rollout import run_episode
+from pipeline.evaluate.agents import ActionsAgent, RandomAgent
+from pipeline.evaluate.episode import Turn, run_episode_sync
 from pipeline.sandbox import SandboxFailure
 from pipeline.errors import Rejected
 from pipeline.sandbox.outside.client import EnvClient, Level
@@ -45,10 +46,10 @@ def run(ctx: Context, levels: list | None, figures: dict) -> list | None:
             for source in sources:
                 for i in range(ctx.options.execution_episodes):
                     _episode(ctx, worker, source, f"random episode {i + 1}", figures, failures,
-                             lambda obs, last: ctx.space.sample(rng, ctx.options.invalid_rate), seed=i, ends=ends)
+                             RandomAgent(ctx.space, rng, ctx.options.invalid_rate), seed=i, ends=ends)
                 plan = _plan(ctx, worker, source, figures, failures)
                 _episode(ctx, worker, source, "planner episode", figures, failures,
-                         lambda obs, last: plan.pop(0) if plan else ctx.space.sample(rng), seed=0, ends=ends)
+                         ActionsAgent(plan, then=RandomAgent(ctx.space, rng)), seed=0, ends=ends)
     finally:
         figures["failures_by_kind"] = dict(failures)
         figures.update(clock.figures())
@@ -104,18 +105,32 @@ class EndChecks:
         return next(text for w, text, _ in self.conditions if w == where)
 
 
-def _episode(ctx: Context, env: EnvClient, source: Level, what: str, figures: dict, failures: Counter, policy,
+class _Watched:
+    """An agent whose every action is noted (the failing one included), and whose first turn checks
+    the observation after reset and notes the end conditions holding in the first state."""
+
+    def __init__(self, agent, first_turn):
+        self.agent, self.first_turn, self.chosen = agent, first_turn, []
+
+    async def act(self, turn: Turn):
+        if turn.step == 1:
+            self.first_turn(turn.observation)
+        decision = await self.agent.act(turn)
+        self.chosen.append(decision.action)
+        return decision
+
+
+def _episode(ctx: Context, env: EnvClient, source: Level, what: str, figures: dict, failures: Counter, agent,
              seed: int, ends: EndChecks | None = None) -> None:
-    chosen: list[dict] = []  # every action sent, the failing one included
     held: list[set[str]] = []  # the end conditions holding before the step to come
 
-    def choose(observation, last):
-        if last is None:
-            _observation(observation, f"after reset on {source}", failures)
-            if ends is not None and ends.conditions:
-                held.append(ends.holding(env.observe(want_state=True).state, 0, None))
-        chosen.append(policy(observation, last))
-        return chosen[-1]
+    def first_turn(observation):
+        _observation(observation, f"after reset on {source}", failures)
+        if ends is not None and ends.conditions:
+            held.append(ends.holding(env.observe(want_state=True).state, 0, None))
+
+    watched = _Watched(agent, first_turn)
+    chosen = watched.chosen
 
     def on_step(action, result):
         _observation(result.observation, f"after step {len(chosen)} ({_fmt(action)}) of a {what} on {source}",
@@ -133,7 +148,8 @@ def _episode(ctx: Context, env: EnvClient, source: Level, what: str, figures: di
                            f"{step} ({_fmt(action)}) of a {what} on {source}, where it holds")
 
     try:
-        episode = run_episode(env, choose, source, seed=seed, on_step=on_step, want_state=bool(ends and ends.conditions))
+        episode = run_episode_sync(watched, env, source, seed=seed, on_step=on_step,
+                                   want_state=bool(ends and ends.conditions))
     except SandboxFailure as f:
         failures[f.kind] += 1
         # An action chosen means the reset went through: the failure came with that step.

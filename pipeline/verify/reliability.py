@@ -1,8 +1,11 @@
 """Stage 3, reliability (model-free): the reward must tell a skilled agent from an unskilled one.
 
-The unskilled agent plays uniformly random declared actions with sampled parameters
-(WorldTest's random agent); the skilled one is the search planner, replaying its certified
-witness. Normalized reward = episode total / the level's certified max reward (levels stage).
+The unskilled agent is envforge's random agent (`envforge evaluate --agent random`,
+pipeline.evaluate.agents.RandomAgent: uniformly random declared actions with sampled parameters,
+WorldTest's random agent, seeded by the env's meta.id, the level and the run), so verify's random
+episode N on a level is evaluate's run N there; the skilled one is the search planner, replaying
+its certified witness. Every episode here goes through the one episode engine
+(pipeline.evaluate.episode), each policy an agent. Normalized reward = episode total / the level's certified max reward (levels stage).
 The environment is rejected when the planner cannot score (mean normalized 0) or when the
 random agent's mean comes within `margin` of the planner's (random_mean >= planner_mean -
 margin; default margin 0.2): then the reward does not measure skill.
@@ -23,12 +26,11 @@ they are named in the figures and left out of every mean.
 from __future__ import annotations
 
 import dataclasses
-import random
 from statistics import mean
 
 from pipeline import layout
-from pipeline.planner import replay
-from pipeline.rollout import run_episode
+from pipeline.evaluate.agents import ActionsAgent, RandomAgent
+from pipeline.evaluate.episode import run_episode_sync
 from pipeline.sandbox import SandboxFailure
 from pipeline.errors import Rejected
 from pipeline.sandbox.outside.client import Level
@@ -44,7 +46,6 @@ def run(ctx: Context, levels: list[LevelMax], figures: dict) -> list[LevelMax]:
     """The levels, with any max reward a random or constant-policy episode corrected (and, when the
     environment passes and verify writes, level_max_rewards.json rewritten with them); fills `figures`."""
     clock = Clock()
-    rng = random.Random(ctx.options.seed + 1)
     policies = constant_policies(ctx)
     figures |= {"levels": len(levels), "episodes": 0, "margin": ctx.options.margin, "random_agent": RANDOM_AGENT,
                "random_episodes_per_level": ctx.options.random_episodes, "per_level": {},
@@ -53,7 +54,7 @@ def run(ctx: Context, levels: list[LevelMax], figures: dict) -> list[LevelMax]:
     try:
         with ctx.worker() as worker:
             for lm in levels:
-                lm, scores, totals = _score_level(ctx, worker, lm, rng, figures, policies)
+                lm, scores, totals = _score_level(ctx, worker, lm, figures, policies)
                 figures["per_level"][layout.level_key(lm.source)] = scores
                 constant_totals[lm.source] = totals
                 out.append(lm)
@@ -155,7 +156,7 @@ def _degenerate(ctx: Context, scored: list[LevelMax], totals: dict[str, dict[str
                        f"{planner_mean:.2f}, margin {margin:g}): one action repeated, not skill, earns the reward")
 
 
-def _score_level(ctx: Context, worker, lm: LevelMax, rng: random.Random, figures: dict,
+def _score_level(ctx: Context, worker, lm: LevelMax, figures: dict,
                  policies: list[tuple[str, dict]]) -> tuple[LevelMax, dict, dict[str, float]]:
     totals = []
     level = Level.parse(lm.source)
@@ -175,20 +176,19 @@ def _score_level(ctx: Context, worker, lm: LevelMax, rng: random.Random, figures
                 notes=f"{what} scored {total:g}, above the max reward {lm.max_reward:g} ({lm.calculation_method}); "
                       f"corrected")
 
-    for i in range(ctx.options.random_episodes):
-        episode = run_episode(worker, lambda obs, last: ctx.space.sample(rng), level, seed=i)
+    for run in range(ctx.options.random_episodes):
+        agent = RandomAgent.seeded(ctx.space, ctx.config, lm.source, run)
+        episode = run_episode_sync(agent, worker, level, seed=run)
         figures["episodes"] += 1
         totals.append(episode.total_reward)
         raise_max(episode.total_reward, episode.actions, "a random episode")
     constant = {}
     for name, action in policies:
-        worker.reset(level)
-        total, _, steps = replay(worker, [action] * ctx.max_steps)
+        episode = run_episode_sync(ActionsAgent([action] * ctx.max_steps), worker, level)
         figures["episodes"] += 1
-        constant[name] = total
-        raise_max(total, [action] * steps, name)
-    worker.reset(level)
-    planner_total, _, _ = replay(worker, lm.witness)
+        constant[name] = episode.total_reward
+        raise_max(episode.total_reward, episode.actions, name)
+    planner_total = run_episode_sync(ActionsAgent(lm.witness), worker, level).total_reward
     figures["episodes"] += 1
     lm = dataclasses.replace(lm, best_seen=max(lm.best_seen, planner_total, *totals, *constant.values()))
     scores = {"max_reward": tidy(lm.max_reward), "max_certainty": lm.certainty,
