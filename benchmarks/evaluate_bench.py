@@ -4,7 +4,7 @@
 
 The react agent plays crate_dock through the whole product path (the evaluate runner, the LLM
 client and the real OpenAI SDK over HTTP, a pool of sandbox workers), against the loopback model
-server of the tests (tests/llm_server.py), which answers every call after `--latency` seconds
+server of the tests (pipeline/testing/llm_server.py), which answers every call after `--latency` seconds
 with a valid action. The server runs in a child process, as a model's server would be elsewhere:
 in this process its threads would compete with envforge's for the interpreter lock. Every episode is exactly `--steps` turns (early-stop limits off), so the
 ideal time of E episodes at concurrency C is ceil(E / C) * steps * latency. Each concurrency
@@ -40,8 +40,8 @@ from pipeline.sandbox import WorkerPool  # noqa: E402
 WAIT = '<thinking_memory>Nothing to do yet.</thinking_memory>\n<action>{"action": "wait", "params": {}}</action>'
 SERVER = """
 import sys, time
-sys.path.insert(0, {tests!r})
-from llm_server import LLMServer, Reply
+sys.path.insert(0, {root!r})
+from pipeline.testing.llm_server import LLMServer, Reply
 server = LLMServer()
 server._httpd.RequestHandlerClass.disable_nagle_algorithm = True  # see the benchmark's docstring
 server.rule = lambda n: Reply({reply!r}, input_tokens=900, output_tokens=40, delay={latency!r})
@@ -82,7 +82,7 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=10, help="turns per episode (default 10)")
     args = parser.parse_args()
     os.environ.update(OPENAI_API_KEY="loopback", NO_PROXY="127.0.0.1,localhost")
-    code = SERVER.format(tests=str(ROOT / "tests"), reply=WAIT, latency=args.latency)
+    code = SERVER.format(root=str(ROOT), reply=WAIT, latency=args.latency)
     server = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     base_url = server.stdout.readline().strip()
     print(f"react agent on crate_dock, {args.steps} turns per episode, model latency {args.latency * 1000:.0f} ms "

@@ -24,9 +24,9 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT))
 
-import replay_kit  # noqa: E402
+from pipeline.testing import replay_kit  # noqa: E402
 
 BOOT = """
 import asyncio, sys

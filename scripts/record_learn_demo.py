@@ -1,7 +1,7 @@
 """Record the offline demo of `envforge learn` with the product itself.
 
 A deterministic scripted "model" (ScriptedModel) answers over the loopback server of the tests
-(tests/llm_server.py, the real OpenAI wire format), and the real command runs against it:
+(pipeline/testing/llm_server.py, the real OpenAI wire format), and the real command runs against it:
 
     envforge learn generated_envs/reference/crate_dock generated_envs/reference/tide_pool
         --methods all --iterations 2 --train-levels 2 --test-levels 3 --runs 1
@@ -37,9 +37,9 @@ from pathlib import Path
 import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT))
 
-from llm_server import LLMServer, Reply  # noqa: E402
+from pipeline.testing.llm_server import LLMServer, Reply  # noqa: E402
 from pipeline import records as files  # noqa: E402
 
 REPLAY = ROOT / "examples" / "replay"

@@ -6,7 +6,7 @@ _llm_sys.path.insert(0, str(_LLMPath(__file__).parent))
 
 import pytest as _llm_pytest  # noqa: E402
 
-from llm_server import LLMServer as _LLMServer  # noqa: E402
+from pipeline.testing.llm_server import LLMServer as _LLMServer  # noqa: E402
 
 _LLM_ENV_VARS = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_BASE_URL", "OPENAI_API_KEY",
                  "OPENAI_BASE_URL", "ENVFORGE_MODEL", "ENVFORGE_PRICES", "ENVFORGE_CACHE", "ENVFORGE_DOTENV")
@@ -73,3 +73,44 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if item.module.__name__.rpartition(".")[2] in SLOW_MODULES:
             item.add_marker(_llm_pytest.mark.slow)
+
+
+# --- artifacts made once per session: the README's offline demos (tests/cli_kit.py) ---
+# Every xdist worker of one `pytest` run sees the same folder: under xdist the workers' basetemps
+# (pytest-N/popen-gwK) share their parent; without xdist the session's basetemp is the whole run.
+import os as _artifact_os  # noqa: E402
+
+from cli_kit import Run as _Run, changed_files as _changed_files, shared_artifact as _shared_artifact  # noqa: E402
+
+_LEARN_DEMO_ENVS = sorted(f"generated_envs/reference/{p.name}"
+                          for p in (_LLMPath(__file__).parent.parent / "generated_envs" / "reference").iterdir()
+                          if p.is_dir())
+GENERATE_DEMO = ["generate", "--themes", "examples/themes.txt", "--provider", "replay"]
+LEARN_DEMO = ["learn", *_LEARN_DEMO_ENVS, "--provider", "replay", "--methods", "all", "--iterations", "2"]
+
+
+@_llm_pytest.fixture(scope="session")
+def artifact_cache(tmp_path_factory):
+    base = tmp_path_factory.getbasetemp()
+    return (base.parent if _artifact_os.environ.get("PYTEST_XDIST_WORKER") else base) / "shared-artifacts"
+
+
+def _shared(cache, name: str, argv: list[str]):
+    run = _shared_artifact(cache, name, argv)
+    yield run
+    changed = _changed_files(run)
+    assert not changed, f"a test wrote into the shared {name} at {run.out} (copy it first: Run.copy_to): {changed}"
+
+
+@_llm_pytest.fixture(scope="session")
+def generate_demo(artifact_cache) -> _Run:
+    """`envforge generate --themes examples/themes.txt --provider replay`, run once for the session
+    from the repository root. Read it; a test that writes copies it (`generate_demo.copy_to(tmp_path / "x")`)."""
+    yield from _shared(artifact_cache, "generate_demo", GENERATE_DEMO)
+
+
+@_llm_pytest.fixture(scope="session")
+def learn_demo(artifact_cache) -> _Run:
+    """`envforge learn generated_envs/reference/* --provider replay --methods all --iterations 2`, run
+    once for the session from the repository root. Read it; copy it to write into it."""
+    yield from _shared(artifact_cache, "learn_demo", LEARN_DEMO)

@@ -1,4 +1,4 @@
-"""`envforge generate` against a misbehaving provider: the loopback server of llm_server.py, on the
+"""`envforge generate` against a misbehaving provider: the loopback server of pipeline/testing/llm_server.py, on the
 real OpenAI or Anthropic wire, answering as a buggy provider or a runaway model does (forged or
 missing usage, replies of tens of MB, whatever a test's rule sends).
 
@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from llm_server import LLMServer
+from pipeline.testing.llm_server import LLMServer
 
 # A priced model on each wire (pipeline/llm/prices.yaml), so a budget means dollars.
 WIRES: dict[str, dict[str, str]] = {

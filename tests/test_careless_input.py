@@ -7,20 +7,13 @@ import shutil
 import socket
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
-ENVFORGE = str(Path(sys.executable).parent / "envforge")
+from cli_kit import ENVFORGE, ROOT, envforge
+
 CRATE_DOCK = ROOT / "generated_envs" / "reference" / "crate_dock"
 THEMES = ROOT / "examples" / "themes.txt"
-
-
-def envforge(*argv: str, cwd: Path, env: dict | None = None) -> subprocess.CompletedProcess:
-    done = subprocess.run([ENVFORGE, *argv], cwd=cwd, capture_output=True, text=True, timeout=600, env=env)
-    assert "Traceback" not in done.stdout + done.stderr, done.stdout + done.stderr
-    return done
 
 
 @pytest.mark.parametrize("argv, message", [
@@ -107,8 +100,9 @@ def test_doctor_gives_up_on_an_unreachable_host_at_its_time_limit(tmp_path):
     assert "the limit for one call being 10 s" in done.stderr + done.stdout
 
 
-def test_cost_rows_keep_whole_theme_names_and_replayed_tokens(tmp_path):
-    done = envforge("generate", "--themes", str(THEMES), "--provider", "replay", "--out", "run", cwd=tmp_path)
+@pytest.mark.slow  # the whole demo: the session's one run of it (conftest.py)
+def test_cost_rows_keep_whole_theme_names_and_replayed_tokens(generate_demo):
+    done = generate_demo
     themes = [line.strip() for line in THEMES.read_text().splitlines() if line.strip() and not line.startswith("#")]
     rows = [line for line in done.stdout.splitlines() if line.startswith("  theme ")]
     assert len(rows) == len(themes)

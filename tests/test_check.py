@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tiny_env import write_env
+from pipeline.testing.tiny_env import write_env
 
 ROOT = Path(__file__).resolve().parent.parent
 REFERENCE = ROOT / "generated_envs" / "reference"

@@ -249,7 +249,7 @@ def test_evaluate_as_a_normal_user_runs_the_probe_confined_and_records_the_rung(
 
 def test_check_says_which_confinement_the_env_ran_under(tmp_path):
     from pipeline.sandbox.outside.capabilities import capabilities
-    from tiny_env import write_env
+    from pipeline.testing.tiny_env import write_env
 
     env = write_env(tmp_path / "corridor")
     done = subprocess.run([sys.executable, "-m", "pipeline.cli", "check", str(env)], capture_output=True, text=True,
@@ -287,7 +287,7 @@ def _no_rung(*argv: str, env: dict | None = None, cwd: Path = ROOT) -> subproces
 
 
 def _marked_env(tmp_path: Path) -> tuple[Path, Path]:
-    from tiny_env import write_env
+    from pipeline.testing.tiny_env import write_env
 
     marker = tmp_path / "marker.txt"
     env = write_env(tmp_path / "marked")
@@ -322,7 +322,7 @@ def test_with_no_rung_the_python_api_refuses_too(tmp_path):
 
 
 def test_with_no_rung_and_the_opt_in_commands_run_warn_and_records_say_none(tmp_path):
-    from tiny_env import write_env
+    from pipeline.testing.tiny_env import write_env
 
     env = write_env(tmp_path / "corridor")
     done = _no_rung("-m", "pipeline.cli", "verify", str(env), "--write", "--unconfined")
@@ -342,7 +342,7 @@ def test_with_no_rung_and_the_opt_in_commands_run_warn_and_records_say_none(tmp_
 
 def test_confined_records_name_their_rung(tmp_path):
     from pipeline.sandbox.outside.capabilities import capabilities
-    from tiny_env import write_env
+    from pipeline.testing.tiny_env import write_env
 
     env = write_env(tmp_path / "corridor")
     done = subprocess.run([sys.executable, "-m", "pipeline.cli", "verify", str(env), "--write"], capture_output=True, text=True,
@@ -405,7 +405,7 @@ def test_a_ray_node_with_no_rung_is_refused_and_with_the_opt_in_named_and_record
             except OSError:
                 time.sleep(0.5)
         assert head.poll() is None, "the Ray node did not start"
-        from tiny_env import write_env
+        from pipeline.testing.tiny_env import write_env
 
         corridor = write_env(tmp_path / "corridor")
         argv = [sys.executable, "-m", "pipeline.cli", "evaluate", str(corridor), "--agent", "random", "--runs", "1",

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from pipeline.sandbox import Worker, capabilities
-from tiny_env import write_env
+from pipeline.testing.tiny_env import write_env
 
 ROOT = Path(__file__).resolve().parent.parent
 

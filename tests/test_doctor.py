@@ -3,7 +3,7 @@ import os
 import subprocess
 import sys
 
-from llm_server import Fault, Reply
+from pipeline.testing.llm_server import Fault, Reply
 
 LEAKY = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_BASE_URL", "OPENAI_API_KEY", "OPENAI_BASE_URL",
          "ENVFORGE_MODEL", "ENVFORGE_PRICES")

@@ -1,35 +1,12 @@
 """`envforge dsl check` as a user runs it: printed problems and exit status."""
-import importlib.util
 import json
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
+from cli_kit import ROOT, envforge
 from pipeline import cli
 
-ROOT = Path(__file__).resolve().parent.parent
 B4 = ROOT / "dsl_schema" / "examples" / "connect_four_b4.yaml"
-
-# Used only while another command module named in pipeline/cli.py does not exist yet: it drives
-# the dsl command through the same register()/run() contract that the real CLI uses.
-_DRIVER = (
-    "import argparse, sys\n"
-    "from pipeline.commands import dsl\n"
-    "parser = argparse.ArgumentParser(prog='envforge')\n"
-    "dsl.register(parser.add_subparsers(dest='command'))\n"
-    "args = parser.parse_args(sys.argv[1:])\n"
-    "sys.exit(args.func(args))\n"
-)
-
-
-def envforge(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    if all(importlib.util.find_spec(name) for name in cli.COMMAND_MODULES):
-        command = [str(Path(sys.executable).parent / "envforge"), *args]
-    else:
-        command = [sys.executable, "-c", _DRIVER, *args]
-    return subprocess.run(command, cwd=cwd, capture_output=True, text=True, timeout=60)
 
 
 def test_dsl_command_is_registered():

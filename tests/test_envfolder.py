@@ -9,7 +9,7 @@ import pytest
 from pipeline import safe_io
 from pipeline.envfolder.spec import EnvSpec, claimed_max_rewards, max_steps
 from pipeline.errors import LocatedError
-from tiny_env import write_env
+from pipeline.testing.tiny_env import write_env
 
 REFERENCE = Path(__file__).resolve().parent.parent / "generated_envs" / "reference"
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from tiny_env import write_env
+from pipeline.testing.tiny_env import write_env
 
 ENVFORGE = [sys.executable, "-m", "pipeline.cli"]
 
@@ -153,7 +153,7 @@ def react(env: Path, tmp: Path, server) -> int:
 
 def plant_secret(tmp_path: Path, server, monkeypatch) -> tuple[str, Path]:
     """A secret file outside the folder, and a model server that moves right every turn."""
-    from llm_server import Reply
+    from pipeline.testing.llm_server import Reply
 
     monkeypatch.setenv("OPENAI_API_KEY", "test-key")
     server.rule = lambda n: Reply(MOVE_RIGHT)

@@ -20,13 +20,15 @@ GENERATED = [e.path for e in layout.find_envs(ROOT / "generated_envs")]
 
 
 @pytest.fixture(scope="module")
-def demo_envs(tmp_path_factory):
-    """The offline demo's accepted environments, made through the Python API."""
+def demo_envs(tmp_path_factory, generate_demo):
+    """The offline demo's accepted environments, through the Python API: generate resumes a copy of
+    the session's one run of the demo (conftest.py), so it reads back what it finished."""
     tmp = tmp_path_factory.mktemp("gym_demo")
+    generate_demo.copy_to(tmp / "demo")
     saved = {k: os.environ.pop(k, None) for k in ("ANTHROPIC_API_KEY", "OPENAI_API_KEY", "ENVFORGE_MODEL")}
     os.environ.update(ENVFORGE_CACHE=str(tmp / "cache.sqlite"), ENVFORGE_DOTENV=str(tmp / ".env"))
     try:
-        run = envforge.generate(ROOT / "examples" / "themes.txt", tmp / "demo", provider="replay")
+        run = envforge.generate(ROOT / "examples" / "themes.txt", tmp / "demo", provider="replay", resume=True)
     finally:
         os.environ.pop("ENVFORGE_CACHE"), os.environ.pop("ENVFORGE_DOTENV")
         os.environ.update({k: v for k, v in saved.items() if v is not None})

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from llm_server import Fault, Reply
+from pipeline.testing.llm_server import Fault, Reply
 from pipeline.cli import main
 
 REFERENCE = Path(__file__).resolve().parent.parent / "generated_envs" / "reference"

@@ -3,16 +3,8 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
-import sys
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-
-
-def envforge(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "pipeline.cli", *args], capture_output=True, text=True,
-                          timeout=300, cwd=cwd)
+from cli_kit import ROOT, envforge
 
 
 def test_evaluate_through_a_skin_and_on_probe_items(tmp_path):

@@ -11,15 +11,14 @@ import json
 import re
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from tiny_env import write_env
+from cli_kit import envforge
+from pipeline.testing.tiny_env import write_env
 
 HOSTILE = Path(__file__).parent / "hostile"
-ENVFORGE = [sys.executable, "-m", "pipeline.cli"]
 
 # forgery -> (the reason the host gives, the commands whose path meets the forged reply)
 FORGERIES = {
@@ -40,10 +39,9 @@ def no_constant(name: str):
     raise AssertionError(f"a record holds {name}")
 
 
-def envforge(command: str, env: Path, tmp: Path) -> subprocess.CompletedProcess:
-    out = ["--out", str(tmp / f"out-{command}")] if command == "evaluate" else []
-    return subprocess.run(ENVFORGE + [command, str(env), *ARGS[command], *out], capture_output=True, text=True,
-                          timeout=600, cwd=tmp)
+def run(command: str, env: Path, tmp: Path) -> subprocess.CompletedProcess:
+    out = ["--out", tmp / f"out-{command}"] if command == "evaluate" else []
+    return envforge(command, env, *ARGS[command], *out, cwd=tmp, traceback_ok=True)  # asserted below, per command
 
 
 @pytest.mark.parametrize("forgery", sorted(FORGERIES))
@@ -53,7 +51,7 @@ def test_a_forged_reply_is_refused_by_every_command_and_the_next_run_is_clean(tm
     shutil.copytree(HOSTILE / "forged_reply", env)
     (env / "forge.txt").write_text(forgery)
     for command in commands:
-        done = envforge(command, env, tmp_path)
+        done = run(command, env, tmp_path)
         output = done.stdout + done.stderr
         assert done.returncode == 1, f"{command}: {output}"
         assert re.search(reason, output), f"{command}: {output}"
@@ -69,5 +67,5 @@ def test_a_forged_reply_is_refused_by_every_command_and_the_next_run_is_clean(tm
             for line in lines:
                 json.loads(line, parse_constant=no_constant)  # a recorded NaN or Infinity raises here
 
-    clean = envforge("check", write_env(tmp_path / "clean"), tmp_path)
+    clean = run("check", write_env(tmp_path / "clean"), tmp_path)
     assert clean.returncode == 0, clean.stdout + clean.stderr

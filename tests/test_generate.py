@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-import replay_kit
-from llm_server import Fault, Reply, rate_limited
+from pipeline.testing import replay_kit
+from pipeline.testing.llm_server import Fault, Reply, rate_limited
 
 BUG = {"env_main.py": ("step = 1 if", "step = 1 / 0 if")}
 

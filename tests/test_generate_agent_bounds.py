@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-import replay_kit
-import tiny_env
-from llm_server import Reply
+from pipeline.testing import replay_kit
+from pipeline.testing import tiny_env
+from pipeline.testing.llm_server import Reply
 from pipeline.generate.agent import MAX_TOOL_CALLS_PER_REPLY, READ_CHARS, RECENT_CHARS
 
 ENVFORGE = [sys.executable, "-m", "pipeline.cli"]

@@ -8,35 +8,19 @@ environments must be accepted and one rejected for a reason the pipeline found i
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
-ENVFORGE = str(Path(sys.executable).parent / "envforge")
-DEMO = ["generate", "--themes", "examples/themes.txt", "--provider", "replay"]
+from cli_kit import envforge
+
 ACCEPTED = ("a_lighthouse_keeper_must_keep_three_962115", "a_robot_in_a_dark_server_2ea2c6")
 REJECTED = "a_card_game_of_higher_or_lower_against_406967"
-SECRETS = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_BASE_URL", "OPENAI_API_KEY",
-           "OPENAI_BASE_URL", "ENVFORGE_MODEL")
-
-
-def _env(tmp: Path) -> dict:
-    env = {k: v for k, v in os.environ.items() if k not in SECRETS}
-    env.update(ENVFORGE_CACHE=str(tmp / "cache.sqlite"), ENVFORGE_DOTENV=str(tmp / ".env"))
-    return env
 
 
 @pytest.fixture(scope="module")
-def demo(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("demo_run")
-    out = tmp / "demo"
-    done = subprocess.run([ENVFORGE, *DEMO, "--out", str(out)], cwd=ROOT, env=_env(tmp),
-                          capture_output=True, text=True, timeout=300)
-    return done, out, tmp
+def demo(generate_demo):
+    """The session's one run of the demo (conftest.py): what it printed, and its output folder."""
+    return generate_demo, generate_demo.out, generate_demo.out.parent
 
 
 def test_demo_exits_zero_and_prints_table_2(demo):
@@ -94,10 +78,9 @@ def test_rejected_env_fails_reliability_not_earlier(demo):
 
 
 @pytest.mark.parametrize("name", ACCEPTED)
-def test_accepted_envs_pass_check_on_their_own(demo, name):
-    _, out, tmp = demo
-    done = subprocess.run([ENVFORGE, "check", str(out / name)], env=_env(tmp), capture_output=True,
-                          text=True, timeout=120)
+def test_accepted_envs_pass_check_on_their_own(demo, name, tmp_path):
+    _, out, _ = demo
+    done = envforge("check", out / name, cwd=tmp_path, timeout=120)
     assert done.returncode == 0, done.stdout + done.stderr
     assert done.stdout.startswith("ok:"), done.stdout
 

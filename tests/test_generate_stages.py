@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-import replay_kit
-from llm_server import Reply
+from pipeline.testing import replay_kit
+from pipeline.testing.llm_server import Reply
 from test_generate import BUG, generate
 
 from pipeline.generate import stages

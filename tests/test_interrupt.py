@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
-from llm_server import Reply
+from pipeline.testing.llm_server import Reply
 
 ROOT = Path(__file__).resolve().parents[1]
 ENVFORGE = str(Path(sys.executable).parent / "envforge")

@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from tiny_env import write_env
+from pipeline.testing.tiny_env import write_env
 
 np = pytest.importorskip("numpy")
 
@@ -23,7 +23,7 @@ NUMPY_ENV = (
 
 
 def numpy_env(path):
-    from tiny_env import ENV_MAIN
+    from pipeline.testing.tiny_env import ENV_MAIN
 
     source = ENV_MAIN
     for old, new in NUMPY_ENV:

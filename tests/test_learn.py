@@ -17,7 +17,7 @@ from pipeline.sandbox import Worker
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "scripts"))
 
-from llm_server import LLMServer  # noqa: E402
+from pipeline.testing.llm_server import LLMServer  # noqa: E402
 from record_learn_demo import ScriptedModel  # noqa: E402
 
 CRATE = ROOT / "generated_envs" / "reference" / "crate_dock"
@@ -230,7 +230,7 @@ def test_learns_level_making_has_no_verify_budget_to_run_out(tmp_path):
     from learning.evaluation import TrainingLevels
     from learning.settings import Settings
     from pipeline.verify.context import Context, Options
-    from tiny_env import write_env
+    from pipeline.testing.tiny_env import write_env
 
     env_dir = write_env(tmp_path / "env")
     levels = TrainingLevels(tmp_path / "out", Settings())

@@ -10,35 +10,17 @@ from __future__ import annotations
 
 import csv
 import json
-import os
 import statistics
-import subprocess
-import sys
-import time
-from pathlib import Path
 
 import pytest
 
 from learning.methods import ALL
 
-ROOT = Path(__file__).resolve().parent.parent
-ENVFORGE = str(Path(sys.executable).parent / "envforge")
-ENVS = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "generated_envs" / "reference").iterdir() if p.is_dir())
-DEMO = ["learn", *ENVS, "--provider", "replay", "--methods", "all", "--iterations", "2"]
-SECRETS = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_BASE_URL", "OPENAI_API_KEY",
-           "OPENAI_BASE_URL", "ENVFORGE_MODEL")
-
 
 @pytest.fixture(scope="module")
-def demo(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("learn_demo")
-    env = {k: v for k, v in os.environ.items() if k not in SECRETS}
-    env.update(ENVFORGE_CACHE=str(tmp / "cache.sqlite"), ENVFORGE_DOTENV=str(tmp / ".env"))
-    started = time.monotonic()
-    done = subprocess.run([ENVFORGE, *DEMO, "--out", str(tmp / "study")], cwd=ROOT, env=env, capture_output=True,
-                          text=True, timeout=300)
-    print(f"the learn demo took {time.monotonic() - started:.1f} s")
-    return done, tmp / "study"
+def demo(learn_demo):
+    """The session's one run of the learn demo (conftest.py): what it printed, and its study folder."""
+    return learn_demo, learn_demo.out
 
 
 def test_demo_exits_zero_and_prints_table5_with_eight_methods_and_three_upper_bounds(demo):

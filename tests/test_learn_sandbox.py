@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from llm_server import Reply
+from pipeline.testing.llm_server import Reply
 from pipeline.cli import main
 from pipeline.sandbox import SandboxFailure, Worker
 

@@ -2,7 +2,7 @@
 import asyncio
 import multiprocessing
 
-from llm_server import Reply
+from pipeline.testing.llm_server import Reply
 
 from pipeline.llm import Message, Response
 from pipeline.llm.cache import ResponseCache
@@ -47,7 +47,7 @@ def test_no_cache_bypasses_reading_and_writing(llm_server, make_llm_client, llm_
 
 
 def test_failed_calls_are_not_cached(llm_server, make_llm_client):
-    from llm_server import Fault
+    from pipeline.testing.llm_server import Fault
     llm_server.script = [Fault(status=401)]
     try:
         ask_each(make_llm_client(), ["p"])

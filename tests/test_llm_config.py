@@ -90,7 +90,7 @@ def test_flag_values_are_checked(llm_env, monkeypatch, capsys):
 
 def test_a_command_that_hits_its_budget_ends_with_a_clear_outcome_and_the_cost_summary(
         llm_server, make_llm_client, llm_env, monkeypatch, capsys):
-    from llm_server import Reply
+    from pipeline.testing.llm_server import Reply
 
     from pipeline.llm import Message
     from pipeline.llm.cli_args import EXIT_BUDGET_EXCEEDED, run_with_client

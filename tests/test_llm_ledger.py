@@ -3,7 +3,7 @@ import asyncio
 import logging
 
 import pytest
-from llm_server import Reply
+from pipeline.testing.llm_server import Reply
 
 from pipeline.llm import BudgetExceeded, Message, Request
 from pipeline.llm.ledger import Ledger, estimate_tokens

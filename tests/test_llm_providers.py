@@ -2,7 +2,7 @@
 import asyncio
 
 import pytest
-from llm_server import Reply
+from pipeline.testing.llm_server import Reply
 
 from pipeline.llm import Message, ToolSpec
 

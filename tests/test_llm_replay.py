@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from llm_server import Reply
+from pipeline.testing.llm_server import Reply
 
 from pipeline.llm import LLMClient, Message, ReplayInvalid, ReplayMissing, ToolSpec, resolve
 

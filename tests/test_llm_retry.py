@@ -3,7 +3,7 @@ import asyncio
 import time
 
 import pytest
-from llm_server import Fault, Reply, rate_limited
+from pipeline.testing.llm_server import Fault, Reply, rate_limited
 
 from pipeline.llm import MalformedResponse, Message, ProviderError, RetriesExhausted
 

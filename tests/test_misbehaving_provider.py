@@ -11,7 +11,7 @@ import urllib.request
 
 import pytest
 
-from llm_server import USAGE_FORGERIES, Reply, forged_usage, runaway_text
+from pipeline.testing.llm_server import USAGE_FORGERIES, Reply, forged_usage, runaway_text
 from pipeline.llm.trust import reply_byte_cap
 
 
@@ -46,7 +46,7 @@ def test_the_fixture_sends_forged_usage_as_it_is_and_counts_bytes(llm_server, pa
 
 
 # --- cost accounting fails closed (issue 22, item 1) ----------------------------------------------
-from llm_server import Fault  # noqa: E402
+from pipeline.testing.llm_server import Fault  # noqa: E402
 from misbehaving import generate_against  # noqa: E402
 
 DESIGN = "## Goal\n" + "Walk the corridor to its far end, one room at a time. " * 8

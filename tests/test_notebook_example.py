@@ -15,7 +15,11 @@ pytest.importorskip("gymnasium")
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def test_notebook_example_runs_inside_an_event_loop(tmp_path):
+def test_notebook_example_runs_inside_an_event_loop(tmp_path, generate_demo):
+    # The notebook's last cell resumes runs/api-demo (resume=True, as running the cell again does):
+    # it starts from a copy of the session's one run of the demo (conftest.py), so the API reads back
+    # the finished themes; a fresh generate through the API is test_envforge_api.py's.
+    generate_demo.copy_to(tmp_path / "runs" / "api-demo")
     env = {k: v for k, v in os.environ.items() if k not in ("ANTHROPIC_API_KEY", "OPENAI_API_KEY", "ENVFORGE_MODEL")}
     env.update(ENVFORGE_CACHE=str(tmp_path / "cache.sqlite"), ENVFORGE_DOTENV=str(tmp_path / ".env"))
     done = subprocess.run([sys.executable, str(ROOT / "examples" / "notebook.py")], cwd=tmp_path, env=env,

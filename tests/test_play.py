@@ -5,7 +5,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tiny_env import write_env
+from pipeline.testing.tiny_env import write_env
 
 ROOT = Path(__file__).resolve().parent.parent
 

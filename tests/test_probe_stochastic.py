@@ -10,8 +10,8 @@ from pipeline.probe.items import PlanItem, PredictItem, Start
 from pipeline.probe.predict import RESEED_BASE, PredictOptions
 from pipeline.probe.score import score_items
 from pipeline.sandbox import Worker
-from tiny_env import write_env
-from llm_server import Reply
+from pipeline.testing.tiny_env import write_env
+from pipeline.testing.llm_server import Reply
 
 # The corridor, except that moving right fails (you stay put) half the time.
 SLIPPERY = ('        if name == "move" and params.get("direction") in ("left", "right"):\n',

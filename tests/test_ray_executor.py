@@ -16,9 +16,7 @@ import pytest
 os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
 ray = pytest.importorskip("ray", reason="the Ray extra is not installed (pip install 'envforge[ray]')")
 
-ROOT = Path(__file__).resolve().parents[1]
-ENVFORGE = str(Path(sys.executable).parent / "envforge")
-REFERENCE = ROOT / "generated_envs" / "reference"
+from cli_kit import ENVFORGE, REFERENCE, ROOT, envforge  # noqa: E402
 pytestmark = pytest.mark.slow
 
 
@@ -34,13 +32,6 @@ def cluster():
     nodes.shutdown()
 
 
-def envforge(*argv: str, cwd: Path, **popen) -> subprocess.CompletedProcess:
-    env = dict(os.environ, RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER="0")
-    done = subprocess.run([ENVFORGE, *argv], cwd=cwd, capture_output=True, text=True, timeout=900, env=env, **popen)
-    assert "Traceback" not in done.stderr, done.stderr
-    return done
-
-
 def episodes(out: Path) -> list[dict]:
     """What an episode's record says about the episode (not where or when it ran)."""
     keep = ("env", "level", "run", "agent", "split", "steps", "total_reward", "normalized", "stop_reason", "solved")
@@ -52,9 +43,10 @@ EVALUATE = ["evaluate", str(REFERENCE), "--agent", "random", "--runs", "2", "--m
 
 
 def test_evaluate_on_ray_writes_the_same_episode_records_as_local(cluster, tmp_path):
-    local = envforge(*EVALUATE, "--out", "local", cwd=tmp_path)
+    local = envforge(*EVALUATE, "--out", "local", cwd=tmp_path, timeout=900)
     assert local.returncode == 0, local.stderr
-    remote = envforge(*EVALUATE, "--out", "ray", "--executor", "ray", "--ray-address", cluster.address, cwd=tmp_path)
+    remote = envforge(*EVALUATE, "--out", "ray", "--executor", "ray", "--ray-address", cluster.address, cwd=tmp_path,
+                      timeout=900)
     assert remote.returncode == 0, remote.stderr
     assert len(episodes(tmp_path / "local")) == 2 * 2 * 3
     assert episodes(tmp_path / "ray") == episodes(tmp_path / "local")
@@ -67,7 +59,7 @@ def test_evaluate_on_ray_writes_the_same_episode_records_as_local(cluster, tmp_p
 
 
 def test_a_killed_driver_resumes_on_ray_with_nothing_repeated_or_lost(cluster, tmp_path):
-    local = envforge(*EVALUATE, "--out", "local", cwd=tmp_path)
+    local = envforge(*EVALUATE, "--out", "local", cwd=tmp_path, timeout=900)
     assert local.returncode == 0, local.stderr
     argv = [ENVFORGE, *EVALUATE, "--out", "ray", "--executor", "ray", "--ray-address", cluster.address,
             "--concurrency", "1"]
@@ -86,27 +78,28 @@ def test_a_killed_driver_resumes_on_ray_with_nothing_repeated_or_lost(cluster, t
     assert 3 <= done_before < 12
 
     resumed = envforge(*EVALUATE, "--out", "ray", "--resume", "--executor", "ray", "--ray-address", cluster.address,
-                       cwd=tmp_path)
+                       cwd=tmp_path, timeout=900)
     assert resumed.returncode == 0, resumed.stderr
     assert f"{done_before} already done" in resumed.stdout
     assert episodes(tmp_path / "ray") == episodes(tmp_path / "local")  # nothing repeated, nothing lost
 
 
-def test_generate_demo_on_ray_accepts_what_local_accepts(cluster, tmp_path):
+def test_generate_demo_on_ray_accepts_what_local_accepts(cluster, tmp_path, generate_demo):
     themes = str(ROOT / "examples" / "themes.txt")
-    local = envforge("generate", "--themes", themes, "--provider", "replay", "--out", "local", cwd=tmp_path)
+    local = generate_demo  # the session's one local run of the demo (conftest.py)
     remote = envforge("generate", "--themes", themes, "--provider", "replay", "--out", "ray",
-                      "--executor", "ray", "--ray-address", cluster.address, cwd=tmp_path)
+                      "--executor", "ray", "--ray-address", cluster.address, cwd=tmp_path, timeout=900)
     assert (remote.returncode, local.returncode) == (0, 0), remote.stderr + local.stderr
 
     def accepted(out: Path) -> list[str]:
         return sorted(p.name for p in out.iterdir() if p.is_dir() and not p.name.startswith("_"))
 
-    assert accepted(tmp_path / "ray") == accepted(tmp_path / "local") != []
+    assert accepted(tmp_path / "ray") == accepted(local.out) != []
 
 
 def test_ray_without_the_cluster_is_a_clear_error(tmp_path):
-    done = envforge(*EVALUATE, "--out", "x", "--executor", "ray", "--ray-address", "127.0.0.1:9", cwd=tmp_path)
+    done = envforge(*EVALUATE, "--out", "x", "--executor", "ray", "--ray-address", "127.0.0.1:9", cwd=tmp_path,
+                    timeout=900)
     assert done.returncode == 2
     assert "--executor ray: expected a Ray cluster at 127.0.0.1:9" in done.stderr
     assert not (tmp_path / "x").exists()

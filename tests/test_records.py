@@ -9,7 +9,6 @@ import os
 import shutil
 import sqlite3
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -17,37 +16,26 @@ import pytest
 from pipeline import __version__
 from pipeline import records
 
-ROOT = Path(__file__).resolve().parent.parent
-ENVFORGE = str(Path(sys.executable).parent / "envforge")
-REFERENCE = ROOT / "generated_envs" / "reference"
-SECRETS = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_BASE_URL", "OPENAI_API_KEY",
-           "OPENAI_BASE_URL", "ENVFORGE_MODEL")
-
-
-def envforge(*args: str, tmp: Path, timeout: int = 600) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if k not in SECRETS}
-    env.update(ENVFORGE_CACHE=str(tmp / "cache.sqlite"), ENVFORGE_DOTENV=str(tmp / ".env"), COLUMNS="400")
-    return subprocess.run([ENVFORGE, *args], cwd=tmp, env=env, capture_output=True, text=True, timeout=timeout)
+from cli_kit import REFERENCE, envforge
 
 
 @pytest.fixture(scope="module")
-def demos(tmp_path_factory):
-    """The README's offline demos of generate, evaluate, learn and probe, each into its own folder."""
+def demos(tmp_path_factory, generate_demo, learn_demo):
+    """The README's offline demos of generate, evaluate, learn and probe, each in its own folder
+    (generate and learn: copies of the session's one run of each, conftest.py)."""
     tmp = tmp_path_factory.mktemp("record_demos")
-    envs = sorted(str(p) for p in REFERENCE.iterdir() if p.is_dir())
+    for name, run in (("generate", generate_demo), ("learn", learn_demo)):
+        assert run.returncode == 0, f"{name}: {run.stdout[-2000:]}{run.stderr[-2000:]}"
+        run.copy_to(tmp / name)
     commands = {
-        "generate": ["generate", "--themes", str(ROOT / "examples" / "themes.txt"), "--provider", "replay",
-                     "--out", str(tmp / "generate")],
         "evaluate": ["evaluate", str(REFERENCE), "--agent", "random", "--out", str(tmp / "evaluate")],
-        "learn": ["learn", *envs, "--provider", "replay", "--methods", "all", "--iterations", "2",
-                  "--out", str(tmp / "learn")],
         "probe": ["probe", str(REFERENCE / "crate_dock"), "--kind", "all", "--n", "10",
                   "--out", str(tmp / "probe" / "crate_dock.jsonl")],
         "probe scores": ["evaluate", "--probes", str(tmp / "probe" / "crate_dock.jsonl"), "--agent", "random",
                          "--out", str(tmp / "probe")],
     }
     for name, args in commands.items():
-        done = envforge(*args, tmp=tmp)
+        done = envforge(*args, cwd=tmp)
         assert done.returncode == 0, f"{name}: {done.stdout[-2000:]}{done.stderr[-2000:]}"
     return tmp
 
@@ -108,7 +96,7 @@ def _refused(done: subprocess.CompletedProcess, found: str, where: Path) -> None
 def test_evaluate_refuses_an_episode_record_from_a_newer_envforge(demos, tmp_path):
     out = shutil.copytree(demos / "evaluate", tmp_path / "evaluate")
     found = _bump(out / "episodes.jsonl", line=2)
-    done = envforge("evaluate", str(REFERENCE), "--agent", "random", "--out", str(out), "--resume", tmp=tmp_path)
+    done = envforge("evaluate", str(REFERENCE), "--agent", "random", "--out", str(out), "--resume", cwd=tmp_path)
     _refused(done, found, out / "episodes.jsonl")
 
 
@@ -116,7 +104,7 @@ def test_evaluate_refuses_an_episode_record_from_a_newer_envforge(demos, tmp_pat
 def test_learn_refuses_a_study_from_a_newer_envforge(demos, tmp_path):
     out = shutil.copytree(demos / "learn", tmp_path / "learn")
     found = _bump(out / "study.json")
-    done = envforge("learn", "--resume", "--provider", "replay", "--out", str(out), tmp=tmp_path)
+    done = envforge("learn", "--resume", "--provider", "replay", "--out", str(out), cwd=tmp_path)
     _refused(done, found, out / "study.json")
 
 
@@ -125,7 +113,7 @@ def test_review_refuses_a_manifest_from_a_newer_envforge(demos, tmp_path):
     out = shutil.copytree(demos / "generate", tmp_path / "generate")
     manifest = next(p / "manifest.json" for p in sorted(out.iterdir()) if (p / "manifest.json").is_file())
     found = _bump(manifest)
-    done = envforge("review", "--out", str(out), tmp=tmp_path)
+    done = envforge("review", "--out", str(out), cwd=tmp_path)
     _refused(done, found, manifest)
 
 
@@ -133,7 +121,7 @@ def test_review_refuses_a_manifest_from_a_newer_envforge(demos, tmp_path):
 def test_probe_scoring_refuses_items_from_a_newer_envforge(demos, tmp_path):
     items = shutil.copy(demos / "probe" / "crate_dock.jsonl", tmp_path / "items.jsonl")
     found = _bump(Path(items), line=1)
-    done = envforge("evaluate", "--probes", str(items), "--agent", "random", "--out", str(tmp_path), tmp=tmp_path)
+    done = envforge("evaluate", "--probes", str(items), "--agent", "random", "--out", str(tmp_path), cwd=tmp_path)
     _refused(done, found, Path(items))
 
 
@@ -144,7 +132,7 @@ def test_an_episode_record_with_a_field_this_envforge_does_not_know_is_refused_n
     lines = path.read_text(encoding="utf-8").splitlines()
     lines[0] = json.dumps({**json.loads(lines[0]), "seed_offset": 7})
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    done = envforge("evaluate", str(REFERENCE), "--agent", "random", "--out", str(out), "--resume", tmp=tmp_path)
+    done = envforge("evaluate", str(REFERENCE), "--agent", "random", "--out", str(out), "--resume", cwd=tmp_path)
     assert done.returncode == 2 and "Traceback" not in done.stderr
     assert f"{path}:1: expected the fields of envforge.episode/1, found unknown field(s) seed_offset" in done.stderr
 
@@ -157,7 +145,7 @@ def test_the_run_database_refuses_a_schema_from_a_newer_envforge(demos, tmp_path
     db.execute("PRAGMA user_version = 7")
     db.commit()
     db.close()
-    done = envforge("review", "--out", str(out), tmp=tmp_path)
+    done = envforge("review", "--out", str(out), cwd=tmp_path)
     assert done.returncode == 2 and "Traceback" not in done.stderr
     assert len(done.stderr.strip().splitlines()) == 1
     assert "envforge.sqlite: its schema version is 7, written by a newer envforge" in done.stderr
@@ -235,7 +223,7 @@ def test_a_full_disk_keeps_the_previous_file_and_says_so_in_one_line(tiny_disk):
 def test_evaluate_on_a_full_disk_ends_in_one_line_and_exit_2(tiny_disk, tmp_path):
     _fill(tiny_disk, leave=16 * 1024)  # a little room: the folder and some lines fit, the episodes do not
     done = envforge("evaluate", str(REFERENCE / "crate_dock"), "--agent", "random", "--out", str(tiny_disk / "ev"),
-                    tmp=tmp_path)
+                    cwd=tmp_path)
     assert done.returncode == 2, done.stdout[-2000:] + done.stderr[-2000:]
     assert "Traceback" not in done.stderr
     plan, error = done.stderr.strip().splitlines()  # the plan line comes before any work, then one error line
@@ -244,19 +232,19 @@ def test_evaluate_on_a_full_disk_ends_in_one_line_and_exit_2(tiny_disk, tmp_path
 
 
 def test_a_log_linked_to_a_file_outside_is_neither_truncated_nor_appended_to(tmp_path):
-    from tiny_env import write_env
+    from pipeline.testing.tiny_env import write_env
 
     env = write_env(tmp_path / "corridor")
     out = tmp_path / "eval"
     args = ("evaluate", str(env), "--agent", "random", "--max-levels", "1", "--runs", "1", "--out", str(out))
-    assert envforge(*args, tmp=tmp_path).returncode == 0
+    assert envforge(*args, cwd=tmp_path).returncode == 0
     victim = tmp_path / "bashrc"
     victim.write_text("ORIGINAL\n")
     (trajectory,) = (out / "trajectories").rglob("*.jsonl")
     trajectory.unlink()
     os.symlink(victim, trajectory)  # as someone else's run folder might hold
     (out / "episodes.jsonl").write_text("")  # so that --resume plays the episode again
-    again = envforge(*args, "--resume", tmp=tmp_path)
+    again = envforge(*args, "--resume", cwd=tmp_path)
     assert again.returncode == 2, again.stdout + again.stderr
     assert f"{trajectory}: expected a regular file to write, found a symbolic link (never followed)" in again.stderr
     assert "Traceback" not in again.stderr

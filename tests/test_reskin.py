@@ -15,8 +15,8 @@ from pipeline.reskin.model import reskin_with_model
 from pipeline.reskin.styles import template_source
 from pipeline.sandbox import SandboxFailure, Worker
 from pipeline.verify.context import Context, Options
-from llm_server import Reply
-from tiny_env import write_env
+from pipeline.testing.llm_server import Reply
+from pipeline.testing.tiny_env import write_env
 
 REFERENCE = Path(__file__).resolve().parent.parent / "generated_envs" / "reference"
 

@@ -13,17 +13,15 @@ import shutil
 import sqlite3
 import struct
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from cli_kit import envforge
+
 ROOT = Path(__file__).resolve().parent.parent
-ENVFORGE = str(Path(sys.executable).parent / "envforge")
 REJECTED = "a_card_game_of_higher_or_lower_against_406967"
 ACCEPTED = ("a_lighthouse_keeper_must_keep_three_962115", "a_robot_in_a_dark_server_2ea2c6")
-SECRETS = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_BASE_URL", "OPENAI_API_KEY",
-           "OPENAI_BASE_URL", "ENVFORGE_MODEL")
 BUGGY_REWARD = 'events = ["guess_scored", "guess_right" if right else "guess_wrong"]'
 FIXED_REWARD = 'events = ["guess_scored"] if right else ["guess_wrong"]'
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -31,27 +29,17 @@ HEADLESS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-us
             "--disable-background-networking", "--disable-component-update", "--disable-sync")
 
 
-def envforge(*args: str, tmp: Path, timeout: int = 120) -> subprocess.CompletedProcess:
-    """The CLI as a person without any model key runs it."""
-    env = {k: v for k, v in os.environ.items() if k not in SECRETS}
-    env.update(ENVFORGE_CACHE=str(tmp / "cache.sqlite"), ENVFORGE_DOTENV=str(tmp / ".env"), COLUMNS="400")
-    return subprocess.run([ENVFORGE, *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout)
-
-
 @pytest.fixture(scope="module")
-def demo(tmp_path_factory):
-    """The README's offline demo, generated once; tests that change it work on a copy."""
-    tmp = tmp_path_factory.mktemp("review_demo")
-    done = envforge("generate", "--themes", "examples/themes.txt", "--provider", "replay", "--out",
-                    str(tmp / "demo"), tmp=tmp, timeout=300)
-    assert done.returncode == 0, done.stdout + done.stderr
-    return tmp / "demo"
+def demo(generate_demo):
+    """The README's offline demo, generated once for the session (conftest.py); tests that change it
+    work on a copy."""
+    assert generate_demo.returncode == 0, generate_demo.stdout + generate_demo.stderr
+    return generate_demo.out
 
 
 @pytest.fixture
-def run(demo, tmp_path):
-    shutil.copytree(demo, tmp_path / "run")
-    return tmp_path / "run"
+def run(generate_demo, tmp_path):
+    return generate_demo.copy_to(tmp_path / "run")
 
 
 def row(stdout: str, name: str) -> str:
@@ -59,7 +47,7 @@ def row(stdout: str, name: str) -> str:
 
 
 def test_list_shows_the_rejected_env_with_its_stage_and_reason(demo, tmp_path):
-    listed = envforge("review", "--out", str(demo), tmp=tmp_path)
+    listed = envforge("review", "--out", str(demo), cwd=tmp_path)
     assert listed.returncode == 0, listed.stderr
     header = listed.stdout.splitlines()[0].split()
     assert header == ["name", "theme", "status", "stage", "reason", "repair", "cost"]
@@ -70,19 +58,19 @@ def test_list_shows_the_rejected_env_with_its_stage_and_reason(demo, tmp_path):
     assert " accepted " in row(listed.stdout, ACCEPTED[0])
     assert "3 of 3 shown (2 accepted, 1 rejected)" in listed.stdout
 
-    only = envforge("review", "list", "--out", str(demo), "--status", "rejected", tmp=tmp_path)
+    only = envforge("review", "list", "--out", str(demo), "--status", "rejected", cwd=tmp_path)
     assert [ln.split()[0] for ln in only.stdout.splitlines()[2:] if ln.strip()][:1] == [REJECTED]
     assert "1 of 3 shown" in only.stdout
     rows = json.loads(envforge("review", "--out", str(demo), "--stage", "reliability", "--reason", "NOT SKILL, EARNS",
-                               "--json", tmp=tmp_path).stdout)
+                               "--json", cwd=tmp_path).stdout)
     assert [(r["name"], r["label"], r["stage"], r["repair_steps"], r["cost_usd"]) for r in rows] == \
         [(REJECTED, "rejected", "reliability", 0, 0.0)]
-    ordered = json.loads(envforge("review", "--out", str(demo), "--sort", "name", "--reverse", "--json", tmp=tmp_path).stdout)
+    ordered = json.loads(envforge("review", "--out", str(demo), "--sort", "name", "--reverse", "--json", cwd=tmp_path).stdout)
     assert [r["name"] for r in ordered] == sorted([REJECTED, *ACCEPTED], reverse=True)
 
 
 def test_show_explains_why_the_reward_was_rejected(demo, tmp_path):
-    shown = envforge("review", "show", REJECTED, "--out", str(demo), tmp=tmp_path)
+    shown = envforge("review", "show", REJECTED, "--out", str(demo), cwd=tmp_path)
     assert shown.returncode == 0, shown.stderr
     out = shown.stdout
     assert out.splitlines()[0] == f"{REJECTED}: rejected at reliability"
@@ -97,7 +85,7 @@ def test_show_explains_why_the_reward_was_rejected(demo, tmp_path):
     assert "ran check: passed" in out
     assert "== cost by stage ==" in out and "  verify              1  rejected" in out
     assert "== design.md ==\n  ## Goal" in out and "== config.yaml ==\n  meta:" in out
-    details = json.loads(envforge("review", "show", REJECTED, "--out", str(demo), "--json", tmp=tmp_path).stdout)
+    details = json.loads(envforge("review", "show", REJECTED, "--out", str(demo), "--json", cwd=tmp_path).stdout)
     assert details["verification"]["stage"] == "reliability"
     assert details["agent"][0]["checks"] == ["passed"]
     assert BUGGY_REWARD in details["files"]["env_main.py"]
@@ -107,7 +95,7 @@ def test_show_explains_why_the_reward_was_rejected(demo, tmp_path):
 def test_fixing_the_reward_and_retrying_from_verify_accepts_it_without_a_model(run, tmp_path):
     code = run / "_rejected" / REJECTED / "env_main.py"
     code.write_text(code.read_text().replace(BUGGY_REWARD, FIXED_REWARD))
-    retried = envforge("review", "retry", REJECTED, "--from", "verify", "--out", str(run), tmp=tmp_path)
+    retried = envforge("review", "retry", REJECTED, "--from", "verify", "--out", str(run), cwd=tmp_path)
     assert retried.returncode == 0, retried.stdout + retried.stderr
     assert retried.stdout.splitlines()[0] == f"{REJECTED}: accepted -> {run / REJECTED}"
     assert not (run / "_rejected" / REJECTED).exists() and not (run / "_work" / REJECTED).exists()
@@ -116,8 +104,8 @@ def test_fixing_the_reward_and_retrying_from_verify_accepts_it_without_a_model(r
     assert manifest["verification"]["accepted"] is True and "human_review" not in manifest
     assert len(list((run / REJECTED / "levels").glob("*.yaml"))) == 10
 
-    assert " accepted " in row(envforge("review", "--out", str(run), tmp=tmp_path).stdout, REJECTED)
-    shown = envforge("review", "show", REJECTED, "--out", str(run), tmp=tmp_path).stdout
+    assert " accepted " in row(envforge("review", "--out", str(run), cwd=tmp_path).stdout, REJECTED)
+    shown = envforge("review", "show", REJECTED, "--out", str(run), cwd=tmp_path).stdout
     assert "== edited by hand (since the model wrote them) ==" in shown
     assert f"-    {BUGGY_REWARD}" in shown and f"+    {FIXED_REWARD}" in shown
     db = sqlite3.connect(run / "envforge.sqlite")
@@ -128,36 +116,36 @@ def test_fixing_the_reward_and_retrying_from_verify_accepts_it_without_a_model(r
 
 
 def test_accept_and_reject_by_hand_are_recorded_and_shown_as_such(run, tmp_path):
-    accepted = envforge("review", "accept", REJECTED, "--reason", "streaks make it a fine toy", "--out", str(run), tmp=tmp_path)
+    accepted = envforge("review", "accept", REJECTED, "--reason", "streaks make it a fine toy", "--out", str(run), cwd=tmp_path)
     assert accepted.returncode == 0, accepted.stderr
     assert accepted.stdout.startswith(f"{REJECTED}: accepted (by hand) -> {run / REJECTED}")
     manifest = json.loads((run / REJECTED / "manifest.json").read_text())
     assert manifest["human_review"]["decision"] == "accepted"
     assert manifest["human_review"]["reason"] == "streaks make it a fine toy" and manifest["human_review"]["at"]
     assert json.loads((run / REJECTED / "rejection.json").read_text())["stage"] == "reliability"  # the pipeline's verdict stays
-    rejected = envforge("review", "reject", ACCEPTED[1], "--reason", "too easy", "--out", str(run), tmp=tmp_path)
+    rejected = envforge("review", "reject", ACCEPTED[1], "--reason", "too easy", "--out", str(run), cwd=tmp_path)
     assert rejected.returncode == 0, rejected.stderr
     assert json.loads((run / "_rejected" / ACCEPTED[1] / "manifest.json").read_text())["human_review"]["decision"] == "rejected"
     assert not (run / ACCEPTED[1]).exists()
 
-    listed = envforge("review", "--out", str(run), "--status", "by-hand", tmp=tmp_path).stdout
+    listed = envforge("review", "--out", str(run), "--status", "by-hand", cwd=tmp_path).stdout
     assert "accepted (by hand)  reliability  accepted by hand: streaks make it a fine toy" in row(listed, REJECTED)
     assert "rejected (by hand)  review" in row(listed, ACCEPTED[1])
-    shown = envforge("review", "show", REJECTED, "--out", str(run), tmp=tmp_path).stdout
+    shown = envforge("review", "show", REJECTED, "--out", str(run), cwd=tmp_path).stdout
     assert shown.splitlines()[0] == f"{REJECTED}: accepted (by hand)"
     assert "human review: accepted by hand at " in shown and "the pipeline rejected it at reliability" in shown
-    html = envforge("review", "html", str(tmp_path / "site"), "--out", str(run), "--previews", "0", tmp=tmp_path)
+    html = envforge("review", "html", str(tmp_path / "site"), "--out", str(run), "--previews", "0", cwd=tmp_path)
     assert html.returncode == 0, html.stderr
     assert '<span class="badge hand">accepted (by hand)</span>' in (tmp_path / "site" / "index.html").read_text()
     db = sqlite3.connect(run / "envforge.sqlite")
     assert db.execute("SELECT status, reason FROM themes WHERE name=?", (REJECTED,)).fetchone() == \
         ("accepted", "accepted by hand: streaks make it a fine toy")
 
-    again = envforge("review", "accept", REJECTED, "--reason", "twice", "--out", str(run), tmp=tmp_path)
+    again = envforge("review", "accept", REJECTED, "--reason", "twice", "--out", str(run), cwd=tmp_path)
     assert again.returncode == 2 and f"{REJECTED} is already accepted (by hand)" in again.stderr
-    undone = envforge("review", "reject", REJECTED, "--reason", "changed my mind", "--out", str(run), tmp=tmp_path)
+    undone = envforge("review", "reject", REJECTED, "--reason", "changed my mind", "--out", str(run), cwd=tmp_path)
     assert undone.returncode == 0
-    line = row(envforge("review", "--out", str(run), tmp=tmp_path).stdout, REJECTED)
+    line = row(envforge("review", "--out", str(run), cwd=tmp_path).stdout, REJECTED)
     assert " rejected  " in line and "(by hand)" not in line and "not skill, earns the reward" in line
 
 
@@ -170,24 +158,24 @@ def test_a_manifest_a_model_wrote_cannot_claim_a_decision_by_hand(run, tmp_path)
     data = json.loads(manifest.read_text())
     data["human_review"] = {"decision": "accepted", "reason": "trust me", "at": "2026-01-01 00:00:00"}
     manifest.write_text(json.dumps(data))  # as if the environment's author had put it there
-    listed = envforge("review", "--out", str(run), tmp=tmp_path).stdout
+    listed = envforge("review", "--out", str(run), cwd=tmp_path).stdout
     assert " rejected " in row(listed, REJECTED) and "(by hand)" not in row(listed, REJECTED)
-    assert "0 of 3 shown" in envforge("review", "--out", str(run), "--status", "by-hand", tmp=tmp_path).stdout
-    shown = envforge("review", "show", REJECTED, "--out", str(run), tmp=tmp_path).stdout
+    assert "0 of 3 shown" in envforge("review", "--out", str(run), "--status", "by-hand", cwd=tmp_path).stdout
+    shown = envforge("review", "show", REJECTED, "--out", str(run), cwd=tmp_path).stdout
     assert shown.splitlines()[0] == f"{REJECTED}: rejected at reliability" and "trust me" not in shown
 
 
 def test_reject_then_accept_by_hand_keeps_every_human_decision_apart_from_the_pipelines(run, tmp_path):
     name = ACCEPTED[0]
-    assert envforge("review", "reject", name, "--reason", "too easy", "--out", str(run), tmp=tmp_path).returncode == 0
-    accepted = envforge("review", "accept", name, "--reason", "on second thought, fine", "--out", str(run), tmp=tmp_path)
+    assert envforge("review", "reject", name, "--reason", "too easy", "--out", str(run), cwd=tmp_path).returncode == 0
+    accepted = envforge("review", "accept", name, "--reason", "on second thought, fine", "--out", str(run), cwd=tmp_path)
     assert accepted.returncode == 0, accepted.stderr
     review = json.loads((run / name / "manifest.json").read_text())["human_review"]
     assert (review["decision"], review["reason"], review["pipeline"]) == ("accepted", "on second thought, fine",
                                                                           "accepted")
     assert [(h["decision"], h["reason"]) for h in review["history"]] == [("rejected", "too easy")]
-    assert " accepted " in row(envforge("review", "--out", str(run), tmp=tmp_path).stdout, name)
-    shown = envforge("review", "show", name, "--out", str(run), tmp=tmp_path).stdout
+    assert " accepted " in row(envforge("review", "--out", str(run), cwd=tmp_path).stdout, name)
+    shown = envforge("review", "show", name, "--out", str(run), cwd=tmp_path).stdout
     assert shown.splitlines()[0] == f"{name}: accepted"
     assert "human review: accepted by hand at " in shown and "(as the pipeline decided)" in shown
 
@@ -195,8 +183,8 @@ def test_reject_then_accept_by_hand_keeps_every_human_decision_apart_from_the_pi
 def test_table_2_counts_a_theme_a_person_fixed_and_retried_apart(run, tmp_path):
     code = run / "_rejected" / REJECTED / "env_main.py"
     code.write_text(code.read_text().replace(BUGGY_REWARD, FIXED_REWARD))
-    assert envforge("review", "retry", REJECTED, "--from", "verify", "--out", str(run), tmp=tmp_path).returncode == 0
-    html = envforge("review", "html", str(tmp_path / "site"), "--out", str(run), "--previews", "0", tmp=tmp_path)
+    assert envforge("review", "retry", REJECTED, "--from", "verify", "--out", str(run), cwd=tmp_path).returncode == 0
+    html = envforge("review", "html", str(tmp_path / "site"), "--out", str(run), "--previews", "0", cwd=tmp_path)
     assert html.returncode == 0, html.stderr
     index = (tmp_path / "site" / "index.html").read_text()
     assert "1 theme(s) a person fixed and retried (`review retry`) are counted apart." in index
@@ -206,7 +194,7 @@ def test_table_2_counts_a_theme_a_person_fixed_and_retried_apart(run, tmp_path):
 def test_review_play_plays_the_rejected_env(demo, tmp_path):
     moves = tmp_path / "moves.txt"
     moves.write_text("guess higher\nguess lower\n")
-    played = envforge("review", "play", REJECTED, "--actions", str(moves), "--out", str(demo), tmp=tmp_path)
+    played = envforge("review", "play", REJECTED, "--actions", str(moves), "--out", str(demo), cwd=tmp_path)
     assert played.returncode == 0, played.stderr
     assert f"== {REJECTED}: levels/level_01.yaml ==" in played.stdout
     assert "> guess higher" in played.stdout and "after 2 step(s): total reward" in played.stdout
@@ -214,7 +202,7 @@ def test_review_play_plays_the_rejected_env(demo, tmp_path):
 
 @pytest.mark.parametrize("args", [["show", "nope"], ["retry", "nope", "--from", "verify"]])
 def test_unknown_name_lists_the_known_ones(demo, tmp_path, args):
-    done = envforge("review", *args, "--out", str(demo), tmp=tmp_path)
+    done = envforge("review", *args, "--out", str(demo), cwd=tmp_path)
     assert done.returncode == 2
     assert f"no environment named 'nope' in {demo}; expected one of: {REJECTED}, {ACCEPTED[0]}, {ACCEPTED[1]}" in done.stderr
     assert "Traceback" not in done.stderr
@@ -229,7 +217,7 @@ def test_missing_folder_database_and_bad_requests_are_clear_errors(demo, tmp_pat
         (["review", "reject", REJECTED, "--reason", " ", "--out", str(demo)], "--reason: expected a few words saying why"),
     ]
     for args, expected in cases:
-        done = envforge(*args, tmp=tmp_path)
+        done = envforge(*args, cwd=tmp_path)
         assert done.returncode == 2, (args, done.stdout, done.stderr)
         assert expected in done.stderr and "Traceback" not in done.stderr, (args, done.stderr)
 
@@ -254,7 +242,7 @@ def test_a_linked_or_special_record_in_a_theme_folder_is_refused_not_read(run, t
     plant(path, what, secret)
     found = {"symlink": "a symbolic link (never followed)", "fifo": "a special file", "dev_zero": "a symbolic link"}
     for args in (["show", REJECTED], ["html", str(tmp_path / "site"), "--previews", "0"]):
-        done = envforge("review", *args, "--out", str(run), tmp=tmp_path)  # a FIFO read would block for good
+        done = envforge("review", *args, "--out", str(run), cwd=tmp_path)  # a FIFO read would block for good
         assert done.returncode == 2, done.stdout + done.stderr
         assert f"{path}: expected a regular envforge." in done.stderr and found[what] in done.stderr, done.stderr
         assert "Traceback" not in done.stderr and canary not in done.stdout + done.stderr
@@ -266,12 +254,12 @@ def test_a_linked_file_of_an_env_is_named_in_the_report_not_shown(run, tmp_path)
     (tmp_path / "id_rsa").write_text(canary)
     instruction = run / "_rejected" / REJECTED / "agent_instruction.txt"
     plant(instruction, "symlink", tmp_path / "id_rsa")
-    done = envforge("review", "html", str(tmp_path / "site"), "--out", str(run), "--previews", "0", tmp=tmp_path)
+    done = envforge("review", "html", str(tmp_path / "site"), "--out", str(run), "--previews", "0", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     page = (tmp_path / "site" / "envs" / f"{REJECTED}.html").read_text()
     assert "(not shown: agent_instruction.txt: expected a regular file inside the folder, found a symbolic link" in page
     assert not [p for p in (tmp_path / "site").rglob("*") if p.is_file() and canary.encode() in p.read_bytes()]
-    shown = envforge("review", "show", REJECTED, "--out", str(run), "--full", tmp=tmp_path)
+    shown = envforge("review", "show", REJECTED, "--out", str(run), "--full", cwd=tmp_path)
     assert canary not in shown.stdout + shown.stderr
 
 
@@ -281,7 +269,7 @@ def test_a_linked_file_of_an_env_is_named_in_the_report_not_shown(run, tmp_path)
 @pytest.fixture(scope="module")
 def site(demo, tmp_path_factory):
     tmp = tmp_path_factory.mktemp("review_site")
-    done = envforge("review", "html", str(tmp / "site"), "--out", str(demo), tmp=tmp)
+    done = envforge("review", "html", str(tmp / "site"), "--out", str(demo), cwd=tmp)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == f"wrote {tmp / 'site' / 'index.html'} (open it in a browser; no server needed)"
     return tmp / "site"
@@ -304,17 +292,17 @@ def test_report_is_static_and_self_contained(site):
 
 def test_report_shows_evaluation_scores_of_the_envs(demo, tmp_path):
     evaluated = envforge("evaluate", str(demo), "--agent", "random", "--runs", "1", "--max-levels", "2", "--out",
-                         str(tmp_path / "eval"), tmp=tmp_path)
+                         str(tmp_path / "eval"), cwd=tmp_path)
     assert evaluated.returncode == 0, evaluated.stderr
     done = envforge("review", "html", str(tmp_path / "site"), "--out", str(demo), "--evaluation", str(tmp_path / "eval"),
-                    "--previews", "0", tmp=tmp_path)
+                    "--previews", "0", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     page = (tmp_path / "site" / "envs" / f"{ACCEPTED[1]}.html").read_text()
     section = page[page.index('<h2 id="evaluation">'):page.index('<h2 id="levels">')]
     assert "<td>random</td>" in section and '<td class="num">2</td>' in section  # 2 episodes
     assert 'alt="evaluation scores" src="data:image/png;base64,' in section
     missing = envforge("review", "html", str(tmp_path / "site"), "--out", str(demo), "--evaluation",
-                       str(tmp_path / "none"), tmp=tmp_path)
+                       str(tmp_path / "none"), cwd=tmp_path)
     assert missing.returncode == 2 and "expected the output folder of `envforge evaluate`" in missing.stderr
 
 

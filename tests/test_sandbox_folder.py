@@ -156,7 +156,7 @@ def test_closing_removes_a_3000_deep_chain_without_permissions(host: Host):
 def test_check_of_an_env_leaving_a_3000_deep_chain_leaves_nothing_and_the_next_check_is_clean(host: Host, tmp_path):
     import uuid
 
-    from tiny_env import write_env
+    from pipeline.testing.tiny_env import write_env
 
     marker = uuid.uuid4().hex
     env_dir = host.env("deep_chain", marker=marker)

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from pipeline.sandbox import Worker, capabilities
-from tiny_env import write_env
+from pipeline.testing.tiny_env import write_env
 
 pytestmark = pytest.mark.skipif(capabilities()["mode"] != "namespaces", reason="needs root and unshare")
 

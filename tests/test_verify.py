@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tiny_env import CONFIG, ENV_MAIN, write_env
+from pipeline.testing.tiny_env import CONFIG, ENV_MAIN, write_env
 
 ROOT = Path(__file__).resolve().parent.parent
 REFERENCE = ROOT / "generated_envs" / "reference"
@@ -301,7 +301,7 @@ def test_search_keeps_states_at_different_steps_apart_when_asked(tmp_path):
     from pipeline.envfolder.actions import ActionSpace
     from pipeline.planner import replay
     from pipeline.sandbox.outside.client import EnvClient
-    from tiny_env import CONFIG
+    from pipeline.testing.tiny_env import CONFIG
 
     on_the_clock = ENV_MAIN.replace('reached = self._state["pos"] == self._state["goal"]',
                                     'reached = self._state["pos"] == self._state["goal"] and self._t == 6').replace(

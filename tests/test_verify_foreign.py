@@ -10,7 +10,7 @@ from pathlib import Path
 
 import yaml
 
-from tiny_env import CONFIG, ENV_GENERATE, ENV_MAIN, write_env
+from pipeline.testing.tiny_env import CONFIG, ENV_GENERATE, ENV_MAIN, write_env
 
 
 def verify(env_dir: Path, *flags: str) -> subprocess.CompletedProcess:

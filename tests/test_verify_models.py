@@ -10,7 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from llm_server import Reply
+from pipeline.testing.llm_server import Reply
 
 ROOT = Path(__file__).resolve().parent.parent
 SOLUTION = [ln.split()[1].split("=")[1] for ln in (ROOT / "examples/crate_dock_level_01.actions").read_text().splitlines()

@@ -1,4 +1,4 @@
-"""A loopback model server for tests: real HTTP on 127.0.0.1 speaking the Anthropic Messages
+"""A loopback model server for tests, benchmarks and demo recordings: real HTTP on 127.0.0.1 speaking the Anthropic Messages
 (`POST /v1/messages`) and OpenAI Chat Completions (`POST /v1/chat/completions`) wire formats.
 
 Each request takes the next step of `server.script` (or `server.rule(n)` when set, n counting
@@ -14,11 +14,10 @@ prompt tokens) under each wire's own field names, and `usage=None` sends no usag
 tens of MB (`runaway_text`). tests/misbehaving.py drives `envforge generate` against it.
 
 Run it by hand for manual checks, e.g. a server that answers 429 to every other request:
-    python tests/llm_server.py --every-other 429
+    python scripts/llm_server.py --every-other 429
 """
 from __future__ import annotations
 
-import argparse
 import inspect
 import json
 import threading
@@ -273,26 +272,3 @@ def _handler_for(server: LLMServer) -> type[BaseHTTPRequestHandler]:
                     server.bytes_sent += len(data)
 
     return Handler
-
-
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--every-other", type=int, metavar="STATUS", help="fail requests 1, 3, 5, ... with STATUS")
-    parser.add_argument("--always", type=int, metavar="STATUS", help="fail every request with STATUS")
-    args = parser.parse_args()
-    server = LLMServer()
-    if args.every_other:
-        server.rule = lambda n: Fault(status=args.every_other, headers={"retry-after": "1"}) if n % 2 == 1 else None
-    if args.always:
-        server.rule = lambda n: Fault(status=args.always, message="invalid x-api-key")
-    server.start()
-    print(f"listening on {server.url} (OpenAI base URL {server.openai_url})", flush=True)
-    try:
-        while True:
-            time.sleep(3600)
-    except KeyboardInterrupt:
-        server.stop()
-
-
-if __name__ == "__main__":
-    main()
