@@ -86,6 +86,7 @@ def drive(call, level: str, plan: list[dict]) -> list[float]:
 
 
 def in_process(env: Path, plan: list[dict]) -> list[float]:
+    from pipeline.sandbox import protocol
     from pipeline.sandbox.inside import host
 
     scratch = Path(tempfile.mkdtemp(prefix="envforge-bench-"))
@@ -98,7 +99,7 @@ def in_process(env: Path, plan: list[dict]) -> list[float]:
 
         def call(op, **args):
             reply = env_host.handle({"op": op, "args": args})
-            host.encode(reply)  # the worker serialises every reply; count it
+            protocol.encode(reply)  # the worker serialises every reply; count it
             if not reply["ok"]:
                 raise RuntimeError(reply)
             return reply["result"]

@@ -10,7 +10,7 @@ from pathlib import Path
 from pipeline.evaluate.hosted import AGENT_LIMITS, agent_worker
 from pipeline.evaluate.model_agents import agent_turn, decision_of, with_system
 from pipeline.sandbox import SandboxFailure, WorkerPool
-from pipeline.sandbox.inside.agent_host import AGENT_FILE
+from pipeline.sandbox.protocol import AGENT_FILE
 from pipeline.check.static import scan_file
 
 __all__ = ["AGENT_LIMITS", "check_code"]  # AGENT_LIMITS: the limits of the workers it leases from

@@ -15,7 +15,7 @@ from pipeline.errors import UserError
 from pipeline.evaluate import ModelOptions, make_player
 from pipeline.evaluate.hosted import code_player
 from pipeline.kinds import LearnedAgent
-from pipeline.sandbox.inside.agent_host import AGENT_FILE
+from pipeline.sandbox.protocol import AGENT_FILE
 
 LEARNED_JSON, PROMPT_TXT = "learned.json", "prompt.txt"
 LEARNED = "learned:"  # --agent learned:PATH (registered by pipeline/commands/evaluate.py)

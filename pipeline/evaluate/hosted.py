@@ -27,7 +27,7 @@ from pipeline.evaluate.model_agents import ModelOptions, TurnError, agent_env, a
 from pipeline.llm import Message
 from pipeline.sandbox import Limits, SandboxFailure, Worker, WorkerPool
 from pipeline.sandbox.outside.client import AgentClient
-from pipeline.sandbox.inside.agent_host import AGENT_FILE, ask_model
+from pipeline.sandbox.protocol import AGENT_FILE, ask_model
 
 MAX_CALLS_PER_TURN = 5
 # A model request from agent code is hostile input: at most this many characters of message text

@@ -9,6 +9,8 @@ The trust boundary is the tree:
              its confinement (confine, syscalls, landlock) and what answers requests there
              (host, agent_host, search, adapters, faults, rngs). Nothing in it holds a key.
   limits.py  read by both sides: the worker's limits, its exit statuses and its environment.
+  protocol.py  what both sides agree on: the worker's entry module, the operations, the shapes
+             of requests and replies, and the one dispatch (`Dispatcher.handle`) of both hosts.
 
 Use workers through the typed client (pipeline/sandbox/outside/client.py), which checks every reply:
 

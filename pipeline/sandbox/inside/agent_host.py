@@ -24,37 +24,27 @@ import traceback
 from pathlib import Path
 from typing import Any, Callable
 
-AGENT_FILE = "agent.py"
+from pipeline.sandbox.protocol import AGENT_FILE, AGENT_OPS, Dispatcher, Failure, ask_model
+
 _modules = itertools.count()
 
 
-class ModelUnavailable(RuntimeError):
-    """The parent made no model call for the agent (a budget cap, a failed call, a limit)."""
-
-
-class AgentHost:
+class AgentHost(Dispatcher):
     def __init__(self, folder: str, ask: Callable[[str, dict], Any]):
         self.folder = Path(folder)
         self.ask = ask
         self.agent = None
 
-    def handle(self, request: dict) -> dict:
-        op = request.get("op")
-        method = getattr(self, f"op_{op}", None)
-        if method is None:
-            return _failure("usage", f"unknown operation {op!r}")
-        if op == "act" and self.agent is None:
-            return _failure("usage", "'act' before 'start'")
-        try:
-            return {"ok": True, "result": method(**request.get("args", {}))}
-        except _Failure as f:
-            return _failure(f.kind, str(f), f.where)
-        except MemoryError:
-            return _failure("memory", "MemoryError: the agent exceeded its memory limit", _where())
-        except SystemExit as e:
-            return _failure("exit", f"the agent called exit({e.code!r})", _where())
-        except BaseException as e:  # noqa: BLE001 - any error in agent code is a typed failure
-            return _failure("exception", f"{type(e).__name__}: {e}", _where(), traceback.format_exc(limit=-6))
+    # -- protocol (the dispatch itself is protocol.Dispatcher.handle) ---------------------
+    OPS = AGENT_OPS
+    SUBJECT = "agent"
+    TRACE_FRAMES = 6
+
+    def refused(self, op: str) -> str:
+        return "'act' before 'start'" if op == "act" and self.agent is None else ""
+
+    def where(self) -> str:
+        return _where()
 
     def op_load(self, env_id: Any = None) -> dict:
         return {"class": self._agent_class().__name__}
@@ -77,7 +67,7 @@ class AgentHost:
         """The agent class of a fresh import of agent.py: `Agent`, else the last class with `act`."""
         path = self.folder / AGENT_FILE
         if not path.is_file():
-            raise _Failure("load", f"expected the file {AGENT_FILE}, found none", AGENT_FILE)
+            raise Failure("load", f"expected the file {AGENT_FILE}, found none", AGENT_FILE)
         name = f"envforge_agent_{next(_modules)}"
         spec = importlib.util.spec_from_file_location(name, path)
         module = importlib.util.module_from_spec(spec)
@@ -87,34 +77,15 @@ class AgentHost:
         except BaseException as e:  # noqa: BLE001
             if isinstance(e, MemoryError):
                 raise
-            raise _Failure("load", f"{type(e).__name__}: {e}", _where()) from None
+            raise Failure("load", f"{type(e).__name__}: {e}", _where()) from None
         finally:
             sys.modules.pop(name, None)
         classes = [c for c in vars(module).values()
                    if inspect.isclass(c) and c.__module__ == name and callable(getattr(c, "act", None))]
         chosen = next((c for c in classes if c.__name__ == "Agent"), classes[-1] if classes else None)
         if chosen is None:
-            raise _Failure("load", f"{AGENT_FILE}: expected a class with an act(turn) method, found none", AGENT_FILE)
+            raise Failure("load", f"{AGENT_FILE}: expected a class with an act(turn) method, found none", AGENT_FILE)
         return chosen
-
-
-def ask_model(ask: Callable[[str, dict], Any], messages: Any, max_tokens: int | None = None) -> str:
-    """One model call, made by the parent through `ask`: the `llm` an agent gets. `messages`: a
-    string (one user message) or a list of {"role": "system" | "user" | "assistant", "content": str}."""
-    if isinstance(messages, str):
-        messages = [{"role": "user", "content": messages}]
-    plain = [{"role": str(m.get("role", "user")), "content": str(m.get("content", ""))} for m in messages]
-    answer = ask("model", {"messages": plain, "max_tokens": int(max_tokens) if max_tokens else None})
-    if not isinstance(answer, dict) or "text" not in answer:
-        detail = answer.get("message", "") if isinstance(answer, dict) else ""
-        raise ModelUnavailable(f"no model answer: {detail or answer!r}")
-    return str(answer["text"])
-
-
-class _Failure(Exception):
-    def __init__(self, kind: str, detail: str, where: str = ""):
-        super().__init__(detail)
-        self.kind, self.where = kind, where
 
 
 def _where() -> str:
@@ -124,7 +95,3 @@ def _where() -> str:
         if Path(frame.f_code.co_filename).name == AGENT_FILE:
             where = f"{AGENT_FILE}:{lineno}" if lineno is not None else AGENT_FILE  # a frame may have no line
     return where
-
-
-def _failure(kind: str, detail: str, where: str = "", trace: str = "") -> dict:
-    return {"ok": False, "kind": kind, "detail": detail, "where": where, "traceback": trace}

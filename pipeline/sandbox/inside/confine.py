@@ -28,6 +28,7 @@ import signal
 import sys
 
 from pipeline.sandbox.limits import EXIT_CPU, Limits
+from pipeline.sandbox.protocol import ENV_MOUNT
 
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 1, 2, 4, 8
 MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 32, 4096, 16384, 1 << 18
@@ -42,7 +43,6 @@ DEVICE_RIGHTS = {"null": True, "zero": False, "random": False, "urandom": False}
 
 SYSTEM_DIRS = ("/usr", "/lib", "/lib64", "/lib32", "/bin", "/sbin", "/etc")
 DEVICES = ("null", "zero", "random", "urandom")
-ENV_MOUNT = "/env"
 
 _libc = ctypes.CDLL(None, use_errno=True)
 

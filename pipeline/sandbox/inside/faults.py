@@ -1,4 +1,5 @@
-"""Worker-side: a fault of the environment's code, located in its folder, as a failure reply.
+"""Worker-side: where a fault of the environment's code is, located in its folder (the reply it
+becomes is protocol.failure_reply).
 
 Shared by the environment host (host.py) and its search (search.py), inside the sandbox.
 """
@@ -11,16 +12,6 @@ import traceback
 from typing import Any
 
 ROOT = [""]  # the environment folder, absolute (set by the host): what tracebacks' files are relative to
-
-
-class Failure(Exception):
-    def __init__(self, kind: str, detail: str, where: str = ""):
-        super().__init__(detail)
-        self.kind, self.detail, self.where = kind, detail, where
-
-
-def failure_reply(kind: str, detail: str, where: str = "", trace: str = "") -> dict:
-    return {"ok": False, "kind": kind, "detail": detail, "where": where, "traceback": trace}
 
 
 def short(value: Any) -> str:

@@ -9,14 +9,12 @@ import copy
 import importlib
 import importlib.util
 import inspect
-import json
 import math
 import os
 import pickle
 import random
 import shutil
 import sys
-import traceback
 from pathlib import Path
 from typing import Any
 
@@ -25,11 +23,12 @@ import yaml
 from pipeline import layout
 from pipeline.sandbox.inside import rngs, search
 from pipeline.sandbox.inside import faults
-from pipeline.sandbox.inside.faults import Failure, failure_reply, in_function, short, where, where_of
+from pipeline.sandbox.inside.faults import in_function, short, where, where_of
 from pipeline.runtime import env as runtime_env
 from pipeline.runtime.levels import level_text, state_hash
 from pipeline.runtime.plain import NotPlainData, plain
 from pipeline.sandbox.inside import adapters
+from pipeline.sandbox.protocol import ENV_OPS, Dispatcher, Failure
 
 COMPAT_DIR = str(Path(runtime_env.__file__).resolve().parent / "compat")
 # Instance attributes shared by every snapshot instead of copied.
@@ -38,7 +37,7 @@ MAX_SNAPSHOTS = 200_000
 DEFAULT_MAX_STEPS = 100  # a search's horizon when the host sent no cap
 
 
-class EnvHost:
+class EnvHost(Dispatcher):
     def __init__(self, env_dir: str):
         self.env_dir = Path(env_dir)
         faults.ROOT[0] = os.path.abspath(env_dir)
@@ -47,28 +46,23 @@ class EnvHost:
         self.next_handle = 0
         self.max_steps: int | None = None  # the episode's step cap, as the host sent it with reset
 
-    # -- protocol ------------------------------------------------------------------
-    def handle(self, request: dict) -> dict:
-        op = request.get("op")
-        method = getattr(self, f"op_{op}", None)
-        if method is None:
-            return failure_reply("usage", f"unknown operation {op!r}")
-        if op != "load" and self.env is None:
-            return failure_reply("usage", f"'{op}' before 'load'")
-        try:
-            result = method(**request.get("args", {}))
-            return {"ok": True, "result": plain(result)}
-        except Failure as f:
-            return failure_reply(f.kind, f.detail, f.where)
-        except NotPlainData as e:
-            return failure_reply("not_json", f"reply is not plain JSON: {e}")
-        except MemoryError:
-            return failure_reply("memory", "MemoryError: the environment exceeded its memory limit", where())
-        except SystemExit as e:
-            return failure_reply("exit", f"the environment called exit({e.code!r})", where())
-        except BaseException as e:  # noqa: BLE001 - any error in env code is a typed failure
-            return failure_reply("exception", f"{type(e).__name__}{in_function()}: {e}", where(),
-                                 traceback.format_exc(limit=-8))
+    # -- protocol (the dispatch itself is protocol.Dispatcher.handle) ---------------------
+    OPS = ENV_OPS
+    SUBJECT = "environment"
+    TRACE_FRAMES = 8
+    NOT_JSON = (NotPlainData,)
+
+    def refused(self, op: str) -> str:
+        return f"'{op}' before 'load'" if op != "load" and self.env is None else ""
+
+    def result(self, value: Any) -> Any:
+        return plain(value)
+
+    def where(self) -> str:
+        return where()
+
+    def in_function(self) -> str:
+        return in_function()
 
     # -- operations ------------------------------------------------------------------
     def op_load(self, env_id: Any = None, skin: str | None = None) -> dict:
@@ -334,10 +328,3 @@ def _check_reward(value: Any, env, what: str = "reward") -> float:
         raise Failure("invalid_reward", f"{what}: expected a finite number, found {short(value)}", where)
     return float(value)
 
-
-def encode(reply: dict) -> bytes:
-    """One reply as a JSON line; data that is not plain JSON becomes a typed failure."""
-    try:
-        return (json.dumps(reply, allow_nan=False) + "\n").encode()
-    except (TypeError, ValueError, RecursionError) as e:
-        return (json.dumps(failure_reply("not_json", f"reply is not plain JSON: {type(e).__name__}: {e}")) + "\n").encode()

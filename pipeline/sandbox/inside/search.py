@@ -55,7 +55,8 @@ import time
 
 from pipeline.runtime.levels import state_hash
 from pipeline.sandbox.inside import rngs
-from pipeline.sandbox.inside.faults import Failure, where
+from pipeline.sandbox.inside.faults import where
+from pipeline.sandbox.protocol import Failure
 
 EPS = 1e-9
 MAX_ATOMS = 4096  # scalars of a state the novelty test reads

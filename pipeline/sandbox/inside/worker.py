@@ -1,9 +1,10 @@
 """Entry point of a sandbox worker process: confine, then answer requests until EOF.
 
-Started only by pipeline.sandbox.outside.process.Worker. Requests and replies are JSON lines on
-two inherited pipes (not stdin/stdout, which the environment may print to). A worker first
-loads what it holds (`OPENING`, with the arguments of its `--load` flag) and writes that reply
-unasked; then it answers requests. While handling a request, a host may ask the parent for
+Started only by pipeline.sandbox.outside.process.Worker (as `python -m protocol.WORKER_MODULE`).
+Requests and replies are JSON lines on two inherited pipes (not stdin/stdout, which the
+environment may print to); their shapes are pipeline/sandbox/protocol.py's. A worker first
+loads what it holds (`protocol.OPENING`, with the arguments of its `--load` flag) and writes that
+reply unasked; then it answers requests. While handling a request, a host may ask the parent for
 something (`ask`): it writes a request line on the reply pipe and reads the parent's answer
 from the request pipe before it goes on.
 """
@@ -16,9 +17,8 @@ import math
 import os
 import signal
 
+from pipeline.sandbox import protocol
 from pipeline.sandbox.limits import EXIT_ALARM, Limits
-
-OPENING = "load"  # the operation a worker makes as it starts, before any request
 
 # A worker enforces its own deadline too, a little after the parent's, so that a worker
 # whose parent was killed mid-call does not run on forever.
@@ -35,7 +35,7 @@ def main() -> None:
     parser.add_argument("--uid", type=int, required=True)
     parser.add_argument("--fds", required=True)
     parser.add_argument("--limits", required=True)
-    parser.add_argument("--host", choices=("env", "agent"), default="env")
+    parser.add_argument("--host", choices=protocol.HOSTS, default="env")
     parser.add_argument("--load", default="{}", help="the arguments of the opening load (JSON)")
     args = parser.parse_args()
     request_fd, reply_fd = (int(x) for x in args.fds.split(","))
@@ -60,14 +60,14 @@ def main() -> None:
             _back_to(env_dir)
             reply = env_host.handle(request)
             signal.alarm(0)
-            _write(reply_fd, host.encode(reply))
+            _write(reply_fd, protocol.encode(reply))
 
-        answer({"op": OPENING, "args": json.loads(args.load)})
+        answer({"op": protocol.OPENING, "args": json.loads(args.load)})
         for line in requests:
             try:
                 request = json.loads(line)
             except ValueError:
-                _write(reply_fd, host.encode({"ok": False, "kind": "protocol", "detail": "request is not JSON"}))
+                _write(reply_fd, protocol.encode(protocol.failure_reply("protocol", "request is not JSON")))
             else:
                 answer(request)
 

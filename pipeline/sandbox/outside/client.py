@@ -5,8 +5,9 @@
         result = env.step({"action": "move", "params": {"direction": "north"}})
         result.reward, result.terminated, result.truncated
 
-The protocol's operation names live here and on the worker's side (host.py, agent_host.py),
-nowhere else. Every reply is checked here (replies.py) before anyone reads it.
+The protocol's operation names are pipeline/sandbox/protocol.py's (ENV_OPS, AGENT_OPS): this
+client calls them, the worker's hosts (inside/host.py, inside/agent_host.py) answer them. Every
+reply is checked here (replies.py) before anyone reads it.
 
 The step cap is the runtime's: the client counts the steps since `reset` against `max_steps`,
 which the caller takes from config.yaml on the host (never from the environment's code or a

@@ -21,10 +21,10 @@ from pathlib import Path
 from typing import Any, Callable
 
 from pipeline.sandbox.outside.capabilities import LAUNCHERS, namespaced, require, used
-from pipeline.sandbox.inside.confine import ENV_MOUNT
 from pipeline.sandbox.outside.failures import SandboxFailure, failure_of
 from pipeline.sandbox.outside.folder import DIR_PREFIX, FolderCopy, private_dir, remove_tree
 from pipeline.sandbox.limits import EXIT_ALARM, EXIT_CPU, Limits, worker_environment
+from pipeline.sandbox.protocol import ENV_MOUNT, OPENING, WORKER_MODULE
 
 _uid_counter = itertools.count()
 # on_request(kind, args) -> answer (plain JSON): the parent's side of a worker's request.
@@ -113,10 +113,6 @@ class Worker:
         self.env_id = env_id
         self._start()
         _live.add(self)
-        # Imported here, not at the top: the worker process runs that module as __main__ after
-        # importing this package, which must not have imported it already.
-        from pipeline.sandbox.inside.worker import OPENING
-
         try:
             with self._lock:
                 self.info = self._exchange(OPENING, self.limits.call_seconds, None)
@@ -127,7 +123,7 @@ class Worker:
             raise
 
     def _start(self) -> None:
-        """The worker process, which loads what it holds as it starts (worker.OPENING)."""
+        """The worker process, which loads what it holds as it starts (protocol.OPENING)."""
         load = {"env_id": self.env_id, **({"skin": self.skin} if self.skin is not None else {})}
         request_r, self._request_w = os.pipe()
         self._reply_r, reply_w = os.pipe()
@@ -136,7 +132,7 @@ class Worker:
         # A namespaced worker's /tmp is private; elsewhere its tmp is the folder made for it.
         tmp = "/tmp" if namespaced(self.mode) else os.path.join(self.base, "tmp")
         cmd = prefix + [
-            sys.executable, "-s", "-P", "-m", "pipeline.sandbox.inside.worker",
+            sys.executable, "-s", "-P", "-m", WORKER_MODULE,
             "--base", self.base, "--folder", self.folder.path, "--mode", self.mode, "--uid", str(_worker_uid()),
             "--fds", f"{request_r},{reply_w}", "--limits", json.dumps(self.limits.to_dict()),
             "--load", json.dumps(load),

@@ -7,7 +7,7 @@ from pipeline.runtime import SkinEnv
 
 _host = sys.modules["pipeline.sandbox.inside.host"]
 _host._check_reward = lambda value, env, what="reward": value
-_host.encode = lambda reply: (json.dumps(reply) + "\n").encode()
+sys.modules["pipeline.sandbox.protocol"].encode = lambda reply: (json.dumps(reply) + "\n").encode()
 
 
 class ForgedNan(SkinEnv):

@@ -9,8 +9,8 @@ import sys
 
 from pipeline.runtime import SkinEnv
 
-_host = sys.modules["pipeline.sandbox.inside.host"]
-_encode = _host.encode
+_protocol = sys.modules["pipeline.sandbox.protocol"]
+_encode = _protocol.encode
 with open("forge.txt") as f:
     FORGE = f.read().strip()
 
@@ -36,7 +36,7 @@ def _forged(reply):
     return line
 
 
-_host.encode = _forged
+_protocol.encode = _forged
 
 
 class ForgedReply(SkinEnv):
