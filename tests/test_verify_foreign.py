@@ -155,17 +155,25 @@ def test_a_validator_that_refuses_every_level_is_refuted_by_witnesses_and_genera
 
 
 def test_a_validator_rejection_that_search_cannot_refute_stands(tmp_path):
-    """A shipped level the validator refuses and no witness scores on stays rejected, with both said."""
-    levels = {"levels/level_01.yaml": {"pos": 0, "goal": 3, "length": 6},
+    """A shipped level the validator refuses and no witness scores on stays rejected, with both said;
+    the verdict still names the levels it refuses that a witness solves (the validator refuted there)."""
+    levels = {"levels/level_01.yaml": {"pos": 0, "goal": 3, "length": 6, "picky": True},  # refused, 3 moves away
               "levels/level_02.yaml": {"pos": 0, "goal": 40, "length": 50}}  # 40 moves away, 12 allowed
     env = write_env(tmp_path / "far", levels=levels, replace={"env_validator.py": (
         '    if not 0 <= state.get("goal", -1) < state.get("length", 0) or state.get("goal") == state.get("pos"):',
-        '    if state.get("goal", 0) > 20:')})
+        '    if state.get("goal", 0) > 20 or state.get("picky"):')})
     report = json.loads(verify(env, "--json", "--stages", "levels").stdout)
     assert report["stage"] == "levels"
     assert report["reason"].startswith("levels/level_02.yaml: expected the validator to accept this shipped level, "
                                        "found goal must lie inside the corridor, away from the start (and no search "
                                        "witness scores on it: exhaustive search over"), report["reason"]
+    assert report["reason"].endswith("; env_validator.py: validator refuted on 1 of 2 shipped level(s): it rejects "
+                                     "them, yet a replayed search witness scores on each (e.g. level_01.yaml: "
+                                     "rejected for 'goal must lie inside the corridor, away from the start'; 3 "
+                                     "action(s) score 1: move(direction='right'), move(direction='right'), "
+                                     "move(direction='right'))"), report["reason"]
+    assert report["stages"]["levels"]["validator_refuted"]["level_01.yaml"]["witness"] == [
+        {"action": "move", "params": {"direction": "right"}}] * 3
 
 
 def test_generated_levels_reach_the_validator_and_the_level_files_as_the_generator_made_them(tmp_path):

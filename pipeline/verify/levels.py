@@ -177,15 +177,15 @@ def _shipped(ctx: Context, worker: EnvClient, certifier: Certifier, figures: dic
         items.append((level, verdict))
     _distinct_shipped(items, figures)
     out = certifier.many(items)
-    refuted = {}
+    refuted, unrefuted = {}, []
     for i, lm in enumerate(out):
         verdict = refused.get(lm.source)
         if verdict is not None:
             issues = '; '.join(verdict.issues) or 'rejected without a reason'
             if not solved(lm):
-                raise Rejected(f"{lm.source}: expected the validator to accept this shipped level, found {issues} "
-                               f"(and no search witness scores on it: {_searched(lm)})",
-                               cause=ShippedLevelRefused(lm.source))
+                unrefuted.append((f"{lm.source}: expected the validator to accept this shipped level, found {issues} "
+                                  f"(and no search witness scores on it: {_searched(lm)})", lm.source))
+                continue
             refuted[layout.level_key(lm.source)] = {"issues": verdict.issues[:5], "witness": lm.witness,
                                                     "witness_reward": round(lm.search_reward, 9)}
             out[i] = dataclasses.replace(lm, notes=f"the validator rejects this level ({issues[:200]}); refuted: "
@@ -200,6 +200,10 @@ def _shipped(ctx: Context, worker: EnvClient, certifier: Certifier, figures: dic
     if refuted:
         figures["validator_refuted"] = refuted
         figures.setdefault("warnings", []).append(refuted_text(refuted, len(out)))
+    if unrefuted:  # the validator's word stands on these; on the others the witnesses refute it
+        reason, source = unrefuted[0]
+        raise Rejected(reason + (f"; {refuted_text(refuted, len(out))}" if refuted else ""),
+                       cause=ShippedLevelRefused(source))
     return out
 
 

@@ -13,9 +13,12 @@ Two orders, one frontier:
     and each child is queued with its parent's value, the best total among that parent's
     children. A reward that only an ending action pays (submit an answer, declare a result) is
     then seen one step early, so the search digs along the partial answers that pay most. Among
-    equal values the state nearest to meeting an end condition comes first (`goals`: the DSL's
-    `A == B` conditions as pairs of paths into `_state`; nearness: the scalars that differ between
-    the two sides; a condition met by an end that paid nothing is dropped, it is no goal), then a
+    equal values the state with the least steps taken plus twice its distance to an end condition
+    comes first (a weighted A*, so its paths fit the step cap; `goals`: the DSL's
+    `A == B` conditions as pairs of paths into `_state`, the first in its order that is still a
+    goal; nearness: how far the scalars of one side are from their places in the other when both
+    are arrangements of the same distinct scalars, else how many differ; a condition met by an end
+    that paid nothing is dropped, it is no goal), then a
     *novel* state (one holding a value at some path of `_state` that no state before it held: a
     new position, a new cell revealed), then first in, first out; so with no reward in sight the
     search heads for the goal the DSL names (a sliding puzzle's target pattern, 15-27 moves away,
@@ -162,7 +165,7 @@ def run(host, actions: list[dict], max_steps: int, max_nodes: int = 50_000, seco
                 pending[node] = [len(children), _snapshot_bytes(snap, root)]
                 held += pending[node][1]
             for child, reached, novel, far in children:
-                rank = (depth + 1,) if order == "breadth" else (-round(value, 9), far, 0 if novel else 1)
+                rank = (depth + 1,) if order == "breadth" else (-round(value, 9), depth + 1 + 2 * far if goals else 0, 0 if novel else 1)
                 heapq.heappush(frontier, (rank, sequence, child, snap, reached, depth + 1))
                 sequence += 1
         exhausted = True
@@ -206,11 +209,44 @@ def _at(state, path: str):
 
 
 def _distance(state, goals: list[tuple]) -> int:
-    """How far the state is from meeting the nearest end condition: scalars that differ between its
-    two sides. 0 without goals (every state alike), so the order is then value and novelty only."""
+    """How far the state is from meeting the first end condition (in the DSL's order) still a goal:
+    scalars that differ between its two sides. One at a time, so a second condition (a failure
+    pattern next to the start) does not pull the search away from the first. 0 without goals (every
+    state alike), so the order is then value and novelty only."""
     if not goals:
         return 0
-    return min(_mismatch(_at(state, a), _at(state, b)) for a, b in goals)
+    a, b = _at(state, goals[0][0]), _at(state, goals[0][1])
+    moved = _displacement(a, b)
+    return _mismatch(a, b) if moved is None else moved
+
+
+def _displacement(a, b) -> int | None:
+    """For two arrangements of the same distinct scalars (a grid and its target pattern): how far
+    the scalars are from their places, the sum over scalars of the distance between their index
+    paths (a sliding puzzle's Manhattan distance). None when the two are not such arrangements."""
+    where_a, where_b = _places(a), _places(b)
+    if where_a is None or where_b is None or where_a.keys() != where_b.keys() or len(where_a) < 2:
+        return None
+    return sum(sum(abs(i - j) for i, j in zip(where_a[v], where_b[v])) for v in where_a)
+
+
+def _places(value, path: tuple = (), out: dict | None = None) -> dict | None:
+    """{scalar: its index path} of a nested list whose scalars are distinct and hashable, else None."""
+    out = {} if out is None else out
+    if not isinstance(value, (list, tuple)) or len(path) > 4:
+        return None
+    for i, item in enumerate(value):
+        if isinstance(item, (list, tuple)):
+            if _places(item, path + (i,), out) is None:
+                return None
+        else:
+            try:
+                if item in out:
+                    return None
+            except TypeError:
+                return None
+            out[item] = path + (i,)
+    return out
 
 
 def _mismatch(a, b, depth: int = 0) -> int:
