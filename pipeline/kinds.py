@@ -309,6 +309,23 @@ class LevelMaxEntry(Shape):
 
 
 @dataclass
+class Verification(Record):
+    """ENV/verification.json: verify's verdict, each stage's figures (pipeline/verify/stages.py) and
+    the options it ran with (pipeline.verify.context.Options, every setting but its progress line)."""
+    KIND = "verification"
+    OPEN = True  # a folder verified by an older envforge may carry fields this one no longer writes
+    accepted: bool
+    stage: str | None = None  # the stage that rejected it
+    reason: str = ""
+    stages: dict = field(default_factory=dict)  # stage -> its figures
+    env_dir: str = ""
+    confinement: str = ""  # the sandbox rung its workers ran on
+    options: dict = field(default_factory=dict)  # empty in a file written before envforge recorded them
+    verified_at: str = ""
+    extra: dict = field(default_factory=dict)
+
+
+@dataclass
 class LevelMaxRewards(Record):
     """ENV/level_max_rewards.json in the AutoEnv C.1 shape (a shipped file may carry more)."""
     KIND = "level_max_rewards"
@@ -489,8 +506,7 @@ def untyped(kind: str, major: int = 1) -> type[Record]:
 
 
 MODELS: tuple[type[Record], ...] = (
-    Manifest, LevelMaxRewards, EpisodeRecord, IterationLevels, LearnedAgent, PoolRecord, ThemeRecord, Rejection,
-    untyped("verification"),  # ENV/verification.json (typed by verify's owner)
+    Manifest, Verification, LevelMaxRewards, EpisodeRecord, IterationLevels, LearnedAgent, PoolRecord, ThemeRecord, Rejection,
     untyped("verify_report"),  # verify --out FILE
     untyped("model_call"),  # a line of calls.jsonl, the call journal of generate
     untyped("coding_step"),  # a line of trajectory.jsonl, the coding agent's log

@@ -32,7 +32,7 @@ from pipeline.verify import reliability
 from pipeline.sandbox import SandboxFailure
 from pipeline.sandbox.outside.capabilities import ran_under
 from pipeline.errors import Rejected
-from pipeline.kinds import DifficultyBaseline, VerificationSummary
+from pipeline.kinds import DifficultyBaseline, Verification, VerificationSummary
 from pipeline.verify.context import Clock, Context, Options, failure_text
 from pipeline.verify.stages import STAGES, VERIFY_STAGES, VerifyStage
 from pipeline.verify.stages import get as get_stage
@@ -125,14 +125,13 @@ def record(env_dir: Path, result: VerificationResult) -> None:
     """Write verification.json and the manifest's verification summary and difficulty baseline."""
     if not env_dir.is_dir():
         return
-    data = result.to_dict()
-    data["verified_at"] = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime())
-    files.write_json(env_dir / layout.VERIFICATION, "verification", data)
+    written = Verification(**result.to_dict(), verified_at=time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime()))
+    files.write(env_dir / layout.VERIFICATION, written)
 
     per_level = (result.stages.get("reliability") or {}).get("per_level")
     baseline = DifficultyBaseline(
         reliability.RANDOM_AGENT, result.stages["reliability"]["random_episodes_per_level"],
         {k: v["random_normalized"] for k, v in per_level.items() if "random_normalized" in v},
         result.stages["reliability"]["random_normalized"]) if per_level else None
-    manifest.verified(env_dir, VerificationSummary(result.accepted, result.stage, result.reason, data["verified_at"],
+    manifest.verified(env_dir, VerificationSummary(result.accepted, result.stage, result.reason, written.verified_at,
                                                    result.confinement), baseline)

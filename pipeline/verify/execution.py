@@ -84,6 +84,7 @@ class EndChecks:
             except ConditionSyntaxError as e:
                 self.unchecked[str(text)] = f"outside the condition grammar ({e})"
         self.figures = figures
+        self.warned_never_ends = False  # the warning that done() never became true is given once
         figures["end_conditions"] = {"checked": [text for _, text, _ in self.conditions], "unchecked": self.unchecked}
 
     def holding(self, state, t: int, last_action_result) -> set[str]:
@@ -121,12 +122,12 @@ class _Watched:
 
 
 def _episode(ctx: Context, env: EnvClient, source: Level, what: str, figures: dict, failures: Counter, agent,
-             seed: int, ends: EndChecks | None = None) -> None:
+             seed: int, ends: EndChecks) -> None:
     held: list[set[str]] = []  # the end conditions holding before the step to come
 
     def first_turn(observation):
         _observation(observation, f"after reset on {source}", failures)
-        if ends is not None and ends.conditions:
+        if ends.conditions:
             held.append(ends.holding(env.observe(want_state=True).state, 0, None))
 
     watched = _Watched(agent, first_turn)
@@ -149,7 +150,7 @@ def _episode(ctx: Context, env: EnvClient, source: Level, what: str, figures: di
 
     try:
         episode = run_episode_sync(watched, env, source, seed=seed, on_step=on_step,
-                                   want_state=bool(ends and ends.conditions))
+                                   want_state=bool(ends.conditions))
     except SandboxFailure as f:
         failures[f.kind] += 1
         # An action chosen means the reset went through: the failure came with that step.
@@ -160,12 +161,11 @@ def _episode(ctx: Context, env: EnvClient, source: Level, what: str, figures: di
     figures["steps"] += episode.steps
     if episode.truncated:
         figures["truncated_episodes"] += 1
-    if episode.truncated and not episode.ended_at_cap:
-        warnings = figures.setdefault("warnings", [])
-        if not any("expected done() to become true" in w for w in warnings):
-            warnings.append(f"{layout.ENV_MAIN}: expected done() to become true by termination.max_steps="
-                            f"{ctx.max_steps}, found still running after {ctx.max_steps} steps of a {what} on "
-                            f"{source} (the runtime truncated it)")
+    if episode.truncated and not episode.ended_at_cap and not ends.warned_never_ends:
+        ends.warned_never_ends = True
+        figures.setdefault("warnings", []).append(
+            f"{layout.ENV_MAIN}: expected done() to become true by termination.max_steps={ctx.max_steps}, found "
+            f"still running after {ctx.max_steps} steps of a {what} on {source} (the runtime truncated it)")
 
 
 def _observation(observation, what: str, failures: Counter) -> None:
