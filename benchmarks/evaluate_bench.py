@@ -30,7 +30,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 
-from pipeline.commands.evaluate import find_targets  # noqa: E402
+from pipeline.api.evaluate import find_targets  # noqa: E402
 from pipeline.evaluate import Limits, ModelOptions, make_player  # noqa: E402
 from pipeline.evaluate.records import Records  # noqa: E402
 from pipeline.evaluate.runner import RunOptions, evaluate  # noqa: E402

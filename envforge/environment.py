@@ -16,7 +16,7 @@ from typing import Any
 
 from dsl_schema.actions import Action
 from pipeline import layout
-from pipeline.commands.play import resolve_level
+from pipeline.api.play import resolve_level
 from pipeline.errors import UserError, not_a_folder
 from pipeline.evaluate.context import EnvTarget
 from pipeline.sandbox import Limits

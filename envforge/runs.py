@@ -11,7 +11,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
 
-from pipeline.cli import build_parser
 from pipeline.errors import UserError, not_a_folder
 from pipeline.evaluate.records import Records
 from pipeline.kinds import EpisodeRecord
@@ -20,35 +19,19 @@ from envforge._loop import run_sync
 from envforge.environment import Environment
 
 
-def _args(command: str, positional: list[str], options: dict[str, Any]):
-    """The parsed arguments of `envforge COMMAND`, from keyword options (max_levels=2 is
-    --max-levels 2; True is a bare flag; None and False are left out)."""
-    argv = [command, *positional]
-    for key, value in options.items():
-        if value is None or value is False:
-            continue
-        argv.append("--" + key.replace("_", "-"))
-        if value is not True:
-            argv.append(str(value))
-    try:
-        return build_parser(argv).parse_args(argv)
-    except SystemExit:  # argparse printed what was wrong
-        raise UserError(f"envforge {command}: expected options of the command line, found {argv[1:]}") from None
-
-
 async def evaluate_async(envs: str | Path | Iterable[str | Path], agent: str | None = None, *,
                          out: str | Path | None = None, **options: Any):
     """Score `agent` ("react", "tools", "random", "planner", learned:PATH, MODULE:ATTR) on the
     environment folders `envs` (or folders holding them), as `envforge evaluate` does, with its
     defaults: what is not given here is the command's default (agent react, 3 runs per level, the
     test split, records in ./evaluation). `options` are evaluate's other flags (max_levels=2,
-    runs=1, concurrency=4, model="anthropic/…", skin=…, resume=True). Returns an Evaluation:
-    `.envs`, `.overall`, `.episodes` (EpisodeRecord objects), `.out`."""
-    from pipeline.commands import evaluate as command
+    runs=1, concurrency=4, model="anthropic/…", skin=…, resume=True, executor="ray"). Returns an
+    Evaluation: `.envs`, `.overall`, `.episodes` (EpisodeRecord objects), `.out`."""
+    from pipeline.api.evaluate import EvaluateOptions, evaluate as evaluate_envs
 
     paths = [str(envs)] if isinstance(envs, (str, Path)) else [str(e) for e in envs]
-    args = _args("evaluate", paths, {"agent": agent, "out": None if out is None else str(out), **options})
-    return await command.execute(command.prepare(args))
+    chosen = EvaluateOptions.from_keywords("envforge.evaluate", agent=agent, out=out, **options)
+    return await evaluate_envs(paths, chosen)
 
 
 def evaluate(envs, agent: str | None = None, **options: Any):
@@ -83,19 +66,11 @@ async def generate_async(themes: str | Path, out: str | Path, **options: Any) ->
     """Turn a themes file into environments under `out`, as `envforge generate` does. `options`
     are generate's flags: provider="replay" (the offline demo), model=…, levels=15, seed=0,
     concurrency=2, resume=True, budget_usd=…"""
-    from pipeline.commands.generate import run_themes, verification_models
-    from pipeline.generate.run import prepare_output
-    from pipeline.generate.themes import load_themes
-    from pipeline.llm.cli_args import client_from_args
+    from pipeline.api.generate import GenerateOptions, generate as generate_envs
 
-    args = _args("generate", [], {"themes": str(themes), "out": str(out), **options})
-    verifiers = verification_models(args)  # verify_models="WEAK,STRONG": the model-driven verification too
-    theme_list = load_themes(args.themes)
-    output = prepare_output(Path(args.out), args.resume)
-    client = client_from_args(args)
-    async with client:
-        summary = await run_themes(client, theme_list, output, args, verifiers)
-    return Generation(output.root, summary)
+    chosen = GenerateOptions.from_keywords("envforge.generate", themes=themes, out=out, **options)
+    root, summary = await generate_envs(chosen)
+    return Generation(root, summary)
 
 
 def generate(themes: str | Path, out: str | Path, **options: Any) -> Generation:
@@ -109,3 +84,24 @@ def episodes(out: str | Path) -> list[EpisodeRecord]:
     if not folder.is_dir():
         raise UserError(f"{out}: expected an evaluation output folder, found {not_a_folder(folder)}")
     return Records(folder).all()
+
+
+def verify(env_dir: str | Path, **options: Any):
+    """Verify the environment folder `env_dir` as `envforge verify` does, with its defaults.
+    `options` are verify's flags (stages="execution,levels", write=True, search_nodes=…, seed=…,
+    agent_models="WEAK,STRONG" with model=…). Returns the VerificationResult: `.accepted`,
+    `.stage`, `.reason`, `.stages` (each stage's figures). Works inside a running event loop."""
+    import asyncio
+
+    from pipeline.api.verify import VerifyJob, VerifyOptions
+
+    job = VerifyJob(str(env_dir), VerifyOptions.from_keywords("envforge.verify", **options))
+    return run_sync(asyncio.to_thread(job.run))  # its model checks run an event loop of their own
+
+
+def check(env_dir: str | Path, **options: Any):
+    """The basic code test of `env_dir` in the sandbox, as `envforge check` does (seed=…, budget=…).
+    Returns the CheckReport: `.ok`, `.problems`, `.stats`."""
+    from pipeline.api.check import CheckOptions, check as check_env
+
+    return check_env(str(env_dir), CheckOptions.from_keywords("envforge.check", **options))

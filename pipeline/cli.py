@@ -13,7 +13,6 @@ import sys
 from pipeline import __version__
 from pipeline.errors import InfrastructureError, UserError
 from pipeline.generate.interrupt import EXIT_INTERRUPTED, resume_command
-from pipeline.sandbox.outside import executor
 from pipeline.sandbox.outside.capabilities import OPT_IN_VARIABLE, require
 from pipeline.sandbox.outside.failures import SandboxFailure
 from pipeline.terminal import Shown
@@ -93,18 +92,16 @@ def main(argv: list[str] | None = None) -> int:
 def _run(argv: list[str] | None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     parser = build_parser(argv)
+    parser.set_defaults(argv=argv)  # as typed: the resume hint repeats it
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
-    args.argv = argv  # as typed: the resume hint repeats it
     try:
         if args.unconfined:
             os.environ[OPT_IN_VARIABLE] = "1"  # read by every worker this process starts
         if args.command in RUNS_ENV_CODE:
             require()  # no sandbox, no run: one line, before anything else happens
-        if getattr(args, "executor", None):  # where sandboxed work runs: this machine or a Ray cluster
-            executor.use_from_args(args)
         return int(args.func(args) or 0)
     except UserError as exc:
         print(f"envforge {args.command}: error: {exc}", file=sys.stderr)

@@ -5,13 +5,18 @@ import pytest
 
 from pipeline.errors import UserError
 from pipeline.llm import resolve
-from pipeline.llm.cli_args import add_llm_arguments, client_from_args
+from pipeline.api.options import LLMOptions
+from pipeline.commands._flags import add_llm_arguments
 
 
 def parse(*argv):
     parser = argparse.ArgumentParser()
     add_llm_arguments(parser)
     return parser.parse_args(argv)
+
+
+def client_from_args(args):
+    return LLMOptions.from_args(args).client()
 
 
 def test_without_any_provider_a_command_stops_and_says_how_to_configure_one(llm_env):
@@ -93,19 +98,18 @@ def test_a_command_that_hits_its_budget_ends_with_a_clear_outcome_and_the_cost_s
     from pipeline.testing.llm_server import Reply
 
     from pipeline.llm import Message
-    from pipeline.llm.cli_args import EXIT_BUDGET_EXCEEDED, run_with_client
+    from pipeline.commands._run import EXIT_BUDGET_EXCEEDED, run_with_client
 
     monkeypatch.setenv("OPENAI_API_KEY", "k")
     llm_server.rule = lambda n: Reply(input_tokens=10, output_tokens=60)  # $0.000625 with gpt-4o
     args = parse("--model", "openai/gpt-4o", "--base-url", llm_server.openai_url, "--budget-usd", "0.002")
-    args.command = "generate"
 
     async def generate(client):
         for theme in ("maze", "ferry", "orchard", "bakery"):
             await client.complete([Message.user("design " + theme)], theme=theme, stage="design", max_tokens=100)
         return 0
 
-    assert run_with_client(args, generate) == EXIT_BUDGET_EXCEEDED
+    assert run_with_client(LLMOptions.from_args(args), "generate", generate) == EXIT_BUDGET_EXCEEDED
     out, err = capsys.readouterr()
     assert err.startswith("envforge generate: budget exceeded: the run cap is $0.0020")
     assert "cost summary:" in out and "0.001250" in out

@@ -141,12 +141,10 @@ def test_probe_rejects_unknown_kind_and_missing_skin(tmp_path):
 
 def test_evaluate_probes_prints_the_table_and_writes_the_report(made, tmp_path, capsys):
     """What `envforge evaluate --probes FILE --agent oracle` runs."""
-    from argparse import Namespace
-
-    from pipeline.commands.probe import evaluate_probes
+    from pipeline.cli import main
 
     name, out, _ = made
-    assert evaluate_probes(Namespace(probes=str(out), agent="oracle", out=str(tmp_path), json=False)) == 0
+    assert main(["evaluate", "--probes", str(out), "--agent", "oracle", "--out", str(tmp_path)]) == 0
     table = capsys.readouterr().out
     assert f"| {name} | plan | all | 8 | 1.000 |" in table and f"| {name} | predict | 2 |" in table
     report = json.loads((tmp_path / "probes-oracle.json").read_text())

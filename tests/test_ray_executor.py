@@ -162,8 +162,8 @@ CLUSTER_PROCESSES = r'''
 import json, os, sys
 from pipeline.sandbox.outside import executor, remote
 
-executor.use("ray")  # as `--executor ray` without an address: a new local cluster
-worker = executor.open_worker(sys.argv[1])  # a sandbox actor, so that a Ray worker process runs too
+with executor.running_on(executor.Executor("ray")):  # as `--executor ray` without an address: a new local cluster
+    worker = executor.open_worker(sys.argv[1])  # a sandbox actor, so that a Ray worker process runs too
 
 
 def children(pid):

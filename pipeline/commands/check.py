@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import json
 
-from pipeline.check import BUDGET_SECONDS, check_env
-from pipeline.argtypes import SECONDS, SEED
+from pipeline.api.check import CheckOptions, check
+from pipeline.commands._flags import add_option
 
 
 def register(subparsers) -> None:
@@ -14,15 +14,15 @@ def register(subparsers) -> None:
                     "generator, validator and determinism — all in the sandbox. Exit 0 when clean, 1 otherwise.")
     p.add_argument("env_dir", metavar="ENV_DIR", help="environment folder (env_main.py, config.yaml, levels/)")
     p.add_argument("--json", action="store_true", help="print the report as JSON (what the repair loop reads)")
-    p.add_argument("--seed", type=SEED, default=0, help="seed of the random actions (default 0)")
-    p.add_argument("--budget", type=SECONDS, default=BUDGET_SECONDS, metavar="SECONDS",
-                   help=f"wall clock for the whole check; past it the rest is skipped and it fails "
-                        f"(default {BUDGET_SECONDS:g})")
+    add_option(p, CheckOptions, "seed", help="seed of the random actions (default %(default)s)")
+    add_option(p, CheckOptions, "budget", metavar="SECONDS",
+               help=f"wall clock for the whole check; past it the rest is skipped and it fails "
+                    f"(default {CheckOptions.budget:g})")
     p.set_defaults(func=run)
 
 
 def run(args) -> int:
-    report = check_env(args.env_dir, seed=args.seed, budget_seconds=args.budget)
+    report = check(args.env_dir, CheckOptions.from_args(args))
     if args.json:
         print(json.dumps(report.to_dict(), indent=2))
         return 0 if report.ok else 1

@@ -15,7 +15,9 @@ import time
 from importlib import metadata
 
 from pipeline import __version__
-from pipeline.llm.cli_args import add_llm_arguments, config_from_args, print_cost_summary
+from pipeline.api.options import LLMOptions
+from pipeline.commands._flags import add_llm_arguments
+from pipeline.commands._run import print_cost_summary
 from pipeline.llm.client import LLMClient
 from pipeline.llm.config import BASE_URL_VARS, KEY_VARS, environment
 from pipeline.llm.errors import LLMError
@@ -46,8 +48,8 @@ def run(args: argparse.Namespace) -> int:
     if not (args.model or args.provider):
         print("model check: skipped (pass --model SPEC to make one call)")
         return 0
-    args.no_cache = True  # a cached answer would prove nothing about the provider
-    config = config_from_args(args)
+    # no cache: a cached answer would prove nothing about the provider
+    config = dataclasses.replace(LLMOptions.from_args(args), no_cache=True).config()
     # A check should answer within a few attempts' time, not after the 15 minutes a run may
     # spend retrying one call: an unreachable host (no DNS, no route) is reported quickly.
     retry = dataclasses.replace(config.retry, max_elapsed=max(2 * config.timeout, 10.0))

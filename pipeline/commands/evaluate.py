@@ -9,25 +9,15 @@ Exit 0; 1 when some episode's model call failed; 3 when a budget cap stopped the
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import dataclasses
-import hashlib
 import json
 import sys
-from pathlib import Path
 
-from pipeline import layout
-from pipeline import records as files
-from pipeline.errors import UserError, not_a_folder
-from learning.export import LEARNED, learned_player
-from pipeline.evaluate import EnvTarget, Limits, ModelOptions, display_name, kind_of, make_player, register_prefix
-from pipeline.evaluate.records import EPISODES_CSV, EPISODES_JSONL, NO_MODEL, Records
-from pipeline.evaluate.report import mixed, plots_wanted, rounded, settings_key, summarize, write_report
-from pipeline.evaluate.registry import AgentOptions
-from pipeline.evaluate.runner import Progress, RunOptions, RunOutcome, evaluate
-from pipeline.llm.cli_args import EXIT_BUDGET_EXCEEDED, EXIT_MODEL_FAILED, add_llm_arguments, client_from_args, print_cost_summary
-from pipeline.argtypes import COUNT, LIMIT, SECONDS, add_run_arguments, add_skin_argument, label, number
-from pipeline.sandbox.outside.executor import add_executor_arguments
+from pipeline.api.evaluate import EvaluateOptions, Evaluation, execute, prepare
+from pipeline.api.probe import NO_MODEL_AGENTS, evaluate_probes, read_probe_items, write_probe_report
+from pipeline.commands._flags import add_executor_arguments, add_llm_arguments, add_option, add_run_arguments, \
+    add_skin_argument
+from pipeline.commands._run import EXIT_BUDGET_EXCEEDED, EXIT_MODEL_FAILED, print_cost_summary, run_with_client
+from pipeline.evaluate.records import NO_MODEL
 
 RESUME_HELP = ("continue the evaluation in --out, or add another agent, model or split to it: a recorded episode is "
                "reused only when its environment, level, max reward, split and settings all match this run; the "
@@ -43,13 +33,8 @@ AGENT_HELP = ("react (AutoEnv's ReAct agent: reasoning in <thinking_memory>, one
               "environment it steps still runs in the sandbox; --model then only labels its records (default: react)")
 
 
-# envforge learn's exported candidates: registered here, in the command layer, so that
-# pipeline.evaluate never imports learning.
-register_prefix(LEARNED, lambda path, o: learned_player(path, o.client, o.model_options))
-
-
 def register(subparsers) -> None:
-    limits, model = Limits(), ModelOptions()
+    O = EvaluateOptions  # noqa: N806 - every default below is its field's
     p = subparsers.add_parser(
         "evaluate", help="score an agent on environments: normalized reward, Table-3 report, plots",
         description="Run an agent on every level of each environment, --runs times, concurrently, each environment "
@@ -61,72 +46,47 @@ def register(subparsers) -> None:
     p.add_argument("--probes", metavar="FILE",
                    help="score --agent (random, oracle, react, tools) on derived world-model test items "
                         "(envforge probe) instead of playing episodes; the items name their environments")
-    add_skin_argument(p, "; the agent label becomes AGENT@NAME")
-    p.add_argument("--agent", default="react", metavar="AGENT", help=AGENT_HELP)
-    p.add_argument("--agent-name", type=label, metavar="NAME",
-                   help="how records and reports name the agent (default: the built-in name, or for your own agent "
-                        "FILESTEM:ATTR or MODULE:ATTR, never a path)")
-    p.add_argument("--runs", type=COUNT, default=3, help="runs per level (default 3, as in the paper)")
-    p.add_argument("--split", choices=tuple(layout.LEVEL_SPLITS), default="test",
-                   help="levels/ (test, default) or val_levels/ (val)")
-    p.add_argument("--max-levels", type=COUNT, metavar="N", help="only the first N levels of each environment")
-    add_run_arguments(p, jobs="episodes", concurrency=8, out="evaluation", resume_help=RESUME_HELP,
-                      out_help="output folder (default ./evaluation); several agents and models may share one")
+    add_skin_argument(p, O, "; the agent label becomes AGENT@NAME")
+    add_option(p, O, "agent", metavar="AGENT", help=AGENT_HELP)
+    add_option(p, O, "agent_name", metavar="NAME",
+               help="how records and reports name the agent (default: the built-in name, or for your own agent "
+                    "FILESTEM:ATTR or MODULE:ATTR, never a path)")
+    add_option(p, O, "runs", help="runs per level (default %(default)s, as in the paper)")
+    add_option(p, O, "split", help="levels/ (test, default) or val_levels/ (val)")
+    add_option(p, O, "max_levels", metavar="N", help="only the first N levels of each environment")
+    add_run_arguments(p, O, jobs="episodes", resume_help=RESUME_HELP,
+                      out_help="output folder (default ./%(default)s); several agents and models may share one")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     g = p.add_argument_group("episode limits (0 turns one off; the random agent plays every step, as verify's "
                              "reliability baseline does, so only --max-steps and --episode-seconds apply to it)")
-    g.add_argument("--max-steps", type=COUNT, default=limits.max_steps, metavar="N",
-                   help="turns per episode (default: the environment's termination.max_steps)")
-    g.add_argument("--invalid-action-streak", type=LIMIT, default=limits.invalid_action_streak, metavar="N",
-                   help=f"stop after N invalid actions in a row (default {limits.invalid_action_streak})")
-    g.add_argument("--format-error-streak", type=LIMIT, default=limits.format_error_streak, metavar="N",
-                   help=f"stop after N replies in a row that hold no action (default {limits.format_error_streak})")
-    g.add_argument("--loop-visits", type=LIMIT, default=limits.loop_visits, metavar="N",
-                   help=f"stop when the same state comes back N times (default {limits.loop_visits})")
-    g.add_argument("--stagnation-steps", type=LIMIT, default=limits.stagnation_steps, metavar="N",
-                   help=f"stop after N steps with no new state and no reward (default {limits.stagnation_steps})")
-    g.add_argument("--episode-seconds", type=number(0.0), default=limits.episode_seconds, metavar="S",
-                   help=f"stop an episode after S seconds of wall clock, model calls included; every agent "
-                        f"(default {limits.episode_seconds:g})")
-    g.add_argument("--run-seconds", type=number(0.0), default=RunOptions.run_seconds, metavar="S",
-                   help=f"start no episode after S seconds of wall clock (default {RunOptions.run_seconds:g})")
+    add_option(g, O, "max_steps", metavar="N", help="turns per episode (default: the environment's termination.max_steps)")
+    add_option(g, O, "invalid_action_streak", metavar="N",
+               help="stop after N invalid actions in a row (default %(default)s)")
+    add_option(g, O, "format_error_streak", metavar="N",
+               help="stop after N replies in a row that hold no action (default %(default)s)")
+    add_option(g, O, "loop_visits", metavar="N", help="stop when the same state comes back N times (default %(default)s)")
+    add_option(g, O, "stagnation_steps", metavar="N",
+               help="stop after N steps with no new state and no reward (default %(default)s)")
+    add_option(g, O, "episode_seconds", metavar="S",
+               help=f"stop an episode after S seconds of wall clock, model calls included; every agent "
+                    f"(default {O.episode_seconds:g})")
+    add_option(g, O, "run_seconds", metavar="S",
+               help=f"start no episode after S seconds of wall clock (default {O.run_seconds:g})")
     a = p.add_argument_group("agents")
-    a.add_argument("--history", type=LIMIT, default=model.history, metavar="N",
-                   help=f"recent turns shown to react/tools each step (default {model.history})")
-    a.add_argument("--max-tokens", type=COUNT, default=model.max_tokens, metavar="N",
-                   help=f"output tokens per model call (default {model.max_tokens})")
-    a.add_argument("--temperature", type=number(0.0, 2.0), metavar="T", help="sampling temperature (default: the provider's)")
-    a.add_argument("--planner-nodes", type=COUNT, default=AgentOptions.planner_nodes, metavar="N",
-                   help="planner search budget in nodes (environment steps): the same scores on an idle and a busy "
-                        f"machine (default {AgentOptions.planner_nodes})")
-    a.add_argument("--planner-seconds", type=SECONDS, default=AgentOptions.planner_seconds, metavar="S",
-                   help="wall-clock safety stop of one planner search, not a budget: a plan it cuts is labelled in "
-                        f"the trajectory's thoughts (default {AgentOptions.planner_seconds:g})")
-    a.add_argument("--call-seconds", type=SECONDS, default=10.0, metavar="S",
-                   help="wall-clock limit of one environment reset or step in the sandbox (default 10)")
+    add_option(a, O, "history", metavar="N", help="recent turns shown to react/tools each step (default %(default)s)")
+    add_option(a, O, "max_tokens", metavar="N", help="output tokens per model call (default %(default)s)")
+    add_option(a, O, "temperature", metavar="T", help="sampling temperature (default: the provider's)")
+    add_option(a, O, "planner_nodes", metavar="N",
+               help="planner search budget in nodes (environment steps): the same scores on an idle and a busy "
+                    "machine (default %(default)s)")
+    add_option(a, O, "planner_seconds", metavar="S",
+               help="wall-clock safety stop of one planner search, not a budget: a plan it cuts is labelled in "
+                    f"the trajectory's thoughts (default {O.planner_seconds:g})")
+    add_option(a, O, "call_seconds", metavar="S",
+               help=f"wall-clock limit of one environment reset or step in the sandbox (default {O.call_seconds:g})")
     add_llm_arguments(p)
     add_executor_arguments(p)
     p.set_defaults(func=run)
-
-
-def find_targets(paths: list[str], split: str) -> list[EnvTarget]:
-    envs: list[layout.EnvDir] = []
-    for path in paths:
-        found = layout.find_envs(path)
-        if not found:
-            raise UserError(f"{path}: expected an environment folder ({', '.join(layout.REQUIRED_FILES)}) or a folder "
-                            f"holding some, found {not_a_folder(path) if not Path(path).is_dir() else 'none'}")
-        envs += [e for e in found if e.path not in {x.path for x in envs}]
-    names = [e.name for e in envs]
-    twice = sorted({n for n in names if names.count(n) > 1})
-    if twice:
-        raise UserError(f"expected environments with distinct folder names, found {', '.join(twice)} more than once")
-    targets = [EnvTarget.load(e) for e in envs]
-    empty = [t.name for t in targets if not t.dir.levels(split)]
-    if empty:
-        raise UserError(f"--split {split}: expected level files under {layout.LEVEL_SPLITS[split]}/ in every "
-                        f"environment, found none in {', '.join(empty)}")
-    return targets
 
 
 EXIT_ENV_FAILED = 1  # episodes ended in env_error or agent_error: code failed, not the model's play
@@ -142,12 +102,10 @@ def _cause(detail: str) -> str:
 
 
 def run(args) -> int:
-    plots_wanted()  # a bad ENVFORGE_PLOTS is refused before anything runs
+    options = EvaluateOptions.from_args(args)
     if args.probes:
-        from pipeline.commands.probe import evaluate_probes
-
-        return evaluate_probes(args)
-    job = prepare(args)
+        return _run_probes(args.probes, options, args.json)
+    job = prepare(args.env_dirs, options)
     try:
         result = asyncio.run(execute(job))
     finally:
@@ -180,148 +138,23 @@ def run(args) -> int:
     return 0
 
 
-@dataclasses.dataclass
-class Job:
-    """An evaluation ready to run: what `envforge evaluate` and `envforge.evaluate()` share."""
+def _run_probes(probes: str, options: EvaluateOptions, as_json: bool) -> int:
+    """`envforge evaluate --probes FILE --agent A`: A (random, oracle/planner, or a model agent) on the
+    items; prints the table (or JSON with --json) and writes <out>/probes-<agent>.json and .md."""
+    items = read_probe_items(probes)
 
-    args: object
-    targets: list[EnvTarget]
-    client: object
-    player: object
-    options: RunOptions
-    records: Records
-    label: str
+    def finish(report) -> int:
+        write_probe_report(report, options.out)
+        print(json.dumps(report.to_dict(), indent=2) if as_json else report.table())
+        return 0
 
+    if options.agent in NO_MODEL_AGENTS:
+        return finish(asyncio.run(evaluate_probes(items, options)))
 
-@dataclasses.dataclass
-class Evaluation:
-    """What an evaluation found: its episode records and per-environment and overall scores."""
+    async def work(client) -> int:
+        return finish(await evaluate_probes(items, options, client))
 
-    agent: str
-    model: str
-    split: str
-    runs: int
-    envs: dict  # env name -> EnvSummary (pipeline.evaluate.report)
-    overall: dict
-    episodes: list  # EpisodeRecord of this agent and model on these environments
-    outcome: RunOutcome
-    out: Path
-    files: list[Path]
-    environments: int
-    mixed: list[str] = dataclasses.field(default_factory=list)  # the folder holds other splits or settings too
-
-    def __repr__(self) -> str:
-        """One line (the dataclass's own repr printed every episode twice: in `episodes` and in
-        `outcome.finished`); the records are in `.episodes`."""
-        mean = self.overall.get("mean_normalized")
-        label = self.agent if self.model == NO_MODEL else f"{self.agent} {self.model}"
-        return (f"Evaluation({label} on {self.environments} environment(s), split {self.split}, {self.runs} run(s): "
-                f"{len(self.episodes)} episode(s), mean normalized "
-                f"{'-' if mean is None else format(mean, '.4f')}; .envs, .overall, .episodes; records in {self.out})")
-
-    def to_json(self) -> dict:
-        return {"agent": self.agent, "model": self.model, "split": self.split, "runs": self.runs,
-                "envs": {n: s.to_dict() for n, s in self.envs.items()}, "overall": rounded(self.overall),
-                "episodes_run": len(self.outcome.finished), "skipped": self.outcome.skipped,
-                "not_started": self.outcome.not_started, "rerun": self.outcome.rerun, "mixed": self.mixed,
-                "out": str(self.out), "files": [str(f) for f in self.files]}
-
-
-def prepare(args) -> Job:
-    """Check the arguments and build the evaluation (UserError for bad input)."""
-    if not args.env_dirs:
-        raise UserError("expected at least one ENV_DIR (or --probes FILE)")
-    if args.runs < 1 or args.concurrency < 1 or (args.max_levels is not None and args.max_levels < 1):
-        raise UserError("--runs, --concurrency and --max-levels: expected positive numbers")
-    targets = find_targets(args.env_dirs, args.split)
-    out = Path(args.out).resolve()
-    inside = [t.name for t in targets if out == t.dir.path.resolve() or t.dir.path.resolve() in out.parents]
-    if inside:
-        raise UserError(f"--out {args.out}: expected a folder outside the environments evaluated, found it inside "
-                        f"{inside[0]} (its records would become part of the environment and change it)")
-    episodes = Path(args.out) / EPISODES_JSONL
-    if episodes.is_file() and episodes.stat().st_size and not args.resume:
-        raise UserError(f"--out {args.out}: it already holds an evaluation ({EPISODES_JSONL}); pass --resume to continue "
-                        f"it (episodes recorded with other settings run again), or choose another --out")
-    if args.skin:
-        unskinned = [t.name for t in targets if args.skin not in t.dir.skins()]
-        if unskinned:
-            raise UserError(f"--skin {args.skin}: expected the skin in every environment (make it with "
-                            f"`envforge reskin ENV_DIR --style {args.skin}`), found it missing in {', '.join(unskinned)}")
-    client = None
-    kind, _ = kind_of(args.agent)
-    if kind.model == "calls":
-        if args.agent == "tools":
-            bare = [t.name for t in targets if not t.tools]
-            if bare:
-                raise UserError(f"--agent tools: expected actions declared in config.yaml transition.actions, "
-                                f"found none in {', '.join(bare)}")
-        args.max_concurrency = args.max_concurrency or args.concurrency
-        client = client_from_args(args)
-        model = client.spec
-    elif kind.model == "none":
-        model = NO_MODEL
-        if args.model:
-            print(f"envforge evaluate: --model is ignored: the {args.agent} agent calls no model", file=sys.stderr)
-    else:
-        model = args.model or NO_MODEL  # a label only: the user's agent brings its own model, if any
-    player = make_player(args.agent, client=client,
-                         model_options=ModelOptions(args.max_tokens, args.temperature, args.history),
-                         planner_nodes=args.planner_nodes, planner_seconds=args.planner_seconds)
-    limits = Limits(args.max_steps, args.invalid_action_streak, args.format_error_streak, args.loop_visits,
-                    args.stagnation_steps, args.episode_seconds)
-    if args.agent == "random":
-        limits = Limits(args.max_steps, 0, 0, 0, 0, args.episode_seconds)
-    agent = (args.agent_name or display_name(args.agent)) + (f"@{args.skin}" if args.skin else "")  # in records and reports
-    options = RunOptions(agent, model, args.runs, args.split,
-                         args.max_levels, args.concurrency, limits,
-                         dataclasses.replace(RunOptions.sandbox, call_seconds=args.call_seconds), args.skin,
-                         run_seconds=args.run_seconds, agent_settings=_agent_settings(args))
-    label = agent if model == NO_MODEL else f"{agent} {model}"
-    return Job(args, targets, client, player, options, Records(args.out, repair=True), label)
-
-
-async def execute(job: Job) -> Evaluation:
-    """Play the job's episodes, then write the report; the scores of this agent and model (on
-    this split, with these settings). One process at a time per output folder."""
-    with files.locked(job.records.out, "evaluate"):
-        async with (job.client or contextlib.nullcontext()):
-            outcome = await evaluate(job.targets, job.player, job.options, job.records, Progress(job.label))
-        records = job.records
-        records.rewrite_csv()
-        methods = summarize(records.all())
-        written = write_report(records.out, methods)
-    names = {t.name for t in job.targets}
-    agent, model = job.options.agent, job.options.model
-    this_run = (agent, model, job.options.split, settings_key(job.options.settings()))
-    current = next((m for m in methods if (m.agent, m.model, m.split, settings_key(m.settings)) == this_run), None)
-    envs = {n: s for n, s in (current.envs.items() if current else []) if n in names}
-    episodes = [r for r in records.all()
-                if r.env in names and (r.agent, r.model, r.split, settings_key(r.settings)) == this_run]
-    mine = summarize(episodes)
-    paths = [records.out / EPISODES_JSONL, records.out / EPISODES_CSV] + written
-    return Evaluation(agent, model, job.options.split, job.options.runs, envs, mine[0].overall if mine else {},
-                      episodes, outcome, records.out, paths, len(job.targets), mixed(methods))
-
-
-def _agent_settings(args) -> dict:
-    """The agent's options that change how it plays, and a hash of its code when it is a file."""
-    kind, _ = kind_of(args.agent)
-    if kind.model == "calls":
-        settings = {"max_tokens": args.max_tokens, "temperature": args.temperature, "history": args.history}
-    elif args.agent == "planner":
-        settings = {"planner_nodes": args.planner_nodes, "planner_seconds": args.planner_seconds}
-    else:
-        settings = {}
-    if args.agent.startswith(LEARNED):
-        source = Path(args.agent[len(LEARNED):])
-    else:  # path/file.py:ATTR (MODULE:ATTR names no file)
-        source = Path(args.agent.rpartition(":")[0]) if ":" in args.agent else None
-    code = [] if source is None else sorted(p for p in source.iterdir() if p.is_file()) if source.is_dir() else \
-        [source] if source.is_file() else []
-    if code:
-        settings["agent_sha256"] = hashlib.sha256(b"".join(p.read_bytes() for p in code)).hexdigest()
-    return settings
+    return run_with_client(options.llm, "evaluate", work, json=as_json)
 
 
 def _print_text(result: Evaluation) -> None:

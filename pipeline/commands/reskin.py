@@ -11,13 +11,10 @@ from __future__ import annotations
 
 import json
 
-from pipeline import layout
-from pipeline.errors import Rejected, UserError
-from pipeline.llm.cli_args import add_llm_arguments, run_with_client
-from pipeline.reskin import TEMPLATE_STYLES, recheck, reskin_template
-from pipeline.reskin.identity import IdentityReport
-from pipeline.verify.context import Context, Options
-from pipeline.argtypes import COUNT, SEED
+from pipeline.api.reskin import ReskinJob, ReskinOptions
+from pipeline.commands._flags import add_llm_arguments, add_option
+from pipeline.commands._run import run_with_client
+from pipeline.reskin import TEMPLATE_STYLES, Reskinned
 
 
 DESCRIPTION = """A skin is skins/<name>.py defining render(omega, env) -> str. json, narrative and
@@ -28,62 +25,43 @@ when the skin passes, 1 when it fails."""
 
 
 def register(subparsers) -> None:
+    O = ReskinOptions  # noqa: N806 - every default below is its field's
     p = subparsers.add_parser(
         "reskin", description=DESCRIPTION,
         help="write a new skin (rendering) for an environment and check its dynamics are unchanged")
     p.add_argument("env_dir", metavar="ENV_DIR", help="environment folder")
     which = p.add_mutually_exclusive_group(required=True)
-    which.add_argument("--style", metavar="STYLE",
-                       help=f"{', '.join(TEMPLATE_STYLES)} (templates, no model) or any other style name "
-                            "(written by the model)")
-    which.add_argument("--check", metavar="NAME", help="check the existing skins/NAME.py again")
-    p.add_argument("--name", help="skin name (default: the style)")
-    p.add_argument("--hint", action="store_true",
-                   help="inverse: start every observation with E.3's warning that semantics may be inverted")
-    p.add_argument("--sequences", type=COUNT, default=2, metavar="N",
-                   help="random action sequences per level in the identity check, besides the planner's (default 2)")
-    p.add_argument("--attempts", type=COUNT, default=3, metavar="N",
-                   help="model-written skins: attempts, each after the check's feedback (default 3)")
-    p.add_argument("--seed", type=SEED, default=0, help="seed of the random sequences (default 0)")
+    add_option(which, O, "style", metavar="STYLE",
+               help=f"{', '.join(TEMPLATE_STYLES)} (templates, no model) or any other style name "
+                    "(written by the model)")
+    add_option(which, O, "check", metavar="NAME", help="check the existing skins/NAME.py again")
+    add_option(p, O, "name", help="skin name (default: the style)")
+    add_option(p, O, "hint", help="inverse: start every observation with E.3's warning that semantics may be inverted")
+    add_option(p, O, "sequences", metavar="N",
+               help="random action sequences per level in the identity check, besides the planner's "
+                    "(default %(default)s)")
+    add_option(p, O, "attempts", metavar="N",
+               help="model-written skins: attempts, each after the check's feedback (default %(default)s)")
+    add_option(p, O, "seed", help="seed of the random sequences (default %(default)s)")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     add_llm_arguments(p)
     p.set_defaults(func=run)
 
 
 def run(args) -> int:
-    try:
-        ctx = Context.open(args.env_dir, Options())
-    except Rejected as e:
-        raise UserError(e.reason) from None
-    check = {"random_sequences": args.sequences, "seed": args.seed}
-    if args.check:
-        if args.check not in ctx.env.skins():
-            raise UserError(f"--check {args.check}: expected skins/{args.check}.py in {ctx.env.path}, found "
-                            f"{', '.join(ctx.env.skins()) or 'no skins'}")
-        result = recheck(ctx, args.check, **check)
-        return _print(args, args.check, result.style, result.report, result.file)
-    name = args.name or args.style
-    if not layout.SKIN_NAME.fullmatch(name) or name.startswith("_"):
-        raise UserError(f"--name: expected letters, digits, '-' or '_' (not first), found {name!r}; "
-                        "pass --name for a style with spaces")
-    if args.style in TEMPLATE_STYLES:
-        try:
-            result = reskin_template(ctx, args.style, name, hint=args.hint, **check)
-        except ValueError as e:
-            raise UserError(f"--style {args.style}: {e}") from None
-        return _print(args, name, args.style, result.report, result.file)
-
-    from pipeline.reskin.model import reskin_with_model
+    job = ReskinJob(args.env_dir, ReskinOptions.from_args(args))
+    if not job.needs_model:
+        return _print(args.json, job.run())
 
     async def work(client) -> int:
-        result = await reskin_with_model(ctx, client, args.style, name, attempts=args.attempts, **check)
-        return _print(args, name, args.style, result.report, result.file)
+        return _print(args.json, await job.run_with_model(client))
 
-    return run_with_client(args, work)
+    return run_with_client(job.options.llm, "reskin", work, json=args.json)
 
 
-def _print(args, name: str, style: str, report: IdentityReport, file) -> int:
-    if args.json:
+def _print(as_json: bool, result: Reskinned) -> int:
+    name, style, report, file = result.name, result.style, result.report, result.file
+    if as_json:
         print(json.dumps({"name": name, "style": style, "file": str(file) if file else None, **report.to_dict()},
                          indent=2))
     elif report.ok:

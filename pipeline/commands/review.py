@@ -9,15 +9,17 @@ import sys
 
 from pipeline import paths
 from pipeline import records as files
-from pipeline.commands import play
 from pipeline.errors import UserError
 from pipeline.layout import EnvDir
-from pipeline.llm.cli_args import add_llm_arguments, run_with_client
+from pipeline.api.options import LLMOptions
+from pipeline.api.play import PlayOptions, play
+from pipeline.api.values import LIMIT, SEED, out_dir
+from pipeline.commands._flags import add_llm_arguments, flag_type
+from pipeline.commands._run import run_with_client
 from pipeline.review.advice import advise
 from pipeline.review import actions, catalog, show
 from pipeline.review.catalog import Catalog
 from pipeline.review.details import gather
-from pipeline.argtypes import LIMIT, SEED, out_dir
 
 EXIT_ACCEPTED, EXIT_REJECTED = 0, 1
 
@@ -59,7 +61,7 @@ def register(subparsers) -> None:
     _out_argument(q)
     which = q.add_mutually_exclusive_group()
     which.add_argument("--level", help="level id (default: the first test level, else a level from seed 0)")
-    which.add_argument("--seed", type=SEED, help="play a level generated from this seed")
+    which.add_argument("--seed", type=flag_type(SEED), help="play a level generated from this seed")
     q.add_argument("--actions", metavar="FILE", help="replay actions from FILE, one per line")
     q.set_defaults(func=run_play)
 
@@ -88,12 +90,12 @@ def register(subparsers) -> None:
     _out_argument(q)
     q.add_argument("--evaluation", action="append", default=[], metavar="DIR",
                    help="an `envforge evaluate --out` folder whose scores to show (repeatable)")
-    q.add_argument("--previews", type=LIMIT, default=3, metavar="N", help="levels rendered per environment (default 3)")
+    q.add_argument("--previews", type=flag_type(LIMIT), default=3, metavar="N", help="levels rendered per environment (default 3)")
     q.set_defaults(func=run_html)
 
 
 def _out_argument(parser, default=argparse.SUPPRESS) -> None:
-    parser.add_argument("--out", type=out_dir, default=default, metavar="DIR",
+    parser.add_argument("--out", type=flag_type(out_dir), default=default, metavar="DIR",
                         help="the output folder of `envforge generate` (default: generated_envs/)")
 
 
@@ -144,7 +146,7 @@ def run_play(args) -> int:
     if seed is None and args.level is None and not EnvDir.at(entry.folder).all_levels():
         print(f"({args.name} has no level files yet: playing a level generated from seed 0)\n")
         seed = 0
-    return play.run(argparse.Namespace(env_dir=entry.folder, level=args.level, seed=seed, actions=args.actions))
+    return play(entry.folder, PlayOptions(level=args.level, seed=seed, actions=args.actions))
 
 
 def run_retry(args) -> int:
@@ -153,7 +155,8 @@ def run_retry(args) -> int:
         plan = actions.plan_retry(cat, args.name, args.start)
         with files.locked(cat.out.root, "review retry"):  # the run's folder: no generate --resume meanwhile
             if plan.needs_model:
-                return run_with_client(args, lambda client: _retry(cat, plan, client, args))
+                return run_with_client(LLMOptions.from_args(args), "review", lambda client: _retry(cat, plan, client, args),
+                                       json=getattr(args, "json", False))
             return asyncio.run(_retry(cat, plan, None, args))
     finally:
         cat.close()

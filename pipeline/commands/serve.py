@@ -7,7 +7,8 @@ from __future__ import annotations
 import ipaddress
 import sys
 
-from pipeline.argtypes import number, whole
+from pipeline.api.values import number, whole
+from pipeline.commands._flags import flag_type
 from pipeline.errors import UserError
 
 HINT = "envforge serve: expected OpenEnv to be installed, found no module {name!r}: pip install 'envforge[openenv]'"
@@ -23,12 +24,12 @@ def register(subparsers) -> None:
     p.add_argument("--host", default="127.0.0.1",
                    help="address to listen on (default 127.0.0.1: this machine only; 0.0.0.0 serves the network, "
                         "with no authentication)")
-    p.add_argument("--port", type=whole(0, 65535), default=8000, help="port (default 8000; 0: a free one, printed)")
-    p.add_argument("--max-sessions", type=whole(1, 1024), default=8,
+    p.add_argument("--port", type=flag_type(whole(0, 65535)), default=8000, help="port (default 8000; 0: a free one, printed)")
+    p.add_argument("--max-sessions", type=flag_type(whole(1, 1024)), default=8,
                    help="sessions (sandbox workers) at once over all environments (default 8)")
-    p.add_argument("--idle-seconds", type=number(1.0, 86_400.0), default=300.0,
+    p.add_argument("--idle-seconds", type=flag_type(number(1.0, 86_400.0)), default=300.0,
                    help="close a session, and its worker, after this long without a message (default 300)")
-    p.add_argument("--max-message-kb", type=whole(1, 16 * 1024), default=64,
+    p.add_argument("--max-message-kb", type=flag_type(whole(1, 16 * 1024)), default=64,
                    help="largest WebSocket message or request body in KiB (default 64)")
     p.add_argument("--skin", help="serve this skin of the environments (see envforge reskin)")
     p.set_defaults(func=run)

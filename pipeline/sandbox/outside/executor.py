@@ -9,10 +9,11 @@ calls mid-call), and every record, written by this process alone.
 """
 from __future__ import annotations
 
-import argparse
+import contextlib
+import contextvars
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 from pipeline.sandbox.outside.folder import FolderCopy
 from pipeline.sandbox.limits import Limits
@@ -21,39 +22,52 @@ from pipeline.sandbox.outside.process import Worker
 KINDS = ("local", "ray")
 
 
-@dataclass
+@dataclass(frozen=True)
 class Executor:
     kind: str = "local"
     address: str | None = None
 
+    def start(self) -> "Executor":
+        """Ready to run work: with `ray`, the cluster joined (or a local one started) now, before
+        the call writes anything (a UserError when it cannot be reached)."""
+        if self.kind not in KINDS:
+            raise ValueError(f"executor: expected one of {', '.join(KINDS)}, found {self.kind!r}")
+        if self.kind == "ray":
+            from pipeline.sandbox.outside import remote
 
-_current = Executor()
+            remote.connect(self.address)
+        return self
+
+
+LOCAL = Executor()
+
+# The executor of the library call in progress (`running_on`): a call's option, in force for the
+# call's own thread and the tasks and threads it starts (asyncio tasks and `asyncio.to_thread`
+# copy it; a WorkerPool keeps the one it was made under). Outside any call: this machine.
+_running_on: contextvars.ContextVar[Executor] = contextvars.ContextVar("envforge_executor", default=LOCAL)
 
 
 def current() -> Executor:
-    return _current
+    return _running_on.get()
 
 
-def use(kind: str = "local", address: str | None = None) -> Executor:
-    """Choose where this process's sandboxed work runs (commands call this once, from flags)."""
-    global _current
-    if kind not in KINDS:
-        raise ValueError(f"executor: expected one of {', '.join(KINDS)}, found {kind!r}")
-    if kind == "ray":
-        from pipeline.sandbox.outside import remote
-
-        remote.connect(address)
-        _current = Executor("ray", address)
-    else:
-        _current = Executor()
-    return _current
+@contextlib.contextmanager
+def running_on(executor: Executor) -> Iterator[Executor]:
+    """Run the sandboxed work started inside the block on `executor` (a library call's option;
+    `ray` joins or starts the cluster first, if not done yet)."""
+    token = _running_on.set(executor.start())
+    try:
+        yield executor
+    finally:
+        _running_on.reset(token)
 
 
 def open_worker(env_dir: str | Path, limits: Limits | None = None, env_id: Any = None,
-                skin: str | None = None, host: str = "env", folder: FolderCopy | None = None):
+                skin: str | None = None, host: str = "env", folder: FolderCopy | None = None,
+                executor: Executor | None = None):
     """A loaded sandbox worker holding `env_dir` (`folder`: a copy of it to share): here, or on a
-    cluster node with `ray`."""
-    if _current.kind == "ray" and host == "env":
+    cluster node with `ray` (`executor`, else the one of the call in progress)."""
+    if (executor or current()).kind == "ray" and host == "env":
         from pipeline.sandbox.outside.remote import RayWorker
 
         return RayWorker(env_dir, limits, env_id=env_id, skin=skin, folder=folder)
@@ -66,27 +80,8 @@ INFRASTRUCTURE_RETRIES = 2
 
 def infrastructure_errors() -> tuple[type[BaseException], ...]:
     """Failures of the machinery, not of an environment: a caller retries the work elsewhere."""
-    if _current.kind != "ray":
+    if current().kind != "ray":
         return ()
     from pipeline.sandbox.outside.remote import NodeLost
 
     return (NodeLost,)
-
-
-def add_executor_arguments(parser: argparse.ArgumentParser) -> None:
-    g = parser.add_argument_group("executor")
-    g.add_argument("--executor", choices=KINDS, default="local",
-                   help="where sandboxed work runs: this machine (local, default) or the nodes of a Ray "
-                        "cluster (ray; pip install 'envforge[ray]'). Model calls and records stay here")
-    g.add_argument("--ray-address", metavar="ADDRESS",
-                   help="the Ray cluster to join (auto, HOST:PORT or ray://HOST:PORT; default "
-                        "$ENVFORGE_RAY_ADDRESS, else a new cluster on this machine)")
-
-
-def use_from_args(args: argparse.Namespace) -> Executor:
-    if args.ray_address and args.executor != "ray":
-        from pipeline.errors import UserError
-
-        raise UserError(f"--ray-address {args.ray_address}: expected --executor ray with it, found --executor "
-                        f"{args.executor}")
-    return use(args.executor, args.ray_address)

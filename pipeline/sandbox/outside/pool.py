@@ -16,7 +16,7 @@ from typing import Iterator
 
 from pipeline.sandbox.outside.capabilities import capabilities, namespaced
 from pipeline.sandbox.outside.folder import FolderCopy, signature
-from pipeline.sandbox.outside.executor import open_worker
+from pipeline.sandbox.outside.executor import current, open_worker
 from pipeline.sandbox.limits import Limits
 from pipeline.sandbox.outside.process import Worker
 
@@ -27,7 +27,9 @@ CPU_REUSE_SHARE = 0.8  # a worker that used more of its CPU seconds is not reuse
 class WorkerPool:
     def __init__(self, size: int = 2, limits: Limits | None = None, host: str = "env", skin: str | None = None):
         """`host`: what the workers hold (see Worker): environments, or learned agents.
-        `skin`: every environment renders through its skins/<skin>.py."""
+        `skin`: every environment renders through its skins/<skin>.py. Its workers run where the
+        call that made it runs them (executor.running_on), whichever thread leases one."""
+        self.executor = current()
         self.size = max(1, int(size))
         self.limits = limits or Limits()
         self.host = host
@@ -54,7 +56,7 @@ class WorkerPool:
                 if worker is None:
                     self._evict_one()  # an idle worker of another folder holds memory (or a node's CPU)
                     worker = open_worker(env_dir, self.limits, skin=self.skin, host=self.host,
-                                         folder=self._copy(key, env_dir))
+                                         folder=self._copy(key, env_dir), executor=self.executor)
                     self.started += 1
                 try:
                     yield worker

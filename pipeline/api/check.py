@@ -1,0 +1,24 @@
+"""The basic code test of an environment, in the sandbox: the library call under `envforge check`
+(and what generate's repair loop reads)."""
+from __future__ import annotations
+
+import dataclasses
+
+from pipeline.api.options import ExecutorOptions, Options, group, option
+from pipeline.api.values import SECONDS, SEED
+from pipeline.check import BUDGET_SECONDS, CheckReport, check_env
+from pipeline.sandbox.outside.executor import running_on
+
+
+@dataclasses.dataclass(frozen=True)
+class CheckOptions(Options):
+    seed: int = option(0, SEED)  # of the random actions
+    budget: float = option(BUDGET_SECONDS, SECONDS)  # wall clock of the whole check; past it the rest is skipped
+    executor: ExecutorOptions = group(ExecutorOptions)
+
+
+def check(env_dir: str, options: CheckOptions) -> CheckReport:
+    """Import, reset on every level, step every action, random episodes, generator, validator and
+    determinism, all in the sandbox: the problems found and the figures."""
+    with running_on(options.executor.start()):
+        return check_env(env_dir, seed=options.seed, budget_seconds=options.budget)

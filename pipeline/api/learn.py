@@ -1,0 +1,144 @@
+"""The agent-learning study of AutoEnv §5.3 (learning/): the library call under `envforge learn`.
+
+    job = LearnJob(["generated_envs/reference"], LearnOptions(iterations=2))
+    outcome = await job.run(client, say=print)     # the client of job.llm
+
+With provider replay, settings not given are those the recording was made with
+(DIR/learn/settings.json, which `record` writes): a replay asks the recording's questions.
+"""
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Callable
+
+from learning import methods as method_space
+from learning.candidates import COMPONENTS
+from learning.selection import SELECTIONS
+from learning.settings import Settings
+from learning.study import open_study, run_study
+from pipeline import records as files
+from pipeline.api.evaluate import find_targets
+from pipeline.api.options import ExecutorOptions, LLMOptions, Options, group, option
+from pipeline.api.values import one_of, out_dir
+from pipeline.errors import UserError
+from pipeline.llm import LLMClient
+from pipeline.sandbox.outside.executor import running_on
+
+RECORDED_SETTINGS = Path("learn") / "settings.json"  # inside a record / replay folder
+# The study's settings a call may give: None is "not given" (the recording's when replaying, else
+# learning.settings.Settings' default).
+SETTINGS = ("iterations", "runs", "train_levels", "test_levels", "max_parents", "concurrency", "max_steps",
+            "signal_episodes", "max_tokens", "temperature")
+
+
+@dataclasses.dataclass(frozen=True)
+class LearnOptions(Options):
+    methods: str | None = None  # all (the paper's eight), names, or a YAML file of {selection, signal, component}
+    selection: str | None = option(None, one_of(*sorted(SELECTIONS)))  # one method
+    signal: str | None = None
+    component: str | None = option(None, one_of(*COMPONENTS))
+    iterations: int | None = None
+    runs: int | None = None
+    train_levels: int | None = None
+    test_levels: int | None = None
+    max_parents: int | None = None
+    concurrency: int | None = None
+    max_steps: int | None = None
+    signal_episodes: int | None = None
+    max_tokens: int | None = None
+    temperature: float | None = None
+    out: str = option("runs/learn", out_dir)
+    resume: bool = False  # continue the study in out as it was started
+    optimizer_model: str | None = None  # default: the execution model
+    optimizer_base_url: str | None = None
+    llm: LLMOptions = group(LLMOptions)
+    executor: ExecutorOptions = group(ExecutorOptions)
+
+
+def chosen_methods(options: LearnOptions) -> list[method_space.Method]:
+    one = (options.selection, options.signal, options.component)
+    if any(one):
+        if options.methods:
+            raise UserError("give either --methods or --selection/--signal/--component, not both")
+        return [method_space.Method(options.selection or "best", options.signal or "dynamics",
+                                    options.component or "prompt").check()]
+    return method_space.parse(options.methods or "all")
+
+
+class LearnJob:
+    """A study, checked before anything is written (a typo must not leave a study behind)."""
+
+    def __init__(self, env_dirs: list[str], options: LearnOptions):
+        for name in SETTINGS:
+            value = getattr(options, name)
+            if value is not None and name != "temperature" and value < (0 if name == "max_steps" else 1):
+                raise UserError(f"--{name.replace('_', '-')}: expected a positive number, found {value}")
+        if not options.resume and not env_dirs:
+            raise UserError("expected environment folders (or --resume to continue the study in --out)")
+        self.env_dirs, self.options = list(env_dirs), options
+        self.out = Path(options.out)
+        self.methods = chosen_methods(options)
+        self.executor = options.executor.start()
+        if not options.resume:
+            find_targets(self.env_dirs, "test")
+        # the execution model's client: model calls in flight at most the episodes at once
+        self.llm = dataclasses.replace(options.llm, max_concurrency=options.llm.max_concurrency
+                                       or options.concurrency or Settings.concurrency)
+
+    async def run(self, client: LLMClient, say: Callable[[str], None]):
+        """The study with `client` (of `self.llm`); `say` is told its progress, a line at a time.
+        Returns learning.study's outcome (`.report`, `.stopped`, `.budget`). One process at a time
+        per study folder."""
+        with files.locked(self.out, "learn"), running_on(self.executor):
+            return await self._run(client, say)
+
+    async def _run(self, client: LLMClient, say: Callable[[str], None]):
+        settings = self._settings(client)
+        optimizer = self._optimizer_client(client)
+        description = {"envs": [str(Path(p).resolve()) for p in self.env_dirs],
+                       "methods": [vars(m) for m in self.methods], "settings": _study_settings(settings),
+                       "execution_model": client.spec, "optimizer_model": optimizer.spec}
+        description = open_study(self.out, description, self.options.resume)
+        targets = find_targets(description["envs"], "test")
+        methods = [method_space.Method(**m).check() for m in description["methods"]]
+        # How many episodes run at once is not part of what the study is: it may change on every run.
+        settings = Settings.from_dict({**description["settings"], "concurrency": settings.concurrency})
+        if (description["execution_model"], description["optimizer_model"]) != (client.spec, optimizer.spec):
+            raise UserError(f"{self.out}: the study uses {description['execution_model']} (optimizer "
+                            f"{description['optimizer_model']}); found {client.spec} (optimizer {optimizer.spec})")
+        sequential = any(c.config.replay_dir or c.config.record_dir for c in (client, optimizer))
+        say(f"learn: {len(targets)} environment(s) x {len(methods)} method(s), {settings.iterations} iteration(s), "
+            f"{settings.runs} run(s) per level, {settings.train_levels} training level(s) per iteration; "
+            f"execution {client.spec}, optimizer {optimizer.spec}; study in {self.out}")
+        try:
+            return await run_study(self.out, targets, methods, settings, client, optimizer, sequential, say=say)
+        finally:
+            if optimizer is not client:
+                await optimizer.aclose()
+
+    def _settings(self, client: LLMClient) -> Settings:
+        """The options given, over the recording's settings when replaying, over the defaults."""
+        given = {name: getattr(self.options, name) for name in SETTINGS if getattr(self.options, name) is not None}
+        recorded = {}
+        replay = client.config.replay_dir
+        if replay is not None and (replay / RECORDED_SETTINGS).is_file():
+            recorded = files.read_json(replay / RECORDED_SETTINGS, "learn_settings")
+        settings = Settings.from_dict({**recorded, **given})
+        if client.config.record_dir is not None:
+            files.write_json(client.config.record_dir / RECORDED_SETTINGS, "learn_settings",
+                             _study_settings(settings), indent=1)
+        return settings
+
+    def _optimizer_client(self, client: LLMClient) -> LLMClient:
+        """The optimizer's client, on the execution client's ledger (one budget, one cost summary)."""
+        options = self.options
+        if client.config.provider == "replay" or not (options.optimizer_model or options.optimizer_base_url):
+            return client
+        own = dataclasses.replace(self.llm, model=options.optimizer_model or self.llm.model,
+                                  base_url=options.optimizer_base_url or self.llm.base_url)
+        return own.client(ledger=client.ledger)
+
+
+def _study_settings(settings: Settings) -> dict:
+    return {k: v for k, v in settings.to_dict().items() if k != "concurrency"}

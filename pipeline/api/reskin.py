@@ -1,0 +1,77 @@
+"""A new skin (rendering) for an environment, checked to leave its dynamics unchanged: the library
+call under `envforge reskin`. json, narrative and inverse come from templates; any other style is
+written by the model (`ReskinJob.needs_model`).
+"""
+from __future__ import annotations
+
+import dataclasses
+
+from pipeline import layout
+from pipeline.api.options import ExecutorOptions, LLMOptions, Options, group, option
+from pipeline.api.values import COUNT, SEED
+from pipeline.errors import Rejected, UserError
+from pipeline.reskin import TEMPLATE_STYLES, Reskinned, recheck, reskin_template
+from pipeline.sandbox.outside.executor import running_on
+from pipeline.verify.context import Context, Options as StageOptions
+
+
+@dataclasses.dataclass(frozen=True)
+class ReskinOptions(Options):
+    style: str | None = None  # json, narrative, inverse (templates) or any other style (the model)
+    check: str | None = None  # check the existing skins/NAME.py again (instead of a style)
+    name: str | None = None  # default: the style
+    hint: bool = False  # inverse: start every observation with E.3's warning
+    sequences: int = option(2, COUNT)  # random action sequences per level in the identity check
+    attempts: int = option(3, COUNT)  # model-written skins: attempts, each after the check's feedback
+    seed: int = option(0, SEED)
+    llm: LLMOptions = group(LLMOptions)
+    executor: ExecutorOptions = group(ExecutorOptions)
+
+
+class ReskinJob:
+    """One skin to write (or check again), checked before anything is written."""
+
+    def __init__(self, env_dir: str, options: ReskinOptions):
+        if bool(options.style) == bool(options.check):
+            raise UserError("expected one of --style STYLE or --check NAME")
+        self.options = options
+        self.executor = options.executor.start()
+        try:
+            self.ctx = Context.open(env_dir, StageOptions())
+        except Rejected as e:
+            raise UserError(e.reason) from None
+        self.check_args = {"random_sequences": options.sequences, "seed": options.seed}
+        if options.check:
+            skins = self.ctx.env.skins()
+            if options.check not in skins:
+                raise UserError(f"--check {options.check}: expected skins/{options.check}.py in {self.ctx.env.path}, "
+                                f"found {', '.join(skins) or 'no skins'}")
+            self.name = options.check
+            return
+        self.name = options.name or options.style
+        if not layout.SKIN_NAME.fullmatch(self.name) or self.name.startswith("_"):
+            raise UserError(f"--name: expected letters, digits, '-' or '_' (not first), found {self.name!r}; "
+                            "pass --name for a style with spaces")
+
+    @property
+    def needs_model(self) -> bool:
+        return not self.options.check and self.options.style not in TEMPLATE_STYLES
+
+    def run(self) -> Reskinned:
+        """A template skin, or the check of an existing one (no model)."""
+        with running_on(self.executor):
+            if self.options.check:
+                return recheck(self.ctx, self.name, **self.check_args)
+            try:
+                return reskin_template(self.ctx, self.options.style, self.name, hint=self.options.hint,
+                                       **self.check_args)
+            except ValueError as e:
+                raise UserError(f"--style {self.options.style}: {e}") from None
+
+    async def run_with_model(self, client) -> Reskinned:
+        """A skin the model writes in `options.style`, checked after each attempt."""
+        from pipeline.reskin.model import reskin_with_model
+
+        with running_on(self.executor):
+            return await reskin_with_model(self.ctx, client, self.options.style, self.name,
+                                           attempts=self.options.attempts, **self.check_args)

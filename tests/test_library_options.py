@@ -1,0 +1,92 @@
+"""The library under the CLI (pipeline/api/): one options class per call, whose defaults are the
+only defaults, shared by the command line and the Python API."""
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import pytest
+
+import envforge
+from pipeline import cli
+from pipeline.api.check import CheckOptions
+from pipeline.api.evaluate import EvaluateOptions
+from pipeline.api.generate import GenerateOptions
+from pipeline.api.learn import LearnOptions
+from pipeline.api.play import PlayOptions
+from pipeline.api.probe import ProbeOptions
+from pipeline.api.reskin import ReskinOptions
+from pipeline.api.verify import VerifyOptions
+
+ROOT = Path(__file__).resolve().parent.parent
+CRATE_DOCK = ROOT / "generated_envs" / "reference" / "crate_dock"
+OPTIONS = {"evaluate": EvaluateOptions, "generate": GenerateOptions, "verify": VerifyOptions, "learn": LearnOptions,
+           "probe": ProbeOptions, "reskin": ReskinOptions, "check": CheckOptions, "play": PlayOptions}
+
+
+def _actions(parser: argparse.ArgumentParser):
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                yield from _actions(sub)
+        else:
+            yield action
+
+
+@pytest.mark.parametrize("command", sorted(OPTIONS))
+def test_every_flag_of_an_option_has_the_options_default(command):
+    options = OPTIONS[command]
+    parser = cli.build_parser([command])
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices[command]
+    flags = {a.dest: a for a in _actions(sub) if a.dest in options.names()}
+    assert flags, f"{command}: no flag sets an option of {options.__name__}"
+    for name, action in flags.items():
+        assert action.default == options.default(name), (command, name, action.default, options.default(name))
+    # and what a command line without flags builds is the options' defaults
+    positional = {"evaluate": [], "learn": [], "generate": []}.get(command, ["ENV"])
+    extra = ["--style", "json"] if command == "reskin" else []
+    args = parser.parse_args([command, *positional, *extra])
+    assert options.from_args(args) == options.from_keywords(command, **({"style": "json"} if extra else {}))
+
+
+def test_an_unknown_keyword_is_refused_naming_the_known_ones(tmp_path):
+    with pytest.raises(envforge.UserError) as error:
+        envforge.evaluate(CRATE_DOCK, agent="random", max_level=2, out=tmp_path / "o")
+    message = str(error.value)
+    assert message.startswith("envforge.evaluate: expected keyword options among agent, agent_name, ")
+    assert "max_levels" in message and message.endswith("found max_level")
+    assert not (tmp_path / "o").exists()
+    with pytest.raises(envforge.UserError, match="envforge.generate: expected keyword options among .*found lvls"):
+        envforge.generate(tmp_path / "themes.txt", tmp_path / "out", provider="replay", lvls=3)
+
+
+def test_a_bad_value_is_refused_as_its_flag_would_be(tmp_path):
+    with pytest.raises(envforge.UserError, match=r"envforge.evaluate: runs=0: expected a whole number >= 1, found 0"):
+        envforge.evaluate(CRATE_DOCK, agent="random", runs=0, out=tmp_path / "o")
+    with pytest.raises(envforge.UserError, match=r"split='train': expected one of test, val, found 'train'"):
+        envforge.evaluate(CRATE_DOCK, agent="random", split="train", out=tmp_path / "o")
+    assert not (tmp_path / "o").exists()
+
+
+def test_the_executor_is_an_option_of_the_call(tmp_path):
+    """`executor` is checked by the call that takes it (the Python API used to drop it silently)."""
+    with pytest.raises(envforge.UserError, match="--ray-address 1.2.3.4:1: expected --executor ray with it"):
+        envforge.evaluate(CRATE_DOCK, agent="random", ray_address="1.2.3.4:1", out=tmp_path / "o")
+    with pytest.raises(envforge.UserError, match="executor='cloud': expected one of local, ray"):
+        envforge.evaluate(CRATE_DOCK, agent="random", executor="cloud", out=tmp_path / "o")
+
+
+def test_check_and_verify_from_python_are_the_commands(tmp_path):
+    import shutil
+
+    env = tmp_path / "crate_dock"
+    shutil.copytree(CRATE_DOCK, env)
+    report = envforge.check(env, seed=1)
+    assert report.ok and report.stats["levels"] == 15
+    result = envforge.verify(env, stages="execution")
+    assert result.accepted and "execution" in result.stages and "levels" not in result.stages
+    assert result.stages["execution"]["levels"] == 15
+    with pytest.raises(envforge.UserError, match="envforge.verify: expected keyword options among stages, .*found stage"):
+        envforge.verify(env, stage="execution")
+    with pytest.raises(envforge.UserError, match="--stages: expected some of execution,levels,reliability"):
+        envforge.verify(env, stages="speed")
