@@ -150,3 +150,19 @@ def test_failed_load_leaves_no_process_or_temp_dir(tmp_path, host):
     assert "ValueError: not an environment" in caught.value.detail
     worker = RecordingWorker.started[-1]
     assert_nothing_left(worker, [worker.proc.pid])
+
+
+def test_a_worker_started_with_flags_it_does_not_know_stops_with_one_line():
+    """The worker's entry point parses the one shape process.Worker writes (no command-line parser
+    library outside the command layer); anything else stops it before it confines or loads."""
+    import subprocess
+    import sys
+
+    for argv in (["--base", "/x"], ["--base", "/x", "--folder", "/y", "--mode", "none", "--uid", "0", "--fds", "3,4",
+                                    "--limits", "{}", "--shell", "sh"]):
+        done = subprocess.run([sys.executable, "-m", "pipeline.sandbox.inside.worker", *argv], capture_output=True,
+                              text=True, timeout=60)
+        assert done.returncode == 1, done.stderr
+        assert done.stderr.startswith("envforge sandbox worker: expected the flags --base --folder --mode --uid "
+                                      "--fds --limits"), done.stderr
+        assert "Traceback" not in done.stderr

@@ -26,7 +26,8 @@ from pipeline.evaluate import EnvTarget, Limits, ModelOptions, display_name, kin
 from pipeline.evaluate.records import EPISODES_CSV, EPISODES_JSONL, NO_MODEL, Records
 from pipeline.evaluate.registry import AgentOptions
 from pipeline.evaluate.report import mixed, plots_wanted, rounded, settings_key, summarize, write_report
-from pipeline.evaluate.runner import Progress, RunOptions, RunOutcome, evaluate as run_episodes
+from pipeline.evaluate.runner import Player, Progress, RunOptions, RunOutcome, evaluate as run_episodes
+from pipeline.llm.client import LLMClient
 from pipeline.sandbox.outside.executor import Executor, running_on
 
 # envforge learn's exported candidates: registered here, above pipeline.evaluate, so that
@@ -101,8 +102,8 @@ class Job:
 
     options: EvaluateOptions
     targets: list[EnvTarget]
-    client: object  # pipeline.llm.LLMClient, or None for an agent that calls no model
-    player: object  # pipeline.evaluate.registry.Player
+    client: LLMClient | None  # None for an agent that calls no model
+    player: Player
     run: RunOptions
     records: Records
     label: str

@@ -10,12 +10,13 @@ from the request pipe before it goes on.
 """
 from __future__ import annotations
 
-import argparse
 import contextlib
 import json
 import math
 import os
 import signal
+import sys
+from types import SimpleNamespace
 
 from pipeline.sandbox import protocol
 from pipeline.sandbox.limits import EXIT_ALARM, Limits
@@ -25,19 +26,29 @@ from pipeline.sandbox.limits import EXIT_ALARM, Limits
 GRACE_SECONDS = 5
 
 
+FLAGS = ("base", "folder", "mode", "uid", "fds", "limits", "host", "load")  # as process.Worker writes them
+
+
+def _flags(argv: list[str]) -> SimpleNamespace:
+    """The worker's `--name value` flags, as process.Worker writes them (no command-line parser is
+    loaded into the worker: it parses the one shape it is started with, or stops)."""
+    names = [a[2:] for a in argv[::2]]
+    if len(argv) % 2 or any(not a.startswith("--") for a in argv[::2]) or len(set(names)) != len(names) \
+            or not set(names) <= set(FLAGS) or not set(FLAGS[:6]) <= set(names):
+        raise SystemExit(f"envforge sandbox worker: expected the flags --{' --'.join(FLAGS[:6])} (and --host, "
+                         f"--load), each with a value, found {argv!r}")
+    flags = SimpleNamespace(**{"host": "env", "load": "{}", **dict(zip(names, argv[1::2]))})
+    if flags.host not in protocol.HOSTS or not flags.uid.lstrip("-").isdigit():
+        raise SystemExit(f"envforge sandbox worker: expected --host {'|'.join(protocol.HOSTS)} and a numeric "
+                         f"--uid, found {argv!r}")
+    flags.uid = int(flags.uid)
+    return flags
+
+
 def main() -> None:
     from pipeline.sandbox.inside import agent_host, confine, host
 
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--base", required=True)
-    parser.add_argument("--folder", required=True)
-    parser.add_argument("--mode", required=True)
-    parser.add_argument("--uid", type=int, required=True)
-    parser.add_argument("--fds", required=True)
-    parser.add_argument("--limits", required=True)
-    parser.add_argument("--host", choices=protocol.HOSTS, default="env")
-    parser.add_argument("--load", default="{}", help="the arguments of the opening load (JSON)")
-    args = parser.parse_args()
+    args = _flags(sys.argv[1:])
     request_fd, reply_fd = (int(x) for x in args.fds.split(","))
     limits = Limits(**json.loads(args.limits))
     env_dir = confine.confine(args.mode, args.base, args.folder, args.uid, limits)
