@@ -1,7 +1,10 @@
 """Typed failures: everything that can go wrong in a worker ends as one of these."""
 from __future__ import annotations
 
+import signal
 from dataclasses import asdict, dataclass
+
+from pipeline.sandbox.limits import EXIT_ALARM, EXIT_CPU, Limits
 
 KINDS = {
     "exception": "the environment's code raised",
@@ -51,6 +54,21 @@ def failure_of(reply: dict, op: str, output: str = "") -> SandboxFailure:
                                           f"with a known kind and a detail, found {_keys(reply)}", "", output, op)
     where = where if isinstance(where, str) else ""
     return SandboxFailure(kind, _cut(detail, MAX_DETAIL), _cut(where, 200), output, op)
+
+
+def exit_failure(code: int | None, op: str, limits: Limits) -> SandboxFailure:
+    """The failure a worker's exit status `code` (negative: the signal that killed it) means, when
+    it ended during `op`."""
+    if code == EXIT_ALARM:
+        return SandboxFailure("timeout", f"'{op}' outlived the worker's own deadline")
+    if code == EXIT_CPU or code == -signal.SIGXCPU:
+        return SandboxFailure("cpu_limit", f"used more than {limits.cpu_seconds}s of CPU during '{op}'")
+    if code is not None and code < 0:
+        name = signal.Signals(-code).name
+        if -code == signal.SIGKILL:
+            return SandboxFailure("crash", f"killed by SIGKILL during '{op}' (CPU or memory limit)")
+        return SandboxFailure("crash", f"died from {name} during '{op}'")
+    return SandboxFailure("exit", f"worker process exited with status {code} during '{op}'")
 
 
 MAX_DETAIL = 4000

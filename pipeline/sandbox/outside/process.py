@@ -21,9 +21,9 @@ from pathlib import Path
 from typing import Any, Callable
 
 from pipeline.sandbox.outside.capabilities import LAUNCHERS, namespaced, require, used
-from pipeline.sandbox.outside.failures import SandboxFailure, failure_of
+from pipeline.sandbox.outside.failures import SandboxFailure, exit_failure, failure_of
 from pipeline.sandbox.outside.folder import DIR_PREFIX, FolderCopy, private_dir, remove_tree
-from pipeline.sandbox.limits import EXIT_ALARM, EXIT_CPU, Limits, worker_environment
+from pipeline.sandbox.limits import Limits, worker_environment
 from pipeline.sandbox.protocol import ENV_MOUNT, OPENING, WORKER_MODULE
 
 _uid_counter = itertools.count()
@@ -95,8 +95,6 @@ class Worker:
         self.mode = require(unconfined)
         self.confinement = self.mode  # the rung it runs on (the parent's word, not the worker's)
         used(self.mode)
-        self.output_total = 0
-        self.output_tail = b""
         self.failed = False
         self.cpu_seconds_used = 0.0
         self._lock = threading.Lock()
@@ -125,9 +123,9 @@ class Worker:
     def _start(self) -> None:
         """The worker process, which loads what it holds as it starts (protocol.OPENING)."""
         load = {"env_id": self.env_id, **({"skin": self.skin} if self.skin is not None else {})}
-        request_r, self._request_w = os.pipe()
-        self._reply_r, reply_w = os.pipe()
-        self._output_r, output_w = os.pipe()
+        request_r, request_w = os.pipe()
+        reply_r, reply_w = os.pipe()
+        output_r, output_w = os.pipe()
         prefix = list(LAUNCHERS.get(self.mode, ()))
         # A namespaced worker's /tmp is private; elsewhere its tmp is the folder made for it.
         tmp = "/tmp" if namespaced(self.mode) else os.path.join(self.base, "tmp")
@@ -145,8 +143,7 @@ class Worker:
         finally:
             for fd in (request_r, reply_w, output_w):
                 os.close(fd)
-        for fd in (self._reply_r, self._output_r):
-            os.set_blocking(fd, False)
+        self.channel = _Channel(request_w, reply_r, output_r, self.limits)
 
     # -- calls -----------------------------------------------------------------------
     def call(self, op: str, timeout: float | None = None, on_request: OnRequest | None = None, **args: Any) -> Any:
@@ -167,9 +164,12 @@ class Worker:
     def _exchange(self, op: str, seconds: float, on_request: OnRequest | None, request: dict | None = None) -> Any:
         """Send `request` (none for the worker's opening reply), then read and check the reply to `op`."""
         try:
-            if request is not None:
-                self._send(request)
-            reply = self._receive(op, seconds, on_request)
+            try:
+                if request is not None:
+                    self.channel.send(request)
+                reply = self.channel.receive(op, seconds, lambda message: self._answer(op, message, on_request))
+            except _Gone:
+                raise self._death(op) from None
         except SandboxFailure as failure:
             failure.op = failure.op or op
             failure.output = failure.output or self.output_text()
@@ -194,55 +194,6 @@ class Worker:
         except (OSError, IndexError, ValueError):
             return self.cpu_seconds_used
 
-    def _send(self, request: dict) -> None:
-        data = (json.dumps(request) + "\n").encode()
-        try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(self._request_w, view):]
-        except BrokenPipeError:
-            raise self._death(request["op"]) from None
-
-    def _receive(self, op: str, seconds: float, on_request: OnRequest | None = None) -> dict:
-        deadline = time.monotonic() + seconds
-        buf = bytearray()
-        limit = self.limits.message_mb * 1024 * 1024
-        with selectors.DefaultSelector() as sel:
-            sel.register(self._reply_r, selectors.EVENT_READ, "reply")
-            sel.register(self._output_r, selectors.EVENT_READ, "output")
-            while True:
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    raise SandboxFailure("timeout", f"'{op}' took longer than {seconds:g}s")
-                for key, _ in sel.select(remaining):
-                    chunk = self._read(key.fd)
-                    if key.data == "output":
-                        if chunk is None:
-                            sel.unregister(key.fd)
-                        else:
-                            self._take_output(chunk)
-                        continue
-                    if chunk is None:
-                        raise self._death(op)
-                    buf += chunk
-                    if len(buf) > limit:
-                        raise SandboxFailure("protocol", f"reply to '{op}' is larger than {self.limits.message_mb} MB")
-                    if buf.endswith(b"\n"):
-                        try:
-                            message = json.loads(buf)
-                        except (ValueError, RecursionError) as e:
-                            what = "nested too deep" if isinstance(e, RecursionError) else "not JSON"
-                            raise SandboxFailure("protocol", f"reply to '{op}' is {what}") from None
-                        if not isinstance(message, dict):
-                            raise SandboxFailure("protocol", f"reply to '{op}': expected a mapping, found "
-                                                             f"{type(message).__name__}")
-                        if "request" not in message:
-                            return message
-                        started = time.monotonic()
-                        self._answer(op, message, on_request)
-                        deadline += time.monotonic() - started
-                        buf.clear()
-
     def _answer(self, op: str, message: dict, on_request: OnRequest | None) -> None:
         if on_request is None:
             raise SandboxFailure("protocol", f"the worker asked the parent for {message['request']!r} during "
@@ -254,45 +205,22 @@ class Worker:
             self.failed = True
             self._kill()
             raise
-        self._send({"answer": answer, "op": op})
-
-    @staticmethod
-    def _read(fd: int) -> bytes | None:
-        try:
-            chunk = os.read(fd, 1 << 16)
-        except BlockingIOError:
-            return b""
-        return chunk or None
-
-    def _take_output(self, chunk: bytes) -> None:
-        self.output_total += len(chunk)
-        self.output_tail = (self.output_tail + chunk)[-_OUTPUT_TAIL:]
-        if self.output_total > self.limits.output_kb * 1024:
-            raise SandboxFailure("output_limit", f"printed more than {self.limits.output_kb} KB")
+        self.channel.send({"answer": answer, "op": op})  # a _Gone here ends the call in _exchange
 
     def _death(self, op: str) -> SandboxFailure:
+        """Why the worker is gone: its exit status, classified (failures.exit_failure)."""
         try:
             code = self.proc.wait(timeout=5)
         except subprocess.TimeoutExpired:
             self._kill()
             code = self.proc.returncode
-        while (chunk := self._read(self._output_r)):
-            self.output_tail = (self.output_tail + chunk)[-_OUTPUT_TAIL:]
-        if code == 1 and namespaced(self.mode) and self.output_tail.endswith(_UNSHARE_SIGKILLED):
+        self.channel.drain_output()
+        if code == 1 and namespaced(self.mode) and self.channel.output_tail.endswith(_UNSHARE_SIGKILLED):
             code = -signal.SIGKILL
-        if code == EXIT_ALARM:
-            return SandboxFailure("timeout", f"'{op}' outlived the worker's own deadline")
-        if code == EXIT_CPU or code == -signal.SIGXCPU:
-            return SandboxFailure("cpu_limit", f"used more than {self.limits.cpu_seconds}s of CPU during '{op}'")
-        if code is not None and code < 0:
-            name = signal.Signals(-code).name
-            if -code == signal.SIGKILL:
-                return SandboxFailure("crash", f"killed by SIGKILL during '{op}' (CPU or memory limit)")
-            return SandboxFailure("crash", f"died from {name} during '{op}'")
-        return SandboxFailure("exit", f"worker process exited with status {code} during '{op}'")
+        return exit_failure(code, op, self.limits)
 
     def output_text(self) -> str:
-        return self.output_tail.decode("utf-8", "replace")
+        return self.channel.output_text()
 
     # -- lifecycle -------------------------------------------------------------------
     def _kill(self) -> None:
@@ -313,8 +241,7 @@ class Worker:
         while self.proc.poll() is None:
             if time.monotonic() > deadline:
                 return False
-            while (chunk := self._read(self._output_r)):
-                self.output_tail = (self.output_tail + chunk)[-_OUTPUT_TAIL:]
+            self.channel.drain_output()
             time.sleep(0.005)
         return True
 
@@ -327,16 +254,12 @@ class Worker:
             return
         self._closed = True
         try:
-            os.close(self._request_w)  # EOF: a healthy worker exits by itself
+            self.channel.end_requests()  # EOF: a healthy worker exits by itself
             self.proc.wait(timeout=2)
         except (OSError, subprocess.TimeoutExpired):
             pass
         self._kill()
-        for fd in (self._reply_r, self._output_r):
-            try:
-                os.close(fd)
-            except OSError:
-                pass
+        self.channel.close()
         remove_tree(self.base)
         self.folder.release()
 
@@ -351,6 +274,106 @@ class Worker:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+class _Gone(Exception):
+    """The worker's end of a pipe is closed: it died (Worker._death says how)."""
+
+
+class _Channel:
+    """The exchange with one worker process: request lines out, reply lines in (each bounded and
+    checked to be a JSON mapping), and its stdout and stderr counted against its output limit."""
+
+    def __init__(self, request_w: int, reply_r: int, output_r: int, limits: Limits):
+        self.request_w, self.reply_r, self.output_r = request_w, reply_r, output_r
+        self.limits = limits
+        self.output_total = 0
+        self.output_tail = b""
+        for fd in (reply_r, output_r):
+            os.set_blocking(fd, False)
+
+    def send(self, message: dict) -> None:
+        data = (json.dumps(message) + "\n").encode()
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(self.request_w, view):]
+        except BrokenPipeError:
+            raise _Gone() from None
+
+    def receive(self, op: str, seconds: float, answer: Callable[[dict], None]) -> dict:
+        """The reply to `op`; a request the worker makes meanwhile goes to `answer(message)`, and
+        the time it takes is not counted against `seconds`."""
+        deadline = time.monotonic() + seconds
+        buf = bytearray()
+        limit = self.limits.message_mb * 1024 * 1024
+        with selectors.DefaultSelector() as sel:
+            sel.register(self.reply_r, selectors.EVENT_READ, "reply")
+            sel.register(self.output_r, selectors.EVENT_READ, "output")
+            while True:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise SandboxFailure("timeout", f"'{op}' took longer than {seconds:g}s")
+                for key, _ in sel.select(remaining):
+                    chunk = _read(key.fd)
+                    if key.data == "output":
+                        if chunk is None:
+                            sel.unregister(key.fd)
+                        else:
+                            self._take_output(chunk)
+                        continue
+                    if chunk is None:
+                        raise _Gone()
+                    buf += chunk
+                    if len(buf) > limit:
+                        raise SandboxFailure("protocol", f"reply to '{op}' is larger than {self.limits.message_mb} MB")
+                    if buf.endswith(b"\n"):
+                        try:
+                            message = json.loads(buf)
+                        except (ValueError, RecursionError) as e:
+                            what = "nested too deep" if isinstance(e, RecursionError) else "not JSON"
+                            raise SandboxFailure("protocol", f"reply to '{op}' is {what}") from None
+                        if not isinstance(message, dict):
+                            raise SandboxFailure("protocol", f"reply to '{op}': expected a mapping, found "
+                                                             f"{type(message).__name__}")
+                        if "request" not in message:
+                            return message
+                        started = time.monotonic()
+                        answer(message)
+                        deadline += time.monotonic() - started
+                        buf.clear()
+
+    def _take_output(self, chunk: bytes) -> None:
+        self.output_total += len(chunk)
+        self.output_tail = (self.output_tail + chunk)[-_OUTPUT_TAIL:]
+        if self.output_total > self.limits.output_kb * 1024:
+            raise SandboxFailure("output_limit", f"printed more than {self.limits.output_kb} KB")
+
+    def drain_output(self) -> None:
+        """Read what the worker printed and is waiting in the pipe (kept in the tail, not counted)."""
+        while (chunk := _read(self.output_r)):
+            self.output_tail = (self.output_tail + chunk)[-_OUTPUT_TAIL:]
+
+    def output_text(self) -> str:
+        return self.output_tail.decode("utf-8", "replace")
+
+    def end_requests(self) -> None:
+        os.close(self.request_w)
+
+    def close(self) -> None:
+        for fd in (self.reply_r, self.output_r):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+
+
+def _read(fd: int) -> bytes | None:
+    try:
+        chunk = os.read(fd, 1 << 16)
+    except BlockingIOError:
+        return b""
+    return chunk or None
 
 
 def _children(pid: int) -> list[int]:
