@@ -31,7 +31,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from pipeline.actions import declared_actions, random_action  # noqa: E402
-from pipeline.sandbox import Limits, Worker, WorkerPool, capabilities  # noqa: E402
+from pipeline.sandbox import SandboxLimits, Worker, WorkerPool, capabilities  # noqa: E402
 
 REFERENCE = ROOT / "generated_envs" / "reference" / "crate_dock"
 TINY_MAIN = '''
@@ -48,7 +48,7 @@ class Tally(SkinEnv):
 '''
 TINY_CONFIG = {"transition": {"actions": [{"name": "tick", "description": "Count one.", "params": []}]},
                "termination": {"max_steps": 50}}
-LIMITS = Limits(call_seconds=10, cpu_seconds=600)
+LIMITS = SandboxLimits(call_seconds=10, cpu_seconds=600)
 
 
 def pick_env(scratch: Path) -> Path:

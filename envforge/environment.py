@@ -19,7 +19,7 @@ from pipeline import layout
 from pipeline.api.play import resolve_level
 from pipeline.errors import UserError, not_a_folder
 from pipeline.evaluate.context import EnvTarget
-from pipeline.sandbox import Limits
+from pipeline.sandbox import SandboxLimits
 from pipeline.sandbox.outside.client import EnvClient, Level
 
 
@@ -82,7 +82,7 @@ class Environment:
     def describe_actions(self) -> str:
         return self._target.space.describe()
 
-    def session(self, skin: str | None = None, limits: Limits | None = None) -> "Session":
+    def session(self, skin: str | None = None, limits: SandboxLimits | None = None) -> "Session":
         """A sandbox worker holding this environment; close it (or use `with`) when done."""
         if skin is not None and skin not in self.skins():
             raise UserError(f"skin: expected one of {', '.join(self.skins()) or '(none)'}, found {skin!r}")
@@ -119,9 +119,9 @@ class Step:
 class Session:
     """One sandbox worker playing episodes of one environment, step by step."""
 
-    def __init__(self, env: Environment, skin: str | None = None, limits: Limits | None = None):
+    def __init__(self, env: Environment, skin: str | None = None, limits: SandboxLimits | None = None):
         self.env = env
-        self.client = EnvClient.start(env.path, env.max_steps, limits or Limits(call_seconds=10.0), skin=skin)
+        self.client = EnvClient.start(env.path, env.max_steps, limits or SandboxLimits(call_seconds=10.0), skin=skin)
         self.level: str | None = None
         self.steps = 0
         self.total = 0.0

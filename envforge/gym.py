@@ -27,7 +27,7 @@ from gymnasium import spaces
 from pipeline import layout, paths, safe_io
 from pipeline.envfolder.actions import ActionSpace
 from pipeline.errors import UserError
-from pipeline.sandbox import Limits
+from pipeline.sandbox import SandboxLimits
 
 from envforge.environment import Environment, Session, Step
 
@@ -86,7 +86,7 @@ class EnvforgeEnv(gymnasium.Env):
 
     def __init__(self, path: str | Path, level: str | None = None, split: str = "test", skin: str | None = None,
                  action_space: str = "auto", render_mode: str | None = None,
-                 max_observation_chars: int = DEFAULT_MAX_OBSERVATION_CHARS, limits: Limits | None = None):
+                 max_observation_chars: int = DEFAULT_MAX_OBSERVATION_CHARS, limits: SandboxLimits | None = None):
         """`level`: always this level (an id such as "level_01"); else `reset` draws one of the
         split's levels ("test" or "val") with the env's RNG, or generates one from the seed when the
         folder has no levels. `skin`: render through skins/<skin>.py. `action_space`: "auto"

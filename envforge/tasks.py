@@ -35,7 +35,7 @@ from pipeline.errors import UserError
 from pipeline.evaluate.context import WorkerSession
 from pipeline.evaluate.episode import INFRASTRUCTURE, STOP_REASONS, Decision, Limits, Tracker, Turn, run_episode
 from pipeline.evaluate.records import NO_MODEL
-from pipeline.sandbox import Limits as SandboxLimits
+from pipeline.sandbox import SandboxLimits
 from pipeline.sandbox import SandboxFailure
 from pipeline.sandbox.outside.client import EnvClient, StepResult
 

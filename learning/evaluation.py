@@ -32,7 +32,7 @@ from pipeline.evaluate.records import Records
 from pipeline.kinds import IterationLevels, TrainingLevel
 from pipeline.evaluate.report import summarize
 from pipeline.evaluate.runner import RunOptions, evaluate
-from pipeline.sandbox import Limits, SandboxFailure, WorkerPool
+from pipeline.sandbox import SandboxLimits, SandboxFailure, WorkerPool
 from pipeline.levelfactory import GeneratorFailed, LevelFactory
 from pipeline.sandbox.outside.client import Level
 from pipeline.verify.context import Context, Options
@@ -40,7 +40,7 @@ from pipeline.verify.certify import certify
 
 SEED_BASE, SEED_STRIDE = 100_000, 1_000
 SEEDS_PER_LEVEL = 10  # seeds tried per training level wanted before giving up
-SANDBOX = Limits(call_seconds=10.0, cpu_seconds=3600)
+SANDBOX = SandboxLimits(call_seconds=10.0, cpu_seconds=3600)
 EPISODES = "episodes"
 
 

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from pipeline.sandbox import Limits, Worker, capabilities
+from pipeline.sandbox import SandboxLimits, Worker, capabilities
 
 HOSTILE = Path(__file__).parent / "hostile"
 LEVEL = "levels/level_01.yaml"
@@ -25,7 +25,7 @@ CANARY = "sk-test-canary-" + uuid.uuid4().hex
 NAMESPACES = capabilities()["mode"] == "namespaces"
 NOT_CONFINED = f"sandbox runs in {capabilities()['mode']!r} mode ({capabilities()['reason']}): no confinement to test"
 
-LIMITS = Limits(call_seconds=2, cpu_seconds=4)
+LIMITS = SandboxLimits(call_seconds=2, cpu_seconds=4)
 
 
 # -- observing workers and the host ------------------------------------------------------

@@ -52,8 +52,8 @@ level_path = os.path.join(args["env"], "levels", "level_01.yaml")
 level = yaml.safe_load(open(level_path))
 level["host_pid"] = os.getpid()  # this process is envforge here: its environ holds the canary
 open(level_path, "w").write(yaml.safe_dump(level))
-from pipeline.sandbox import Limits, Worker
-worker = Worker(args["env"], Limits(call_seconds=60, cpu_seconds=60))
+from pipeline.sandbox import SandboxLimits, Worker
+worker = Worker(args["env"], SandboxLimits(call_seconds=60, cpu_seconds=60))
 worker.call("reset", level="levels/level_01.yaml")
 worker.call("step", action={"action": "go", "params": {}})
 state = worker.call("observe", want_state=True)["state"]

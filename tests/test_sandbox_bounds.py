@@ -68,12 +68,12 @@ def test_the_pool_counts_cpu_across_leases_and_retires_a_worker_near_its_limit(h
     """The mechanism, not a CPU window (a busy machine moves a worker's start-up CPU, issue 23): a
     worker under CPU_REUSE_SHARE of its limit is reused, its CPU is counted over its life, and a
     healthy worker past the share is retired for that alone."""
-    from pipeline.sandbox import Limits, WorkerPool
+    from pipeline.sandbox import SandboxLimits, WorkerPool
     from pipeline.sandbox.outside.pool import CPU_REUSE_SHARE
 
     burn = 0.5  # CPU seconds each step burns (the env spins on process_time)
     env_dir = host.env("burn_cpu", burn=burn)
-    limits = Limits(call_seconds=60, cpu_seconds=5)
+    limits = SandboxLimits(call_seconds=60, cpu_seconds=5)
     share = CPU_REUSE_SHARE * limits.cpu_seconds
     go = {"action": "go", "params": {}}
     with WorkerPool(1, limits) as pool:

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.sandbox import Limits, SandboxFailure, Worker, WorkerPool
+from pipeline.sandbox import SandboxLimits, SandboxFailure, Worker, WorkerPool
 from pipeline.sandbox.outside.folder import FolderCopy, remove_tree
 from sandbox_kit import (  # noqa: F401 - `host` is a fixture
     CANARY, LEVEL, NAMESPACES, NOT_CONFINED, STEP, Host, RecordingWorker, assert_no_canary,
@@ -23,7 +23,7 @@ from sandbox_kit import (  # noqa: F401 - `host` is a fixture
 
 ENVFORGE = [str(Path(sys.executable).parent / "envforge")]
 ROOT_ONLY = os.geteuid() == 0
-SLOW = Limits(call_seconds=60)  # for work that takes seconds on a busy machine
+SLOW = SandboxLimits(call_seconds=60)  # for work that takes seconds on a busy machine
 # What the test plants in the folder of tests/hostile/read_linked_files, and how the copy names it.
 EXPECTED_DROPS = {
     "leak_dev": "a character device",
@@ -106,11 +106,11 @@ def test_check_says_what_the_copy_left_out(host: Host):
 
 
 @pytest.mark.parametrize("limits, plant, reason", [
-    (Limits(folder_mb=1), lambda d: (d / "levels" / "huge.yaml").write_bytes(b"#" * (2 << 20)),
+    (SandboxLimits(folder_mb=1), lambda d: (d / "levels" / "huge.yaml").write_bytes(b"#" * (2 << 20)),
      r"expected an environment folder of at most 1 MB, found more \(at levels/huge\.yaml\)"),
-    (Limits(folder_files=5), lambda d: [(d / f"f{i}.txt").write_text("x") for i in range(10)],
+    (SandboxLimits(folder_files=5), lambda d: [(d / f"f{i}.txt").write_text("x") for i in range(10)],
      r"expected an environment folder of at most 5 files and folders, found more"),
-    (Limits(), lambda d: (d / "/".join(["d"] * 40)).mkdir(parents=True),
+    (SandboxLimits(), lambda d: (d / "/".join(["d"] * 40)).mkdir(parents=True),
      r"expected folders at most 32 deep in an environment folder, found deeper \(at (d/){32}d\)"),
 ])
 def test_an_oversized_folder_is_refused_with_its_limit_and_leaves_nothing(host: Host, limits, plant, reason):
@@ -220,7 +220,7 @@ def test_folder_copy_is_removed_with_its_last_holder(tmp_path):
 @pytest.mark.skipif(not NAMESPACES, reason=NOT_CONFINED)
 @pytest.mark.parametrize("what", ["bytes", "inodes"])
 def test_writes_past_the_quota_fail_inside_the_worker_and_the_next_env_loads(host: Host, what):
-    limits = Limits(call_seconds=60, disk_mb=32, disk_inodes=2000)
+    limits = SandboxLimits(call_seconds=60, disk_mb=32, disk_inodes=2000)
     worker = RecordingWorker(host.env("fill_disk", what=what), limits)
     worker.call("reset", level=LEVEL)
     with pytest.raises(SandboxFailure) as caught:
@@ -249,8 +249,8 @@ def test_an_env_that_loses_its_working_directory_fails_typed_and_the_next_call_w
 def test_every_command_says_once_what_the_copy_left_out(host: Host):
     env_dir = host.env("deep_chain")
     os.symlink("/etc/shadow", env_dir / "levels" / "shadow.yaml")
-    driver = ("import sys\nfrom pipeline.sandbox import Limits, Worker\n"
-              "for _ in range(2):\n    Worker(sys.argv[1], Limits(call_seconds=60)).close()\n")
+    driver = ("import sys\nfrom pipeline.sandbox import SandboxLimits, Worker\n"
+              "for _ in range(2):\n    Worker(sys.argv[1], SandboxLimits(call_seconds=60)).close()\n")
     done = subprocess.run([sys.executable, "-c", driver, str(env_dir)], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     assert done.stderr.splitlines() == [f"warning: {env_dir}/levels/shadow.yaml: a symbolic link (to '/etc/shadow'); "

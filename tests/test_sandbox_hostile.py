@@ -14,13 +14,13 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.sandbox import Limits, SandboxFailure
+from pipeline.sandbox import SandboxLimits, SandboxFailure
 from pipeline.check.static import scan_env
 from sandbox_kit import (HOSTILE, LEVEL, LIMITS, NAMESPACES, NOT_CONFINED, STEP, Host, RecordingWorker,  # noqa: F401
                          assert_no_canary, assert_nothing_left, files_under, host, processes_of_uid)
 
 # A long wall-clock limit, so that the CPU limit is what ends the call.
-CPU_LIMITS = Limits(call_seconds=30, cpu_seconds=1)
+CPU_LIMITS = SandboxLimits(call_seconds=30, cpu_seconds=1)
 
 
 @dataclass(frozen=True)
@@ -29,7 +29,7 @@ class Case:
     op: str  # the operation that fails: load, reset or step
     kind: str
     detail: str  # regex the failure's detail must match
-    limits: Limits = LIMITS
+    limits: SandboxLimits = LIMITS
     # Only meaningful (or only safe) when the worker is confined: in plain mode `kill_parent`
     # would kill the test runner and `fork_bomb` would really fork.
     confined: bool = False
@@ -50,7 +50,7 @@ CASES = [
     Case("not_json_observation", "step", "not_json", r"object is not plain data"),  # sets convert (issue 14)
     Case("import_time_loop", "load", "timeout", r"'load' took longer than 2s"),
     # A long deadline, so that on a busy machine the reply-size limit, not the clock, ends the call.
-    Case("huge_reply", "step", "protocol", r"reply to 'step' is larger than 32 MB", Limits(call_seconds=120, cpu_seconds=60)),
+    Case("huge_reply", "step", "protocol", r"reply to 'step' is larger than 32 MB", SandboxLimits(call_seconds=120, cpu_seconds=60)),
     Case("sigxcpu", "step", "cpu_limit", r"used more than 1s of CPU during 'step'", CPU_LIMITS),
     Case("sigxcpu_ignored", "step", "crash", r"killed by SIGKILL during 'step'", CPU_LIMITS),
     Case("kill_parent", "step", "exception", r"PermissionError", confined=True),  # seccomp: itself only

@@ -18,8 +18,8 @@ pytestmark = pytest.mark.skipif(capabilities()["mode"] != "namespaces", reason="
 
 DRIVER = """
 import sys
-from pipeline.sandbox import Limits, Worker
-w = Worker(sys.argv[1], Limits(call_seconds=3))
+from pipeline.sandbox import SandboxLimits, Worker
+w = Worker(sys.argv[1], SandboxLimits(call_seconds=3))
 print(w.base, flush=True)
 w.call("reset", level="levels/level_01.yaml")
 w.call("step", action={"action": "move", "params": {"direction": "right"}})

@@ -53,8 +53,8 @@ print(json.dumps({"before": before, "child": json.loads(os.read(r, 65536))}))
 """
 
 IN_WORKER = SETUP + """
-from pipeline.sandbox import Limits, SandboxFailure, Worker
-worker = Worker(sys.argv[2], Limits(call_seconds=60))
+from pipeline.sandbox import SandboxLimits, SandboxFailure, Worker
+worker = Worker(sys.argv[2], SandboxLimits(call_seconds=60))
 inner = [l for l in open(f"/proc/{worker.proc.pid}/task/{worker.proc.pid}/children").read().split()]
 pid = int(inner[0]) if inner else worker.proc.pid
 seccomp = [l.split()[1] for l in open(f"/proc/{pid}/status") if l.startswith("Seccomp:")][0]

@@ -19,7 +19,7 @@ from pipeline.errors import LocatedError, not_a_folder
 from pipeline.evaluate.agents import ActionsAgent, RandomAgent
 from pipeline.evaluate.episode import run_episode_sync
 from pipeline.located import Problem
-from pipeline.sandbox import Limits, SandboxFailure
+from pipeline.sandbox import SandboxLimits, SandboxFailure
 from pipeline.sandbox.outside.client import EnvClient, Level
 from pipeline.check.static import other_python_files, scan_env
 
@@ -45,7 +45,7 @@ class CheckReport:
 
 
 class _Checker:
-    def __init__(self, env: layout.EnvDir, limits: Limits, seed: int, budget_seconds: float):
+    def __init__(self, env: layout.EnvDir, limits: SandboxLimits, seed: int, budget_seconds: float):
         self.env = env
         self.limits = limits
         self.budget_seconds = budget_seconds
@@ -291,9 +291,9 @@ class _Checker:
 BUDGET_SECONDS = 300.0
 
 
-def check_env(env_dir: str | Path, limits: Limits | None = None, seed: int = 0,
+def check_env(env_dir: str | Path, limits: SandboxLimits | None = None, seed: int = 0,
               budget_seconds: float = BUDGET_SECONDS) -> CheckReport:
-    limits = limits or Limits(call_seconds=5, cpu_seconds=60)
+    limits = limits or SandboxLimits(call_seconds=5, cpu_seconds=60)
     return _Checker(layout.EnvDir.at(env_dir), limits, seed, budget_seconds).run()
 
 

@@ -25,7 +25,7 @@ from pipeline.evaluate.context import EpisodeContext
 from pipeline.evaluate.episode import Decision, Turn, run_episode
 from pipeline.evaluate.model_agents import ModelOptions, TurnError, agent_env, agent_turn, call_model, decision_of
 from pipeline.llm import Message
-from pipeline.sandbox import Limits, SandboxFailure, Worker, WorkerPool
+from pipeline.sandbox import SandboxLimits, SandboxFailure, Worker, WorkerPool
 from pipeline.sandbox.outside.client import AgentClient
 from pipeline.sandbox.protocol import AGENT_FILE, ask_model
 
@@ -35,7 +35,7 @@ MAX_CALLS_PER_TURN = 5
 MAX_REQUEST_CHARS = 400_000
 MAX_EPISODE_REQUEST_CHARS = 4_000_000
 MAX_REQUEST_MESSAGES = 200
-AGENT_LIMITS = Limits(call_seconds=10.0, cpu_seconds=600, memory_mb=1024)
+AGENT_LIMITS = SandboxLimits(call_seconds=10.0, cpu_seconds=600, memory_mb=1024)
 ROLES = {"system": Message.system, "user": Message.user, "assistant": Message.assistant}
 SEED_SOURCE = Path(react.__file__)  # the agent code envforge learn starts from
 OnRequest = Callable[[str, dict], dict]

@@ -22,7 +22,7 @@ from pipeline.evaluate.episode import INFRASTRUCTURE, RERUN_ON_RESUME, Limits, T
 from pipeline.evaluate.records import Records, Trajectory, content_hash, level_hash
 from pipeline.kinds import EpisodeRecord
 from pipeline.evaluate.report import average
-from pipeline.sandbox import Limits as SandboxLimits
+from pipeline.sandbox import SandboxLimits
 from pipeline.sandbox import SandboxFailure, WorkerPool
 from pipeline.sandbox.outside.capabilities import ran_under
 from pipeline.sandbox.outside.client import EnvClient

@@ -38,7 +38,7 @@ from pipeline.llm.messages import Message, ToolCall, ToolSpec
 from pipeline.records import DiskFull
 from pipeline.sandbox.outside.executor import infrastructure_errors
 from pipeline.sandbox.outside.folder import name_problem, shown, write_problem
-from pipeline.sandbox.limits import Limits
+from pipeline.sandbox.limits import SandboxLimits
 
 MAX_FILE_BYTES = 200_000  # one file written
 MAX_TOOL_CALLS_PER_REPLY = 16
@@ -52,7 +52,7 @@ WRITABLE_SUFFIXES = (".py", ".txt", ".yaml", ".json", ".md")
 # envforge's records and what earlier stages fixed: the model may not write them
 PROTECTED = {*layout.RECORD_KINDS, layout.DESIGN, layout.CONFIG}
 UNREADABLE = {layout.CALL_JOURNAL, layout.TRAJECTORY}  # envforge's logs of this very conversation
-_FOLDER = Limits()  # the sandbox's folder limits (folder_mb, folder_files), as check's copy applies them
+_FOLDER = SandboxLimits()  # the sandbox's folder limits (folder_mb, folder_files), as check's copy applies them
 
 _path = {"path": {"type": "string", "description": "file name inside the environment folder, e.g. env_main.py"}}
 TOOLS = (

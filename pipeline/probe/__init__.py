@@ -20,7 +20,7 @@ from pipeline.probe.plan import PlanOptions, make_plan
 from pipeline.probe.predict import PredictOptions, make_predict
 from pipeline.probe.score import ProbeReport, run_probes, score_items
 from pipeline.probe.session import open_env, open_session
-from pipeline.sandbox import Limits
+from pipeline.sandbox import SandboxLimits
 
 
 @dataclass
@@ -31,7 +31,7 @@ class Made:
 
 def make_probes(env_dir: str, kinds: tuple[str, ...], n: int, seed: int = 0, skin: str | None = None,
                 predict: PredictOptions = PredictOptions(), plan: PlanOptions = PlanOptions(),
-                change: ChangeOptions = ChangeOptions(), limits: Limits | None = None) -> Made:
+                change: ChangeOptions = ChangeOptions(), limits: SandboxLimits | None = None) -> Made:
     """`n` items of each kind in `kinds` from one environment (fewer when too many are dropped)."""
     ctx = open_env(env_dir, skin)
     made = Made()

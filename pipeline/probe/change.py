@@ -23,7 +23,7 @@ from typing import Any, Iterator
 from pipeline.probe.items import ChangeItem, Start
 from pipeline.probe.session import Session
 from pipeline.probe.variants import select, variant_worker
-from pipeline.sandbox import Limits
+from pipeline.sandbox import SandboxLimits
 from pipeline.sandbox.outside.client import EnvClient
 
 CONFIG_SECTIONS = ("reward", "termination", "transition")
@@ -77,7 +77,7 @@ def make_change(session: Session, n: int, options: ChangeOptions = ChangeOptions
 
 
 @contextlib.contextmanager
-def mutated(env_dir, mutation: dict, skin: str | None = None, limits: Limits | None = None) -> Iterator[EnvClient]:
+def mutated(env_dir, mutation: dict, skin: str | None = None, limits: SandboxLimits | None = None) -> Iterator[EnvClient]:
     """A worker holding the env changed by `mutation` (as a change item records it)."""
     change = {"path": mutation["path"], "value": mutation["to"]} if mutation["kind"] == "config_constant" else None
     with variant_worker(env_dir, skin, change, limits) as worker:

@@ -24,7 +24,7 @@ from pipeline.probe.items import (
     ChangeItem, Item, PlanItem, PredictItem, random_change, random_predict, score_change, score_plan, score_predict,
 )
 from pipeline.probe.variant_env import meets
-from pipeline.sandbox import Limits
+from pipeline.sandbox import SandboxLimits
 from pipeline.sandbox.outside.client import EnvClient
 from pipeline.errors import Rejected, UserError
 from pipeline.verify.context import Context, Options
@@ -68,7 +68,7 @@ class ProbeReport:
         return "\n".join(lines)
 
 
-async def score_items(items: list[Item], agent: ProbeAgent, limits: Limits | None = None,
+async def score_items(items: list[Item], agent: ProbeAgent, limits: SandboxLimits | None = None,
                       env_dirs: dict[str, str] | None = None) -> ProbeReport:
     """Pose every item to `agent` and score it. `env_dirs` maps env names to folders, for plan
     items whose folder has moved since they were made."""
@@ -125,7 +125,7 @@ def execute_plan(worker: EnvClient, item: PlanItem, plan: list[dict]) -> tuple[b
 
 
 def run_probes(items: list[Item], agent: str | ProbeAgent = "random", client: LLMClient | None = None,
-               seed: int = 0, limits: Limits | None = None, env_dirs: dict[str, str] | None = None) -> ProbeReport:
+               seed: int = 0, limits: SandboxLimits | None = None, env_dirs: dict[str, str] | None = None) -> ProbeReport:
     """Synchronous entry: `agent` is "random", "oracle", a model agent name (needs `client`) or a ProbeAgent.
     From async code (a model client's event loop) await `score_items` instead."""
     if isinstance(agent, str):

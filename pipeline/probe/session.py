@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 
 from pipeline.errors import Rejected, UserError
 from pipeline.probe.items import Start
-from pipeline.sandbox import Limits
+from pipeline.sandbox import SandboxLimits
 from pipeline.sandbox.outside.client import EnvClient, Observation, StepResult
 from pipeline.verify.context import Context, Options
 
@@ -90,5 +90,5 @@ def open_env(env_dir: str, skin: str | None) -> Context:
     return ctx
 
 
-def open_session(ctx: Context, skin: str | None, seed: int, limits: Limits | None = None) -> Session:
+def open_session(ctx: Context, skin: str | None, seed: int, limits: SandboxLimits | None = None) -> Session:
     return Session(ctx, EnvClient.start(ctx.env.path, ctx.max_steps, limits, skin), skin, random.Random(seed))

@@ -18,7 +18,7 @@ import yaml
 from pipeline import layout, safe_io
 from pipeline.envfolder.spec import max_steps
 from pipeline.probe.variant_env import set_path
-from pipeline.sandbox import Limits
+from pipeline.sandbox import SandboxLimits
 from pipeline.sandbox.outside.client import EnvClient
 
 ORIGINAL = "_envforge_original"
@@ -41,7 +41,7 @@ def select(spec):
 
 @contextlib.contextmanager
 def variant_worker(env_dir: str | Path, skin: str | None = None, config_change: dict | None = None,
-                   limits: Limits | None = None) -> Iterator[EnvClient]:
+                   limits: SandboxLimits | None = None) -> Iterator[EnvClient]:
     """A worker holding a variant of `env_dir`; `config_change` = {"path": "a.b", "value": v} edits
     the copy's config.yaml. The step cap is the copy's config.yaml's."""
     source = Path(env_dir).resolve()

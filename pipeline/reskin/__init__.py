@@ -21,7 +21,7 @@ from pipeline import layout
 from pipeline.kinds import Skin
 from pipeline.reskin.identity import IdentityReport, check_identity
 from pipeline.reskin.styles import TEMPLATE_STYLES, template_source
-from pipeline.sandbox import Limits
+from pipeline.sandbox import SandboxLimits
 from pipeline.sandbox.outside.client import EnvClient
 from pipeline.verify.context import Context
 
@@ -41,7 +41,7 @@ class Reskinned:
                 "exit_status": self.exit_status}
 
 
-def observation_samples(ctx: Context, episodes: int = 1, seed: int = 0, limits: Limits | None = None) -> list[dict]:
+def observation_samples(ctx: Context, episodes: int = 1, seed: int = 0, limits: SandboxLimits | None = None) -> list[dict]:
     """Semantic observations of every level: the reset and a random episode's steps."""
     rng = random.Random(seed)
     samples = []

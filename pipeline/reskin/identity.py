@@ -13,7 +13,7 @@ import random
 from dataclasses import asdict, dataclass, field
 
 from pipeline import layout, planner
-from pipeline.sandbox import Limits, SandboxFailure
+from pipeline.sandbox import SandboxLimits, SandboxFailure
 from pipeline.sandbox.outside.client import EnvClient
 from pipeline.verify.context import Context
 
@@ -46,7 +46,7 @@ class IdentityReport:
 
 def check_identity(ctx: Context, skin: str, random_sequences: int = 2, seed: int = 0,
                    planner_nodes: int = 3_000, planner_seconds: float = 60.0,
-                   invalid_rate: float = 0.1, limits: Limits | None = None) -> IdentityReport:
+                   invalid_rate: float = 0.1, limits: SandboxLimits | None = None) -> IdentityReport:
     """Play base and skinned env side by side on every level of `ctx.env`; see the module docstring."""
     report = IdentityReport(skin)
     rng = random.Random(seed)

@@ -15,7 +15,7 @@ from pipeline.llm import LLMClient, Message, Response
 from pipeline.llm.ask import ask_until_valid
 from pipeline.prompts import render
 from pipeline.reskin import Reskinned, install
-from pipeline.sandbox import Limits
+from pipeline.sandbox import SandboxLimits
 from pipeline.sandbox.outside.client import EnvClient
 from pipeline.verify.context import Context
 
@@ -23,7 +23,7 @@ _CODE = re.compile(r"```(?:python|py)?[ \t]*\n(.*?)```", re.S)
 
 
 async def reskin_with_model(ctx: Context, client: LLMClient, style: str, name: str, attempts: int = 3,
-                            examples: int = 3, limits: Limits | None = None, **check) -> Reskinned:
+                            examples: int = 3, limits: SandboxLimits | None = None, **check) -> Reskinned:
     messages = [Message.system(render("skins/write_system.j2")),
                 Message.user(render("skins/write_task.j2", style=style, env_name=ctx.env.name,
                                     instruction=_instruction(ctx), examples=rendering_examples(ctx, examples, limits)))]
@@ -54,7 +54,7 @@ def extract_code(text: str) -> str | None:
     return max(blocks, key=len).strip() + "\n" if blocks else None
 
 
-def rendering_examples(ctx: Context, count: int, limits: Limits | None = None) -> list[dict]:
+def rendering_examples(ctx: Context, count: int, limits: SandboxLimits | None = None) -> list[dict]:
     """The resets of the first `count` levels: omega (as JSON) and the env's own rendering."""
     out = []
     with EnvClient.open(ctx.env.path, ctx.max_steps, limits) as env:

@@ -18,10 +18,10 @@ Use workers through the typed client (pipeline/sandbox/outside/client.py), which
         env.reset(Level.parse("levels/level_01.yaml"))
         env.step({"action": "move", "params": {"direction": "north"}})
 """
-from pipeline.sandbox.limits import Limits
+from pipeline.sandbox.limits import SandboxLimits
 from pipeline.sandbox.outside.capabilities import capabilities
 from pipeline.sandbox.outside.failures import SandboxFailure
 from pipeline.sandbox.outside.pool import WorkerPool
 from pipeline.sandbox.outside.process import Worker
 
-__all__ = ["Worker", "WorkerPool", "Limits", "SandboxFailure", "capabilities"]
+__all__ = ["Worker", "WorkerPool", "SandboxLimits", "SandboxFailure", "capabilities"]

@@ -12,7 +12,7 @@ EXIT_ALARM = 91
 
 
 @dataclass(frozen=True)
-class Limits:
+class SandboxLimits:
     call_seconds: float = 10.0  # wall clock for one call (load, reset, step, ...)
     cpu_seconds: int = 120  # CPU for the worker's whole life
     memory_mb: int = 1024  # address space

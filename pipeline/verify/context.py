@@ -15,7 +15,7 @@ from typing import Callable, Iterator
 from pipeline import layout
 from pipeline.envfolder.spec import EnvSpec
 from pipeline.errors import LocatedError, Rejected
-from pipeline.sandbox import Limits, SandboxFailure
+from pipeline.sandbox import SandboxLimits, SandboxFailure
 from pipeline.sandbox.outside.client import EnvClient
 from pipeline.verify.claims import read_claims
 
@@ -48,7 +48,7 @@ class Options:
     budget_seconds: float | None = 3600.0
     # Each call has its wall-clock limit (searches: their own budget plus a margin); the CPU
     # limit only stops a runaway worker and must not cut a stage's searches short.
-    limits: Limits = field(default_factory=lambda: Limits(call_seconds=10.0, cpu_seconds=3600))
+    limits: SandboxLimits = field(default_factory=lambda: SandboxLimits(call_seconds=10.0, cpu_seconds=3600))
     # Told what verification is doing as it goes (a line each: "levels: started", a level certified:
     # its max against its bound, nodes per second, the budget left); the command prints it, generate
     # prefixes the theme. Not part of what verification decides.

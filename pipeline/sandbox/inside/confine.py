@@ -27,7 +27,7 @@ import resource
 import signal
 import sys
 
-from pipeline.sandbox.limits import EXIT_CPU, Limits
+from pipeline.sandbox.limits import EXIT_CPU, SandboxLimits
 from pipeline.sandbox.protocol import ENV_MOUNT
 
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 1, 2, 4, 8
@@ -86,7 +86,7 @@ def readable_paths() -> list[str]:
     return out
 
 
-def build_root(root: str, rw: str, folder: str, uid: int, limits: Limits) -> None:
+def build_root(root: str, rw: str, folder: str, uid: int, limits: SandboxLimits) -> None:
     _mount(None, "/", None, MS_REC | MS_PRIVATE)
     _mount("tmpfs", rw, "tmpfs", MS_NOSUID | MS_NODEV,
            f"mode=700,size={limits.disk_mb}m,nr_inodes={limits.disk_inodes}")
@@ -117,7 +117,7 @@ def build_root(root: str, rw: str, folder: str, uid: int, limits: Limits) -> Non
     os.chdir(ENV_MOUNT)
 
 
-def set_limits(limits: Limits, single_process: bool) -> None:
+def set_limits(limits: SandboxLimits, single_process: bool) -> None:
     mb = 1024 * 1024
     cpu = int(limits.cpu_seconds)
     resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 2))
@@ -170,7 +170,7 @@ def _landlock(base: str, folder: str) -> None:
     landlock.restrict(readable, writable)
 
 
-def confine(mode: str, base: str, folder: str, uid: int, limits: Limits) -> str:
+def confine(mode: str, base: str, folder: str, uid: int, limits: SandboxLimits) -> str:
     """Confine this process on the rung `mode`; return the environment folder's path as seen
     afterwards. `folder`: the host's copy of the environment folder."""
     from pipeline.sandbox.inside import syscalls  # loads libseccomp: only workers need it

@@ -19,7 +19,7 @@ import sys
 from types import SimpleNamespace
 
 from pipeline.sandbox import protocol
-from pipeline.sandbox.limits import EXIT_ALARM, Limits
+from pipeline.sandbox.limits import EXIT_ALARM, SandboxLimits
 
 # A worker enforces its own deadline too, a little after the parent's, so that a worker
 # whose parent was killed mid-call does not run on forever.
@@ -50,7 +50,7 @@ def main() -> None:
 
     args = _flags(sys.argv[1:])
     request_fd, reply_fd = (int(x) for x in args.fds.split(","))
-    limits = Limits(**json.loads(args.limits))
+    limits = SandboxLimits(**json.loads(args.limits))
     env_dir = confine.confine(args.mode, args.base, args.folder, args.uid, limits)
     signal.signal(signal.SIGALRM, lambda *_: os._exit(EXIT_ALARM))
     with os.fdopen(request_fd, "rb") as requests:

@@ -210,7 +210,7 @@ def namespaced(mode: str) -> bool:
 def enforcement(mode: str | None = None) -> list[tuple[str, bool, str]]:
     """What a worker of `mode` (default: this machine's) gets, one mechanism a row:
     (name, enforced, what it is or why not)."""
-    from pipeline.sandbox.limits import Limits
+    from pipeline.sandbox.limits import SandboxLimits
     from pipeline.sandbox.inside.syscalls import DENIED, seccomp_available
 
     mode = mode or capabilities()["mode"]
@@ -218,7 +218,7 @@ def enforcement(mode: str | None = None) -> list[tuple[str, bool, str]]:
     landlock = mode == "landlock"
     root = os.geteuid() == 0
     seccomp, seccomp_reason = seccomp_available()
-    lim = Limits()
+    lim = SandboxLimits()
     not_here = f"not on the {mode} rung"
     own_uid = mode == "namespaces"
     return [

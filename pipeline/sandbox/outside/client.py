@@ -25,7 +25,7 @@ from typing import Any, Iterator
 from pipeline.sandbox.outside import replies
 from pipeline.sandbox.outside.failures import SandboxFailure
 from pipeline.sandbox.outside.executor import open_worker
-from pipeline.sandbox.limits import Limits
+from pipeline.sandbox.limits import SandboxLimits
 from pipeline.sandbox.outside.pool import WorkerPool
 from pipeline.sandbox.outside.process import OnRequest, Worker
 from pipeline.sandbox.outside.replies import JSON, NUMBER, OPTIONAL
@@ -162,7 +162,7 @@ class EnvClient:
         self.class_name: str = _loaded(worker, {"class": str, "skin": (str, OPTIONAL)})["class"]
 
     @classmethod
-    def start(cls, env_dir: str | Path, max_steps: int, limits: Limits | None = None,
+    def start(cls, env_dir: str | Path, max_steps: int, limits: SandboxLimits | None = None,
               skin: str | None = None, deadline: tuple[float, str] | None = None) -> "EnvClient":
         """A fresh worker holding `env_dir` (here, or on a Ray node: see executor.py); the caller closes it."""
         worker = open_worker(env_dir, limits, skin=skin)
@@ -174,7 +174,7 @@ class EnvClient:
 
     @classmethod
     @contextlib.contextmanager
-    def open(cls, env_dir: str | Path, max_steps: int, limits: Limits | None = None,
+    def open(cls, env_dir: str | Path, max_steps: int, limits: SandboxLimits | None = None,
              skin: str | None = None) -> Iterator["EnvClient"]:
         """A fresh worker holding `env_dir`, closed afterwards."""
         env = cls.start(env_dir, max_steps, limits, skin)

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from pipeline.sandbox.outside.folder import FolderCopy
-from pipeline.sandbox.limits import Limits
+from pipeline.sandbox.limits import SandboxLimits
 from pipeline.sandbox.outside.process import Worker
 
 KINDS = ("local", "ray")
@@ -62,7 +62,7 @@ def running_on(executor: Executor) -> Iterator[Executor]:
         _running_on.reset(token)
 
 
-def open_worker(env_dir: str | Path, limits: Limits | None = None, env_id: Any = None,
+def open_worker(env_dir: str | Path, limits: SandboxLimits | None = None, env_id: Any = None,
                 skin: str | None = None, host: str = "env", folder: FolderCopy | None = None,
                 executor: Executor | None = None):
     """A loaded sandbox worker holding `env_dir` (`folder`: a copy of it to share): here, or on a

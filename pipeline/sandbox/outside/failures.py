@@ -4,7 +4,7 @@ from __future__ import annotations
 import signal
 from dataclasses import asdict, dataclass
 
-from pipeline.sandbox.limits import EXIT_ALARM, EXIT_CPU, Limits
+from pipeline.sandbox.limits import EXIT_ALARM, EXIT_CPU, SandboxLimits
 
 KINDS = {
     "exception": "the environment's code raised",
@@ -56,7 +56,7 @@ def failure_of(reply: dict, op: str, output: str = "") -> SandboxFailure:
     return SandboxFailure(kind, _cut(detail, MAX_DETAIL), _cut(where, 200), output, op)
 
 
-def exit_failure(code: int | None, op: str, limits: Limits) -> SandboxFailure:
+def exit_failure(code: int | None, op: str, limits: SandboxLimits) -> SandboxFailure:
     """The failure a worker's exit status `code` (negative: the signal that killed it) means, when
     it ended during `op`."""
     if code == EXIT_ALARM:

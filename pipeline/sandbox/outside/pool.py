@@ -17,7 +17,7 @@ from typing import Iterator
 from pipeline.sandbox.outside.capabilities import capabilities, namespaced
 from pipeline.sandbox.outside.folder import FolderCopy, signature
 from pipeline.sandbox.outside.executor import current, open_worker
-from pipeline.sandbox.limits import Limits
+from pipeline.sandbox.limits import SandboxLimits
 from pipeline.sandbox.outside.process import Worker
 
 
@@ -25,13 +25,13 @@ CPU_REUSE_SHARE = 0.8  # a worker that used more of its CPU seconds is not reuse
 
 
 class WorkerPool:
-    def __init__(self, size: int = 2, limits: Limits | None = None, host: str = "env", skin: str | None = None):
+    def __init__(self, size: int = 2, limits: SandboxLimits | None = None, host: str = "env", skin: str | None = None):
         """`host`: what the workers hold (see Worker): environments, or learned agents.
         `skin`: every environment renders through its skins/<skin>.py. Its workers run where the
         call that made it runs them (executor.running_on), whichever thread leases one."""
         self.executor = current()
         self.size = max(1, int(size))
-        self.limits = limits or Limits()
+        self.limits = limits or SandboxLimits()
         self.host = host
         self.skin = skin
         self._slots = threading.BoundedSemaphore(self.size)

@@ -23,7 +23,7 @@ from typing import Any, Callable
 from pipeline.sandbox.outside.capabilities import LAUNCHERS, namespaced, require, used
 from pipeline.sandbox.outside.failures import SandboxFailure, exit_failure, failure_of
 from pipeline.sandbox.outside.folder import DIR_PREFIX, FolderCopy, private_dir, remove_tree
-from pipeline.sandbox.limits import Limits, worker_environment
+from pipeline.sandbox.limits import SandboxLimits, worker_environment
 from pipeline.sandbox.protocol import ENV_MOUNT, OPENING, WORKER_MODULE
 
 _uid_counter = itertools.count()
@@ -79,7 +79,7 @@ def _undumpable() -> None:
 class Worker:
     """One sandboxed process holding one environment (a private copy of `env_dir`)."""
 
-    def __init__(self, env_dir: str | Path, limits: Limits | None = None, env_id: Any = None,
+    def __init__(self, env_dir: str | Path, limits: SandboxLimits | None = None, env_id: Any = None,
                  skin: str | None = None, host: str = "env", folder: FolderCopy | None = None,
                  unconfined: bool | None = None):
         """`skin`: render with the folder's skins/<skin>.py instead of the env's own render_skin.
@@ -91,7 +91,7 @@ class Worker:
         self.env_dir = Path(env_dir).resolve()
         self.skin = skin
         self.host = host
-        self.limits = limits or Limits()
+        self.limits = limits or SandboxLimits()
         self.mode = require(unconfined)
         self.confinement = self.mode  # the rung it runs on (the parent's word, not the worker's)
         used(self.mode)
@@ -284,7 +284,7 @@ class _Channel:
     """The exchange with one worker process: request lines out, reply lines in (each bounded and
     checked to be a JSON mapping), and its stdout and stderr counted against its output limit."""
 
-    def __init__(self, request_w: int, reply_r: int, output_r: int, limits: Limits):
+    def __init__(self, request_w: int, reply_r: int, output_r: int, limits: SandboxLimits):
         self.request_w, self.reply_r, self.output_r = request_w, reply_r, output_r
         self.limits = limits
         self.output_total = 0

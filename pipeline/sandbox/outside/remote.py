@@ -28,7 +28,7 @@ from pipeline.errors import InfrastructureError, UserError
 from pipeline.sandbox.outside.capabilities import NONE, Unconfined, opted_in, used
 from pipeline.sandbox.outside.failures import SandboxFailure
 from pipeline.sandbox.outside.folder import FolderCopy
-from pipeline.sandbox.limits import Limits
+from pipeline.sandbox.limits import SandboxLimits
 
 ADDRESS_VARIABLE = "ENVFORGE_RAY_ADDRESS"
 
@@ -70,7 +70,7 @@ def _actor_class():
             self.worker, self.failure, self.refused = None, None, None
             try:
                 # The node's own ladder, with the driver's opt-in (never the node's environment's).
-                self.worker = Worker(folder, Limits(**limits), env_id=env_id, skin=skin, unconfined=unconfined)
+                self.worker = Worker(folder, SandboxLimits(**limits), env_id=env_id, skin=skin, unconfined=unconfined)
             except SandboxFailure as failure:
                 self.failure = failure.to_dict()
             except Unconfined as refused:
@@ -255,7 +255,7 @@ def _reachable(address: str | None) -> None:
 class RayWorker:
     """A sandbox worker on some node of the cluster; the surface of `Worker`."""
 
-    def __init__(self, env_dir: str | Path, limits: Limits | None = None, env_id: Any = None,
+    def __init__(self, env_dir: str | Path, limits: SandboxLimits | None = None, env_id: Any = None,
                  skin: str | None = None, folder: FolderCopy | None = None):
         """Environments only: a learned agent's worker asks this process for model calls in
         mid-call, so it stays here, beside the keys (see pipeline.sandbox.outside.executor)."""
@@ -265,7 +265,7 @@ class RayWorker:
         with _actor_lock:
             _actor = _actor or _actor_class()
         self.env_dir = Path(env_dir).resolve()
-        self.limits = limits or Limits()
+        self.limits = limits or SandboxLimits()
         self.skin = skin
         self.failed = False
         self.cpu_seconds_used = 0.0
