@@ -5,7 +5,7 @@
     methods.py       Method = (selection, signal, component); the paper's eight (ALL)
     optimization.py  signal (dynamics analysis / instruction diagnosis) -> analysis -> rewrite; code check
     evaluation.py    fresh training levels per iteration, the fixed test levels; candidates over pipeline.evaluate
-    code_agent.py    the check new agent code passes in the sandbox before it is evaluated
+    agent_code_check.py  the check new agent code passes in the sandbox before it is evaluated
     calls.py         the (theme, stage) of every model call of a run, numbered for replay and resume
     learner.py       the loop of one environment and one method (Algorithm 2); the baseline c0
     study.py         every method on every environment, the study folder, resume

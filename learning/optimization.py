@@ -5,7 +5,7 @@ component rewritten.
               worst, best and middle episodes) and its current component -> a plain-text analysis
     rewrite   rewrite_prompt.j2 -> the new instruction, inside <instruction></instruction>
               rewrite_agent_code.j2 -> the new agent.py, in a ```python block; the code must pass
-              code_agent.check_code in the sandbox before it is evaluated; if it fails, the
+              agent_code_check.check_code in the sandbox before it is evaluated; if it fails, the
               rewrite is asked once more with the failure, then the candidate is rejected
               (pipeline/llm/ask.py's loop; the rejection names how it ended)
 
@@ -22,7 +22,7 @@ from pathlib import Path
 from pipeline import records as files
 from learning.calls import ANALYZE, REWRITE, StageClient, add_usage
 from learning.candidates import CANDIDATES, Candidate, Pool, agent_source
-from learning.code_agent import check_code
+from learning.agent_code_check import check_code
 from learning.methods import Method
 from learning.selection import spread
 from learning.settings import Settings

@@ -142,7 +142,7 @@ def test_evaluating_learned_agent_code_sends_its_model_calls_through_the_parent_
 
 def test_the_check_passes_the_seed_agent_and_refuses_code_that_fails_or_answers_nothing(tmp_path):
     from learning.candidates import SEED_AGENT
-    from learning.code_agent import AGENT_LIMITS, check_code
+    from learning.agent_code_check import AGENT_LIMITS, check_code
     from pipeline.sandbox import WorkerPool
 
     env = {"name": "crate_dock", "instruction": "Push the crates.", "action_space": "move(direction)",

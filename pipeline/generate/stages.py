@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Awaitable, Callable
 
 from pipeline import layout
-from pipeline.generate import code, design, dsl, repair, verification
+from pipeline.generate import code, design, dsl, repair, verify_stage
 from pipeline.generate.context import StageReport, ThemeContext
 
 # Table 2 of the paper, in its column order; a theme passes a column if it was not rejected at or
@@ -44,8 +44,8 @@ STAGES: tuple[Stage, ...] = (
           needs_model=True),
     Stage("repair", repair.run, reads=(layout.THEME_FILE, layout.CONFIG) + layout.AGENT_FILES, writes=AGENT_OUTPUT,
           needs_model=True),
-    Stage("verify", verification.run, reads=(layout.CONFIG,) + layout.AGENT_FILES,
-          writes=verification.OUTPUTS, needs_model=False,
+    Stage("verify", verify_stage.run, reads=(layout.CONFIG,) + layout.AGENT_FILES,
+          writes=verify_stage.OUTPUTS, needs_model=False,
           checks=(("execution", EXECUTION), ("levels", LEVEL_GENERATION), ("reliability", RELIABILITY))),
 )
 NAMES = tuple(s.name for s in STAGES)

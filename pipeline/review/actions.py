@@ -27,7 +27,7 @@ from pipeline.generate.dsl import config_errors
 from pipeline.generate.journal import JournaledClient
 from pipeline.generate.run import Outcome, Run
 from pipeline.generate.themes import Theme
-from pipeline.generate.verification import OUTPUTS as VERIFY_OUTPUTS
+from pipeline.generate.verify_stage import OUTPUTS as VERIFY_OUTPUTS
 from pipeline.kinds import HumanReview, Rejection, ThemeRecord
 from pipeline.review.catalog import Catalog, Entry, read_record
 
