@@ -58,23 +58,6 @@ import os as _plots_os
 _plots_os.environ.setdefault("ENVFORGE_PLOTS", "off")
 
 
-# --- the `slow` marker: whole demos, verification searches and sandboxed studies ---
-# Listed here, in one place, from measured durations (`python -m pytest --durations=40`), so that
-# `python -m pytest -m "not slow"` is a quick edit-test loop. The README's test command runs all.
-SLOW_MODULES = {
-    "test_verify", "test_verify_models", "test_learn_demo", "test_learn", "test_review", "test_reskin",
-    "test_generate", "test_generate_demo", "test_probe", "test_probe_stochastic", "test_sandbox_orphans",
-    "test_evaluate", "test_evaluate_hooks", "test_check_hostile",
-    "test_envforge_gym", "test_envforge_inspect", "test_notebook_example", "test_search",
-}
-
-
-def pytest_collection_modifyitems(config, items):
-    for item in items:
-        if item.module.__name__.rpartition(".")[2] in SLOW_MODULES:
-            item.add_marker(_llm_pytest.mark.slow)
-
-
 # --- artifacts made once per session: the README's offline demos (tests/cli_kit.py) ---
 # Every xdist worker of one `pytest` run sees the same folder: under xdist the workers' basetemps
 # (pytest-N/popen-gwK) share their parent; without xdist the session's basetemp is the whole run.

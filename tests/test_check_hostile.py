@@ -19,6 +19,8 @@ import pytest
 from sandbox_kit import (  # noqa: F401 - `host` is a fixture
     CANARY, NAMESPACES, NOT_CONFINED, Host, assert_no_canary, files_under, host)
 
+pytestmark = pytest.mark.slow  # measured: seconds to minutes a test (`-m "not slow"` leaves it out)
+
 ENVFORGE = [str(Path(sys.executable).parent / "envforge")]
 PR_SET_CHILD_SUBREAPER = 36
 

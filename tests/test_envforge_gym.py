@@ -14,6 +14,8 @@ from gymnasium.utils.env_checker import check_env  # noqa: E402
 import envforge  # noqa: E402
 from pipeline import layout  # noqa: E402
 
+pytestmark = pytest.mark.slow  # measured: seconds to minutes a test (`-m "not slow"` leaves it out)
+
 ROOT = Path(__file__).resolve().parent.parent
 CRATE_DOCK = ROOT / "generated_envs" / "reference" / "crate_dock"
 GENERATED = [e.path for e in layout.find_envs(ROOT / "generated_envs")]

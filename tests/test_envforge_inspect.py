@@ -24,6 +24,8 @@ import pytest
 
 pytest.importorskip("inspect_ai")
 
+pytestmark = pytest.mark.slow  # measured: seconds to minutes a test (`-m "not slow"` leaves it out)
+
 ROOT = Path(__file__).resolve().parent.parent
 README_COMMAND = "inspect eval envforge/env -T path=generated_envs/reference/crate_dock --model mockllm/model"
 O200K_SHA256 = "446a9538cb6c348e3516120d7c08b09f57c36495e2acfffe59a5bf8b0cfb1a2d"  # as tiktoken checks it

@@ -12,6 +12,8 @@ import pytest
 
 from pipeline.cli import main
 
+pytestmark = pytest.mark.slow  # measured: seconds to minutes a test (`-m "not slow"` leaves it out)
+
 ROOT = Path(__file__).resolve().parent.parent
 REFERENCE = ROOT / "generated_envs" / "reference"
 FAST = ("--max-levels", "3", "--runs", "2")

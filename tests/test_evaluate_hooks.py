@@ -4,7 +4,10 @@ from __future__ import annotations
 import json
 import shutil
 
+import pytest
 from cli_kit import ROOT, envforge
+
+pytestmark = pytest.mark.slow  # measured: seconds to minutes a test (`-m "not slow"` leaves it out)
 
 
 def test_evaluate_through_a_skin_and_on_probe_items(tmp_path):

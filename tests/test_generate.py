@@ -16,6 +16,8 @@ import yaml
 from pipeline.testing import replay_kit
 from pipeline.testing.llm_server import Fault, Reply, rate_limited
 
+pytestmark = pytest.mark.slow  # measured: seconds to minutes a test (`-m "not slow"` leaves it out)
+
 BUG = {"env_main.py": ("step = 1 if", "step = 1 / 0 if")}
 
 

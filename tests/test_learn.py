@@ -20,6 +20,8 @@ sys.path.insert(0, str(ROOT / "scripts"))
 from pipeline.testing.llm_server import LLMServer  # noqa: E402
 from record_learn_demo import ScriptedModel  # noqa: E402
 
+pytestmark = pytest.mark.slow  # measured: seconds to minutes a test (`-m "not slow"` leaves it out)
+
 CRATE = ROOT / "generated_envs" / "reference" / "crate_dock"
 TIDE = ROOT / "generated_envs" / "reference" / "tide_pool"
 METHODS = "best-dynamics-prompt,pareto-instruction-code"

@@ -16,6 +16,8 @@ import pytest
 
 from learning.methods import ALL
 
+pytestmark = pytest.mark.slow  # measured: seconds to minutes a test (`-m "not slow"` leaves it out)
+
 
 @pytest.fixture(scope="module")
 def demo(learn_demo):

@@ -12,6 +12,8 @@ import pytest
 
 pytest.importorskip("gymnasium")
 
+pytestmark = pytest.mark.slow  # measured: seconds to minutes a test (`-m "not slow"` leaves it out)
+
 ROOT = Path(__file__).resolve().parent.parent
 
 

@@ -17,6 +17,8 @@ from pipeline.probe.variant_env import meets
 from pipeline.sandbox.outside.client import EnvClient
 from pipeline.verify.context import Context, Options
 
+pytestmark = pytest.mark.slow  # measured: seconds to minutes a test (`-m "not slow"` leaves it out)
+
 REFERENCE = Path(__file__).resolve().parent.parent / "generated_envs" / "reference"
 ENVS = ("crate_dock", "tide_pool")
 

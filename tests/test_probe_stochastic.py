@@ -4,14 +4,18 @@ from __future__ import annotations
 import asyncio
 import json
 
+import pytest
+
 from pipeline.probe import make_probes
 from pipeline.probe.agents import ModelProbeAgent
 from pipeline.probe.items import PlanItem, PredictItem, Start
 from pipeline.probe.predict import RESEED_BASE, PredictOptions
 from pipeline.probe.score import score_items
 from pipeline.sandbox import Worker
-from pipeline.testing.tiny_env import write_env
 from pipeline.testing.llm_server import Reply
+from pipeline.testing.tiny_env import write_env
+
+pytestmark = pytest.mark.slow  # measured: seconds to minutes a test (`-m "not slow"` leaves it out)
 
 # The corridor, except that moving right fails (you stay put) half the time.
 SLIPPERY = ('        if name == "move" and params.get("direction") in ("left", "right"):\n',

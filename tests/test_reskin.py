@@ -18,6 +18,8 @@ from pipeline.verify.context import Context, Options
 from pipeline.testing.llm_server import Reply
 from pipeline.testing.tiny_env import write_env
 
+pytestmark = pytest.mark.slow  # measured: seconds to minutes a test (`-m "not slow"` leaves it out)
+
 REFERENCE = Path(__file__).resolve().parent.parent / "generated_envs" / "reference"
 
 

@@ -19,6 +19,8 @@ import pytest
 
 from cli_kit import envforge
 
+pytestmark = pytest.mark.slow  # measured: seconds to minutes a test (`-m "not slow"` leaves it out)
+
 ROOT = Path(__file__).resolve().parent.parent
 REJECTED = "a_card_game_of_higher_or_lower_against_406967"
 ACCEPTED = ("a_lighthouse_keeper_must_keep_three_962115", "a_robot_in_a_dark_server_2ea2c6")

@@ -14,7 +14,8 @@ import pytest
 from pipeline.sandbox import Worker, capabilities
 from pipeline.testing.tiny_env import write_env
 
-pytestmark = pytest.mark.skipif(capabilities()["mode"] != "namespaces", reason="needs root and unshare")
+pytestmark = [pytest.mark.slow,
+              pytest.mark.skipif(capabilities()["mode"] != "namespaces", reason="needs root and unshare")]
 
 DRIVER = """
 import sys

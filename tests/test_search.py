@@ -16,6 +16,8 @@ from pipeline.planner import candidates, replay
 from pipeline.sandbox.outside.client import EnvClient
 from pipeline.verify.certify import declared_bound, end_goals
 
+pytestmark = pytest.mark.slow  # measured: seconds to minutes a test (`-m "not slow"` leaves it out)
+
 ROOT = Path(__file__).resolve().parent.parent
 REFERENCE = ROOT / "generated_envs" / "reference"
 DEV = ROOT.parent / "shared" / "autoenv-dev"

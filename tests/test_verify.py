@@ -12,6 +12,8 @@ import pytest
 
 from pipeline.testing.tiny_env import CONFIG, ENV_MAIN, write_env
 
+pytestmark = pytest.mark.slow  # measured: seconds to minutes a test (`-m "not slow"` leaves it out)
+
 ROOT = Path(__file__).resolve().parent.parent
 REFERENCE = ROOT / "generated_envs" / "reference"
 

@@ -10,7 +10,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from pipeline.testing.llm_server import Reply
+
+pytestmark = pytest.mark.slow  # measured: seconds to minutes a test (`-m "not slow"` leaves it out)
 
 ROOT = Path(__file__).resolve().parent.parent
 SOLUTION = [ln.split()[1].split("=")[1] for ln in (ROOT / "examples/crate_dock_level_01.actions").read_text().splitlines()
