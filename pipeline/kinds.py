@@ -291,6 +291,16 @@ class Rejection(Record):
     rejected_at: str = ""
 
 
+@dataclass
+class ModelCall(Record):
+    """A line of OUT/_work/NAME/calls.jsonl, generate's call journal: the n-th model call of a
+    stage and its response (pipeline.llm.messages.Response.to_dict), written before it is used."""
+    KIND = "model_call"
+    stage: str
+    index: int
+    response: dict
+
+
 # -- level_max_rewards.json -------------------------------------------------------------------
 
 @dataclass
@@ -507,8 +517,8 @@ def untyped(kind: str, major: int = 1) -> type[Record]:
 
 MODELS: tuple[type[Record], ...] = (
     Manifest, Verification, LevelMaxRewards, EpisodeRecord, IterationLevels, LearnedAgent, PoolRecord, ThemeRecord, Rejection,
+    ModelCall,
     untyped("verify_report"),  # verify --out FILE
-    untyped("model_call"),  # a line of calls.jsonl, the call journal of generate
     untyped("coding_step"),  # a line of trajectory.jsonl, the coding agent's log
     untyped("trajectory"),  # a line of an episode's trajectory
     untyped("evaluate_summary"),  # evaluate's summary.json

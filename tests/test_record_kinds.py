@@ -183,3 +183,15 @@ def test_rebuilding_a_reference_env_with_no_edits_rewrites_identical_files(tmp_p
     changed = [str(p.relative_to(env)) for p in sorted(env.rglob("*")) if p.is_file() and "__pycache__" not in p.parts
                and p.read_bytes() != (REFERENCE / name / p.relative_to(env)).read_bytes()]
     assert changed == []
+
+
+def test_a_call_journal_line_that_does_not_fit_is_refused_by_the_run_and_left_out_by_review(tmp_path):
+    from pipeline.generate.journal import JournaledClient
+    from pipeline.review.catalog import model_calls
+
+    journal = tmp_path / layout.CALL_JOURNAL
+    records.append(journal, kinds.ModelCall("design", 1, {"text": "# Design", "model": "m1"}))
+    records.append_jsonl(journal, "model_call", {"stage": "dsl", "index": "first", "response": {}})
+    with pytest.raises(RecordError, match=rf"{journal}:2: index: expected an integer, found a string"):
+        JournaledClient(None, journal, "theme")
+    assert [(c.stage, c.index, c.response["model"]) for c in model_calls(tmp_path)] == [("design", 1, "m1")]

@@ -8,10 +8,9 @@ at any instant resumes where it stopped and no model call is made twice.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
-
 from pipeline import records as files
 from pipeline.llm.client import LLMClient
+from pipeline.kinds import ModelCall
 from pipeline.llm.messages import Response
 
 
@@ -21,11 +20,11 @@ class JournaledClient:
         self.path = path
         self.theme = theme  # the theme's folder name: costs and budgets go by it
         self.text = text  # the whole theme: replay finds its recordings by it
-        self._entries: dict[tuple[str, int], dict[str, Any]] = {}
+        self._entries: dict[tuple[str, int], ModelCall] = {}
         self._next: dict[str, int] = {}
         self.served = 0  # calls answered from the journal: made by an earlier, interrupted run
-        for _, entry in files.read_jsonl(path, "model_call", repair=True):  # a line cut by a kill is set aside
-            self._entries[(entry["stage"], entry["index"])] = entry
+        for _, entry in files.lines(path, ModelCall, repair=True):  # a line cut by a kill is set aside
+            self._entries[(entry.stage, entry.index)] = entry
 
     def restart(self, stage: str) -> None:
         """Forget a stage's calls: the stage runs again from its first call (a retry)."""
@@ -39,14 +38,14 @@ class JournaledClient:
         entry = self._entries.get((stage, index))
         if entry is not None:
             self.served += 1
-            return Response.from_dict(entry["response"], source="journal")
+            return Response.from_dict(entry.response, source="journal")
         response = await self.client.complete(messages, theme=self.theme, stage=stage, index=index,
                                               subject=self.text, **kwargs)
-        entry = {"stage": stage, "index": index, "response": response.to_dict()}
+        entry = ModelCall(stage, index, response.to_dict())
         self._entries[(stage, index)] = entry
-        files.append_jsonl(self.path, "model_call", entry, durable=True)
+        files.append(self.path, entry, durable=True)
         return response
 
     def _rewrite(self) -> None:
-        files.write_text(self.path, "".join(files.dumps("model_call", e, indent=None) + "\n"
+        files.write_text(self.path, "".join(files.dumps(e.KIND, e.to_dict(), indent=None) + "\n"
                                             for e in self._entries.values()))

@@ -18,7 +18,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pipeline import manifest
-from pipeline import records as files
 from pipeline import layout
 from pipeline.errors import Rejected, UserError
 from pipeline.generate import package, stages
@@ -29,7 +28,7 @@ from pipeline.generate.run import Outcome, Run
 from pipeline.generate.themes import Theme
 from pipeline.generate.verify_stage import OUTPUTS as VERIFY_OUTPUTS
 from pipeline.kinds import HumanReview, Rejection, ThemeRecord
-from pipeline.review.catalog import Catalog, Entry, read_record
+from pipeline.review.catalog import Catalog, Entry, model_calls, read_record
 
 RETRY_STAGES = stages.NAMES
 
@@ -167,10 +166,7 @@ def _theme(work: Path, entry: Entry) -> Theme:
 def _model(work: Path) -> str:
     """The model that wrote the environment: the latest response in its call journal."""
     model = ""
-    for _, entry in files.read_jsonl(work / layout.CALL_JOURNAL, "model_call"):
-        try:
-            model = entry["response"].get("model") or model
-        except (KeyError, TypeError, AttributeError):
-            continue
+    for entry in model_calls(work):
+        model = str(entry.response.get("model") or "") or model
     return model
 

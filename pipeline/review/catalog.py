@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import TypeVar
+from typing import Iterator, TypeVar
 
 from pipeline import manifest
 from pipeline import records as files, safe_io
@@ -16,7 +16,7 @@ from pipeline import layout
 from pipeline.errors import LocatedError, UserError, not_a_folder
 from pipeline.generate import stages
 from pipeline.generate.rundb import RunDB
-from pipeline.kinds import HumanReview, Record, RecordError
+from pipeline.kinds import HumanReview, ModelCall, Record, RecordError
 from pipeline.review import history
 
 R = TypeVar("R", bound=Record)
@@ -191,6 +191,16 @@ def read_record(path: Path, model: type[R]) -> R | None:
         return model.from_dict(data, str(path))
     except RecordError:  # its body does not fit the model
         return None
+
+
+def model_calls(folder: Path) -> Iterator[ModelCall]:
+    """The call journal of a theme's folder, oldest first; a line that does not fit is left out
+    (the report shows what it can), one a newer envforge wrote is refused."""
+    for number, data in files.read_jsonl(folder / layout.CALL_JOURNAL, ModelCall.KIND):
+        try:
+            yield ModelCall.from_dict(data, f"{folder / layout.CALL_JOURNAL}:{number}")
+        except RecordError:
+            continue
 
 
 def read_json(path: Path) -> dict:

@@ -11,20 +11,18 @@ from __future__ import annotations
 import difflib
 from pathlib import Path
 
-from pipeline import records as files, safe_io
+from pipeline import safe_io
 from pipeline import layout
 from pipeline.generate.dsl import extract_yaml
+from pipeline.review.catalog import model_calls
 from pipeline.review.history import AgentAttempt
 
 
 def model_versions(folder: Path, agent: list[AgentAttempt]) -> dict[str, str]:
     versions: dict[str, str] = {}
     replies: dict[str, str] = {}
-    for _, entry in files.read_jsonl(folder / layout.CALL_JOURNAL, "model_call"):
-        try:
-            replies[entry["stage"]] = str(entry["response"].get("text") or "")
-        except (KeyError, TypeError, AttributeError):
-            continue
+    for entry in model_calls(folder):
+        replies[entry.stage] = str(entry.response.get("text") or "")
     if "design" in replies:
         versions[layout.DESIGN] = replies["design"].strip() + "\n"
     if "dsl" in replies:
