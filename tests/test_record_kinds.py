@@ -195,3 +195,17 @@ def test_a_call_journal_line_that_does_not_fit_is_refused_by_the_run_and_left_ou
     with pytest.raises(RecordError, match=rf"{journal}:2: index: expected an integer, found a string"):
         JournaledClient(None, journal, "theme")
     assert [(c.stage, c.index, c.response["model"]) for c in model_calls(tmp_path)] == [("design", 1, "m1")]
+
+
+def test_verify_writes_verification_json_as_its_model_and_review_reads_it_back(tmp_path):
+    env = shutil.copytree(REFERENCE / "crate_dock", tmp_path / "crate_dock")
+    done = subprocess.run([str(Path(sys.executable).parent / "envforge"), "verify", str(env), "--stages", "execution",
+                           "--write"], capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stdout + done.stderr
+    verification = records.read(env / layout.VERIFICATION, kinds.Verification)
+    assert records.KINDS["verification"] is kinds.Verification
+    assert verification.accepted and verification.stage is None and verification.verified_at
+    assert verification.options["search_nodes"] > 0 and set(verification.stages) >= {"execution", "total"}
+    assert manifest.read(env).verification.verified_at == verification.verified_at
+    from pipeline.review.details import _verification
+    assert _verification(env)["stages"] == verification.stages

@@ -6,10 +6,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from pipeline import layout, manifest, safe_io
-from pipeline.kinds import Manifest, Rejection, ThemeRecord
+from pipeline.kinds import Manifest, Rejection, ThemeRecord, Verification
 from pipeline.review import history
 from pipeline.review.edits import hand_edits
-from pipeline.review.catalog import Entry, read_json, read_record
+from pipeline.review.catalog import Entry, read_record
 
 # The files a reviewer reads, in reading order (what the agent is told comes after the code).
 SHOWN_FILES = (layout.DESIGN, layout.CONFIG, *layout.CODE_FILES, layout.AGENT_INSTRUCTION, layout.ACTION_SPACE)
@@ -83,9 +83,16 @@ def gather(entry: Entry) -> Details:
     theme = read_record(folder / layout.THEME_FILE, ThemeRecord) if folder else None
     return Details(entry, theme or ThemeRecord(entry.name, entry.theme, where=entry.source), files,
                    read_record(folder / layout.REJECTION, Rejection) if folder else None,
-                   read_json(folder / layout.VERIFICATION) if folder else {},
+                   _verification(folder),
                    manifest.read(folder) if folder else Manifest(name=entry.name), agent,
                    stage_costs(entry.attempts), entry.attempts, hand_edits(folder, agent) if folder else {})
+
+
+def _verification(folder: Path | None) -> dict:
+    """verification.json read as its model (one that does not fit reads as none), as the dict the
+    report's figures are shown from."""
+    verification = read_record(folder / layout.VERIFICATION, Verification) if folder else None
+    return verification.to_dict() if verification else {}
 
 
 def stage_costs(attempts: list[dict]) -> list[StageCost]:
