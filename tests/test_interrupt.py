@@ -16,6 +16,8 @@ from pathlib import Path
 import pytest
 from pipeline.testing.llm_server import Reply
 
+pytestmark = pytest.mark.slow  # measured: seconds to minutes a test (`-m "not slow"` leaves it out)
+
 ROOT = Path(__file__).resolve().parents[1]
 ENVFORGE = str(Path(sys.executable).parent / "envforge")
 SECRETS = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_BASE_URL", "OPENAI_API_KEY",

@@ -172,6 +172,7 @@ def test_a_run_database_of_the_earlier_schema_opens_without_its_unwritten_artifa
     assert check.execute("PRAGMA user_version").fetchone()[0] == records.SQLITE_SCHEMAS["run_db"] == 2
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["crate_dock", "tide_pool"])
 def test_rebuilding_a_reference_env_with_no_edits_rewrites_identical_files(tmp_path, name):
     """scripts/build_reference_envs.py builds level_max_rewards.json with the one builder and the
@@ -197,6 +198,7 @@ def test_a_call_journal_line_that_does_not_fit_is_refused_by_the_run_and_left_ou
     assert [(c.stage, c.index, c.response["model"]) for c in model_calls(tmp_path)] == [("design", 1, "m1")]
 
 
+@pytest.mark.slow
 def test_verify_writes_verification_json_as_its_model_and_review_reads_it_back(tmp_path):
     env = shutil.copytree(REFERENCE / "crate_dock", tmp_path / "crate_dock")
     done = subprocess.run([str(Path(sys.executable).parent / "envforge"), "verify", str(env), "--stages", "execution",
