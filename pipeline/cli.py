@@ -39,6 +39,7 @@ COMMAND_MODULES = [
     "pipeline.commands.learn",
     "pipeline.commands.review",
     "pipeline.commands.serve",
+    "pipeline.commands.export",
 ]
 
 

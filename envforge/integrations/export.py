@@ -1,0 +1,117 @@
+"""`envforge export verifiers ENV_DIR… --out DIR`: each environment as an installable verifiers
+environment module, published like any other (`pip install DIR/envforge_NAME`, then
+`vf-eval envforge_NAME -m MODEL -b URL`).
+
+DIR/envforge_NAME/ holds pyproject.toml (its dependency: envforge[verifiers]), README.md, and the
+package envforge_NAME/: `load_environment(split, skin, max_levels, **kwargs)` over env/, a copy of
+the environment folder. The folder is copied as data: a symbolic link in it is refused, never
+followed, and nothing of it is imported or run here.
+"""
+from __future__ import annotations
+
+import os
+import re
+import shutil
+from pathlib import Path
+
+from pipeline import __version__, layout
+from pipeline.errors import UserError
+
+MAX_FOLDER_BYTES = 512 * 1024 * 1024
+MAX_FOLDER_FILES = 10_000
+
+PYPROJECT = '''[build-system]
+requires = ["setuptools>=68", "wheel"]
+build-backend = "setuptools.build_meta"
+
+[project]
+name = "{dist}"
+version = "0.1.0"
+description = "The envforge environment {name} as a verifiers environment (written by envforge {version})."
+readme = "README.md"
+requires-python = ">=3.11"
+dependencies = ["envforge[verifiers]>={version}"]
+
+[tool.setuptools]
+packages = ["{module}"]
+include-package-data = true
+
+[tool.setuptools.package-data]
+"{module}" = ["env/**/*"]
+'''
+
+MODULE = '''"""The envforge environment {name} as a verifiers environment (written by `envforge export verifiers`).
+Its code runs in envforge's sandbox workers; this module only points envforge at the folder env/."""
+from pathlib import Path
+
+from envforge.integrations.verifiers import load_environment as _load
+
+ENV_DIR = Path(__file__).resolve().parent / "env"
+
+
+def load_environment(split: str = "test", skin: str | None = None, max_levels: int | None = None, **kwargs):
+    return _load(path=ENV_DIR, split=split, skin=skin, max_levels=max_levels, **kwargs)
+'''
+
+README = '''# {dist}
+
+The envforge environment `{name}` as a [verifiers](https://pypi.org/project/verifiers/) environment,
+written by `envforge export verifiers` (envforge {version}). Each level is a task row; each rollout
+plays its level in an envforge sandbox worker; the reward is envforge's normalized reward.
+
+    pip install .
+    vf-eval {module} -m MODEL -b OPENAI_COMPATIBLE_URL -n 5
+'''
+
+
+def module_name(env_name: str) -> str:
+    """The Python module an environment exports as: envforge_ and its name, lower case, with
+    anything that is not a letter, digit or underscore made an underscore."""
+    return "envforge_" + (re.sub(r"\W", "_", env_name.lower(), flags=re.ASCII).strip("_") or "env")
+
+
+def export_verifiers(env_dirs: list[str], out: str | Path) -> list[Path]:
+    """Write one project per environment under `out`; returns their folders."""
+    envs = [e for d in env_dirs for e in (layout.find_envs(d) or _none(d))]
+    names = [module_name(e.name) for e in envs]
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:
+        raise UserError(f"ENV_DIR: expected environments whose module names differ, found {', '.join(twice)} twice")
+    out = Path(out)
+    written = []
+    for env, module in zip(envs, names):
+        project = out / module
+        if project.exists():
+            raise UserError(f"--out {out}: expected no {module}/ there yet (nothing is overwritten), found one")
+        package = project / module
+        _copy_folder(env.path, package / "env")
+        values = {"name": env.name, "module": module, "dist": module.replace("_", "-"), "version": __version__}
+        (project / "pyproject.toml").write_text(PYPROJECT.format(**values), encoding="utf-8")
+        (project / "README.md").write_text(README.format(**values), encoding="utf-8")
+        (package / "__init__.py").write_text(MODULE.format(**values), encoding="utf-8")
+        written.append(project)
+    return written
+
+
+def _none(path: str):
+    raise UserError(f"{path}: expected an environment folder ({', '.join(layout.REQUIRED_FILES)}) or a folder "
+                    "holding some, found none")
+
+
+def _copy_folder(source: Path, target: Path) -> None:
+    """Copy the folder's files and folders; a link, device or pipe in it is refused, the size bounded."""
+    total = count = 0
+    for root, dirs, files in os.walk(source, followlinks=False):
+        here = Path(root)
+        for name in dirs + files:
+            path = here / name
+            if path.is_symlink() or not (path.is_dir() or path.is_file()):
+                raise UserError(f"{path}: expected a regular file or folder in the environment folder, found "
+                                f"{'a symbolic link' if path.is_symlink() else 'a special file'} (not exported)")
+            count += 1
+            total += path.lstat().st_size if path.is_file() else 0
+        if count > MAX_FOLDER_FILES or total > MAX_FOLDER_BYTES:
+            raise UserError(f"{source}: expected at most {MAX_FOLDER_FILES} files and {MAX_FOLDER_BYTES >> 20} MB, "
+                            f"found more")
+        dirs[:] = [d for d in dirs if d not in ("__pycache__",)]
+    shutil.copytree(source, target, symlinks=True, ignore=shutil.ignore_patterns("__pycache__"))

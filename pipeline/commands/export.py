@@ -1,0 +1,27 @@
+"""envforge export verifiers ENV_DIR… --out DIR: environments as installable verifiers modules.
+
+The writer is envforge.integrations.export (it needs no verifiers to write; the module it writes
+needs envforge[verifiers] to run).
+"""
+from __future__ import annotations
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser(
+        "export", help="write environments as installable modules of another tool (verifiers)",
+        description="Write each environment as an installable verifiers environment module "
+                    "(DIR/envforge_NAME/, pyproject.toml naming envforge[verifiers]): pip install it, "
+                    "then vf-eval envforge_NAME -m MODEL -b URL.")
+    p.add_argument("format", choices=["verifiers"], help="the tool's shape (verifiers)")
+    p.add_argument("env_dirs", nargs="+", metavar="ENV_DIR", help="an environment folder, or a folder holding some")
+    p.add_argument("--out", required=True, metavar="DIR", help="where the module folders are written")
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    from envforge.integrations.export import export_verifiers
+
+    for project in export_verifiers(args.env_dirs, args.out):
+        module = project.name
+        print(f"envforge export: {project} (pip install {project}; vf-eval {module} -m MODEL -b URL)")
+    return 0
