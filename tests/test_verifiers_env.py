@@ -15,7 +15,8 @@ import pytest
 pytest.importorskip("verifiers", reason="the verifiers extra is not installed (pip install 'envforge[verifiers]')")
 
 import envforge  # noqa: E402
-from llm_server import LLMServer, Reply  # noqa: E402
+from pipeline import layout  # noqa: E402
+from pipeline.testing.llm_server import LLMServer, Reply  # noqa: E402
 from pipeline.cli import main  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -86,10 +87,18 @@ def vf_eval(env_dir: Path, server: LLMServer, tmp: Path, levels: int) -> dict[st
     return {(r["info"] if isinstance(r["info"], dict) else json.loads(r["info"]))["level"]: r["reward"] for r in rows}
 
 
-@pytest.mark.parametrize("name, script", [("crate_dock", crate_dock_solution), ("tide_pool", None)])
-def test_vf_eval_rewards_equal_evaluates_normalized_rewards(name, script, scripted, tmp_path):
-    env_dir = REFERENCE / name
-    server = scripted(script() if script else walk(env_dir))
+@pytest.mark.parametrize("name", ["crate_dock", "tide_pool", "demo"])
+def test_vf_eval_rewards_equal_evaluates_normalized_rewards(name, scripted, tmp_path, request):
+    """Two reference environments (crate_dock played by its shipped solution, tide_pool by a fixed
+    walk) and an environment the offline demo accepted (a fixed walk)."""
+    if name == "demo":
+        run = request.getfixturevalue("generate_demo")
+        accepted = layout.find_envs(run.out)
+        assert accepted, run.stdout[-2000:]
+        env_dir = accepted[0].path
+    else:
+        env_dir = REFERENCE / name
+    server = scripted(crate_dock_solution() if name == "crate_dock" else walk(env_dir))
     expected = evaluate_normalized(env_dir, server, tmp_path / "evaluate", levels=2)
     got = vf_eval(env_dir, server, tmp_path, levels=2)
     assert set(got) == set(expected) and len(got) == 2
