@@ -37,7 +37,7 @@ from pipeline.evaluate.context import WorkerSession
 from pipeline.evaluate.episode import Decision, Limits, Tracker, Turn, env_fault
 from pipeline.evaluate.model_agents import agent_turn, with_system
 from pipeline.evaluate.react import FormatError, parse_action
-from pipeline.sandbox import Limits as SandboxLimits
+from pipeline.sandbox import SandboxLimits
 from pipeline.sandbox import SandboxFailure
 from pipeline.sandbox.outside.client import EnvClient
 
