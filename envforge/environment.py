@@ -17,14 +17,15 @@ from typing import Any
 from dsl_schema.actions import Action
 from pipeline import layout
 from pipeline.api.play import resolve_level
+from pipeline.envfolder.spec import EnvSpec
 from pipeline.errors import UserError, not_a_folder
-from pipeline.evaluate.context import EnvTarget
 from pipeline.sandbox import SandboxLimits
 from pipeline.sandbox.outside.client import EnvClient, Level
 
 
 class Environment:
-    """An environment folder, read once on the host (its code is never imported here)."""
+    """An environment folder, read once on the host (its code is never imported here): the public face
+    of its EnvSpec (`spec`), which the evaluation reads."""
 
     def __init__(self, path: str | Path):
         env = layout.EnvDir.at(path)
@@ -32,43 +33,42 @@ class Environment:
             found = not_a_folder(env.path) if not env.path.is_dir() else "missing " + ", ".join(env.missing_required())
             raise UserError(f"{path}: expected an environment folder with {', '.join(layout.REQUIRED_FILES)}, "
                             f"found {found}")
-        self._target = EnvTarget.load(env)
+        self.spec = EnvSpec.open(env.path)
 
-    name = property(lambda self: self._target.name)
-    path = property(lambda self: self._target.dir.path)
-    config = property(lambda self: self._target.config)
-    instruction = property(lambda self: self._target.instruction)
-    action_text = property(lambda self: self._target.action_space)
-    actions: list[Action] = property(lambda self: list(self._target.space))
-    target = property(lambda self: self._target)  # the evaluation's view of the folder (EnvTarget)
-    tags = property(lambda self: self._target.tags)
+    name = property(lambda self: self.spec.name)
+    path = property(lambda self: self.spec.path)
+    config = property(lambda self: self.spec.config)
+    instruction = property(lambda self: self.spec.instruction)
+    action_text = property(lambda self: self.spec.action_space)
+    actions: list[Action] = property(lambda self: list(self.spec.actions))
+    tags = property(lambda self: self.spec.tags)
 
     @property
     def max_steps(self) -> int:
         """The episode's step cap: config.yaml's termination.max_steps (100 when absent)."""
-        return self._target.max_steps
+        return self.spec.max_steps
 
     def levels(self, split: str = "test") -> list[str]:
         """Level ids of a split ("test": levels/, "val": val_levels/), e.g. "levels/level_01.yaml"."""
         if split not in layout.LEVEL_SPLITS:
             raise UserError(f"split: expected one of {', '.join(layout.LEVEL_SPLITS)}, found {split!r}")
-        return self._target.levels(split, None)
+        return self.spec.levels(split)
 
     def level(self, name: str) -> str:
         """The level id for "level_01", "levels/level_01.yaml" or "val_levels/level_11"."""
-        return resolve_level(self._target.spec, name)
+        return resolve_level(self.spec, name)
 
     def max_reward(self, level: str) -> float | None:
         """The max reward normalized scores on the level divide by (level_max_rewards.json): None when
         it has none, or when it must not divide (unknown, or a claim envforge verify found wrong)."""
-        return self._target.max_reward(level)
+        return self.spec.max_reward(level)
 
     def max_reward_note(self, level: str) -> str:
         """What a normalized score on the level must say about its max reward ("" when certified)."""
-        return self._target.max_note(level)
+        return self.spec.max_note(level)
 
     def skins(self) -> list[str]:
-        return self._target.dir.skins()
+        return self.spec.dir.skins()
 
     def parse_action(self, action: str | dict) -> dict:
         """An action dict from what `play` accepts (`move north`, `move direction=north`, JSON)
@@ -77,10 +77,10 @@ class Environment:
             if not isinstance(action.get("action"), str):
                 raise ValueError('expected {"action": NAME, "params": {...}}')
             return {"action": action["action"], "params": dict(action.get("params") or {})}
-        return self._target.space.parse(str(action))
+        return self.spec.actions.parse(str(action))
 
     def describe_actions(self) -> str:
-        return self._target.space.describe()
+        return self.spec.actions.describe()
 
     def session(self, skin: str | None = None, limits: SandboxLimits | None = None) -> "Session":
         """A sandbox worker holding this environment; close it (or use `with`) when done."""

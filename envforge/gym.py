@@ -103,7 +103,7 @@ class EnvforgeEnv(gymnasium.Env):
             raise UserError(f"skin: expected one of {', '.join(self.env.skins()) or '(none)'}, found {skin!r}")
         self.render_mode = render_mode
         self.max_steps = self.env.max_steps
-        self.actions = discrete_actions(self.env.target.space, self._level_states()) if action_space == "auto" else None
+        self.actions = discrete_actions(self.env.spec.actions, self._level_states()) if action_space == "auto" else None
         self.action_space = (spaces.Discrete(len(self.actions)) if self.actions is not None
                              else spaces.Text(MAX_TEXT_ACTION, min_length=1, charset=_PRINTABLE))
         self.observation_space = RenderedText(max_observation_chars)
@@ -114,7 +114,7 @@ class EnvforgeEnv(gymnasium.Env):
     def _level_states(self) -> list[tuple[str, Any]]:
         """The level files this env plays, read as data (bounded, link-free; no environment code
         runs): where an untyped action parameter takes its values from. None readable: []."""
-        if self.env.target.space.complete(guesses=True):
+        if self.env.spec.actions.complete(guesses=True):
             return []
         states = []
         for level in [self.fixed_level] if self.fixed_level else self.split_levels:

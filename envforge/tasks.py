@@ -69,7 +69,7 @@ def _task(path: Path, split: str, max_levels: int | None, skin: str | None) -> T
     for e in envs:
         levels = e.levels(split)[:max_levels] if max_levels else e.levels(split)
         for level in levels:
-            max_reward, note = e.target.scoring_max(level)
+            max_reward, note = e.spec.scoring_max(level)
             if (max_reward is None and note) or (max_reward is not None and max_reward <= 0):
                 # A max that is unknown, zero or found wrong divides nothing: the level is left out, said so.
                 print(f"envforge: {e.name}/{layout.level_key(level)} left out of the task: "
@@ -94,15 +94,15 @@ def episode(history: int = 10):
     async def solve(state: TaskState, generate: Generate) -> TaskState:
         meta = state.metadata
         environment = Environment(meta["env"])
-        target = environment.target
-        tracker = Tracker(Limits(), environment.max_steps, meta.get("max_reward"), target.space,
+        spec = environment.spec
+        tracker = Tracker(Limits(), environment.max_steps, meta.get("max_reward"), spec.actions,
                           max_note=meta.get("max_note") or "")
         executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="envforge-inspect")
         loop = asyncio.get_running_loop()
-        agent = ToolAgent(state, [ToolInfo.model_validate(t) for t in target.tools])
+        agent = ToolAgent(state, [ToolInfo.model_validate(t) for t in spec.tools])
         try:
             client = await loop.run_in_executor(executor, lambda: EnvClient.start(
-                target.dir.path, environment.max_steps, SandboxLimits(call_seconds=10.0), skin=meta.get("skin")))
+                spec.path, environment.max_steps, SandboxLimits(call_seconds=10.0), skin=meta.get("skin")))
         except SandboxFailure as f:
             executor.shutdown(wait=False)
             tracker.stop("env_error", f"the environment did not load: {f}")
@@ -114,8 +114,8 @@ def episode(history: int = 10):
                 await loop.run_in_executor(executor, client.close)
                 executor.shutdown(wait=False)
             agent.finish(tracker, session.last)
-        record = tracker.record(env=target.name, level=meta["level"], run=state.epoch - 1, agent="inspect",
-                                model=str(state.model) or NO_MODEL, split=meta["split"], tags=target.tags)
+        record = tracker.record(env=spec.name, level=meta["level"], run=state.epoch - 1, agent="inspect",
+                                model=str(state.model) or NO_MODEL, split=meta["split"], tags=spec.tags)
         state.store.set(EPISODE, record.to_dict())
         return state
 

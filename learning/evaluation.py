@@ -18,15 +18,16 @@ from __future__ import annotations
 
 import asyncio
 import shutil
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from pipeline import records as files
 from learning.calls import ACT, StageClient
 from learning.candidates import CANDIDATES, Candidate, Evaluation, Metrics
 from learning.settings import Settings
+from pipeline.envfolder.spec import EnvSpec
 from pipeline.errors import Rejected, UserError
-from pipeline.evaluate import EnvTarget, make_player
+from pipeline.evaluate import make_player
 from pipeline.evaluate.hosted import code_player, write_code
 from pipeline.evaluate.records import Records
 from pipeline.kinds import IterationLevels, TrainingLevel
@@ -48,16 +49,6 @@ class BudgetStop(Exception):
     """A budget cap stopped an evaluation or an optimization call."""
 
 
-@dataclass
-class LevelSet(EnvTarget):
-    """An environment with a given list of levels: one iteration's training levels."""
-
-    sources: list[str] = field(default_factory=list)
-
-    def levels(self, split: str, limit: int | None) -> list[str]:
-        return self.sources[:limit] if limit else list(self.sources)
-
-
 class TrainingLevels:
     def __init__(self, out: Path, settings: Settings):
         self.out, self.count, self.last = out, settings.train_levels, settings.iterations
@@ -65,19 +56,19 @@ class TrainingLevels:
                                limits=SANDBOX, budget_seconds=None)  # bounded per search, not by verify's --budget
         self._made: dict[tuple[str, int], asyncio.Future] = {}
 
-    async def get(self, target: EnvTarget, iteration: int) -> LevelSet:
-        """Iteration `iteration`'s levels; the next iteration's are made meanwhile, in the background."""
+    async def get(self, target: EnvSpec, iteration: int) -> EnvSpec:
+        """`target` with iteration `iteration`'s levels as its "train" split; the next iteration's are
+        made meanwhile, in the background."""
         for t in (iteration, iteration + 1):
             if (target.name, t) not in self._made and t <= self.last:
                 self._made[target.name, t] = asyncio.ensure_future(asyncio.to_thread(self._load_or_make, target, t))
         levels = await asyncio.shield(self._made[target.name, iteration])
-        return LevelSet(**{**vars(target), "max_rewards": {lv.source: lv.max_reward for lv in levels},
-                           "sources": [lv.source for lv in levels]})
+        return target.with_levels("train", [lv.source for lv in levels], {lv.source: lv.max_reward for lv in levels})
 
     def path(self, env: str, iteration: int) -> Path:
         return self.out / "levels" / env / f"iteration_{iteration:02d}.json"
 
-    def _load_or_make(self, target: EnvTarget, iteration: int) -> list[TrainingLevel]:
+    def _load_or_make(self, target: EnvSpec, iteration: int) -> list[TrainingLevel]:
         path = self.path(target.name, iteration)
         if path.is_file():
             return files.read(path, IterationLevels).levels
@@ -85,7 +76,7 @@ class TrainingLevels:
         files.write(path, IterationLevels(target.name, iteration, levels), indent=1)
         return levels
 
-    def _make(self, target: EnvTarget, iteration: int) -> list[TrainingLevel]:
+    def _make(self, target: EnvSpec, iteration: int) -> list[TrainingLevel]:
         ctx = Context.open(target.dir.path, self.options)
         first_seed = SEED_BASE + SEED_STRIDE * iteration
         seeds = range(first_seed, first_seed + self.count * SEEDS_PER_LEVEL)
@@ -141,7 +132,7 @@ class Evaluator:
     agents: WorkerPool  # agent_code workers
     sequential: bool  # recording or replaying: one episode at a time, so calls keep their order
 
-    async def __call__(self, candidate: Candidate, target: EnvTarget, split: str, iteration: int, run: Path,
+    async def __call__(self, candidate: Candidate, target: EnvSpec, split: str, iteration: int, run: Path,
                        theme: str, counters: dict[str, int]) -> Evaluation:
         """Play `candidate` on `target`'s levels of `split`; records go to run/episodes/<id>-<split>/."""
         folder = run / EPISODES / f"{candidate.id}-{split}"

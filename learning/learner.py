@@ -27,7 +27,7 @@ from learning.methods import Method
 from learning.optimization import Optimizer
 from learning.selection import SELECTIONS, best
 from learning.settings import Settings
-from pipeline.evaluate import EnvTarget
+from pipeline.envfolder.spec import EnvSpec
 
 BEST_FOLDER = "best"
 
@@ -45,7 +45,7 @@ class Tools:
 
 @dataclass
 class Run:
-    env: EnvTarget
+    env: EnvSpec
     method: Method
     pool: Pool
     theme: str  # the (env, method) key of its model calls: learning.calls
@@ -101,7 +101,7 @@ async def finish(run: Run, tools: Tools, baseline: Pool) -> None:
               f"{_pct(candidate.evaluations['test'].metrics.reward)} on the test levels")
 
 
-async def baseline_run(env: EnvTarget, pool: Pool, tools: Tools, theme: str) -> None:
+async def baseline_run(env: EnvSpec, pool: Pool, tools: Tools, theme: str) -> None:
     """c0 — the environment's own instruction, the built-in ReAct agent — on iteration 0's training
     levels (what every method's selection starts from) and on the test levels (the IO row)."""
     if not pool.candidates:

@@ -26,7 +26,7 @@ from learning.agent_code_check import check_code
 from learning.methods import Method
 from learning.selection import spread
 from learning.settings import Settings
-from pipeline.evaluate import EnvTarget
+from pipeline.envfolder.spec import EnvSpec
 from pipeline.evaluate.hosted import MAX_CALLS_PER_TURN, write_code
 from pipeline.evaluate.records import Records
 from pipeline.llm import Message, Response
@@ -49,7 +49,7 @@ class Optimizer:
     settings: Settings
     agents: WorkerPool
 
-    async def __call__(self, parent: Candidate, method: Method, iteration: int, pool: Pool, target: EnvTarget,
+    async def __call__(self, parent: Candidate, method: Method, iteration: int, pool: Pool, target: EnvSpec,
                        run: Path, theme: str) -> Candidate:
         child = Candidate(pool.new_id(), iteration, parent.id, replace(parent.components), changed=method.component)
         episodes = read_episodes(self.out / parent.evaluations["train"].records, self.settings.signal_episodes)
@@ -90,16 +90,16 @@ class Optimizer:
         add_usage(child.spent, response)
         return response
 
-    def _check_inputs(self, child: Candidate, target: EnvTarget, episodes: list[dict]) -> tuple:
+    def _check_inputs(self, child: Candidate, target: EnvSpec, episodes: list[dict]) -> tuple:
         """The check's sample turn (the first observation the parent saw) and canned reply."""
         first = next((e["first_observation"] for e in episodes if e["first_observation"]), "")
         steps = target.max_steps
         env = {"name": target.name, "instruction": child.components.prompt, "action_space": target.action_space,
-               "actions": [a.name for a in target.space], "max_steps": steps}
+               "actions": [a.name for a in target.actions], "max_steps": steps}
         turn = {"step": 1, "max_steps": steps, "observation": first, "last_action_result": None, "history": []}
-        action = (target.space.candidates() or [{"action": "noop", "params": {}}])[0]
+        action = (target.actions.candidates() or [{"action": "noop", "params": {}}])[0]
         reply = f"<thinking_memory>A check of the agent code.</thinking_memory>\n<action>{json.dumps(action)}</action>"
-        return env, turn, reply, {a.name for a in target.space}, self.agents
+        return env, turn, reply, {a.name for a in target.actions}, self.agents
 
 
 def python_block(text: str) -> str | None:

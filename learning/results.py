@@ -17,10 +17,10 @@ from learning.layout import BASELINE, RUNS
 from learning.methods import Method
 from learning.settings import Settings
 from learning.upper_bound import averages, best_single, bound_by_m, incremental_top_k, per_env, top_k_gain, upper_bound
-from pipeline.evaluate import EnvTarget
+from pipeline.envfolder.spec import EnvSpec
 
 
-def collect(out: Path, targets: list[EnvTarget], methods: list[Method], settings: Settings, model: str,
+def collect(out: Path, targets: list[EnvSpec], methods: list[Method], settings: Settings, model: str,
             optimizer: str) -> dict:
     envs = [t.name for t in targets]
     baseline, rows = {}, {}

@@ -30,8 +30,8 @@ from learning.optimization import Optimizer
 from learning.report import write_report
 from learning.results import collect
 from learning.settings import Settings
+from pipeline.envfolder.spec import EnvSpec
 from pipeline.errors import UserError
-from pipeline.evaluate import EnvTarget
 from pipeline.evaluate.hosted import AGENT_LIMITS
 from pipeline.llm import BudgetExceeded, LLMError
 from pipeline.sandbox import WorkerPool
@@ -66,7 +66,7 @@ def open_study(out: Path, data: dict, resume: bool) -> dict:
     return data
 
 
-async def run_study(out: Path, targets: list[EnvTarget], methods: list[Method], settings: Settings, client,
+async def run_study(out: Path, targets: list[EnvSpec], methods: list[Method], settings: Settings, client,
                     optimizer_client, sequential: bool, say: Callable[[str], None] = print) -> Outcome:
     envs = WorkerPool(size=settings.concurrency, limits=SANDBOX)
     agents = WorkerPool(size=settings.concurrency, limits=AGENT_LIMITS, host="agent")

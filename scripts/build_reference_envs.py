@@ -19,11 +19,9 @@ import sys
 import time
 from pathlib import Path
 
-import yaml
-
-from pipeline import manifest
+from pipeline import layout, manifest
 from pipeline import records as files
-from pipeline import layout
+from pipeline.envfolder.spec import read_config
 from pipeline.kinds import LevelMaxEntry, LevelMaxRewards
 from pipeline.runtime import save_level, state_hash
 
@@ -49,7 +47,7 @@ def write_reference_artifacts(env_dir: Path) -> None:
     import env_generate
     import env_validator
 
-    config = yaml.safe_load((env_dir / layout.CONFIG).read_text(encoding="utf-8"))
+    config = read_config(env_dir)
     levels, seen = {}, {}
     for folder, seeds in SPLITS.items():
         for seed in seeds:

@@ -68,7 +68,7 @@ def test_special_files_links_and_escapes_are_refused(tmp_path):
 def test_level_lists_skip_links_and_refuse_a_linked_folder(tmp_path):
     env = write_env(tmp_path / "corridor")
     os.symlink(tmp_path / "elsewhere.yaml", env / "levels" / "level_99.yaml")
-    assert EnvSpec.open(env).level_list("test") == ["levels/level_01.yaml", "levels/level_02.yaml"]
+    assert EnvSpec.open(env).levels("test") == ["levels/level_01.yaml", "levels/level_02.yaml"]
     os.rename(env / "val_levels", tmp_path / "val")
     os.symlink(tmp_path / "val", env / "val_levels")
     assert "val_levels: expected a folder inside the environment folder, found a symbolic link" in located(EnvSpec.open, env)
@@ -96,8 +96,8 @@ def test_reference_env_reads_once_with_everything_an_agent_needs():
     spec = EnvSpec.open(REFERENCE / "crate_dock")
     assert spec.max_steps == spec.config["termination"]["max_steps"]
     assert spec.instruction and spec.action_text and spec.tags
-    assert len(spec.level_list("test")) == len(spec.max_rewards) - len(spec.level_list("val"))
-    assert spec.max_reward(spec.level_list("test")[0]) is not None
+    assert len(spec.levels("test")) == len(spec.max_rewards) - len(spec.levels("val"))
+    assert spec.max_reward(spec.levels("test")[0]) is not None
 
 
 def test_errors_never_print_an_empty_location():

@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 
+from pipeline.envfolder.spec import EnvSpec
 from pipeline.probe import read_items, run_probes
 from pipeline.probe.change import mutated
 from pipeline.probe.items import ChangeItem, PlanItem, PredictItem, score_change
 from pipeline.probe.variant_env import meets
 from pipeline.sandbox.outside.client import EnvClient
-from pipeline.verify.context import Context, Options
 
 pytestmark = pytest.mark.slow  # measured: seconds to minutes a test (`-m "not slow"` leaves it out)
 
@@ -45,7 +45,7 @@ def start(worker: EnvClient, item):
 
 
 def env_client(name: str):
-    return EnvClient.open(REFERENCE / name, Context.open(REFERENCE / name, Options()).max_steps)
+    return EnvClient.open(REFERENCE / name, EnvSpec.open(REFERENCE / name).max_steps)
 
 
 def test_probe_writes_every_kind_and_prints_counts_and_baselines(made):

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
+from pipeline.envfolder.spec import EnvSpec
 from pipeline.reskin.model import reskin_with_model
 from pipeline.reskin.styles import template_source
 from pipeline.sandbox import SandboxFailure, Worker
-from pipeline.verify.context import Context, Options
 from pipeline.testing.llm_server import Reply
 from pipeline.testing.tiny_env import write_env
 
@@ -111,7 +111,7 @@ def test_model_written_skin_is_repaired_from_the_check_feedback(make_llm_client,
 
     async def main():
         async with make_llm_client("openai") as client:
-            return await reskin_with_model(Context.open(env, Options()), client, "terse radio", "radio",
+            return await reskin_with_model(EnvSpec.open(env), client, "terse radio", "radio",
                                            random_sequences=1)
 
     result = asyncio.run(main())

@@ -108,7 +108,7 @@ def planner_witness(level: str) -> list[dict]:
     env = envforge.open(CRATE)
     with env.session() as s:
         s.reset(level)
-        found = s.client.search(planner.candidates(env.target.space, s.client), max_nodes=50_000, time_in_key=False,
+        found = s.client.search(planner.candidates(env.spec.actions, s.client), max_nodes=50_000, time_in_key=False,
                                 order="best", stop_at=1.0)
     assert found.best_reward == pytest.approx(1.0), found
     return found.witness

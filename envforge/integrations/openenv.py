@@ -118,7 +118,7 @@ def _invalid(message: str) -> PydanticCustomError:
 def action_model(env: Environment) -> type[Action]:
     """The environment's action model: `action` is one of its declared action names (a string
     when it declares none, as some AutoEnv-format folders do)."""
-    names = tuple(env.target.space.names)
+    names = tuple(env.spec.actions.names)
     kind = Literal[names] if names else str  # type: ignore[valid-type]
     return create_model(f"{_class_name(env.name)}Action", __base__=_ActionBase,
                         action=(Optional[kind], Field(default=None, description="the action's name: "
@@ -189,7 +189,7 @@ class EnvforgeEnvironment(OpenEnvEnvironment):
             except SandboxFailure as f:
                 self._drop_worker()
                 raise RuntimeError(f"the environment failed in the sandbox on reset: {f}") from None
-            self._max = self._served.env.target.scoring_max(session.level) if chosen is not None else (None, "")
+            self._max = self._served.env.spec.scoring_max(session.level) if chosen is not None else (None, "")
             self._done = False
             self._state = EnvforgeState(episode_id=_episode_id(episode_id), step_count=0, level=session.level)
             return self._observation(first, session.level, {})
@@ -211,7 +211,7 @@ class EnvforgeEnvironment(OpenEnvEnvironment):
             self._done = out.done
             self._state = EnvforgeState(episode_id=self._state.episode_id, step_count=out.steps,
                                         level=self._state.level, total_reward=out.total_reward, done=out.done)
-            invalid = self._served.env.target.space.invalid_reason(chosen) or next(
+            invalid = self._served.env.spec.actions.invalid_reason(chosen) or next(
                 (f"the environment reported {e!r}" for e in out.events if str(e).lower().startswith("invalid")), None)
             return self._observation(out, self._state.level, {"action": chosen, "invalid": invalid})
 

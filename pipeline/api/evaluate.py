@@ -21,8 +21,9 @@ from pipeline import layout
 from pipeline import records as files
 from pipeline.api.options import ExecutorOptions, LLMOptions, Options, group, option
 from pipeline.api.values import COUNT, LIMIT, SECONDS, label, number, one_of, out_dir
+from pipeline.envfolder.spec import EnvSpec
 from pipeline.errors import UserError, not_a_folder
-from pipeline.evaluate import EnvTarget, Limits, ModelOptions, display_name, kind_of, make_player, register_prefix
+from pipeline.evaluate import Limits, ModelOptions, display_name, kind_of, make_player, register_prefix
 from pipeline.evaluate.records import EPISODES_CSV, EPISODES_JSONL, NO_MODEL, Records
 from pipeline.evaluate.registry import AgentOptions
 from pipeline.evaluate.report import mixed, plots_wanted, rounded, settings_key, summarize, write_report
@@ -75,7 +76,7 @@ class EvaluateOptions(Options):
                       self.stagnation_steps, self.episode_seconds)
 
 
-def find_targets(paths: list[str], split: str) -> list[EnvTarget]:
+def find_targets(paths: list[str], split: str) -> list[EnvSpec]:
     """The environments under `paths` (folders, or folders holding them), each with levels of `split`."""
     envs: list[layout.EnvDir] = []
     for path in paths:
@@ -88,8 +89,8 @@ def find_targets(paths: list[str], split: str) -> list[EnvTarget]:
     twice = sorted({n for n in names if names.count(n) > 1})
     if twice:
         raise UserError(f"expected environments with distinct folder names, found {', '.join(twice)} more than once")
-    targets = [EnvTarget.load(e) for e in envs]
-    empty = [t.name for t in targets if not t.dir.levels(split)]
+    targets = [EnvSpec.open(e.path) for e in envs]
+    empty = [t.name for t in targets if not t.levels(split)]
     if empty:
         raise UserError(f"--split {split}: expected level files under {layout.LEVEL_SPLITS[split]}/ in every "
                         f"environment, found none in {', '.join(empty)}")
@@ -101,7 +102,7 @@ class Job:
     """An evaluation ready to run."""
 
     options: EvaluateOptions
-    targets: list[EnvTarget]
+    targets: list[EnvSpec]
     client: LLMClient | None  # None for an agent that calls no model
     player: Player
     run: RunOptions

@@ -9,10 +9,10 @@ import dataclasses
 from pipeline import layout
 from pipeline.api.options import ExecutorOptions, LLMOptions, Options, group, option
 from pipeline.api.values import COUNT, SEED
-from pipeline.errors import Rejected, UserError
+from pipeline.envfolder.spec import EnvSpec
+from pipeline.errors import UserError
 from pipeline.reskin import TEMPLATE_STYLES, Reskinned, recheck, reskin_template
 from pipeline.sandbox.outside.executor import running_on
-from pipeline.verify.context import Context, Options as StageOptions
 
 
 @dataclasses.dataclass(frozen=True)
@@ -36,15 +36,12 @@ class ReskinJob:
             raise UserError("expected one of --style STYLE or --check NAME")
         self.options = options
         self.executor = options.executor.start()
-        try:
-            self.ctx = Context.open(env_dir, StageOptions())
-        except Rejected as e:
-            raise UserError(e.reason) from None
+        self.spec = EnvSpec.open(env_dir, full_paths=False).playable()  # a LocatedError names the file
         self.check_args = {"random_sequences": options.sequences, "seed": options.seed}
         if options.check:
-            skins = self.ctx.env.skins()
+            skins = self.spec.dir.skins()
             if options.check not in skins:
-                raise UserError(f"--check {options.check}: expected skins/{options.check}.py in {self.ctx.env.path}, "
+                raise UserError(f"--check {options.check}: expected skins/{options.check}.py in {self.spec.path}, "
                                 f"found {', '.join(skins) or 'no skins'}")
             self.name = options.check
             return
@@ -61,9 +58,9 @@ class ReskinJob:
         """A template skin, or the check of an existing one (no model)."""
         with running_on(self.executor):
             if self.options.check:
-                return recheck(self.ctx, self.name, **self.check_args)
+                return recheck(self.spec, self.name, **self.check_args)
             try:
-                return reskin_template(self.ctx, self.options.style, self.name, hint=self.options.hint,
+                return reskin_template(self.spec, self.options.style, self.name, hint=self.options.hint,
                                        **self.check_args)
             except ValueError as e:
                 raise UserError(f"--style {self.options.style}: {e}") from None
@@ -73,5 +70,5 @@ class ReskinJob:
         from pipeline.reskin.model import reskin_with_model
 
         with running_on(self.executor):
-            return await reskin_with_model(self.ctx, client, self.options.style, self.name,
+            return await reskin_with_model(self.spec, client, self.options.style, self.name,
                                            attempts=self.options.attempts, **self.check_args)

@@ -8,7 +8,7 @@ that is not what it should be. Every command that needs more than an env folder'
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
 from typing import Any
@@ -40,7 +40,9 @@ def max_steps(config: Any, file: str = layout.CONFIG) -> int:
 
 @dataclass(frozen=True)
 class EnvSpec:
-    """An environment folder as data, read once on the host (its code is never imported here)."""
+    """An environment folder as data, read once on the host (its code is never imported here): the
+    one host-side handle of an environment. What agents read (instruction, action space, tools),
+    its step cap, its levels per split and the max reward a normalized score on each divides by."""
 
     dir: layout.EnvDir
     config: dict
@@ -49,7 +51,7 @@ class EnvSpec:
     action_text: str  # action_space.txt as written; "" when the folder has none
     tags: dict[str, str]
     max_rewards: dict[str, float]  # level key (level_01.yaml) -> claimed max reward
-    levels: dict[str, list[str]] = field(default_factory=dict)  # split -> level ids (levels/level_01.yaml)
+    level_files: dict[str, list[str]] = field(default_factory=dict)  # split -> level ids (levels/level_01.yaml)
     manifest: dict = field(default_factory=dict)
     config_text: str = ""  # config.yaml as read, for the DSL checker's line numbers
     # level key -> (whether its max reward may divide a score, the note every normalized score on it carries)
@@ -63,19 +65,34 @@ class EnvSpec:
     def path(self) -> Path:
         return self.dir.path
 
-    def level_list(self, split: str = "test", limit: int | None = None) -> list[str]:
-        levels = self.levels.get(split, [])
-        return levels[:limit] if limit else levels
+    def levels(self, split: str = "test", limit: int | None = None) -> list[str]:
+        """The levels of `split` ("test": levels/, "val": val_levels/, or a split given by
+        `with_levels`), the first `limit` of them when given."""
+        levels = self.level_files.get(split, [])
+        return levels[:limit] if limit else list(levels)
 
     def all_levels(self) -> list[str]:
-        return self.level_list("test") + self.level_list("val")
+        return self.levels("test") + self.levels("val")
+
+    def with_levels(self, split: str, levels: list[str], max_rewards: dict[str, float | None]) -> "EnvSpec":
+        """This environment with `levels` as its split `split`, each scored against the max reward
+        given for it (learn's training levels, certified when they were made)."""
+        return replace(self, level_files={**self.level_files, split: list(levels)},
+                       max_rewards={**self.max_rewards, **{layout.level_key(k): v for k, v in max_rewards.items()}})
 
     def max_reward(self, level: str) -> float | None:
-        return self.max_rewards.get(layout.level_key(level))
+        """The max reward a normalized score on `level` divides by: None when there is none or when it
+        must not divide (unknown, or a claim found wrong): see scoring_max."""
+        return self.scoring_max(level)[0]
+
+    def max_note(self, level: str) -> str:
+        """What a normalized score on `level` must say about its max reward ("" when certified)."""
+        return self.scoring_max(level)[1]
 
     def scoring_max(self, level: str) -> tuple[float | None, str]:
         """(the max reward a normalized score on `level` divides by, or None; the note that goes with
-        it): max_reward_standing's rule, the one every normalized score follows."""
+        it): max_reward_standing's rule, the one every normalized score follows. A level the folder
+        does not list (a training level given by with_levels) has no note: its given max divides."""
         key = layout.level_key(level)
         divides, note = self.max_reward_notes.get(key, (True, ""))
         return (self.max_rewards.get(key) if divides else None), note
@@ -86,6 +103,22 @@ class EnvSpec:
         from pipeline.envfolder.actions import ActionSpace
 
         return ActionSpace.of(self)
+
+    def playable(self) -> "EnvSpec":
+        """This spec, when its DSL declares an action to play; else a LocatedError naming config.yaml."""
+        if not self.actions:
+            raise LocatedError.at(layout.CONFIG, "at least one action under transition.actions", "none")
+        return self
+
+    @cached_property
+    def action_space(self) -> str:
+        """What agents are told the actions are: action_space.txt, else derived from the DSL."""
+        return self.actions.text()
+
+    @cached_property
+    def tools(self) -> list[dict]:
+        """One native tool schema per action."""
+        return self.actions.tools()
 
     @classmethod
     def open(cls, path: str | Path, full_paths: bool = True) -> "EnvSpec":
@@ -99,10 +132,7 @@ class EnvSpec:
         if missing:
             raise LocatedError.at(", ".join(map(reader.name, missing)), "the file to exist", "it is missing")
         config_text = reader.text(layout.CONFIG)
-        config = safe_io.parse_yaml(config_text, reader.name(layout.CONFIG))
-        if not isinstance(config, dict):
-            raise LocatedError(Problem(reader.name(layout.CONFIG), "(document)", "a mapping (the DSL document)",
-                                       "an empty document" if config is None else typed(config)))
+        config = parse_config(config_text, reader.name(layout.CONFIG))
         steps = max_steps(config, reader.name(layout.CONFIG))
         meta = config.get("meta") if isinstance(config.get("meta"), dict) else {}
         instruction = reader.text(layout.AGENT_INSTRUCTION) or str(meta.get("description") or "")
@@ -121,6 +151,23 @@ class EnvSpec:
                    {split: env.levels(split) for split in layout.LEVEL_SPLITS}, manifest or {}, config_text,
                    max_reward_standing(max_rewards_data, claimed, verification,
                                        bool(isinstance(manifest, dict) and manifest.get("origin"))))
+
+
+def read_config(path: str | Path, full_paths: bool = True) -> dict:
+    """The folder's config.yaml (the DSL document) as EnvSpec.open reads it, without the rest of the
+    folder: for a caller that has only the DSL (a theme's work folder, a copy it edits)."""
+    reader = Reader(Path(path), full_paths)
+    name = reader.name(layout.CONFIG)
+    return parse_config(safe_io.read_text(reader.root, layout.CONFIG, label=name), name)
+
+
+def parse_config(text: str, file: str = layout.CONFIG) -> dict:
+    """config.yaml's text as the DSL document: bounded YAML that must be a mapping."""
+    config = safe_io.parse_yaml(text, file)
+    if not isinstance(config, dict):
+        raise LocatedError(Problem(file, "(document)", "a mapping (the DSL document)",
+                                   "an empty document" if config is None else typed(config)))
+    return config
 
 
 def max_reward_standing(data: Any, claimed: dict[str, float], verification: Any,

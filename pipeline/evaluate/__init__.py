@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from pipeline.evaluate.context import EnvTarget, EpisodeContext
+from pipeline.evaluate.context import EpisodeContext
 from pipeline.evaluate.episode import Decision, Limits, Turn, run_episode
 from pipeline.evaluate.model_agents import ModelOptions
 from pipeline.evaluate.registry import display_name, kind_of, make_player, register_prefix
@@ -28,5 +28,5 @@ class Agent(Protocol):
     async def act(self, turn: Turn) -> Decision: ...
 
 
-__all__ = ["Agent", "Decision", "EnvTarget", "EpisodeContext", "Limits", "ModelOptions", "Turn", "display_name",
+__all__ = ["Agent", "Decision", "EpisodeContext", "Limits", "ModelOptions", "Turn", "display_name",
            "kind_of", "make_player", "register_prefix", "run_episode"]

@@ -35,7 +35,7 @@ class RandomAgent:
 
     @classmethod
     def for_episode(cls, ctx: EpisodeContext) -> "RandomAgent":
-        return cls.seeded(ctx.env.space, ctx.env.config, ctx.level, ctx.run)
+        return cls.seeded(ctx.env.actions, ctx.env.config, ctx.level, ctx.run)
 
     async def act(self, turn: Turn) -> Decision:
         if not self.space and not self.invalid_rate:
@@ -77,7 +77,7 @@ class PlannerAgent:
 
     def __init__(self, ctx: EpisodeContext, nodes: int, seconds: float, plans: dict):
         self.ctx, self.nodes, self.seconds, self.plans = ctx, nodes, seconds, plans
-        self.space = ctx.env.space
+        self.space = ctx.env.actions
         self.plan: list[dict] = []
         self.searches = 0
         self.cut = False  # a search was cut by the safety stop

@@ -111,7 +111,7 @@ class Tracker:
     max_steps: int
     max_reward: float | None
     space: ActionSpace = field(default_factory=ActionSpace)
-    max_note: str = ""  # what the normalized score must say about the max (EnvTarget.max_note)
+    max_note: str = ""  # what the normalized score must say about the max (EnvSpec.max_note)
     turns: int = 0
     env_steps: int = 0
     total: float = 0.0

@@ -54,7 +54,7 @@ class HostedAgent:
         """`act(turn, on_request)`: one turn of the agent (blocking; raises SandboxFailure).
         `name`: what its failures call it."""
         self._act, self.ctx, self.client, self.options, self.name = act, ctx, client, options, name
-        self.names = {a.name for a in ctx.env.space}
+        self.names = {a.name for a in ctx.env.actions}
         self.request_chars = 0  # over the episode (one HostedAgent plays one episode)
 
     async def act(self, turn: Turn) -> Decision:

@@ -48,7 +48,7 @@ def agent_env(ctx: EpisodeContext, instruction: str | None = None) -> dict:
     `instruction`: shown in place of the environment's own (a learned prompt, envforge learn)."""
     env = ctx.env
     return with_system({"name": env.name, "instruction": env.instruction if instruction is None else instruction,
-                        "action_space": env.action_space, "actions": [a.name for a in env.space],
+                        "action_space": env.action_space, "actions": [a.name for a in env.actions],
                         "max_steps": ctx.max_steps})
 
 
@@ -122,7 +122,7 @@ class ToolsAgent:
 
     def __init__(self, ctx: EpisodeContext, client: LLMClient, options: ModelOptions, instruction: str | None = None):
         self.ctx, self.client, self.options = ctx, client, options
-        self.names = {a.name for a in ctx.env.space}
+        self.names = {a.name for a in ctx.env.actions}
         self.system = with_system(agent_env(ctx, instruction), "agents/tools_system.j2")["system"]
         self.tools = [ToolSpec(t["name"], t["description"], t["parameters"]) for t in ctx.env.tools]
 

@@ -17,7 +17,8 @@ from dataclasses import asdict, dataclass, field
 from typing import Awaitable, Callable
 
 from pipeline import layout
-from pipeline.evaluate.context import EnvTarget, EpisodeContext, WorkerSession
+from pipeline.envfolder.spec import EnvSpec
+from pipeline.evaluate.context import EpisodeContext, WorkerSession
 from pipeline.evaluate.episode import INFRASTRUCTURE, RERUN_ON_RESUME, Limits, Tracker
 from pipeline.evaluate.records import Records, Trajectory, content_hash, level_hash
 from pipeline.kinds import EpisodeRecord
@@ -56,7 +57,7 @@ class RunOptions:
 
 @dataclass(frozen=True)
 class EpisodeSpec:
-    env: EnvTarget
+    env: EnvSpec
     level: str
     run: int
     determined_by: dict = field(default_factory=dict, compare=False)  # what its record must match (PROVENANCE)
@@ -72,13 +73,13 @@ class RunOutcome:
     rerun: dict[str, int] = field(default_factory=dict)  # why recorded episodes ran again -> how many
 
 
-def plan(targets: list[EnvTarget], options: RunOptions) -> list[EpisodeSpec]:
+def plan(targets: list[EnvSpec], options: RunOptions) -> list[EpisodeSpec]:
     """Run-major order: an interrupted evaluation leaves whole runs behind, not whole levels."""
     return [EpisodeSpec(t, level, run) for run in range(options.runs) for t in targets
             for level in t.levels(options.split, options.max_levels)]
 
 
-async def evaluate(targets: list[EnvTarget], player: Player, options: RunOptions, records: Records,
+async def evaluate(targets: list[EnvSpec], player: Player, options: RunOptions, records: Records,
                    progress=None, pool: WorkerPool | None = None) -> RunOutcome:
     """Play every planned episode not yet in `records`. `pool`: sandbox workers to reuse (a caller
     that evaluates again and again, e.g. learning, keeps its workers warm; it closes the pool
@@ -154,7 +155,7 @@ async def _episode(spec: EpisodeSpec, player: Player, options: RunOptions, recor
     max_reward = spec.env.max_reward(spec.level)
     env_steps = spec.env.max_steps  # config.yaml's termination.max_steps, never the worker's word
     turns = min(options.limits.max_steps, env_steps) if options.limits.max_steps else env_steps
-    tracker = Tracker(options.limits, turns, max_reward, spec.env.space, max_note=spec.env.max_note(spec.level))
+    tracker = Tracker(options.limits, turns, max_reward, spec.env.actions, max_note=spec.env.max_note(spec.level))
     path = records.trajectory_path(spec.env.name, options.agent, options.model, spec.level, spec.run)
     trajectory = Trajectory(path)
     trajectory.write({"type": "episode", **identity, "split": options.split, "max_reward": max_reward,

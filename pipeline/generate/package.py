@@ -8,10 +8,9 @@ import shutil
 import time
 from pathlib import Path
 
-from pipeline import manifest, safe_io
+from pipeline import layout, manifest
 from pipeline import records as files
-from pipeline import layout
-from pipeline.envfolder.spec import config_tags
+from pipeline.envfolder.spec import config_tags, read_config
 from pipeline.errors import LocatedError, Rejected, UserError
 from pipeline.generate.context import ThemeContext
 from pipeline.generate.dsl import config_errors
@@ -74,7 +73,7 @@ def _move(source: Path, target: Path) -> Path:
 def _config_tags(work: Path) -> dict:
     """config.yaml's meta.tags ({} when the file cannot be read: the DSL stage reported that)."""
     try:
-        return config_tags(safe_io.load_yaml(work, layout.CONFIG))
+        return config_tags(read_config(work))
     except LocatedError:
         return {}
 

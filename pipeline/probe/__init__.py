@@ -33,10 +33,10 @@ def make_probes(env_dir: str, kinds: tuple[str, ...], n: int, seed: int = 0, ski
                 predict: PredictOptions = PredictOptions(), plan: PlanOptions = PlanOptions(),
                 change: ChangeOptions = ChangeOptions(), limits: SandboxLimits | None = None) -> Made:
     """`n` items of each kind in `kinds` from one environment (fewer when too many are dropped)."""
-    ctx = open_env(env_dir, skin)
+    spec = open_env(env_dir, skin)
     made = Made()
     for kind in kinds:
-        session = open_session(ctx, skin, seed, limits)
+        session = open_session(spec, skin, seed, limits)
         try:
             if kind == "predict":
                 made.items += make_predict(session, n, predict)

@@ -39,19 +39,19 @@ class ChangeOptions:
 
 
 def make_change(session: Session, n: int, options: ChangeOptions = ChangeOptions()) -> list[ChangeItem]:
-    ctx, rng = session.ctx, session.rng
-    swaps_and_states = _swaps(ctx.space.candidates()) + _state_constants(session)
-    configs = _config_constants(ctx.config)
+    spec, rng = session.spec, session.rng
+    swaps_and_states = _swaps(spec.actions.candidates()) + _state_constants(session)
+    configs = _config_constants(spec.config)
     rng.shuffle(swaps_and_states)
     rng.shuffle(configs)
     items: list[ChangeItem] = []
     failures: dict[str, int] = {}
-    with variant_worker(ctx.env.path, session.skin) as shared:
+    with variant_worker(spec.path, session.skin) as shared:
         active = [(m, shared) for m in swaps_and_states]
         opened: list = []
         try:
             for mutation in configs:  # each edits config.yaml, so each needs a copy of its own
-                holder = mutated(ctx.env.path, mutation, session.skin)
+                holder = mutated(spec.path, mutation, session.skin)
                 active.append((mutation, holder.__enter__()))
                 opened.append(holder)
             while len(items) < n and active:
@@ -88,10 +88,10 @@ def mutated(env_dir, mutation: dict, skin: str | None = None, limits: SandboxLim
 def _one(session: Session, worker: EnvClient, mutation: dict, number: int, o: ChangeOptions) -> ChangeItem | str | None:
     """An item on a random level; "initial" when the mutation shows before any action; None when
     it never showed in `tries` sequences."""
-    rng, ctx = session.rng, session.ctx
+    rng, spec = session.rng, session.spec
     select(worker, mutation.get("spec"))
     start = Start(rng.choice(session.levels), 0, [])
-    length = min(o.max_length, ctx.max_steps)
+    length = min(o.max_length, spec.max_steps)
     seeds = o.seeds if session.stochastic() else 1
     for _ in range(o.tries):
         actions = _sequence(session, mutation, length)
@@ -142,7 +142,7 @@ def _sequence(session: Session, mutation: dict, length: int) -> list[dict]:
     swap = (mutation.get("spec") or {}).get("swap")
     if not swap:
         return session.random_actions(length)
-    others = [c for c in session.ctx.space.candidates() if c not in swap]
+    others = [c for c in session.spec.actions.candidates() if c not in swap]
     quiet = session.rng.randint(0, length // 2) if others else 0
     return session.random_actions(quiet, others) + session.random_actions(length - quiet)
 

@@ -35,7 +35,7 @@ class PlanOptions:
 def make_plan(session: Session, n: int, options: PlanOptions = PlanOptions()) -> list[PlanItem]:
     items: list[PlanItem] = []
     seen: set[str] = set()
-    with variant_worker(session.ctx.env.path) as goal_worker:
+    with variant_worker(session.spec.path) as goal_worker:
         attempts = 0
         while len(items) < n and attempts < 20 * n:
             attempts += 1
@@ -46,7 +46,7 @@ def make_plan(session: Session, n: int, options: PlanOptions = PlanOptions()) ->
 
 
 def _one(session: Session, goal_worker, number: int, o: PlanOptions, seen: set[str]) -> PlanItem | None:
-    ctx, rng = session.ctx, session.rng
+    spec, rng = session.spec, session.rng
     start = Start(rng.choice(session.levels), 0, [])
     length = rng.randint(o.min_walk, o.max_walk)
     others = []
@@ -67,8 +67,8 @@ def _one(session: Session, goal_worker, number: int, o: PlanOptions, seen: set[s
 
     select(goal_worker, {"goal": target})
     goal_worker.reset(start.level, start.seed)
-    choices = planner.candidates(ctx.space, goal_worker)
-    found = goal_worker.search(choices, ctx.max_steps, o.search_nodes, o.search_seconds, stop_at=1.0, order="best")
+    choices = planner.candidates(spec.actions, goal_worker)
+    found = goal_worker.search(choices, spec.max_steps, o.search_nodes, o.search_seconds, stop_at=1.0, order="best")
     if found.best_reward < 1.0 and found.cut_by_clock:
         session.drop(f"the planner's search was cut by its {o.search_seconds:g}s safety stop (depends on load)")
         return None
@@ -85,7 +85,7 @@ def _one(session: Session, goal_worker, number: int, o: PlanOptions, seen: set[s
                for _ in range(o.random_samples))
     return PlanItem(**session.item_fields("plan", number, start), observation=first.observation,
                     target=target, target_text=describe_target(target), target_observation=walk[-1].observation,
-                    max_length=ctx.max_steps, planner_length=len(found.witness), planner_plan=found.witness,
+                    max_length=spec.max_steps, planner_length=len(found.witness), planner_plan=found.witness,
                     action_choices=choices, random_success=wins / o.random_samples,
                     random_samples=o.random_samples)
 

@@ -101,7 +101,7 @@ def _one(session: Session, number: int, k: int, o: PredictOptions) -> PredictIte
 
 def _other_actions(session: Session, actions: list[dict], whole: bool) -> list[dict]:
     """Counterfactual actions: a new random sequence, or the same with one action replaced."""
-    choices = session.ctx.space.candidates()
+    choices = session.spec.actions.candidates()
     if whole or len(choices) < 2:
         return session.random_actions(len(actions))
     position = session.rng.randrange(len(actions))

@@ -26,8 +26,8 @@ from pipeline.probe.items import (
 from pipeline.probe.variant_env import meets
 from pipeline.sandbox import SandboxLimits
 from pipeline.sandbox.outside.client import EnvClient
-from pipeline.errors import Rejected, UserError
-from pipeline.verify.context import Context, Options
+from pipeline.envfolder.spec import EnvSpec
+from pipeline.errors import LocatedError, UserError
 
 
 @dataclass
@@ -86,9 +86,9 @@ async def score_items(items: list[Item], agent: ProbeAgent, limits: SandboxLimit
                 key = ((env_dirs or {}).get(item.env, item.env_dir), item.skin)
                 if key not in workers:
                     try:
-                        max_steps = Context.open(key[0], Options()).max_steps
-                    except Rejected as e:
-                        raise UserError(f"plan item {item.id}: {e.reason}") from None
+                        max_steps = EnvSpec.open(key[0], full_paths=False).playable().max_steps
+                    except LocatedError as e:
+                        raise UserError(f"plan item {item.id}: {e}") from None
                     workers[key] = stack.enter_context(EnvClient.open(Path(key[0]), max_steps, limits, skin=item.skin))
                 reached, steps = execute_plan(workers[key], item, plan)
                 success, efficiency = score_plan(item, reached, steps)

@@ -4,16 +4,16 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, field
 
-from pipeline.errors import Rejected, UserError
+from pipeline.envfolder.spec import EnvSpec
+from pipeline.errors import UserError
 from pipeline.probe.items import Start
 from pipeline.sandbox import SandboxLimits
 from pipeline.sandbox.outside.client import EnvClient, Observation, StepResult
-from pipeline.verify.context import Context, Options
 
 
 @dataclass
 class Session:
-    ctx: Context
+    spec: EnvSpec
     worker: EnvClient
     skin: str | None
     rng: random.Random
@@ -22,22 +22,22 @@ class Session:
 
     @property
     def levels(self) -> list[str]:
-        return self.ctx.env.all_levels()
+        return self.spec.all_levels()
 
     @property
     def instruction(self) -> str:
-        return self.ctx.spec.instruction  # read once by EnvSpec, never through a link
+        return self.spec.instruction  # read once by EnvSpec, never through a link
 
     def item_fields(self, kind: str, number: int, start: Start) -> dict:
-        return {"id": f"{self.ctx.env.name}/{kind}/{number:04d}", "env": self.ctx.env.name,
-                "env_dir": str(self.ctx.env.path), "skin": self.skin, "instruction": self.instruction,
+        return {"id": f"{self.spec.name}/{kind}/{number:04d}", "env": self.spec.name,
+                "env_dir": str(self.spec.path), "skin": self.skin, "instruction": self.instruction,
                 "start": start}
 
     def drop(self, reason: str) -> None:
         self.dropped[reason] = self.dropped.get(reason, 0) + 1
 
     def random_actions(self, count: int, choices: list[dict] | None = None) -> list[dict]:
-        return [self.rng.choice(choices or self.ctx.space.candidates()) for _ in range(count)]
+        return [self.rng.choice(choices or self.spec.actions.candidates()) for _ in range(count)]
 
     def begin(self, start: Start, worker: EnvClient | None = None) -> Observation | None:
         """Reset to `start` and play its prefix: the last reply (its observation), or None when the
@@ -76,19 +76,16 @@ class Session:
         return replies
 
 
-def open_env(env_dir: str, skin: str | None) -> Context:
-    """The env's context, or a UserError saying what is missing (folder, levels, skin)."""
-    try:
-        ctx = Context.open(env_dir, Options(budget_seconds=None))  # probe has no --budget
-    except Rejected as e:
-        raise UserError(e.reason) from None
-    if not ctx.env.all_levels():
-        raise UserError(f"{ctx.env.path}: expected level files under levels/ or val_levels/, found none")
-    if skin is not None and skin not in ctx.env.skins():
-        raise UserError(f"--skin {skin}: expected skins/{skin}.py in {ctx.env.path}, found "
-                        f"{', '.join(ctx.env.skins()) or 'no skins'} (make one with envforge reskin)")
-    return ctx
+def open_env(env_dir: str, skin: str | None) -> EnvSpec:
+    """The env, or a UserError saying what is missing (folder, actions, levels, skin)."""
+    spec = EnvSpec.open(env_dir, full_paths=False).playable()  # a LocatedError names the file
+    if not spec.all_levels():
+        raise UserError(f"{spec.path}: expected level files under levels/ or val_levels/, found none")
+    if skin is not None and skin not in spec.dir.skins():
+        raise UserError(f"--skin {skin}: expected skins/{skin}.py in {spec.path}, found "
+                        f"{', '.join(spec.dir.skins()) or 'no skins'} (make one with envforge reskin)")
+    return spec
 
 
-def open_session(ctx: Context, skin: str | None, seed: int, limits: SandboxLimits | None = None) -> Session:
-    return Session(ctx, EnvClient.start(ctx.env.path, ctx.max_steps, limits, skin), skin, random.Random(seed))
+def open_session(spec: EnvSpec, skin: str | None, seed: int, limits: SandboxLimits | None = None) -> Session:
+    return Session(spec, EnvClient.start(spec.path, spec.max_steps, limits, skin), skin, random.Random(seed))

@@ -15,15 +15,14 @@ import random
 from dataclasses import dataclass
 from pathlib import Path
 
-from pipeline import manifest
+from pipeline import layout, manifest
 from pipeline import records as files
-from pipeline import layout
+from pipeline.envfolder.spec import EnvSpec
 from pipeline.kinds import Skin
 from pipeline.reskin.identity import IdentityReport, check_identity
 from pipeline.reskin.styles import TEMPLATE_STYLES, template_source
 from pipeline.sandbox import SandboxLimits
 from pipeline.sandbox.outside.client import EnvClient
-from pipeline.verify.context import Context
 
 REJECTED = "_rejected"
 
@@ -41,16 +40,16 @@ class Reskinned:
                 "exit_status": self.exit_status}
 
 
-def observation_samples(ctx: Context, episodes: int = 1, seed: int = 0, limits: SandboxLimits | None = None) -> list[dict]:
+def observation_samples(spec: EnvSpec, episodes: int = 1, seed: int = 0, limits: SandboxLimits | None = None) -> list[dict]:
     """Semantic observations of every level: the reset and a random episode's steps."""
     rng = random.Random(seed)
     samples = []
-    with EnvClient.open(ctx.env.path, ctx.max_steps, limits) as env:
-        for level in ctx.env.all_levels():
+    with EnvClient.open(spec.path, spec.max_steps, limits) as env:
+        for level in spec.all_levels():
             samples.append(env.reset(level, seed, want_state=True).raw_obs)
             for _ in range(episodes):
                 while True:
-                    out = env.step(ctx.space.sample(rng), want_state=True)
+                    out = env.step(spec.actions.sample(rng), want_state=True)
                     samples.append(out.raw_obs)
                     if out.done:
                         break
@@ -58,28 +57,28 @@ def observation_samples(ctx: Context, episodes: int = 1, seed: int = 0, limits: 
     return [s for s in samples if isinstance(s, dict)]
 
 
-def install(ctx: Context, name: str, style: str, source: str, **check) -> Reskinned:
+def install(spec: EnvSpec, name: str, style: str, source: str, **check) -> Reskinned:
     """Write skins/<name>.py, check it, and list it in the manifest; a failing skin goes to skins/_rejected/."""
-    path = ctx.env.skin_file(name)
+    path = spec.dir.skin_file(name)
     files.write_text(path, source)
-    report = check_identity(ctx, name, **check)
-    return Reskinned(name, style, _settle(ctx.env, name, style, report), report)
+    report = check_identity(spec, name, **check)
+    return Reskinned(name, style, _settle(spec.dir, name, style, report), report)
 
 
-def reskin_template(ctx: Context, style: str, name: str | None = None, hint: bool = False, **check) -> Reskinned:
+def reskin_template(spec: EnvSpec, style: str, name: str | None = None, hint: bool = False, **check) -> Reskinned:
     """A json, narrative or inverse skin, written from its template (no model)."""
     name = name or style
-    samples = observation_samples(ctx) if style == "inverse" else None
-    source = template_source(style, ctx.env.name, name, samples, hint=hint)
-    return install(ctx, name, style, source, **check)
+    samples = observation_samples(spec) if style == "inverse" else None
+    source = template_source(style, spec.name, name, samples, hint=hint)
+    return install(spec, name, style, source, **check)
 
 
-def recheck(ctx: Context, name: str, **check) -> Reskinned:
+def recheck(spec: EnvSpec, name: str, **check) -> Reskinned:
     """Check an existing skin again (e.g. one written or edited by hand), with the same consequences."""
-    listed = manifest.read(ctx.env.path).skins.get(name)
+    listed = manifest.read(spec.path).skins.get(name)
     style = listed.style if listed else "hand-written"
-    report = check_identity(ctx, name, **check)
-    return Reskinned(name, style, _settle(ctx.env, name, style, report), report)
+    report = check_identity(spec, name, **check)
+    return Reskinned(name, style, _settle(spec.dir, name, style, report), report)
 
 
 def _settle(env: layout.EnvDir, name: str, style: str, report: IdentityReport) -> Path:

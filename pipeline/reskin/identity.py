@@ -13,9 +13,9 @@ import random
 from dataclasses import asdict, dataclass, field
 
 from pipeline import layout, planner
+from pipeline.envfolder.spec import EnvSpec
 from pipeline.sandbox import SandboxLimits, SandboxFailure
 from pipeline.sandbox.outside.client import EnvClient
-from pipeline.verify.context import Context
 
 # What must be equal after a reset or a step of the two envs.
 COMPARED = ("state_hash", "t", "reward", "terminated", "truncated", "events")
@@ -44,21 +44,21 @@ class IdentityReport:
                 f"{self.renderings_differing}/{self.renderings} renderings differ")
 
 
-def check_identity(ctx: Context, skin: str, random_sequences: int = 2, seed: int = 0,
+def check_identity(spec: EnvSpec, skin: str, random_sequences: int = 2, seed: int = 0,
                    planner_nodes: int = 3_000, planner_seconds: float = 60.0,
                    invalid_rate: float = 0.1, limits: SandboxLimits | None = None) -> IdentityReport:
-    """Play base and skinned env side by side on every level of `ctx.env`; see the module docstring."""
+    """Play base and skinned env side by side on every level of `spec.dir`; see the module docstring."""
     report = IdentityReport(skin)
     rng = random.Random(seed)
-    levels = ctx.env.all_levels()
-    bounds = ctx.spec.max_rewards  # the search may stop once it reaches a level's max reward
+    levels = spec.all_levels()
+    bounds = spec.max_rewards  # the search may stop once it reaches a level's max reward
     if not levels:
         report.reason = "expected level files under levels/ or val_levels/, found none"
         return report
-    base = EnvClient.start(ctx.env.path, ctx.max_steps, limits)
+    base = EnvClient.start(spec.path, spec.max_steps, limits)
     try:
         try:
-            skinned = EnvClient.start(ctx.env.path, ctx.max_steps, limits, skin)
+            skinned = EnvClient.start(spec.path, spec.max_steps, limits, skin)
         except SandboxFailure as f:
             report.reason = f"{f.where or f'skins/{skin}.py'}: the skin does not load: {f.kind}: {f.detail}"
             return report
@@ -68,11 +68,11 @@ def check_identity(ctx: Context, skin: str, random_sequences: int = 2, seed: int
                 base.reset(level, seed)
                 # Any rewarding sequence will do here, so equal states at different steps are merged
                 # (a deep witness is found in a fraction of the nodes); it is replayed step by step below.
-                witness = base.search(planner.candidates(ctx.space, base), ctx.max_steps, planner_nodes, planner_seconds,
+                witness = base.search(planner.candidates(spec.actions, base), spec.max_steps, planner_nodes, planner_seconds,
                                       time_in_key=False, stop_at=bounds.get(layout.level_key(level)),
                                       order="best").witness
                 plans = ([witness] if witness else []) + [
-                    [ctx.space.sample(rng, invalid_rate) for _ in range(ctx.max_steps)]
+                    [spec.actions.sample(rng, invalid_rate) for _ in range(spec.max_steps)]
                     for _ in range(random_sequences)]
                 for number, actions in enumerate(plans):
                     report.sequences += 1

@@ -11,22 +11,22 @@ import dataclasses
 import json
 import re
 
+from pipeline.envfolder.spec import EnvSpec
 from pipeline.llm import LLMClient, Message, Response
 from pipeline.llm.ask import ask_until_valid
 from pipeline.prompts import render
 from pipeline.reskin import Reskinned, install
 from pipeline.sandbox import SandboxLimits
 from pipeline.sandbox.outside.client import EnvClient
-from pipeline.verify.context import Context
 
 _CODE = re.compile(r"```(?:python|py)?[ \t]*\n(.*?)```", re.S)
 
 
-async def reskin_with_model(ctx: Context, client: LLMClient, style: str, name: str, attempts: int = 3,
+async def reskin_with_model(spec: EnvSpec, client: LLMClient, style: str, name: str, attempts: int = 3,
                             examples: int = 3, limits: SandboxLimits | None = None, **check) -> Reskinned:
     messages = [Message.system(render("skins/write_system.j2")),
-                Message.user(render("skins/write_task.j2", style=style, env_name=ctx.env.name,
-                                    instruction=_instruction(ctx), examples=rendering_examples(ctx, examples, limits)))]
+                Message.user(render("skins/write_task.j2", style=style, env_name=spec.name,
+                                    instruction=_instruction(spec), examples=rendering_examples(spec, examples, limits)))]
     header = f'# Skin "{name}" in the style {style!r}, written by {client.spec} (envforge reskin).\n'
     installed: list[Reskinned] = []
 
@@ -34,10 +34,10 @@ async def reskin_with_model(ctx: Context, client: LLMClient, style: str, name: s
         if last is not None:
             messages.extend([Message.assistant(last.text),
                              Message.user(render("skins/write_feedback.j2", reason=problem))])
-        return await client.complete(messages, theme=ctx.env.name, stage=f"reskin:{name}", max_tokens=4096)
+        return await client.complete(messages, theme=spec.name, stage=f"reskin:{name}", max_tokens=4096)
 
     async def identity(source: str) -> str:
-        installed[:] = [install(ctx, name, f"model: {style}", header + source, **check)]
+        installed[:] = [install(spec, name, f"model: {style}", header + source, **check)]
         return "" if installed[0].report.ok else installed[0].report.reason
 
     asked = await ask_until_valid(ask, extract_code, identity, attempts,
@@ -54,15 +54,15 @@ def extract_code(text: str) -> str | None:
     return max(blocks, key=len).strip() + "\n" if blocks else None
 
 
-def rendering_examples(ctx: Context, count: int, limits: SandboxLimits | None = None) -> list[dict]:
+def rendering_examples(spec: EnvSpec, count: int, limits: SandboxLimits | None = None) -> list[dict]:
     """The resets of the first `count` levels: omega (as JSON) and the env's own rendering."""
     out = []
-    with EnvClient.open(ctx.env.path, ctx.max_steps, limits) as env:
-        for level in ctx.env.all_levels()[:count]:
+    with EnvClient.open(spec.path, spec.max_steps, limits) as env:
+        for level in spec.all_levels()[:count]:
             first = env.reset(level, want_state=True)
             out.append({"omega": json.dumps(first.raw_obs, sort_keys=True), "observation": first.observation})
     return out
 
 
-def _instruction(ctx: Context) -> str:
-    return ctx.spec.instruction or "(no agent_instruction.txt)"  # read once by EnvSpec, never through a link
+def _instruction(spec: EnvSpec) -> str:
+    return spec.instruction or "(no agent_instruction.txt)"  # read once by EnvSpec, never through a link

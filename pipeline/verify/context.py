@@ -82,15 +82,12 @@ class Context:
     @classmethod
     def open(cls, env_dir, options: Options) -> "Context":
         try:
-            spec = EnvSpec.open(env_dir, full_paths=False)
+            spec = EnvSpec.open(env_dir, full_paths=False).playable()
         except LocatedError as e:
             raise Rejected(str(e)) from None
         budget = options.budget_seconds
         deadline = (time.monotonic() + budget, f"verify's budget of {budget:g}s ran out (--budget)") if budget else None
-        ctx = cls(spec, options, read_claims(spec), deadline)
-        if not ctx.space:
-            raise Rejected(f"{layout.CONFIG}: expected at least one action under transition.actions, found none")
-        return ctx
+        return cls(spec, options, read_claims(spec), deadline)
 
     @property
     def space(self):

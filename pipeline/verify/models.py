@@ -19,10 +19,9 @@ from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
-from pipeline import layout
+from pipeline.envfolder.spec import EnvSpec
 from pipeline.errors import Rejected, UserError
 from pipeline.evaluate import Limits, make_player
-from pipeline.evaluate.context import EnvTarget
 from pipeline.evaluate.records import Records
 from pipeline.evaluate.runner import RunOptions, evaluate
 from pipeline.verify import record
@@ -69,7 +68,7 @@ async def verify_with_models(env_dir: str | Path, checks: ModelChecks, result, w
 
 
 async def _play(env_dir: Path, client, runs: int, levels: int, limits: Limits) -> list:
-    target = EnvTarget.load(layout.EnvDir.at(env_dir))
+    target = EnvSpec.open(env_dir)
     options = RunOptions("react", client.spec, runs=runs, split="test", max_levels=levels, concurrency=4,
                          limits=limits)
     with tempfile.TemporaryDirectory(prefix="envforge-verify-") as out:
