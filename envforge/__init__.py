@@ -10,7 +10,7 @@
     gym_env = envforge.make(env.path)                               # pip install 'envforge[gym]'
 
 `envforge.check(path)` and `envforge.verify(path, stages=...)` test an environment folder as the
-commands do. Every call takes the command's flags as keywords, with the command's defaults.
+commands do; `envforge.probe(path, kind=...)` and `envforge.reskin(path, style=...)` derive from one. Every call takes the command's flags as keywords, with the command's defaults.
 Long-running calls (`evaluate`, `generate`) have async forms (`evaluate_async`, `generate_async`);
 the sync forms also work inside a running event loop (Jupyter). Inspect AI tasks live in
 `envforge.tasks` (pip install 'envforge[inspect]'; `inspect eval envforge/env -T path=…`).
@@ -26,7 +26,8 @@ from pipeline.sandbox import SandboxFailure
 
 from envforge._loop import run_sync
 from envforge.environment import Environment, Session, Step, open
-from envforge.runs import Generation, check, episodes, evaluate, evaluate_async, generate, generate_async, verify
+from envforge.runs import (Generation, check, episodes, evaluate, evaluate_async, generate, generate_async, probe, reskin,
+                           verify)
 
 _GYM_HINT = "envforge.{}: expected Gymnasium to be installed, found none: pip install 'envforge[gym]'"
 
@@ -58,4 +59,4 @@ def register(root=paths.GENERATED_ENVS_DIR) -> list[str]:
 
 __all__ = ["Environment", "EpisodeRecord", "Generation", "SandboxFailure", "Session", "Step", "UserError",
            "__version__", "check", "episodes", "evaluate", "evaluate_async", "generate", "generate_async", "make",
-           "make_vec", "open", "register", "run_sync", "verify"]
+           "make_vec", "open", "probe", "register", "reskin", "run_sync", "verify"]

@@ -105,3 +105,29 @@ def check(env_dir: str | Path, **options: Any):
     from pipeline.api.check import CheckOptions, check as check_env
 
     return check_env(str(env_dir), CheckOptions.from_keywords("envforge.check", **options))
+
+
+def probe(env_dir: str | Path, **options: Any):
+    """World-model test items from the environment at `env_dir`, as `envforge probe` does (kind=
+    "predict,plan", n=50, seed=0, out=FILE, skin=…, max_k=…, choices=…, samples=…). Returns the
+    Probes: `.out` (the JSONL written), `.items`, `.dropped`, `.summary` (per kind)."""
+    from pipeline.api.probe import ProbeOptions, probe as make_probes
+
+    return make_probes(str(env_dir), ProbeOptions.from_keywords("envforge.probe", **options))
+
+
+def reskin(env_dir: str | Path, **options: Any):
+    """A skin for the environment at `env_dir`, as `envforge reskin` does (style="json"|"narrative"|
+    "inverse" from templates, or any other style written by the model with model=…; check=NAME
+    checks an existing one again). Returns the Reskinned: `.name`, `.file`, `.report.ok`."""
+    from pipeline.api.reskin import ReskinJob, ReskinOptions
+
+    job = ReskinJob(str(env_dir), ReskinOptions.from_keywords("envforge.reskin", **options))
+    if not job.needs_model:
+        return job.run()
+
+    async def with_model():
+        async with job.options.llm.client() as client:
+            return await job.run_with_model(client)
+
+    return run_sync(with_model())

@@ -90,3 +90,19 @@ def test_check_and_verify_from_python_are_the_commands(tmp_path):
         envforge.verify(env, stage="execution")
     with pytest.raises(envforge.UserError, match="--stages: expected some of execution,levels,reliability"):
         envforge.verify(env, stages="speed")
+
+
+def test_probe_and_reskin_from_python_are_the_commands(tmp_path):
+    import shutil
+
+    env = tmp_path / "crate_dock"
+    shutil.copytree(CRATE_DOCK, env)
+    made = envforge.probe(env, kind="predict", n=2, out=tmp_path / "items.jsonl")
+    assert made.out == tmp_path / "items.jsonl" and made.out.is_file()
+    assert made.summary["predict"]["items"] == len(made.items) == len(made.out.read_text().splitlines()) > 0
+    skin = envforge.reskin(env, style="json", sequences=1)
+    assert skin.report.ok and skin.name == "json" and (env / "skins" / "json.py").is_file()
+    with pytest.raises(envforge.UserError, match="expected one of --style STYLE or --check NAME"):
+        envforge.reskin(env)
+    with pytest.raises(envforge.UserError, match="envforge.probe: expected keyword options among kind, n, .*found items"):
+        envforge.probe(env, items=3)
