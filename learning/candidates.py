@@ -62,7 +62,7 @@ class Metrics:
 
 
 @dataclass
-class Evaluation:
+class CandidateEvaluation:
     split: str  # "train" or "test"
     iteration: int
     levels: list[str]  # level ids: "seed:N" (generated) or "levels/level_01.yaml"
@@ -81,7 +81,7 @@ class Candidate:
     status: str = "new"
     rejection: str = ""
     spent: dict = field(default_factory=lambda: {"tokens": 0, "dollars": 0.0, "calls": 0})  # on its optimization
-    evaluations: dict[str, Evaluation] = field(default_factory=dict)
+    evaluations: dict[str, CandidateEvaluation] = field(default_factory=dict)
 
     @property
     def train(self) -> Metrics | None:
@@ -102,7 +102,8 @@ class Candidate:
 
     @classmethod
     def from_dict(cls, data: dict) -> "Candidate":
-        evaluations = {k: Evaluation(**{**v, "metrics": Metrics(**v["metrics"])}) for k, v in data["evaluations"].items()}
+        evaluations = {k: CandidateEvaluation(**{**v, "metrics": Metrics(**v["metrics"])})
+                       for k, v in data["evaluations"].items()}
         return cls(**{**data, "components": Components(**data["components"]), "evaluations": evaluations})
 
 

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from pipeline import records as files
 from learning.calls import ACT, StageClient
-from learning.candidates import CANDIDATES, Candidate, Evaluation, Metrics
+from learning.candidates import CANDIDATES, Candidate, CandidateEvaluation, Metrics
 from learning.settings import Settings
 from pipeline.envfolder.spec import EnvSpec
 from pipeline.errors import Rejected, UserError
@@ -133,7 +133,7 @@ class Evaluator:
     sequential: bool  # recording or replaying: one episode at a time, so calls keep their order
 
     async def __call__(self, candidate: Candidate, target: EnvSpec, split: str, iteration: int, run: Path,
-                       theme: str, counters: dict[str, int]) -> Evaluation:
+                       theme: str, counters: dict[str, int]) -> CandidateEvaluation:
         """Play `candidate` on `target`'s levels of `split`; records go to run/episodes/<id>-<split>/."""
         folder = run / EPISODES / f"{candidate.id}-{split}"
         if folder.exists():
@@ -148,8 +148,8 @@ class Evaluator:
         records.rewrite_csv()
         if outcome.budget_message:
             raise BudgetStop(outcome.budget_message)
-        return Evaluation(split, iteration, target.levels(split, max_levels), str(folder.relative_to(self.out)),
-                          metrics_of(records))
+        return CandidateEvaluation(split, iteration, target.levels(split, max_levels),
+                                   str(folder.relative_to(self.out)), metrics_of(records))
 
     def _player(self, candidate: Candidate, client: StageClient, run: Path):
         c = candidate.components

@@ -44,7 +44,7 @@ class Tools:
 
 
 @dataclass
-class Run:
+class LearnerRun:
     env: EnvSpec
     method: Method
     pool: Pool
@@ -55,7 +55,7 @@ class Run:
         return self.pool.folder
 
 
-async def learn(run: Run, tools: Tools, baseline: Pool) -> None:
+async def learn(run: LearnerRun, tools: Tools, baseline: Pool) -> None:
     pool, method, settings = run.pool, run.method, tools.settings
     if not pool.candidates:
         pool.add(copy.deepcopy(baseline.get("c0"))).evaluations.pop("test", None)
@@ -81,7 +81,7 @@ async def learn(run: Run, tools: Tools, baseline: Pool) -> None:
     await finish(run, tools, baseline)
 
 
-async def finish(run: Run, tools: Tools, baseline: Pool) -> None:
+async def finish(run: LearnerRun, tools: Tools, baseline: Pool) -> None:
     """The final candidate (best training reward) on the test levels, and its export."""
     pool = run.pool
     final = best(pool.scored(before=tools.settings.iterations + 1))

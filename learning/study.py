@@ -24,7 +24,7 @@ from learning.calls import theme
 from learning.candidates import POOL_JSON, Pool
 from learning.evaluation import SANDBOX, BudgetStop, Evaluator, TrainingLevels
 from learning.layout import BASELINE, REPORT, RUNS, STUDY_JSON
-from learning.learner import Run, Tools, baseline_run, learn
+from learning.learner import LearnerRun, Tools, baseline_run, learn
 from learning.methods import Method
 from learning.optimization import Optimizer
 from learning.report import write_report
@@ -38,7 +38,7 @@ from pipeline.sandbox import WorkerPool
 
 
 @dataclass
-class Outcome:
+class StudyOutcome:
     stopped: dict[str, str] = field(default_factory=dict)  # "env method" -> why it stopped early
     report: list[Path] = field(default_factory=list)
 
@@ -67,18 +67,18 @@ def open_study(out: Path, data: dict, resume: bool) -> dict:
 
 
 async def run_study(out: Path, targets: list[EnvSpec], methods: list[Method], settings: Settings, client,
-                    optimizer_client, sequential: bool, say: Callable[[str], None] = print) -> Outcome:
+                    optimizer_client, sequential: bool, say: Callable[[str], None] = print) -> StudyOutcome:
     envs = WorkerPool(size=settings.concurrency, limits=SANDBOX)
     agents = WorkerPool(size=settings.concurrency, limits=AGENT_LIMITS, host="agent")
     tools = Tools(settings, Optimizer(optimizer_client, out, settings, agents),
                   Evaluator(out, client, settings, envs, agents, sequential), TrainingLevels(out, settings), say)
-    outcome = Outcome()
+    outcome = StudyOutcome()
     try:
         baselines = {t.name: Pool.open(out / RUNS / t.name / BASELINE, t.name, BASELINE) for t in targets}
         await asyncio.gather(*(_guarded(outcome, f"{t.name} {BASELINE}", baselines[t.name], say,
                                         baseline_run(t, baselines[t.name], tools, theme(t.name, BASELINE)))
                                for t in targets))
-        runs = [Run(t, m, Pool.open(out / RUNS / t.name / m.name, t.name, m.name), theme(t.name, m.name))
+        runs = [LearnerRun(t, m, Pool.open(out / RUNS / t.name / m.name, t.name, m.name), theme(t.name, m.name))
                 for t in targets for m in methods if f"{t.name} {BASELINE}" not in outcome.stopped]
         await asyncio.gather(*(_guarded(outcome, f"{r.env.name} {r.method.name}", r.pool, say,
                                         learn(r, tools, baselines[r.env.name])) for r in runs))
@@ -90,7 +90,7 @@ async def run_study(out: Path, targets: list[EnvSpec], methods: list[Method], se
     return outcome
 
 
-async def _guarded(outcome: Outcome, name: str, pool: Pool, say: Callable[[str], None], work) -> None:
+async def _guarded(outcome: StudyOutcome, name: str, pool: Pool, say: Callable[[str], None], work) -> None:
     """Run `work`; a budget cap or a failed model call stops this run only, and is recorded."""
     try:
         await work

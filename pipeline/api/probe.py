@@ -13,7 +13,7 @@ from pipeline.api.options import ExecutorOptions, Options, group, option
 from pipeline.api.values import COUNT, SEED, out_file, whole
 from pipeline.errors import UserError
 from pipeline.probe import (
-    KINDS, ChangeOptions, Made, PlanOptions, PredictOptions, ProbeReport, make_probes, read_items, score_items,
+    KINDS, ChangeOptions, PlanOptions, PredictOptions, ProbeItems, ProbeReport, make_probes, read_items, score_items,
 )
 from pipeline.probe import write_items
 from pipeline.probe.agents import ModelProbeAgent, make_agent
@@ -69,7 +69,7 @@ def probe(env_dir: str, options: ProbeOptions) -> Probes:
     return Probes(name, out, kinds, made.items, made.dropped, summarize(made, kinds))
 
 
-def summarize(made: Made, kinds: tuple[str, ...]) -> dict:
+def summarize(made: ProbeItems, kinds: tuple[str, ...]) -> dict:
     out = {}
     for kind in kinds:
         items = [i for i in made.items if i.kind == kind]

@@ -24,17 +24,17 @@ from pipeline.sandbox import SandboxLimits
 
 
 @dataclass
-class Made:
+class ProbeItems:
     items: list[Item] = field(default_factory=list)
     dropped: dict[str, dict[str, int]] = field(default_factory=dict)  # kind -> reason -> count
 
 
 def make_probes(env_dir: str, kinds: tuple[str, ...], n: int, seed: int = 0, skin: str | None = None,
                 predict: PredictOptions = PredictOptions(), plan: PlanOptions = PlanOptions(),
-                change: ChangeOptions = ChangeOptions(), limits: SandboxLimits | None = None) -> Made:
+                change: ChangeOptions = ChangeOptions(), limits: SandboxLimits | None = None) -> ProbeItems:
     """`n` items of each kind in `kinds` from one environment (fewer when too many are dropped)."""
     spec = open_env(env_dir, skin)
-    made = Made()
+    made = ProbeItems()
     for kind in kinds:
         session = open_session(spec, skin, seed, limits)
         try:
@@ -52,5 +52,5 @@ def make_probes(env_dir: str, kinds: tuple[str, ...], n: int, seed: int = 0, ski
     return made
 
 
-__all__ = ["ChangeItem", "ChangeOptions", "Item", "KINDS", "Made", "PlanItem", "PlanOptions", "PredictItem",
+__all__ = ["ChangeItem", "ChangeOptions", "Item", "KINDS", "ProbeItems", "PlanItem", "PlanOptions", "PredictItem",
            "PredictOptions", "ProbeReport", "make_probes", "read_items", "run_probes", "score_items", "write_items"]

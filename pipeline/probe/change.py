@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any, Iterator
 
 from pipeline.probe.items import ChangeItem, Start
-from pipeline.probe.session import Session
+from pipeline.probe.session import ProbeSession
 from pipeline.probe.variants import select, variant_worker
 from pipeline.sandbox import SandboxLimits
 from pipeline.sandbox.outside.client import EnvClient
@@ -38,7 +38,7 @@ class ChangeOptions:
     seeds: int = 3  # seeds the original env is played with (stochastic dynamics)
 
 
-def make_change(session: Session, n: int, options: ChangeOptions = ChangeOptions()) -> list[ChangeItem]:
+def make_change(session: ProbeSession, n: int, options: ChangeOptions = ChangeOptions()) -> list[ChangeItem]:
     spec, rng = session.spec, session.rng
     swaps_and_states = _swaps(spec.actions.candidates()) + _state_constants(session)
     configs = _config_constants(spec.config)
@@ -85,7 +85,8 @@ def mutated(env_dir, mutation: dict, skin: str | None = None, limits: SandboxLim
         yield worker
 
 
-def _one(session: Session, worker: EnvClient, mutation: dict, number: int, o: ChangeOptions) -> ChangeItem | str | None:
+def _one(session: ProbeSession, worker: EnvClient, mutation: dict, number: int,
+         o: ChangeOptions) -> ChangeItem | str | None:
     """An item on a random level; "initial" when the mutation shows before any action; None when
     it never showed in `tries` sequences."""
     rng, spec = session.rng, session.spec
@@ -108,7 +109,7 @@ def _one(session: Session, worker: EnvClient, mutation: dict, number: int, o: Ch
     return None
 
 
-def defect_time(session: Session, worker: EnvClient, start: Start, actions: list[dict],
+def defect_time(session: ProbeSession, worker: EnvClient, start: Start, actions: list[dict],
                 seeds: int) -> tuple[int, list[str], str] | str | None:
     """(t*, the changed env's observations, the original's observation at t*); "initial" when the
     first observations differ; None when the observations never differ."""
@@ -131,12 +132,12 @@ def defect_time(session: Session, worker: EnvClient, start: Start, actions: list
     return None
 
 
-def _observations(session: Session, worker: EnvClient, start: Start, actions: list[dict]) -> list[str]:
+def _observations(session: ProbeSession, worker: EnvClient, start: Start, actions: list[dict]) -> list[str]:
     first = session.begin(start, worker)
     return [first.observation] + [reply.observation for reply in session.play(actions, worker)]
 
 
-def _sequence(session: Session, mutation: dict, length: int) -> list[dict]:
+def _sequence(session: ProbeSession, mutation: dict, length: int) -> list[dict]:
     """Random actions; for a swap, first a random number of steps without the swapped actions, so
     the change does not always show at once."""
     swap = (mutation.get("spec") or {}).get("swap")
@@ -156,7 +157,7 @@ def _swaps(candidates: list[dict]) -> list[dict]:
     return out
 
 
-def _state_constants(session: Session) -> list[dict]:
+def _state_constants(session: ProbeSession) -> list[dict]:
     """One more and one less on each number held in a dict of the levels' initial states (numbers
     in lists are coordinates, not rules); one less only where no level would go below 0."""
     lowest: dict[str, Any] = {}

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from pipeline import planner
 from pipeline.probe.items import PlanItem, Start
-from pipeline.probe.session import Session
+from pipeline.probe.session import ProbeSession
 from pipeline.probe.variant_env import meets
 from pipeline.probe.variants import select, variant_worker
 
@@ -32,7 +32,7 @@ class PlanOptions:
     min_plan: int = 3  # targets nearer than this are dropped
 
 
-def make_plan(session: Session, n: int, options: PlanOptions = PlanOptions()) -> list[PlanItem]:
+def make_plan(session: ProbeSession, n: int, options: PlanOptions = PlanOptions()) -> list[PlanItem]:
     items: list[PlanItem] = []
     seen: set[str] = set()
     with variant_worker(session.spec.path) as goal_worker:
@@ -45,7 +45,7 @@ def make_plan(session: Session, n: int, options: PlanOptions = PlanOptions()) ->
     return items
 
 
-def _one(session: Session, goal_worker, number: int, o: PlanOptions, seen: set[str]) -> PlanItem | None:
+def _one(session: ProbeSession, goal_worker, number: int, o: PlanOptions, seen: set[str]) -> PlanItem | None:
     spec, rng = session.spec, session.rng
     start = Start(rng.choice(session.levels), 0, [])
     length = rng.randint(o.min_walk, o.max_walk)
@@ -117,7 +117,7 @@ def describe_target(target: dict) -> str:
     return "\n".join(lines)
 
 
-def reaches(session: Session, start: Start, plan: list[dict], target: dict, worker=None) -> bool:
+def reaches(session: ProbeSession, start: Start, plan: list[dict], target: dict, worker=None) -> bool:
     """Whether the observation after the plan's last action (or where the episode ended) meets the target."""
     first = session.begin(start, worker)
     replies = session.play(plan, worker)

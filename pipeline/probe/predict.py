@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from pipeline.probe.items import PredictItem, Start
-from pipeline.probe.session import Session
+from pipeline.probe.session import ProbeSession
 
 SOURCES = ("counterfactual_action", "counterfactual_state")
 RESEED_BASE = 7_919  # RNG seeds of the extra truth samples: RESEED_BASE + 1, + 2, ...
@@ -31,7 +31,7 @@ class PredictOptions:
     tries: int = 6  # counterfactuals drawn per source
 
 
-def make_predict(session: Session, n: int, options: PredictOptions = PredictOptions()) -> list[PredictItem]:
+def make_predict(session: ProbeSession, n: int, options: PredictOptions = PredictOptions()) -> list[PredictItem]:
     if not 4 <= options.choices <= 6:
         raise ValueError(f"choices: expected 4 to 6 candidates, found {options.choices}")
     items: list[PredictItem] = []
@@ -44,7 +44,7 @@ def make_predict(session: Session, n: int, options: PredictOptions = PredictOpti
     return items
 
 
-def _one(session: Session, number: int, k: int, o: PredictOptions) -> PredictItem | None:
+def _one(session: ProbeSession, number: int, k: int, o: PredictOptions) -> PredictItem | None:
     rng, worker = session.rng, session.worker
     start = Start(rng.choice(session.levels), 0, session.random_actions(rng.randint(0, o.max_prefix)))
     first = session.begin(start)
@@ -99,7 +99,7 @@ def _one(session: Session, number: int, k: int, o: PredictOptions) -> PredictIte
                        truth_samples=o.stochastic_samples if session.stochastic() else o.samples)
 
 
-def _other_actions(session: Session, actions: list[dict], whole: bool) -> list[dict]:
+def _other_actions(session: ProbeSession, actions: list[dict], whole: bool) -> list[dict]:
     """Counterfactual actions: a new random sequence, or the same with one action replaced."""
     choices = session.spec.actions.candidates()
     if whole or len(choices) < 2:
@@ -109,7 +109,7 @@ def _other_actions(session: Session, actions: list[dict], whole: bool) -> list[d
     return actions[:position] + [session.rng.choice(others)] + actions[position + 1:]
 
 
-def _other_start(session: Session, start: Start) -> Start | None:
+def _other_start(session: ProbeSession, start: Start) -> Start | None:
     """A counterfactual previous state at the same step: another prefix of the same length, or,
     at step 0, another level's start."""
     if start.prefix:

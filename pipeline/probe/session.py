@@ -12,7 +12,7 @@ from pipeline.sandbox.outside.client import EnvClient, Observation, StepResult
 
 
 @dataclass
-class Session:
+class ProbeSession:
     spec: EnvSpec
     worker: EnvClient
     skin: str | None
@@ -87,5 +87,5 @@ def open_env(env_dir: str, skin: str | None) -> EnvSpec:
     return spec
 
 
-def open_session(spec: EnvSpec, skin: str | None, seed: int, limits: SandboxLimits | None = None) -> Session:
-    return Session(spec, EnvClient.start(spec.path, spec.max_steps, limits, skin), skin, random.Random(seed))
+def open_session(spec: EnvSpec, skin: str | None, seed: int, limits: SandboxLimits | None = None) -> ProbeSession:
+    return ProbeSession(spec, EnvClient.start(spec.path, spec.max_steps, limits, skin), skin, random.Random(seed))

@@ -39,7 +39,7 @@ class ToolUse:
 
 
 @dataclass
-class Step:
+class HistoryStep:
     number: int
     text: str
     tools: list[ToolUse] = field(default_factory=list)
@@ -49,7 +49,7 @@ class Step:
 class AgentAttempt:
     stage: str  # code | repair
     number: int  # 1 for the first time the stage ran, 2 after a retry, ...
-    steps: list[Step] = field(default_factory=list)
+    steps: list[HistoryStep] = field(default_factory=list)
 
     @property
     def changed(self) -> list[str]:
@@ -84,7 +84,7 @@ def agent_attempts(trajectory: Path) -> list[AgentAttempt]:
             attempts.append(current[stage])
         tools = [ToolUse(str(c.get("name")), c.get("arguments") if isinstance(c.get("arguments"), dict) else {})
                  for c in entry.get("tool_calls") or []]
-        current[stage].steps.append(Step(int(number or 0), str(entry.get("text") or ""), tools))
+        current[stage].steps.append(HistoryStep(int(number or 0), str(entry.get("text") or ""), tools))
     return attempts
 
 
