@@ -16,11 +16,11 @@ from typing import Any
 
 from pipeline.runtime.observation import get_path
 # The worker's own rule for which class of env_main is the environment: a variant must pick the same.
-from pipeline.sandbox.inside.host import _find_env_class
+from pipeline.sandbox.inside.host import find_env_class
 
 
 def derive(original_module, module_name: str) -> type:
-    base = _find_env_class(original_module)
+    base = find_env_class(original_module)
 
     class Variant(base):
         spec: dict = {}

@@ -1,6 +1,6 @@
 """The sandbox worker's side: every module here runs inside the confined worker process, in the
-same process as model-written code, and holds no key. Host-side code imports from here only
-kernel probes (syscalls.seccomp_available) and contract constants.
+same process as model-written code, and holds no key. Nothing here imports outside/; outside/
+imports from here only kernel probes (syscalls.seccomp_available and DENIED, landlock.landlock_abi).
 
   worker      the entry point (`python -m pipeline.sandbox.inside.worker`): confine, then answer requests
   confine     the confinement each rung applies before any environment code loads

@@ -70,7 +70,7 @@ class EnvHost(Dispatcher):
         sys.path[:0] = [str(self.env_dir), COMPAT_DIR]
         try:
             module = importlib.import_module(layout.ENV_MAIN.removesuffix(".py"))
-            cls = _find_env_class(module)
+            cls = find_env_class(module)
             if skin is not None:
                 cls = _skinned(cls, skin, self.env_dir)
             self.env = _instantiate(cls, self.env_dir.name if env_id is None else env_id)
@@ -275,7 +275,7 @@ class EnvHost(Dispatcher):
         return load_level(path)
 
 
-def _find_env_class(module) -> type:
+def find_env_class(module) -> type:
     candidates = [
         obj for obj in vars(module).values()
         if inspect.isclass(obj) and issubclass(obj, runtime_env.SkinEnv)

@@ -12,7 +12,7 @@ import errno
 import os
 import platform
 
-from pipeline.sandbox.outside.capabilities import LANDLOCK_SYSCALLS, landlock_abi
+LANDLOCK_SYSCALLS = {"x86_64": (444, 445, 446), "aarch64": (444, 445, 446)}  # create_ruleset, add_rule, restrict_self
 
 # File-system rights, by the ABI that introduced them.
 EXECUTE, WRITE_FILE, READ_FILE, READ_DIR = 1 << 0, 1 << 1, 1 << 2, 1 << 3
@@ -33,6 +33,17 @@ class _RulesetAttr(ctypes.Structure):
 class _PathBeneath(ctypes.Structure):
     _pack_ = 1
     _fields_ = [("allowed_access", ctypes.c_uint64), ("parent_fd", ctypes.c_int32)]
+
+
+def landlock_abi() -> int:
+    """The kernel's Landlock ABI version; 0 when there is none (or the call is refused). The host
+    asks it too, to choose the rung (capabilities.ladder)."""
+    numbers = LANDLOCK_SYSCALLS.get(platform.machine())
+    if numbers is None:
+        return 0
+    libc = ctypes.CDLL(None, use_errno=True)
+    abi = libc.syscall(numbers[0], None, ctypes.c_size_t(0), ctypes.c_uint32(1))  # LANDLOCK_CREATE_RULESET_VERSION
+    return max(abi, 0)
 
 
 def _handled_fs(abi: int) -> int:

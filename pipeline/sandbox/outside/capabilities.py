@@ -33,16 +33,15 @@ specific one); it can only pick an available rung, never "none".
 """
 from __future__ import annotations
 
-import ctypes
 import functools
 import os
-import platform
 import shutil
 import subprocess
 import sys
 from dataclasses import dataclass
 
 from pipeline.errors import UserError
+from pipeline.sandbox.inside.landlock import landlock_abi  # a kernel probe: the host asks it to choose the rung
 
 RUNGS = ("namespaces", "userns", "landlock")  # strongest first
 NONE = "none"
@@ -54,7 +53,6 @@ LAUNCHERS = {  # rung -> the command a worker is started under
     "userns": ("unshare", "--user", "--map-root-user") + _NS,
 }
 UNSHARE_ARGS = LAUNCHERS["namespaces"]  # kept for callers that name the root rung's launcher
-LANDLOCK_SYSCALLS = {"x86_64": (444, 445, 446), "aarch64": (444, 445, 446)}  # create_ruleset, add_rule, restrict_self
 LANDLOCK_MIN_ABI = 1  # kernel 5.13+; TCP rules (ABI 4) and scoped signals and sockets (ABI 6) are used when there
 
 
@@ -67,16 +65,6 @@ class Rung:
     name: str
     available: bool
     detail: str  # what it gives, or why it is not available here
-
-
-def landlock_abi() -> int:
-    """The kernel's Landlock ABI version; 0 when there is none (or the call is refused)."""
-    numbers = LANDLOCK_SYSCALLS.get(platform.machine())
-    if numbers is None:
-        return 0
-    libc = ctypes.CDLL(None, use_errno=True)
-    abi = libc.syscall(numbers[0], None, ctypes.c_size_t(0), ctypes.c_uint32(1))  # LANDLOCK_CREATE_RULESET_VERSION
-    return max(abi, 0)
 
 
 def _unshare_works(rung: str) -> str:
