@@ -16,11 +16,11 @@ from typing import Any
 
 from dsl_schema.actions import Action
 from pipeline import layout
-from pipeline.api.play import resolve_level
+from pipeline.envfolder.level import Level
 from pipeline.envfolder.spec import EnvSpec
 from pipeline.errors import UserError, not_a_folder
 from pipeline.sandbox import SandboxLimits
-from pipeline.sandbox.outside.client import EnvClient, Level
+from pipeline.sandbox.outside.client import EnvClient
 
 
 class Environment:
@@ -52,11 +52,11 @@ class Environment:
         """Level ids of a split ("test": levels/, "val": val_levels/), e.g. "levels/level_01.yaml"."""
         if split not in layout.LEVEL_SPLITS:
             raise UserError(f"split: expected one of {', '.join(layout.LEVEL_SPLITS)}, found {split!r}")
-        return self.spec.levels(split)
+        return [str(level) for level in self.spec.levels(split)]
 
     def level(self, name: str) -> str:
         """The level id for "level_01", "levels/level_01.yaml" or "val_levels/level_11"."""
-        return resolve_level(self.spec, name)
+        return str(self.spec.level(name))
 
     def max_reward(self, level: str) -> float | None:
         """The max reward normalized scores on the level divide by (level_max_rewards.json): None when
@@ -121,7 +121,7 @@ class Session:
 
     def __init__(self, env: Environment, skin: str | None = None, limits: SandboxLimits | None = None):
         self.env = env
-        self.client = EnvClient.start(env.path, env.max_steps, limits or SandboxLimits(call_seconds=10.0), skin=skin)
+        self.client = EnvClient.start(env.spec, limits or SandboxLimits(call_seconds=10.0), skin=skin)
         self.level: str | None = None
         self.steps = 0
         self.total = 0.0
@@ -133,7 +133,7 @@ class Session:
         if level is None and seed is not None:
             chosen = Level(seed=seed)
         else:
-            chosen = Level(file=self.env.level(level) if level is not None else self._first_level())
+            chosen = self.env.spec.level(level) if level is not None else self._first_level()
         reply = self.client.reset(chosen, seed or 0, want_state=True)
         self.level = str(chosen)
         self.steps, self.total = 0, 0.0
@@ -154,8 +154,8 @@ class Session:
                          reply.truncated, self.steps, reply.events, reply.last_action_result, action)
         return self.last
 
-    def _first_level(self) -> str:
-        levels = self.env.levels("test")
+    def _first_level(self) -> Level:
+        levels = self.env.spec.levels("test")
         if not levels:
             raise UserError(f"{self.env.path}: expected level files under {layout.LEVELS}/, found none; "
                             "reset with a seed instead")

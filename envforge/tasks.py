@@ -35,6 +35,7 @@ from pipeline.errors import UserError
 from pipeline.evaluate.context import WorkerSession
 from pipeline.evaluate.episode import INFRASTRUCTURE, STOP_REASONS, Decision, Limits, Tracker, Turn, run_episode
 from pipeline.evaluate.records import NO_MODEL
+from pipeline.envfolder.level import Level
 from pipeline.sandbox import SandboxLimits
 from pipeline.sandbox import SandboxFailure
 from pipeline.sandbox.outside.client import EnvClient, StepResult
@@ -102,14 +103,14 @@ def episode(history: int = 10):
         agent = ToolAgent(state, [ToolInfo.model_validate(t) for t in spec.tools])
         try:
             client = await loop.run_in_executor(executor, lambda: EnvClient.start(
-                spec.path, environment.max_steps, SandboxLimits(call_seconds=10.0), skin=meta.get("skin")))
+                spec, SandboxLimits(call_seconds=10.0), skin=meta.get("skin")))
         except SandboxFailure as f:
             executor.shutdown(wait=False)
             tracker.stop("env_error", f"the environment did not load: {f}")
         else:
             session = LastStep(client, executor)
             try:
-                await run_episode(agent, session, meta["level"], tracker, history)
+                await run_episode(agent, session, Level.parse(meta["level"]), tracker, history)
             finally:
                 await loop.run_in_executor(executor, client.close)
                 executor.shutdown(wait=False)

@@ -63,7 +63,8 @@ class TrainingLevels:
             if (target.name, t) not in self._made and t <= self.last:
                 self._made[target.name, t] = asyncio.ensure_future(asyncio.to_thread(self._load_or_make, target, t))
         levels = await asyncio.shield(self._made[target.name, iteration])
-        return target.with_levels("train", [lv.source for lv in levels], {lv.source: lv.max_reward for lv in levels})
+        return target.with_levels("train", [Level.parse(lv.source) for lv in levels],
+                                  {Level.parse(lv.source): lv.max_reward for lv in levels})
 
     def path(self, env: str, iteration: int) -> Path:
         return self.out / "levels" / env / f"iteration_{iteration:02d}.json"
@@ -148,8 +149,8 @@ class Evaluator:
         records.rewrite_csv()
         if outcome.budget_message:
             raise BudgetStop(outcome.budget_message)
-        return CandidateEvaluation(split, iteration, target.levels(split, max_levels),
-                                   str(folder.relative_to(self.out)), metrics_of(records))
+        levels = [str(level) for level in target.levels(split, max_levels)]  # records keep a level as its text
+        return CandidateEvaluation(split, iteration, levels, str(folder.relative_to(self.out)), metrics_of(records))
 
     def _player(self, candidate: Candidate, client: StageClient, run: Path):
         c = candidate.components

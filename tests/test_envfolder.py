@@ -68,7 +68,7 @@ def test_special_files_links_and_escapes_are_refused(tmp_path):
 def test_level_lists_skip_links_and_refuse_a_linked_folder(tmp_path):
     env = write_env(tmp_path / "corridor")
     os.symlink(tmp_path / "elsewhere.yaml", env / "levels" / "level_99.yaml")
-    assert EnvSpec.open(env).levels("test") == ["levels/level_01.yaml", "levels/level_02.yaml"]
+    assert [str(level) for level in EnvSpec.open(env).levels("test")] == ["levels/level_01.yaml", "levels/level_02.yaml"]
     os.rename(env / "val_levels", tmp_path / "val")
     os.symlink(tmp_path / "val", env / "val_levels")
     assert "val_levels: expected a folder inside the environment folder, found a symbolic link" in located(EnvSpec.open, env)

@@ -45,7 +45,7 @@ def start(worker: EnvClient, item):
 
 
 def env_client(name: str):
-    return EnvClient.open(REFERENCE / name, EnvSpec.open(REFERENCE / name).max_steps)
+    return EnvClient.open(EnvSpec.open(REFERENCE / name))
 
 
 def test_probe_writes_every_kind_and_prints_counts_and_baselines(made):

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from pipeline.envfolder.spec import EnvSpec
 from pipeline.sandbox import SandboxLimits, SandboxFailure
 from pipeline.sandbox.outside import replies
 from pipeline.sandbox.outside.client import EnvClient
@@ -14,7 +15,7 @@ HOSTILE = Path(__file__).parent / "hostile"
 
 
 def test_a_nan_reward_forged_past_the_workers_own_checks_is_refused_on_the_host():
-    with EnvClient.open(HOSTILE / "forged_nan", 10, SandboxLimits(call_seconds=30)) as env:
+    with EnvClient.open(EnvSpec.open(HOSTILE / "forged_nan"), SandboxLimits(call_seconds=30)) as env:
         env.reset("levels/level_01.yaml")
         with pytest.raises(SandboxFailure) as caught:
             env.step({"action": "go", "params": {}})

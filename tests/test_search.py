@@ -33,7 +33,7 @@ def dev_env(name: str) -> Path:
 
 def open_level(env: Path, level: str):
     spec = EnvSpec.open(env, full_paths=False)
-    worker = EnvClient.open(env, max_steps=spec.max_steps)
+    worker = EnvClient.open(spec)
     client = worker.__enter__()
     client.reset(level)
     return spec, worker, client, candidates(spec.actions, client)

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from pipeline.envfolder.spec import EnvSpec
 from pipeline.sandbox import SandboxFailure
 from pipeline.sandbox.outside.client import EnvClient
 from sandbox_kit import LIMITS
@@ -50,7 +51,7 @@ def stepper(tmp_path: Path, conditions, source: str = STEPPER, max_steps: int = 
 
 
 def play(env_dir: Path, level: str, actions: list[dict], max_steps: int = 6) -> list:
-    with EnvClient.open(env_dir, max_steps=max_steps, limits=LIMITS) as env:
+    with EnvClient.open(EnvSpec.open(env_dir), LIMITS, max_steps=max_steps) as env:
         env.reset(f"levels/{level}.yaml")
         results = []
         for action in actions:

@@ -301,6 +301,7 @@ def test_search_keeps_states_at_different_steps_apart_when_asked(tmp_path):
     """An env whose reward reads the step counter: the goal pays only at step 7. Merging equal
     states reached at different steps (fast) misses it; keeping them apart (sound) finds it."""
     from pipeline.envfolder.actions import ActionSpace
+    from pipeline.envfolder.spec import EnvSpec
     from pipeline.planner import replay
     from pipeline.sandbox.outside.client import EnvClient
     from pipeline.testing.tiny_env import CONFIG
@@ -311,7 +312,7 @@ def test_search_keeps_states_at_different_steps_apart_when_asked(tmp_path):
         "return self._t >= self.max_steps")
     env = write_env(tmp_path / "clock", replace={"env_main.py": on_the_clock})
     actions = ActionSpace.from_config(CONFIG).candidates()
-    with EnvClient.open(env, max_steps=12) as worker:
+    with EnvClient.open(EnvSpec.open(env), max_steps=12) as worker:
         worker.reset("levels/level_01.yaml")
         merged = worker.search(actions, 12, time_in_key=False)
         keyed = worker.search(actions, 12, time_in_key=True)

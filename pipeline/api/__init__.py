@@ -8,7 +8,7 @@ class whose defaults are the only defaults (pipeline/api/options.py).
     probe.py     probe(env_dir, ProbeOptions) -> Probes; evaluate_probes(items, EvaluateOptions)
     reskin.py    ReskinJob(env_dir, ReskinOptions).run() / .run_with_model(client) -> Reskinned
     check.py     check(env_dir, CheckOptions) -> CheckReport
-    play.py      play(env_dir, PlayOptions) in the terminal; resolve_level
+    play.py      play(env_dir, PlayOptions) in the terminal
     options.py   the Options base (from_args, from_keywords), LLMOptions, ExecutorOptions
     values.py    the checks of option values (whole numbers, seconds, folders, choices)
 

@@ -1,6 +1,6 @@
 """A person plays one level of an environment in the terminal (or replays a file of actions), the
 environment in the sandbox: the library call under `envforge play` and `envforge review play`.
-`resolve_level` names a level of a folder as a person types it (envforge.Environment uses it too)."""
+EnvSpec.level names a level of a folder as a person types it (envforge.Environment uses it too)."""
 from __future__ import annotations
 
 import dataclasses
@@ -10,11 +10,12 @@ from pathlib import Path
 from pipeline import layout
 from pipeline.api.options import ExecutorOptions, Options, group, option
 from pipeline.api.values import SEED
+from pipeline.envfolder.level import Level
 from pipeline.envfolder.spec import EnvSpec
 from pipeline.evaluate.episode import capped
 from pipeline.errors import UserError
 from pipeline.sandbox import SandboxFailure
-from pipeline.sandbox.outside.client import EnvClient, Level
+from pipeline.sandbox.outside.client import EnvClient
 from pipeline.sandbox.outside.executor import running_on
 
 # What play prints of one observation: a screenful many times over, but not an env's 100 MB.
@@ -30,30 +31,17 @@ class PlayOptions(Options):
     executor: ExecutorOptions = group(ExecutorOptions)
 
 
-def resolve_level(env: EnvSpec, level: str | None) -> str:
-    levels = env.all_levels()
-    if level is None:
-        if not levels:
-            raise UserError(f"{env.path}: expected level files under {layout.LEVELS}/, found none; use --seed N")
-        return levels[0]
-    wanted = level if level.endswith(".yaml") else f"{level}.yaml"
-    for candidate in levels:
-        if candidate == wanted or Path(candidate).name == Path(wanted).name:
-            return candidate
-    raise UserError(f"--level {level}: expected one of {', '.join(Path(l).stem for l in levels) or '(none)'}, found no such level")
-
-
 def play(env_dir: str, options: PlayOptions) -> int:
     """Play in the terminal; the exit status (0 played, 1 the environment failed, 2 a replayed
     line that is no action)."""
     if options.level is not None and options.seed is not None:
         raise UserError("expected one of --level ID or --seed N, found both")
     env = EnvSpec.open(env_dir)
-    level = None if options.seed is not None else resolve_level(env, options.level)
+    level = None if options.seed is not None else env.level(options.level)
     space = env.actions
     lines = _action_lines(options.actions, space) if options.actions else None
     try:
-        with running_on(options.executor.start()), EnvClient.open(env.path, env.max_steps) as client:
+        with running_on(options.executor.start()), EnvClient.open(env) as client:
             return _play(env, client, space, level, options.seed, lines)
     except SandboxFailure as f:
         print(f"\nThe environment failed: {f}", file=sys.stderr)
@@ -94,8 +82,8 @@ def _play(env, client: EnvClient, space, level, seed, lines) -> int:
     if env.instruction:
         print(env.instruction, "\n")
     print("Actions:\n" + space.describe() + "\n")
-    first = client.reset(Level(seed=seed) if level is None else Level(file=level))
-    label = f"generated level (seed {seed})" if level is None else level
+    first = client.reset(Level(seed=seed) if level is None else level)
+    label = f"generated level (seed {seed})" if level is None else str(level)
     print(f"== {env.name}: {label} ==\n{_shown(first.observation)}\n")
     total, steps, done = 0.0, 0, False
     feed = iter(lines) if lines is not None else None

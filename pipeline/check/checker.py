@@ -84,7 +84,7 @@ class Checker:
         if self.worker is None or not self.worker.worker.alive or self.worker.worker.failed:
             self.close_worker()
             try:
-                self.worker = EnvClient.start(self.env.path, self.max_steps, self.limits, deadline=self.deadline)
+                self.worker = EnvClient.start(self.spec, self.limits, deadline=self.deadline)
             except SandboxFailure as f:
                 self.failure(f, "env_main.py to import and its SkinEnv subclass to instantiate", "load")
                 return None

@@ -14,7 +14,7 @@ from pipeline.errors import LocatedError, not_a_folder
 from pipeline.evaluate.agents import ActionsAgent, RandomAgent
 from pipeline.evaluate.episode import run_episode_sync
 from pipeline.sandbox import SandboxFailure
-from pipeline.sandbox.outside.client import Level
+from pipeline.envfolder.level import Level
 
 if TYPE_CHECKING:
     from pipeline.check.checker import Checker
@@ -65,7 +65,7 @@ def _dsl(c: Checker) -> None:
 def _starts(c: Checker) -> list[Level]:
     """Where episodes start: the shipped levels, else levels generated from fixed seeds
     (a freshly written environment has no level files until verification makes them)."""
-    shipped = [Level(file=level) for level in c.spec.all_levels()]
+    shipped = c.spec.all_levels()
     return shipped or [Level(seed=seed) for seed in GENERATED_START_SEEDS]
 
 
@@ -161,7 +161,7 @@ def validator(c: Checker) -> None:
             c.failure(f, f"the validator to run on {level}", "validator", layout.ENV_VALIDATOR)
             return
         if not verdict.ok:
-            c.problem(level, "the validator to accept this shipped level",
+            c.problem(str(level), "the validator to accept this shipped level",
                          "; ".join(verdict.issues) or "rejected without a reason", "validator")
 
 

@@ -15,7 +15,8 @@ from typing import Any
 
 from dsl_schema.problems import typed
 from pipeline import layout, safe_io
-from pipeline.errors import LocatedError, not_a_folder
+from pipeline.envfolder.level import Level
+from pipeline.errors import LocatedError, UserError, not_a_folder
 from pipeline.located import Problem
 
 DEFAULT_MAX_STEPS = 100
@@ -65,35 +66,50 @@ class EnvSpec:
     def path(self) -> Path:
         return self.dir.path
 
-    def levels(self, split: str = "test", limit: int | None = None) -> list[str]:
+    def levels(self, split: str = "test", limit: int | None = None) -> list[Level]:
         """The levels of `split` ("test": levels/, "val": val_levels/, or a split given by
         `with_levels`), the first `limit` of them when given."""
-        levels = self.level_files.get(split, [])
-        return levels[:limit] if limit else list(levels)
+        ids = self.level_files.get(split, [])
+        return [Level.parse(i) for i in (ids[:limit] if limit else ids)]
 
-    def all_levels(self) -> list[str]:
+    def all_levels(self) -> list[Level]:
         return self.levels("test") + self.levels("val")
 
-    def with_levels(self, split: str, levels: list[str], max_rewards: dict[str, float | None]) -> "EnvSpec":
+    def level(self, name: str | None = None) -> Level:
+        """The level named "level_01", "levels/level_01.yaml" or "val_levels/level_11"; with no name,
+        the first of all_levels. A UserError names the levels there are."""
+        levels = self.all_levels()
+        if name is None:
+            if not levels:
+                raise UserError(f"{self.path}: expected level files under {layout.LEVELS}/, found none; use --seed N")
+            return levels[0]
+        wanted = name if name.endswith(".yaml") else f"{name}.yaml"
+        for candidate in levels:
+            if str(candidate) == wanted or Path(str(candidate)).name == Path(wanted).name:
+                return candidate
+        raise UserError(f"--level {name}: expected one of {', '.join(Path(str(l)).stem for l in levels) or '(none)'}, "
+                        f"found no such level")
+
+    def with_levels(self, split: str, levels: list[Level], max_rewards: dict[Level, float | None]) -> "EnvSpec":
         """This environment with `levels` as its split `split`, each scored against the max reward
         given for it (learn's training levels, certified when they were made)."""
-        return replace(self, level_files={**self.level_files, split: list(levels)},
-                       max_rewards={**self.max_rewards, **{layout.level_key(k): v for k, v in max_rewards.items()}})
+        return replace(self, level_files={**self.level_files, split: [str(level) for level in levels]},
+                       max_rewards={**self.max_rewards, **{layout.level_key(str(k)): v for k, v in max_rewards.items()}})
 
-    def max_reward(self, level: str) -> float | None:
+    def max_reward(self, level: Level | str) -> float | None:
         """The max reward a normalized score on `level` divides by: None when there is none or when it
         must not divide (unknown, or a claim found wrong): see scoring_max."""
         return self.scoring_max(level)[0]
 
-    def max_note(self, level: str) -> str:
+    def max_note(self, level: Level | str) -> str:
         """What a normalized score on `level` must say about its max reward ("" when certified)."""
         return self.scoring_max(level)[1]
 
-    def scoring_max(self, level: str) -> tuple[float | None, str]:
+    def scoring_max(self, level: Level | str) -> tuple[float | None, str]:
         """(the max reward a normalized score on `level` divides by, or None; the note that goes with
         it): max_reward_standing's rule, the one every normalized score follows. A level the folder
         does not list (a training level given by with_levels) has no note: its given max divides."""
-        key = layout.level_key(level)
+        key = layout.level_key(str(level))
         divides, note = self.max_reward_notes.get(key, (True, ""))
         return (self.max_rewards.get(key) if divides else None), note
 

@@ -7,6 +7,7 @@ from concurrent.futures import Executor
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from pipeline.envfolder.level import Level
 from pipeline.envfolder.spec import EnvSpec
 from pipeline.sandbox.outside.client import EnvClient, Observation, StepResult
 
@@ -22,7 +23,7 @@ class WorkerSession:
     async def blocking(self, fn: Callable, *args: Any, **kwargs: Any) -> Any:
         return await asyncio.get_running_loop().run_in_executor(self.executor, functools.partial(fn, *args, **kwargs))
 
-    async def reset(self, level: str) -> Observation:
+    async def reset(self, level: Level) -> Observation:
         """`level`: a level file of the folder, or "seed:N", the level the env's generator makes
         from seed N (envforge learn trains on such levels); see Level."""
         return await self.blocking(self.env.reset, level)
@@ -34,7 +35,7 @@ class WorkerSession:
 @dataclass
 class EpisodeContext:
     env: EnvSpec  # the environment, read once on the host (its instruction, actions, tools, config)
-    level: str
+    level: Level
     run: int
     max_steps: int  # turns this episode may take
     max_reward: float | None

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol
 
 from pipeline.envfolder.actions import ActionSpace
+from pipeline.envfolder.level import Level
 from pipeline.kinds import EpisodeRecord
 from pipeline.sandbox import SandboxFailure
 from pipeline.sandbox.outside.client import Observation, StepResult
@@ -263,12 +264,12 @@ def env_fault(failure: SandboxFailure) -> str:
 class Session(Protocol):
     """What the loop needs from a sandbox worker (WorkerSession in pipeline.evaluate.context)."""
 
-    async def reset(self, level: str) -> Observation: ...
+    async def reset(self, level: Level) -> Observation: ...
 
     async def step(self, action: dict) -> StepResult: ...
 
 
-async def run_episode(agent, session: Session, level: str, tracker: Tracker, history: int = 10,
+async def run_episode(agent, session: Session, level: Level, tracker: Tracker, history: int = 10,
                       log: Callable[[dict], None] = lambda line: None) -> Tracker:
     """Run one episode of `agent` on `level`; the tracker holds its outcome."""
     try:

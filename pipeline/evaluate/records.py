@@ -20,6 +20,7 @@ from typing import Iterable
 
 from pipeline import layout
 from pipeline import records as files
+from pipeline.envfolder.level import Level
 from pipeline.kinds import EpisodeRecord
 
 EPISODES_JSONL = "episodes.jsonl"
@@ -43,10 +44,10 @@ def content_hash(env_dir: Path) -> str:
     return digest.hexdigest()
 
 
-def level_hash(env_dir: Path, level: str) -> str:
+def level_hash(env_dir: Path, level: Level) -> str:
     """The sha256 of the level file; of the id for a level made from a seed ("seed:N", which the
     environment's generator, part of its content hash, turns into the same level every time)."""
-    path = env_dir / level
+    path = env_dir / str(level)
     return hashlib.sha256(path.read_bytes() if path.is_file() else f"id:{level}".encode()).hexdigest()
 
 
@@ -82,9 +83,9 @@ class Records:
         changed = [why for name, why in PROVENANCE.items() if getattr(record, name) != determined_by[name]]
         return not changed, changed[0] if changed else ""
 
-    def trajectory_path(self, env: str, agent: str, model: str, level: str, run: int) -> Path:
+    def trajectory_path(self, env: str, agent: str, model: str, level: Level, run: int) -> Path:
         method = slug(agent if model == NO_MODEL else f"{agent}__{model}")
-        return self.out / TRAJECTORIES / slug(env) / method / f"{slug(Path(level).stem)}__{Path(level).parent.name}__run{run}.jsonl"
+        return self.out / TRAJECTORIES / slug(env) / method / f"{slug(Path(str(level)).stem)}__{Path(str(level)).parent.name}__run{run}.jsonl"
 
     def add(self, record: EpisodeRecord) -> None:
         files.append(self.jsonl, record)

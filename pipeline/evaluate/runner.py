@@ -17,6 +17,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Awaitable, Callable
 
 from pipeline import layout
+from pipeline.envfolder.level import Level
 from pipeline.envfolder.spec import EnvSpec
 from pipeline.evaluate.context import EpisodeContext, WorkerSession
 from pipeline.evaluate.episode import INFRASTRUCTURE, RERUN_ON_RESUME, Limits, Tracker
@@ -58,7 +59,7 @@ class RunOptions:
 @dataclass(frozen=True)
 class EpisodeSpec:
     env: EnvSpec
-    level: str
+    level: Level
     run: int
     determined_by: dict = field(default_factory=dict, compare=False)  # what its record must match (PROVENANCE)
 
@@ -92,7 +93,7 @@ async def evaluate(targets: list[EnvSpec], player: Player, options: RunOptions, 
         spec.determined_by.update(env_hash=env_hashes[spec.env.name], level_hash=level_hash(spec.env.dir.path, spec.level),
                                   max_reward=spec.env.max_reward(spec.level), split=options.split,
                                   settings=options.settings())
-        reuse, why = records.reuse((spec.env.name, spec.level, spec.run, options.agent, options.model),
+        reuse, why = records.reuse((spec.env.name, str(spec.level), spec.run, options.agent, options.model),
                                    spec.determined_by, RERUN_ON_RESUME)
         if reuse:
             outcome.skipped += 1
@@ -151,7 +152,7 @@ async def evaluate(targets: list[EnvSpec], player: Player, options: RunOptions, 
 async def _episode(spec: EpisodeSpec, player: Player, options: RunOptions, records: Records, pool: WorkerPool,
                    executor: ThreadPoolExecutor) -> EpisodeRecord:
     loop = asyncio.get_running_loop()
-    identity = dict(env=spec.env.name, level=spec.level, run=spec.run, agent=options.agent, model=options.model)
+    identity = dict(env=spec.env.name, level=str(spec.level), run=spec.run, agent=options.agent, model=options.model)
     max_reward = spec.env.max_reward(spec.level)
     env_steps = spec.env.max_steps  # config.yaml's termination.max_steps, never the worker's word
     turns = min(options.limits.max_steps, env_steps) if options.limits.max_steps else env_steps

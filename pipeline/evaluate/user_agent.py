@@ -104,10 +104,10 @@ class EnvProxy:
     def reset(self, mode: str = "load", world_id: Any = None, seed: Any = None):
         """The episode's level is already loaded; reset only confirms it (one level, played once)."""
         self._live()
-        level = Path(self.ctx.level)
+        level = Path(str(self.ctx.level))
         if self._tracker.env_steps:
             raise EpisodeOver("reset after stepping: an evaluation episode plays its level once")
-        if mode != "load" or world_id not in (None, level.stem, level.name, self.ctx.level):
+        if mode != "load" or world_id not in (None, level.stem, level.name, str(self.ctx.level)):
             raise ValueError(f"this episode plays {level.stem}; found reset(mode={mode!r}, world_id={world_id!r})")
         return self._observation
 
@@ -166,9 +166,9 @@ async def _on_daemon_thread(fn: Callable[[], Any]) -> Any:
 
 
 def env_info(ctx: EpisodeContext) -> dict:
-    return {"world_id": Path(ctx.level).stem, "agent_instruction": ctx.env.instruction,
+    return {"world_id": Path(str(ctx.level)).stem, "agent_instruction": ctx.env.instruction,
             "action_space": ctx.env.action_space, "max_step": ctx.max_steps, "env_name": ctx.env.name,
-            "level": ctx.level, "run": ctx.run}
+            "level": str(ctx.level), "run": ctx.run}
 
 
 async def play_user_agent(make: Callable[[], Any], ctx: EpisodeContext, tracker: Tracker,

@@ -86,10 +86,10 @@ async def score_items(items: list[Item], agent: ProbeAgent, limits: SandboxLimit
                 key = ((env_dirs or {}).get(item.env, item.env_dir), item.skin)
                 if key not in workers:
                     try:
-                        max_steps = EnvSpec.open(key[0], full_paths=False).playable().max_steps
+                        spec = EnvSpec.open(key[0], full_paths=False).playable()
                     except LocatedError as e:
                         raise UserError(f"plan item {item.id}: {e}") from None
-                    workers[key] = stack.enter_context(EnvClient.open(Path(key[0]), max_steps, limits, skin=item.skin))
+                    workers[key] = stack.enter_context(EnvClient.open(spec, limits, skin=item.skin))
                 reached, steps = execute_plan(workers[key], item, plan)
                 success, efficiency = score_plan(item, reached, steps)
                 row.update(plan_length=len(plan), steps=steps, score=success, efficiency=efficiency,

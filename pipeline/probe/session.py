@@ -22,7 +22,7 @@ class ProbeSession:
 
     @property
     def levels(self) -> list[str]:
-        return self.spec.all_levels()
+        return [str(level) for level in self.spec.all_levels()]  # items keep a level as its text
 
     @property
     def instruction(self) -> str:
@@ -88,4 +88,4 @@ def open_env(env_dir: str, skin: str | None) -> EnvSpec:
 
 
 def open_session(spec: EnvSpec, skin: str | None, seed: int, limits: SandboxLimits | None = None) -> ProbeSession:
-    return ProbeSession(spec, EnvClient.start(spec.path, spec.max_steps, limits, skin), skin, random.Random(seed))
+    return ProbeSession(spec, EnvClient.start(spec, limits, skin), skin, random.Random(seed))

@@ -16,7 +16,7 @@ from typing import Iterator
 import yaml
 
 from pipeline import layout
-from pipeline.envfolder.spec import max_steps, read_config
+from pipeline.envfolder.spec import EnvSpec, read_config
 from pipeline.probe.variant_env import set_path
 from pipeline.sandbox import SandboxLimits
 from pipeline.sandbox.outside.client import EnvClient
@@ -50,11 +50,11 @@ def variant_worker(env_dir: str | Path, skin: str | None = None, config_change: 
         shutil.copytree(source, copy, ignore=shutil.ignore_patterns("__pycache__", "*.pyc", layout.GENERATED_LEVELS))
         (copy / layout.ENV_MAIN).rename(copy / f"{ORIGINAL}.py")
         (copy / layout.ENV_MAIN).write_text(WRAPPER, encoding="utf-8")
-        config = read_config(copy)
         if config_change:
+            config = read_config(copy)
             set_path(config, config_change["path"], config_change["value"])
             (copy / layout.CONFIG).write_text(yaml.safe_dump(config, sort_keys=False), encoding="utf-8")
-        with EnvClient.open(copy, max_steps(config), limits, skin=skin) as env:
+        with EnvClient.open(EnvSpec.open(copy), limits, skin=skin) as env:
             yield env
 
 

@@ -44,7 +44,7 @@ def observation_samples(spec: EnvSpec, episodes: int = 1, seed: int = 0, limits:
     """Semantic observations of every level: the reset and a random episode's steps."""
     rng = random.Random(seed)
     samples = []
-    with EnvClient.open(spec.path, spec.max_steps, limits) as env:
+    with EnvClient.open(spec, limits) as env:
         for level in spec.all_levels():
             samples.append(env.reset(level, seed, want_state=True).raw_obs)
             for _ in range(episodes):

@@ -13,6 +13,7 @@ import random
 from dataclasses import asdict, dataclass, field
 
 from pipeline import layout, planner
+from pipeline.envfolder.level import Level
 from pipeline.envfolder.spec import EnvSpec
 from pipeline.sandbox import SandboxLimits, SandboxFailure
 from pipeline.sandbox.outside.client import EnvClient
@@ -55,10 +56,10 @@ def check_identity(spec: EnvSpec, skin: str, random_sequences: int = 2, seed: in
     if not levels:
         report.reason = "expected level files under levels/ or val_levels/, found none"
         return report
-    base = EnvClient.start(spec.path, spec.max_steps, limits)
+    base = EnvClient.start(spec, limits)
     try:
         try:
-            skinned = EnvClient.start(spec.path, spec.max_steps, limits, skin)
+            skinned = EnvClient.start(spec, limits, skin)
         except SandboxFailure as f:
             report.reason = f"{f.where or f'skins/{skin}.py'}: the skin does not load: {f.kind}: {f.detail}"
             return report
@@ -69,7 +70,7 @@ def check_identity(spec: EnvSpec, skin: str, random_sequences: int = 2, seed: in
                 # Any rewarding sequence will do here, so equal states at different steps are merged
                 # (a deep witness is found in a fraction of the nodes); it is replayed step by step below.
                 witness = base.search(planner.candidates(spec.actions, base), spec.max_steps, planner_nodes, planner_seconds,
-                                      time_in_key=False, stop_at=bounds.get(layout.level_key(level)),
+                                      time_in_key=False, stop_at=bounds.get(layout.level_key(str(level))),
                                       order="best").witness
                 plans = ([witness] if witness else []) + [
                     [spec.actions.sample(rng, invalid_rate) for _ in range(spec.max_steps)]
@@ -100,7 +101,7 @@ def check_identity(spec: EnvSpec, skin: str, random_sequences: int = 2, seed: in
     return report
 
 
-def _side_by_side(base: EnvClient, skinned: EnvClient, level: str, seed: int, actions: list[dict],
+def _side_by_side(base: EnvClient, skinned: EnvClient, level: Level, seed: int, actions: list[dict],
                   report: IdentityReport) -> dict | None:
     a = base.reset(level, seed)
     b = skinned.reset(level, seed)
@@ -111,10 +112,10 @@ def _side_by_side(base: EnvClient, skinned: EnvClient, level: str, seed: int, ac
             report.steps += 1
         for name in COMPARED:
             if hasattr(a, name) and getattr(a, name) != getattr(b, name):
-                return {"level": level, "step": step, "field": name, "base": getattr(a, name),
+                return {"level": str(level), "step": step, "field": name, "base": getattr(a, name),
                         "skinned": getattr(b, name), "actions": actions[:step]}
         if not isinstance(b.observation, str):
-            return {"level": level, "step": step, "field": "observation type", "base": type(a.observation).__name__,
+            return {"level": str(level), "step": step, "field": "observation type", "base": type(a.observation).__name__,
                     "skinned": type(b.observation).__name__, "actions": actions[:step]}
         report.renderings += 1
         if a.observation != b.observation:

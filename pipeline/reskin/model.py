@@ -57,7 +57,7 @@ def extract_code(text: str) -> str | None:
 def rendering_examples(spec: EnvSpec, count: int, limits: SandboxLimits | None = None) -> list[dict]:
     """The resets of the first `count` levels: omega (as JSON) and the env's own rendering."""
     out = []
-    with EnvClient.open(spec.path, spec.max_steps, limits) as env:
+    with EnvClient.open(spec, limits) as env:
         for level in spec.all_levels()[:count]:
             first = env.reset(level, want_state=True)
             out.append({"omega": json.dumps(first.raw_obs, sort_keys=True), "observation": first.observation})

@@ -2,15 +2,17 @@
 environment itself in a sandbox worker (its code is never imported here)."""
 from __future__ import annotations
 
+import contextlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
 
 from pipeline import layout
 from pipeline.envfolder.spec import DEFAULT_MAX_STEPS, claimed_max_rewards
+from pipeline.envfolder.level import Level
 from pipeline.errors import LocatedError
 from pipeline.sandbox import SandboxFailure
-from pipeline.sandbox.outside.client import EnvClient, Level
+from pipeline.sandbox.outside.client import EnvClient
 
 
 @dataclass
@@ -38,7 +40,7 @@ def previews(folder: Path, count: int) -> list[Preview]:
     shown: list[Preview] = []
     try:
         # Only resets here: no step, so the step cap plays no part.
-        with EnvClient.open(env.path, DEFAULT_MAX_STEPS) as client:
+        with contextlib.closing(EnvClient.start_folder(env.path, DEFAULT_MAX_STEPS)) as client:
             for i, level in enumerate(wanted):
                 label = level or f"seed {i}"
                 try:

@@ -14,7 +14,7 @@ The trust boundary is the tree:
 
 Use workers through the typed client (pipeline/sandbox/outside/client.py), which checks every reply:
 
-    with EnvClient.open("generated_envs/reference/crate_dock", max_steps=30) as env:
+    with EnvClient.open(EnvSpec.open("generated_envs/reference/crate_dock")) as env:
         env.reset(Level.parse("levels/level_01.yaml"))
         env.step({"action": "move", "params": {"direction": "north"}})
 """

@@ -114,7 +114,7 @@ class Context:
     def worker(self) -> Iterator[EnvClient]:
         """A fresh worker for one stage, closed (and so reaped, for CPU accounting) after it."""
         try:
-            env = EnvClient.start(self.env.path, self.max_steps, self.options.limits,  # here, or on a Ray node
+            env = EnvClient.start(self.spec, self.options.limits,  # here, or on a Ray node
                                   deadline=self.deadline)
         except SandboxFailure as f:
             raise Rejected(f"{located(f, layout.ENV_MAIN)}: expected env_main.py to import and its SkinEnv "

@@ -1,6 +1,6 @@
 """The one typed client over a sandbox worker: every host-side use of an environment goes here.
 
-    with EnvClient.open("generated_envs/reference/crate_dock", max_steps=30) as env:
+    with EnvClient.open(EnvSpec.open("generated_envs/reference/crate_dock")) as env:
         first = env.reset(Level.parse("levels/level_01.yaml"))
         result = env.step({"action": "move", "params": {"direction": "north"}})
         result.reward, result.terminated, result.truncated
@@ -10,8 +10,8 @@ client calls them, the worker's hosts (inside/host.py, inside/agent_host.py) ans
 reply is checked here (replies.py) before anyone reads it.
 
 The step cap is the runtime's: the client counts the steps since `reset` against `max_steps`,
-which the caller takes from config.yaml on the host (never from the environment's code or a
-reply). A step reports `terminated` (the environment reached an end state) apart from
+the spec's (config.yaml read on the host, never the environment's code or a reply), or fewer
+when its caller asks. A step reports `terminated` (the environment reached an end state) apart from
 `truncated` (the cap was reached first), as Gymnasium does.
 """
 from __future__ import annotations
@@ -20,54 +20,23 @@ import contextlib
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator
+from typing import TYPE_CHECKING, Any, Iterator
 
+from pipeline.envfolder.level import Level
 from pipeline.sandbox.outside import replies
 from pipeline.sandbox.outside.failures import SandboxFailure
 from pipeline.sandbox.outside.executor import open_worker
 from pipeline.sandbox.limits import SandboxLimits
-from pipeline.sandbox.outside.pool import WorkerPool
 from pipeline.sandbox.outside.process import OnRequest, Worker
 from pipeline.sandbox.outside.replies import JSON, NUMBER, OPTIONAL
 
-SEED_PREFIX = "seed:"
+if TYPE_CHECKING:
+    from pipeline.envfolder.spec import EnvSpec
+
 # Wall-clock slack on top of a search's own time budget before the worker call times out.
 SEARCH_MARGIN_SECONDS = 15.0
 # A search's wall-clock safety stop unless its caller sets one: its budget is in nodes.
 SEARCH_SAFETY_SECONDS = 600.0
-
-
-@dataclass(frozen=True)
-class Level:
-    """A level: a level file of the folder ("levels/level_01.yaml"), or a seed the environment's
-    generator makes one from (in the worker, never written to the folder). In records it is the
-    text `str(level)` gives: the file, or "seed:N"."""
-
-    file: str | None = None
-    seed: int | None = None
-
-    def __post_init__(self):
-        if (self.file is None) == (self.seed is None):
-            raise ValueError("a level is a file or a seed, exactly one of them")
-
-    @classmethod
-    def parse(cls, text: "str | Level") -> "Level":
-        if isinstance(text, Level):
-            return text
-        text = str(text)
-        if text.startswith(SEED_PREFIX):
-            number = text[len(SEED_PREFIX):]
-            if not number.lstrip("-").isdigit() or len(number) > 18:
-                raise ValueError(f"expected a level file or 'seed:N' with an integer N, found {text!r}")
-            return cls(seed=int(number))
-        return cls(file=text)
-
-    @property
-    def generated(self) -> bool:
-        return self.seed is not None
-
-    def __str__(self) -> str:
-        return f"{SEED_PREFIX}{self.seed}" if self.file is None else self.file
 
 
 @dataclass
@@ -162,9 +131,18 @@ class EnvClient:
         self.class_name: str = _loaded(worker, {"class": str, "skin": (str, OPTIONAL)})["class"]
 
     @classmethod
-    def start(cls, env_dir: str | Path, max_steps: int, limits: SandboxLimits | None = None,
-              skin: str | None = None, deadline: tuple[float, str] | None = None) -> "EnvClient":
-        """A fresh worker holding `env_dir` (here, or on a Ray node: see executor.py); the caller closes it."""
+    def start(cls, spec: "EnvSpec", limits: SandboxLimits | None = None, skin: str | None = None,
+              deadline: tuple[float, str] | None = None, max_steps: int | None = None) -> "EnvClient":
+        """A fresh worker holding the environment of `spec` (here, or on a Ray node: see executor.py),
+        capped at the spec's max_steps, or at `max_steps` when the caller asks for fewer; the caller
+        closes it."""
+        return cls.start_folder(spec.path, spec.max_steps if max_steps is None else max_steps, limits, skin, deadline)
+
+    @classmethod
+    def start_folder(cls, env_dir: str | Path, max_steps: int, limits: SandboxLimits | None = None,
+                     skin: str | None = None, deadline: tuple[float, str] | None = None) -> "EnvClient":
+        """A fresh worker holding a folder that may not read as an EnvSpec (a rejected theme's, whose
+        levels review only resets): its cap is the caller's."""
         worker = open_worker(env_dir, limits, skin=skin)
         try:
             return cls(worker, max_steps, deadline)
@@ -174,21 +152,14 @@ class EnvClient:
 
     @classmethod
     @contextlib.contextmanager
-    def open(cls, env_dir: str | Path, max_steps: int, limits: SandboxLimits | None = None,
-             skin: str | None = None) -> Iterator["EnvClient"]:
-        """A fresh worker holding `env_dir`, closed afterwards."""
-        env = cls.start(env_dir, max_steps, limits, skin)
+    def open(cls, spec: "EnvSpec", limits: SandboxLimits | None = None, skin: str | None = None,
+             deadline: tuple[float, str] | None = None, max_steps: int | None = None) -> Iterator["EnvClient"]:
+        """`start`, closed afterwards."""
+        env = cls.start(spec, limits, skin, deadline, max_steps)
         try:
             yield env
         finally:
             env.close()
-
-    @classmethod
-    @contextlib.contextmanager
-    def lease(cls, pool: WorkerPool, env_dir: str | Path, max_steps: int) -> Iterator["EnvClient"]:
-        """A worker of `pool` holding `env_dir`, handed back afterwards."""
-        with pool.lease(env_dir) as worker:
-            yield cls(worker, max_steps)
 
     @property
     def env_dir(self) -> Path:
