@@ -390,14 +390,14 @@ class LearnedAgent(Record):
     """learn's best/learned.json: which candidate was exported, and its scores."""
     KIND = "learned_agent"
     env: str
-    method: str
-    candidate: str
-    lineage: list[str]
-    iteration: int
-    execution_model: str
-    agent_code: bool
-    train_reward: float | None
-    test_reward: float | None
+    method: str = ""  # a learned.json written by hand names only what it knows
+    candidate: str = ""
+    lineage: list[str] = field(default_factory=list)
+    iteration: int = 0
+    execution_model: str = ""
+    agent_code: bool = False
+    train_reward: float | None = None
+    test_reward: float | None = None
 
 
 @dataclass
