@@ -161,7 +161,7 @@ class _Episode:
         loop = asyncio.get_running_loop()
         try:
             client = await loop.run_in_executor(self.executor, lambda: EnvClient.start(
-                self.env.path, self.env.max_steps, SandboxLimits(call_seconds=10.0), skin=self.info.get("skin")))
+                self.env.spec, SandboxLimits(call_seconds=10.0), skin=self.info.get("skin")))
             self.session = WorkerSession(client, self.executor)
             first = await self.session.reset(self.info["level"])
         except SandboxFailure as f:
