@@ -20,7 +20,7 @@ def broken(tmp_path):
     replay_kit.record_corridor(replay, "broken", replace=BUG, give_up=True)
     (tmp_path / "themes.yaml").write_text("- {name: broken, theme: A corridor walk whose bug the agent cannot fix}\n")
     done = envforge("generate", "--themes", str(tmp_path / "themes.yaml"), "--out", str(tmp_path / "out"),
-                    "--provider", "replay", "--replay", str(replay), "--levels", "6", tmp=tmp_path)
+                    "--provider", "replay", "--replay", str(replay), "--levels", "6", cwd=tmp_path)
     assert done.returncode == 1, done.stdout + done.stderr
     return tmp_path / "out", replay
 
@@ -28,9 +28,9 @@ def broken(tmp_path):
 def test_retry_from_repair_after_a_fix_turns_the_rejected_env_into_an_accepted_one(broken, tmp_path):
     out, replay = broken
     assert "rejected  repair  check still fails after 2 repair step(s): env_main.py:8" in row(
-        envforge("review", "--out", str(out), tmp=tmp_path).stdout, "broken")
+        envforge("review", "--out", str(out), cwd=tmp_path).stdout, "broken")
 
-    early = envforge("review", "retry", "broken", "--from", "verify", "--out", str(out), tmp=tmp_path)
+    early = envforge("review", "retry", "broken", "--from", "verify", "--out", str(out), cwd=tmp_path)
     assert early.returncode == 2
     assert "broken: --from verify keeps the stages before it, but repair has not passed" in early.stderr
     assert (out / "_rejected" / "broken").is_dir()  # nothing moved
@@ -38,7 +38,7 @@ def test_retry_from_repair_after_a_fix_turns_the_rejected_env_into_an_accepted_o
     code = out / "_rejected" / "broken" / "env_main.py"
     code.write_text(code.read_text().replace(*reversed(BUG["env_main.py"])))
     retried = envforge("review", "retry", "broken", "--from", "repair", "--out", str(out), "--provider", "replay",
-                       "--replay", str(replay), "--json", tmp=tmp_path)
+                       "--replay", str(replay), "--json", cwd=tmp_path)
     assert retried.returncode == 0, retried.stdout + retried.stderr
     entry = json.loads(retried.stdout)
     assert (entry["label"], entry["stage"], entry["folder"], entry["repair_steps"]) == \
@@ -51,7 +51,7 @@ def test_retry_from_repair_after_a_fix_turns_the_rejected_env_into_an_accepted_o
                         ("repair", "done"), ("verify", "done")]
     journal = [json.loads(line) for line in (out / "broken" / "calls.jsonl").read_text().splitlines()]
     assert [c["stage"] for c in journal] == ["design", "dsl", "code", "code", "code"]  # repair's old calls forgotten
-    shown = envforge("review", "show", "broken", "--out", str(out), tmp=tmp_path).stdout
+    shown = envforge("review", "show", "broken", "--out", str(out), cwd=tmp_path).stdout
     assert "repair, attempt 1: 2 step(s); changed nothing" in shown
     assert "-            step = 1 iff" in shown and "+            step = 1 if" in shown
 
@@ -59,12 +59,12 @@ def test_retry_from_repair_after_a_fix_turns_the_rejected_env_into_an_accepted_o
 
 def test_retrying_an_env_accepted_by_hand_lets_the_pipeline_decide_with_the_runs_level_count(broken, tmp_path):
     out, replay = broken
-    accepted = envforge("review", "accept", "broken", "--reason", "I will fix it", "--out", str(out), tmp=tmp_path)
+    accepted = envforge("review", "accept", "broken", "--reason", "I will fix it", "--out", str(out), cwd=tmp_path)
     assert accepted.returncode == 0, accepted.stderr
     code = out / "broken" / "env_main.py"
     code.write_text(code.read_text().replace(*reversed(BUG["env_main.py"])))
     retried = envforge("review", "retry", "broken", "--from", "repair", "--out", str(out), "--provider", "replay",
-                       "--replay", str(replay), tmp=tmp_path)
+                       "--replay", str(replay), cwd=tmp_path)
     assert retried.returncode == 0, retried.stdout + retried.stderr
     assert retried.stdout.startswith(f"broken: accepted -> {out / 'broken'}")  # by the pipeline now, not by hand
     assert "human_review" not in json.loads((out / "broken" / "manifest.json").read_text())
