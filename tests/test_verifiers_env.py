@@ -35,7 +35,7 @@ def crate_dock_solution() -> list[dict]:
 
 def walk(env_dir: Path) -> list[dict]:
     """A fixed walk over the environment's declared actions: some steps valid, some not."""
-    candidates = envforge.open(env_dir).target.space.candidates()
+    candidates = envforge.open(env_dir).spec.actions.candidates()
     return [candidates[(7 * k + 3) % len(candidates)] for k in range(200)]
 
 

@@ -67,7 +67,7 @@ def load_environment(path: str | Path | None = None, split: str = "test", skin: 
         system = with_system({"instruction": env.instruction, "action_space": env.action_text,
                               "actions": [a.name for a in env.actions]})["system"]
         for level in levels:
-            max_reward, note = env.target.scoring_max(level)
+            max_reward, note = env.spec.scoring_max(level)
             if (max_reward is None and note) or (max_reward is not None and max_reward <= 0):
                 # A max that is unknown, zero or found wrong divides nothing: left out, said so (as Inspect's task).
                 print(f"envforge: {env.name}/{layout.level_key(level)} left out of the environment: "
@@ -150,7 +150,7 @@ class _Episode:
 
     def __init__(self, env: Environment, info: dict, limits: Limits):
         self.env, self.info = env, info
-        self.tracker = Tracker(limits, env.max_steps, info.get("max_reward"), env.target.space,
+        self.tracker = Tracker(limits, env.max_steps, info.get("max_reward"), env.spec.actions,
                                max_note=info.get("max_note") or "")
         self.executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="envforge-verifiers")
         self.session: WorkerSession | None = None
@@ -212,8 +212,8 @@ class _Episode:
         self.executor.shutdown(wait=False)
         if self.tracker.stop_reason is None:
             self.tracker.stop("agent_stopped", "the rollout ended before the episode did (verifiers' own limit)")
-        record = self.tracker.record(env=self.env.target.name, level=self.info["level"], run=0, agent="verifiers",
-                                     model=str(model), split=self.info["split"], tags=self.env.target.tags)
+        record = self.tracker.record(env=self.env.spec.name, level=self.info["level"], run=0, agent="verifiers",
+                                     model=str(model), split=self.info["split"], tags=self.env.spec.tags)
         return record.to_dict()
 
 
