@@ -10,6 +10,7 @@ The folder's files are read on the host as data; its code runs only in a sandbox
 """
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -66,6 +67,21 @@ class Environment:
     def max_reward_note(self, level: str) -> str:
         """What a normalized score on the level must say about its max reward ("" when certified)."""
         return self.spec.max_note(level)
+
+    def scored_levels(self, split: str = "test", max_levels: int | None = None,
+                      left_out_of: str = "the task") -> list[tuple[str, float, str]]:
+        """(level, max reward, note) for the first `max_levels` levels of `split` that a normalized score
+        can divide by: a level whose max is unknown, zero or found wrong is left out, and said so on
+        stderr ("left out of `left_out_of`"). One rule for Inspect's task and the verifiers environment."""
+        kept = []
+        for level in self.levels(split)[:max_levels] if max_levels else self.levels(split):
+            max_reward, note = self.spec.scoring_max(level)
+            if (max_reward is None and note) or (max_reward is not None and max_reward <= 0):
+                print(f"envforge: {self.name}/{layout.level_key(level)} left out of {left_out_of}: "
+                      f"{note or f'its max reward is {max_reward:g}'}", file=sys.stderr)
+                continue
+            kept.append((level, max_reward, note))
+        return kept
 
     def skins(self) -> list[str]:
         return self.spec.dir.skins()

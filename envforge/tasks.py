@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import asyncio
 import re
-import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -68,14 +67,7 @@ def _task(path: Path, split: str, max_levels: int | None, skin: str | None) -> T
                         f"holding some, found none")
     samples = []
     for e in envs:
-        levels = e.levels(split)[:max_levels] if max_levels else e.levels(split)
-        for level in levels:
-            max_reward, note = e.spec.scoring_max(level)
-            if (max_reward is None and note) or (max_reward is not None and max_reward <= 0):
-                # A max that is unknown, zero or found wrong divides nothing: the level is left out, said so.
-                print(f"envforge: {e.name}/{layout.level_key(level)} left out of the task: "
-                      f"{note or f'its max reward is {max_reward:g}'}", file=sys.stderr)
-                continue
+        for level, max_reward, note in e.scored_levels(split, max_levels, "the task"):
             samples.append(Sample(
                 input=f"{e.instruction}\n\n{e.action_text}".strip(), id=f"{e.name}/{layout.level_key(level)}",
                 metadata={"env": str(e.path), "level": level, "split": split, "max_reward": max_reward,

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -63,16 +62,9 @@ def load_environment(path: str | Path | None = None, split: str = "test", skin: 
     for env in envs:
         if skin is not None and skin not in env.skins():
             raise UserError(f"skin: expected one of {', '.join(env.skins()) or '(none)'} for {env.name}, found {skin!r}")
-        levels = env.levels(split)[:max_levels] if max_levels else env.levels(split)
         system = with_system({"instruction": env.instruction, "action_space": env.action_text,
                               "actions": [a.name for a in env.actions]})["system"]
-        for level in levels:
-            max_reward, note = env.spec.scoring_max(level)
-            if (max_reward is None and note) or (max_reward is not None and max_reward <= 0):
-                # A max that is unknown, zero or found wrong divides nothing: left out, said so (as Inspect's task).
-                print(f"envforge: {env.name}/{layout.level_key(level)} left out of the environment: "
-                      f"{note or f'its max reward is {max_reward:g}'}", file=sys.stderr)
-                continue
+        for level, max_reward, note in env.scored_levels(split, max_levels, "the environment"):
             rows.append({"prompt": [{"role": "system", "content": system}],
                          "answer": "", "task": env.name,
                          "info": json.dumps({"env": str(env.path), "level": level, "split": split,
