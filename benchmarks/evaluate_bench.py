@@ -6,7 +6,8 @@ The react agent plays crate_dock through the whole product path (the evaluate ru
 client and the real OpenAI SDK over HTTP, a pool of sandbox workers), against the loopback model
 server of the tests (pipeline/testing/llm_server.py), which answers every call after `--latency` seconds
 with a valid action. The server runs in a child process, as a model's server would be elsewhere:
-in this process its threads would compete with envforge's for the interpreter lock. Every episode is exactly `--steps` turns (early-stop limits off), so the
+in this process its threads would compete with envforge's for the interpreter lock. Every episode is exactly
+`--steps` turns (early-stop limits off), so the
 ideal time of E episodes at concurrency C is ceil(E / C) * steps * latency. Each concurrency
 runs two rounds on one worker pool: "cold" starts its C sandbox workers inside the measured time
 (about 0.2 s of CPU each, so 32 at once saturate 2 cores for a while); "warm" reuses them, as a
@@ -87,7 +88,10 @@ def main() -> None:
     base_url = server.stdout.readline().strip()
     print(f"react agent on crate_dock, {args.steps} turns per episode, model latency {args.latency * 1000:.0f} ms "
           f"(loopback server), {os.cpu_count()} CPU(s)")
-    print(f"{'concurrency':>11} {'workers':>7} {'episodes':>8} {'seconds':>8} {'episodes/s':>10} {'ideal/s':>8} {'ratio':>6}")
+    print(
+        f"{'concurrency':>11} {'workers':>7} {'episodes':>8} {'seconds':>8} {'episodes/s':>10} {'ideal/s':>8}"
+        f" {'ratio':>6}"
+    )
     try:
         for concurrency, levels, runs in ROUNDS:
             with WorkerPool(size=concurrency, limits=RunOptions.sandbox) as pool:

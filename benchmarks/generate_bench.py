@@ -75,7 +75,9 @@ def main() -> None:
         calls = summary["model_calls"]["made"]
         per_theme = base / args.themes
         print(f"themes: {args.themes}   model calls: {calls}   accepted: {len(summary['accepted'])}")
-        print(f"pipeline overhead (zero model latency, concurrency 1): {base:.2f} s in all, {per_theme:.2f} s per theme\n")
+        print(
+            f"pipeline overhead (zero model latency, concurrency 1): {base:.2f} s in all, {per_theme:.2f} s per theme\n"
+        )
         print(f"simulated model latency {args.latency * 1000:.0f} ms per call")
         print(f"{'concurrency':>11} {'wall s':>8} {'ideal s':>8} {'ideal/wall':>10}")
         for c in (1, 2, args.themes):

@@ -12,7 +12,9 @@ from typing import Any
 
 from dsl_schema.semantics import action_params
 
-ACTION_FORMAT = 'Send exactly one action per turn as a JSON object: {"action": "<name>", "params": {<parameter>: <value>, ...}}.'
+ACTION_FORMAT = (
+    'Send exactly one action per turn as a JSON object: {"action": "<name>", "params": {<parameter>: <value>, ...}}.'
+)
 
 
 @dataclass(frozen=True)

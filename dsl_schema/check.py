@@ -15,9 +15,9 @@ import jsonschema
 import yaml
 
 from dsl_schema.problems import format_path, show, type_name, typed
+from dsl_schema.semantics import semantic_problems
 from pipeline.located import LocatedError, Problem
 from pipeline.safe_io import parse_yaml_node  # the one bounded YAML parser
-from dsl_schema.semantics import semantic_problems
 
 SCHEMA_PATH = Path(__file__).with_name("envforge_dsl.schema.json")
 MAX_FILE_BYTES = 1_000_000
@@ -73,9 +73,20 @@ def check_text(text: str, source: str = "<text>") -> list[Problem]:
 def check_document(doc: Any, source: str = "<document>") -> list[Problem]:
     """Problems of an already-loaded DSL document (a mapping); errors first, then warnings."""
     if doc is None:
-        return [Problem(source, "(document)", "a mapping with the DSL sections (meta, state_template, ...)", "an empty document")]
+        return [
+            Problem(
+                source, "(document)", "a mapping with the DSL sections (meta, state_template, ...)", "an empty document"
+            )
+        ]
     if not isinstance(doc, dict):
-        return [Problem(source, "(document)", "a mapping with the DSL sections (meta, state_template, ...)", f"a {type_name(doc)}")]
+        return [
+            Problem(
+                source,
+                "(document)",
+                "a mapping with the DSL sections (meta, state_template, ...)",
+                f"a {type_name(doc)}",
+            )
+        ]
     try:
         problems = _schema_problems(doc, source)
     except RecursionError:
@@ -137,7 +148,11 @@ def _translate(error: jsonschema.ValidationError, source: str) -> list[Problem]:
             expected = f"a string matching {value}"
         return [Problem(source, where, _lower_first(expected.rstrip(".")), show(instance))]
     if keyword == "minLength":
-        return [Problem(source, where, "a non-empty string" if value == 1 else f"at least {value} characters", show(instance))]
+        return [
+            Problem(
+                source, where, "a non-empty string" if value == 1 else f"at least {value} characters", show(instance)
+            )
+        ]
     if keyword in ("minItems", "maxItems"):
         word = "at least" if keyword == "minItems" else "at most"
         return [Problem(source, where, f"{word} {value} item{'s' if value != 1 else ''}", f"{len(instance)}")]
@@ -147,7 +162,14 @@ def _translate(error: jsonschema.ValidationError, source: str) -> list[Problem]:
         symbol = {"minimum": ">=", "maximum": "<=", "exclusiveMinimum": ">", "exclusiveMaximum": "<"}[keyword]
         return [Problem(source, where, f"a number {symbol} {value}", show(instance))]
     if keyword == "propertyNames":
-        return [Problem(source, where, "keys that are identifiers (letters, digits, _; not starting with a digit)", show(instance))]
+        return [
+            Problem(
+                source,
+                where,
+                "keys that are identifiers (letters, digits, _; not starting with a digit)",
+                show(instance),
+            )
+        ]
     if keyword == "additionalProperties":
         return [Problem(source, where, "only the documented keys", show(instance))]
     return [Problem(source, where, f"a value satisfying {keyword} {_json(value)}", show(instance))]
@@ -168,7 +190,9 @@ def _translate_choice(error: jsonschema.ValidationError, source: str) -> list[Pr
         for e in relevant:
             branch = e.relative_schema_path[0] if e.relative_schema_path else 0
             best_branch.setdefault(branch, []).append(e)
-        branch_errors = min(best_branch.values(), key=lambda errs: (len(errs), -max(len(e.absolute_path) for e in errs)))
+        branch_errors = min(
+            best_branch.values(), key=lambda errs: (len(errs), -max(len(e.absolute_path) for e in errs))
+        )
         return [p for e in branch_errors for p in _translate(e, source)]
     forms = " or ".join(_describe(s) for s in error.validator_value if isinstance(s, dict))
     return [Problem(source, format_path(path), forms or "one of the documented forms", typed(error.instance))]
@@ -227,7 +251,9 @@ def _with_line(problem: Problem, lines: dict[tuple, int]) -> Problem:
         # YAML keys are scalars written as text; the loaded document may hold ints or bools.
         for candidate in (tuple(parts), tuple(str(p) if not isinstance(p, int) else p for p in parts)):
             if candidate in lines:
-                return Problem(problem.file, problem.path, problem.expected, problem.found, problem.severity, lines[candidate])
+                return Problem(
+                    problem.file, problem.path, problem.expected, problem.found, problem.severity, lines[candidate]
+                )
         parts = parts[:-1]
     return problem
 

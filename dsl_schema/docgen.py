@@ -4,7 +4,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Iterator
 
 from dsl_schema import conditions
 from dsl_schema.check import load_schema
@@ -20,7 +20,8 @@ def render() -> str:
     out = [
         "# envforge DSL reference",
         "",
-        "<!-- Generated from dsl_schema/envforge_dsl.schema.json by `python -m dsl_schema.docgen > docs/dsl_reference.md`."
+        "<!-- Generated from dsl_schema/envforge_dsl.schema.json by `python -m dsl_schema.docgen >"
+        " docs/dsl_reference.md`."
         " Do not edit by hand; tests/test_dsl_docs.py fails when this file is stale. -->",
         "",
         schema["description"],
@@ -60,9 +61,18 @@ def render() -> str:
             "Rules the schema cannot express, checked after it.", "",
             "| severity | where | rule |", "| --- | --- | --- |"]
     out += [f"| {severity} | `{where}` | {rule} |" for severity, where, rule in RULES]
-    out += ["", "## Complete example", "",
-            "`dsl_schema/examples/lantern_vault.yaml` uses every extension; the paper's appendix B.4 example is "
-            "`dsl_schema/examples/connect_four_b4.yaml`.", "", "```yaml", EXAMPLE.read_text(encoding="utf-8").rstrip(), "```", ""]
+    out += [
+        "",
+        "## Complete example",
+        "",
+        "`dsl_schema/examples/lantern_vault.yaml` uses every extension; the paper's appendix B.4 example is "
+        "`dsl_schema/examples/connect_four_b4.yaml`.",
+        "",
+        "```yaml",
+        EXAMPLE.read_text(encoding="utf-8").rstrip(),
+        "```",
+        "",
+    ]
     return "\n".join(out)
 
 

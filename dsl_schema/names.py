@@ -70,16 +70,34 @@ def _path_problem(source: str, where: str, text: str, template: Any, extra_names
     status, walked, value = _lookup(parts, template)
     if status == "ok":
         return None
-    expected = f"{what} ({', '.join(RESERVED_NAMES)}" + (", " + ", ".join(sorted(extra_names)) if extra_names else "") + ")"
+    expected = (
+        f"{what} ({', '.join(RESERVED_NAMES)}" + (", " + ", ".join(sorted(extra_names)) if extra_names else "") + ")"
+    )
     at = "state_template" + "".join("." + w for w in walked)
     if status == "missing":
         keys = [str(k) for k in value][:8] if isinstance(value, dict) else []
-        return Problem(source, where, expected,
-                       f"{show(text)} ({parts[len(walked)]!r} is not under {at}; it has {', '.join(keys) or 'no keys'})", severity)
+        return Problem(
+            source,
+            where,
+            expected,
+            f"{show(text)} ({parts[len(walked)]!r} is not under {at}; it has {', '.join(keys) or 'no keys'})",
+            severity,
+        )
     if status == "scalar":
-        return Problem(source, where, expected, f"{show(text)} ({at} is {type_name(value)} {show(value)}, which has no fields)", severity)
-    return Problem(source, where, f"{what} that can be checked", f"{show(text)} ({at} is {show(value)} in the template, "
-                   "so the rest of the path cannot be verified)", "warning")
+        return Problem(
+            source,
+            where,
+            expected,
+            f"{show(text)} ({at} is {type_name(value)} {show(value)}, which has no fields)",
+            severity,
+        )
+    return Problem(
+        source,
+        where,
+        f"{what} that can be checked",
+        f"{show(text)} ({at} is {show(value)} in the template, so the rest of the path cannot be verified)",
+        "warning",
+    )
 
 
 def check_expose(doc: dict, source: str) -> Iterator[Problem]:
@@ -90,8 +108,15 @@ def check_expose(doc: dict, source: str) -> Iterator[Problem]:
     views = declared_views(doc)
     for index, entry in enumerate(expose):
         if isinstance(entry, str) and entry:
-            problem = _path_problem(source, format_path(["observation", "expose", index]), entry, template, views,
-                                    "error", "a path into state_template, a reserved name or a view declared in observation.views")
+            problem = _path_problem(
+                source,
+                format_path(["observation", "expose", index]),
+                entry,
+                template,
+                views,
+                "error",
+                "a path into state_template, a reserved name or a view declared in observation.views",
+            )
             if problem:
                 yield problem
 
@@ -150,7 +175,9 @@ def check_skins(doc: dict, source: str) -> Iterator[Problem]:
             continue
         kind = skin.get("type")
         if isinstance(kind, str) and kind and kind not in SKIN_TYPES:
-            yield Problem(source, format_path(base + ["type"]), "one of " + ", ".join(SKIN_TYPES), show(kind), "warning")
+            yield Problem(
+                source, format_path(base + ["type"]), "one of " + ", ".join(SKIN_TYPES), show(kind), "warning"
+            )
         template = skin.get("template")
         if not isinstance(template, str):
             continue
@@ -158,7 +185,9 @@ def check_skins(doc: dict, source: str) -> Iterator[Problem]:
         try:
             fields = placeholders(template)
         except ValueError as exc:
-            yield Problem(source, where, "a str.format template (write literal braces as {{ and }})", str(exc), "warning")
+            yield Problem(
+                source, where, "a str.format template (write literal braces as {{ and }})", str(exc), "warning"
+            )
             continue
         available = derivable_names(doc) if available is None else available
         reported = set()
@@ -167,10 +196,17 @@ def check_skins(doc: dict, source: str) -> Iterator[Problem]:
                 continue
             reported.add(field)
             if field == "" or field.isdigit():
-                yield Problem(source, where, "named placeholders like {t}", f"positional placeholder {{{field}}}", "warning")
+                yield Problem(
+                    source, where, "named placeholders like {t}", f"positional placeholder {{{field}}}", "warning"
+                )
             elif field not in available:
-                yield Problem(source, where, "placeholders derivable from observation.expose, reserved names or observation.views",
-                              f"{{{field}}}, which none of them provides", "warning")
+                yield Problem(
+                    source,
+                    where,
+                    "placeholders derivable from observation.expose, reserved names or observation.views",
+                    f"{{{field}}}, which none of them provides",
+                    "warning",
+                )
 
 
 # ---- conditions -----------------------------------------------------------------------------

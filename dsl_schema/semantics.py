@@ -26,24 +26,52 @@ REWARD_RULE_KEYS = ("events", "conditions")
 
 # The rules below, as documented in docs/dsl_reference.md (generated from this list).
 RULES = (
-    ("error", "observation.expose[i]", "every exposed path resolves in state_template, or is a reserved name or a view declared in observation.views"),
-    ("warning", "observation.expose[i]", "a path that runs into an empty list or null in state_template (filled by the generator) cannot be verified"),
+    (
+        "error",
+        "observation.expose[i]",
+        "every exposed path resolves in state_template, or is a reserved name or a view declared in observation.views",
+    ),
+    (
+        "warning",
+        "observation.expose[i]",
+        "a path that runs into an empty list or null in state_template (filled by the generator) cannot be verified",
+    ),
     ("error", "reward.events[i].value_key", "names a value map (a mapping) defined under reward"),
     ("error", "reward.<map>.<outcome>", "entries of a value map named by an event are numbers"),
     ("warning", "reward.<key>", "a value map no event refers to, or a key under reward that is not a rule or a map"),
     ("warning", "reward.events[i].trigger", "a trigger used by two events"),
-    ("error", "transition.actions[i].name", "action names are unique (and, by the schema, identifiers of at most 64 characters)"),
+    (
+        "error",
+        "transition.actions[i].name",
+        "action names are unique (and, by the schema, identifiers of at most 64 characters)",
+    ),
     ("warning", "transition.actions[i].name", "an action name that is a Python keyword"),
-    ("warning", "transition.actions[i].<key>", "keys of an action other than name, description, params (e.g. a misspelt 'parameters')"),
+    (
+        "warning",
+        "transition.actions[i].<key>",
+        "keys of an action other than name, description, params (e.g. a misspelt 'parameters')",
+    ),
     ("error", "transition.actions[i].params[j]", "parameter names are unique within an action"),
     ("error", "...params[j].range", "range is [low, high] with low <= high, and only for integer or number parameters"),
     ("error", "...params[j].enum[k]", "enum values have the parameter's type"),
     ("error", "termination.max_steps", "equals state_template.globals.max_steps when that is present"),
     ("error", "termination.conditions[i], reward.conditions[i].if", "parses in the condition syntax"),
-    ("warning", "termination.conditions[i], reward.conditions[i].if", "a path the condition reads is not in state_template and not a reserved name"),
-    ("warning", "skin.template, skins.<name>.template", "every placeholder is derivable from observation.expose, a reserved name or a declared view"),
+    (
+        "warning",
+        "termination.conditions[i], reward.conditions[i].if",
+        "a path the condition reads is not in state_template and not a reserved name",
+    ),
+    (
+        "warning",
+        "skin.template, skins.<name>.template",
+        "every placeholder is derivable from observation.expose, a reserved name or a declared view",
+    ),
     ("warning", "skin.type, skins.<name>.type", "a skin type other than text, ascii, json, image"),
-    ("warning", "<top-level key>", "a top-level key that is not a DSL section; meta.tags keys other than reward, observation, semantics"),
+    (
+        "warning",
+        "<top-level key>",
+        "a top-level key that is not a DSL section; meta.tags keys other than reward, observation, semantics",
+    ),
     ("error", "<key>", "(YAML text) a key repeated in one mapping: YAML would silently keep only the last"),
 )
 
@@ -89,18 +117,27 @@ def _reward(doc: dict, source: str) -> Iterator[Problem]:
         trigger = event.get("trigger")
         if isinstance(trigger, str):
             if trigger in triggers:
-                yield Problem(source, format_path(["reward", "events", index, "trigger"]),
-                              f"a trigger not already used by reward.events[{triggers[trigger]}]", show(trigger), "warning")
+                yield Problem(
+                    source,
+                    format_path(["reward", "events", index, "trigger"]),
+                    f"a trigger not already used by reward.events[{triggers[trigger]}]",
+                    show(trigger),
+                    "warning",
+                )
             triggers.setdefault(trigger, index)
         key = event.get("value_key")
         if not isinstance(key, str) or not key:
             continue
         where = format_path(["reward", "events", index, "value_key"])
         if key in REWARD_RULE_KEYS or key not in reward:
-            yield Problem(source, where, "the name of a value map defined under reward (" + (", ".join(map(str, maps)) or "none defined") + ")",
-                          f"{show(key)}, which is not defined under reward")
+            yield Problem(
+                source,
+                where,
+                "the name of a value map defined under reward (" + (", ".join(map(str, maps)) or "none defined") + ")",
+                f"{show(key)}, which is not defined under reward",
+            )
         elif not isinstance(reward[key], dict):
-            yield Problem(source, where, f"the name of a value map (a mapping of outcome to number) under reward",
+            yield Problem(source, where, "the name of a value map (a mapping of outcome to number) under reward",
                           f"{show(key)}, but reward.{key} is {type_name(reward[key])} {show(reward[key])}")
         else:
             referenced.add(key)
@@ -113,8 +150,13 @@ def _reward(doc: dict, source: str) -> Iterator[Problem]:
             yield Problem(source, format_path(["reward", key]), "a value map named by some reward.events[*].value_key",
                           "a map no event refers to", "warning")
         else:
-            yield Problem(source, format_path(["reward", key]), "events, conditions or a value map (mapping of outcome to number)",
-                          f"{type_name(value)} {show(value)}", "warning")
+            yield Problem(
+                source,
+                format_path(["reward", key]),
+                "events, conditions or a value map (mapping of outcome to number)",
+                f"{type_name(value)} {show(value)}",
+                "warning",
+            )
 
 
 def _numeric_map(value: dict, path: list, source: str, depth: int = 0) -> Iterator[Problem]:
@@ -122,7 +164,12 @@ def _numeric_map(value: dict, path: list, source: str, depth: int = 0) -> Iterat
         if isinstance(entry, dict) and depth < 1:
             yield from _numeric_map(entry, path + [name], source, depth + 1)
         elif not isinstance(entry, (int, float)) or isinstance(entry, bool):
-            yield Problem(source, format_path(path + [name]), "a number (the reward for this outcome)", f"{type_name(entry)} {show(entry)}")
+            yield Problem(
+                source,
+                format_path(path + [name]),
+                "a number (the reward for this outcome)",
+                f"{type_name(entry)} {show(entry)}",
+            )
 
 
 # ---- transition.actions -----------------------------------------------------------------------
@@ -161,12 +208,21 @@ def _actions(doc: dict, source: str) -> Iterator[Problem]:
         name = action.get("name")
         if isinstance(name, str):
             if name in seen:
-                yield Problem(source, format_path(base + ["name"]),
-                              f"a name not used by another action (transition.actions[{seen[name]}] is already {name!r})", show(name))
+                yield Problem(
+                    source,
+                    format_path(base + ["name"]),
+                    f"a name not used by another action (transition.actions[{seen[name]}] is already {name!r})",
+                    show(name),
+                )
             seen.setdefault(name, index)
             if keyword.iskeyword(name):
-                yield Problem(source, format_path(base + ["name"]), "a name that is not a Python keyword (generated code uses it)",
-                              show(name), "warning")
+                yield Problem(
+                    source,
+                    format_path(base + ["name"]),
+                    "a name that is not a Python keyword (generated code uses it)",
+                    show(name),
+                    "warning",
+                )
         yield from _params(action, base, source)
 
 
@@ -175,23 +231,43 @@ def _params(action: dict, base: list, source: str) -> Iterator[Problem]:
     for suffix, name, spec in action_params(action):
         where = base + ["params"] + suffix
         if name in names:
-            yield Problem(source, format_path(where), f"parameter names unique within the action ({name!r} is also {names[name]})", show(name))
+            yield Problem(
+                source,
+                format_path(where),
+                f"parameter names unique within the action ({name!r} is also {names[name]})",
+                show(name),
+            )
         names.setdefault(name, format_path(where))
         for key in [k for k in spec if k not in PARAM_KEYS]:
-            yield Problem(source, format_path(where + [key]), "only the keys " + ", ".join(PARAM_KEYS), f"unknown key {show(key)} (ignored)", "warning")
+            yield Problem(
+                source,
+                format_path(where + [key]),
+                "only the keys " + ", ".join(PARAM_KEYS),
+                f"unknown key {show(key)} (ignored)",
+                "warning",
+            )
         kind = spec.get("type")
         bounds = spec.get("range")
         if isinstance(bounds, list) and len(bounds) == 2 and all(_is_number(b) for b in bounds):
             if bounds[0] > bounds[1]:
                 yield Problem(source, format_path(where + ["range"]), "[low, high] with low <= high", show(bounds))
             if isinstance(kind, str) and kind not in ("integer", "number"):
-                yield Problem(source, format_path(where + ["range"]), f"no range for a {kind} parameter (range needs type integer or number)", show(bounds))
+                yield Problem(
+                    source,
+                    format_path(where + ["range"]),
+                    f"no range for a {kind} parameter (range needs type integer or number)",
+                    show(bounds),
+                )
         values = spec.get("enum")
         if isinstance(kind, str) and isinstance(values, list):
             for position, item in enumerate(values):
                 if not _has_type(item, kind):
-                    yield Problem(source, format_path(where + ["enum", position]), f"a value of the parameter's type ({kind})",
-                                  f"{type_name(item)} {show(item)}")
+                    yield Problem(
+                        source,
+                        format_path(where + ["enum", position]),
+                        f"a value of the parameter's type ({kind})",
+                        f"{type_name(item)} {show(item)}",
+                    )
 
 
 def _is_number(value: Any) -> bool:
@@ -221,11 +297,19 @@ def _max_steps(doc: dict, source: str) -> Iterator[Problem]:
     if not _is_int(declared):
         return
     if not _is_int(mirrored):
-        yield Problem(source, "state_template.globals.max_steps", f"an integer mirroring termination.max_steps ({declared})",
-                      f"{type_name(mirrored)} {show(mirrored)}")
+        yield Problem(
+            source,
+            "state_template.globals.max_steps",
+            f"an integer mirroring termination.max_steps ({declared})",
+            f"{type_name(mirrored)} {show(mirrored)}",
+        )
     elif mirrored != declared:
-        yield Problem(source, "termination.max_steps", f"{mirrored} (the value of state_template.globals.max_steps, which it mirrors)",
-                      show(declared))
+        yield Problem(
+            source,
+            "termination.max_steps",
+            f"{mirrored} (the value of state_template.globals.max_steps, which it mirrors)",
+            show(declared),
+        )
 
 
 def _is_int(value: Any) -> bool:

@@ -10,7 +10,8 @@
     gym_env = envforge.make(env.path)                               # pip install 'envforge[gym]'
 
 `envforge.check(path)` and `envforge.verify(path, stages=...)` test an environment folder as the
-commands do; `envforge.probe(path, kind=...)` and `envforge.reskin(path, style=...)` derive from one. Every call takes the command's flags as keywords, with the command's defaults.
+commands do; `envforge.probe(path, kind=...)` and `envforge.reskin(path, style=...)` derive from one. Every call
+takes the command's flags as keywords, with the command's defaults.
 Long-running calls (`evaluate`, `generate`) have async forms (`evaluate_async`, `generate_async`);
 the sync forms also work inside a running event loop (Jupyter). Inspect AI tasks live in
 `envforge.tasks` (pip install 'envforge[inspect]'; `inspect eval envforge/env -T path=…`).
@@ -19,15 +20,24 @@ from __future__ import annotations
 
 from typing import Any
 
+from envforge._loop import run_sync
+from envforge.environment import Environment, Session, Step, open
+from envforge.runs import (
+    Generation,
+    check,
+    episodes,
+    evaluate,
+    evaluate_async,
+    generate,
+    generate_async,
+    probe,
+    reskin,
+    verify,
+)
 from pipeline import __version__, paths
 from pipeline.errors import UserError
 from pipeline.kinds import EpisodeRecord
 from pipeline.sandbox import SandboxFailure
-
-from envforge._loop import run_sync
-from envforge.environment import Environment, Session, Step, open
-from envforge.runs import (Generation, check, episodes, evaluate, evaluate_async, generate, generate_async, probe, reskin,
-                           verify)
 
 _GYM_HINT = "envforge.{}: expected Gymnasium to be installed, found none: pip install 'envforge[gym]'"
 

@@ -8,7 +8,8 @@ The observation is the text the environment renders (its skin), the structured o
 rendered from is `info["observation"]`. The action space comes from config.yaml's declared actions:
 `Discrete(n)` over every (action, parameter values) combination when the DSL declares every
 parameter's values and they can be listed whole (an enum or a small integer range:
-ActionSpace.complete), else a `Text` action parsed as `envforge play` parses what a person types (`move north`, `move direction=north` or JSON).
+ActionSpace.complete), else a `Text` action parsed as `envforge play` parses what a person types (`move north`, `move
+direction=north` or JSON).
 `env.actions[i]` is the action dict of a Discrete index. The environment's code runs in a sandbox
 worker, started at the first reset and stopped by `close()`.
 """
@@ -24,12 +25,11 @@ from typing import Any
 import gymnasium
 from gymnasium import spaces
 
+from envforge.environment import Environment, Session, Step
 from pipeline import layout, paths, safe_io
 from pipeline.envfolder.actions import ActionSpace
 from pipeline.errors import UserError
 from pipeline.sandbox import SandboxLimits
-
-from envforge.environment import Environment, Session, Step
 
 MAX_DISCRETE_ACTIONS = 10_000  # more combinations than this: a Text action space instead
 MAX_TEXT_ACTION = 512
@@ -184,9 +184,20 @@ class EnvforgeEnv(gymnasium.Env):
 
     def _info(self, step: Step) -> dict:
         # A copy each time: a caller may keep and change what it was given.
-        return copy.deepcopy({"observation": step.info, "level": self.level, "steps": step.steps, "total_reward": step.total_reward,
-                "max_reward": self.env.max_reward(self.level) if self.level and not self.level.startswith("seed:") else None,
-                "events": step.events, "last_action_result": step.last_action_result, "action": step.action})
+        return copy.deepcopy(
+            {
+                "observation": step.info,
+                "level": self.level,
+                "steps": step.steps,
+                "total_reward": step.total_reward,
+                "max_reward": self.env.max_reward(self.level)
+                if self.level and not self.level.startswith("seed:")
+                else None,
+                "events": step.events,
+                "last_action_result": step.last_action_result,
+                "action": step.action,
+            }
+        )
 
 
 def make(path: str | Path, level: str | None = None, split: str = "test", skin: str | None = None,

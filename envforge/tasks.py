@@ -29,18 +29,16 @@ from inspect_ai.scorer import Score, Target, mean, scorer, std, stderr
 from inspect_ai.solver import Generate, TaskState, solver
 from inspect_ai.tool import ToolInfo
 
+from envforge import _tokenizer
+from envforge.environment import Environment
 from pipeline import layout, paths
+from pipeline.envfolder.level import Level
 from pipeline.errors import UserError
 from pipeline.evaluate.context import WorkerSession
 from pipeline.evaluate.episode import INFRASTRUCTURE, STOP_REASONS, Decision, Limits, Tracker, Turn, run_episode
 from pipeline.evaluate.records import NO_MODEL
-from pipeline.envfolder.level import Level
-from pipeline.sandbox import SandboxLimits
-from pipeline.sandbox import SandboxFailure
+from pipeline.sandbox import SandboxFailure, SandboxLimits
 from pipeline.sandbox.outside.client import EnvClient, StepResult
-
-from envforge import _tokenizer
-from envforge.environment import Environment
 
 EPISODE = "envforge_episode"  # the store key of the episode's record
 CALL_ONE_TOOL = "Call exactly one of the tools: one action per turn."

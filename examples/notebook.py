@@ -6,8 +6,9 @@ sync calls work there. Needs the Gymnasium extra: pip install -e '.[test,gym,ins
 import asyncio
 from pathlib import Path
 
-import envforge
 from gymnasium.utils.env_checker import check_env
+
+import envforge
 
 ROOT = Path(__file__).resolve().parent.parent
 CRATE_DOCK = ROOT / "generated_envs" / "reference" / "crate_dock"

@@ -7,11 +7,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from pipeline.check.static import scan_file
 from pipeline.evaluate.hosted import AGENT_LIMITS, agent_worker
 from pipeline.evaluate.model_agents import agent_turn, decision_of, with_system
 from pipeline.sandbox import SandboxFailure, WorkerPool
 from pipeline.sandbox.protocol import AGENT_FILE
-from pipeline.check.static import scan_file
 
 __all__ = ["AGENT_LIMITS", "check_code"]  # AGENT_LIMITS: the limits of the workers it leases from
 
@@ -33,5 +33,7 @@ def check_code(folder: Path, env: dict, turn: dict, reply: str, names: set[str],
         return f"{AGENT_FILE}{where}: {f.kind}: {f.detail}"
     decision = decision_of(out, names, {})
     if decision.action is None:
-        return f"{AGENT_FILE}: act() on a sample turn, given a well-formed reply, returned no action: {decision.message}"
+        return (
+            f"{AGENT_FILE}: act() on a sample turn, given a well-formed reply, returned no action: {decision.message}"
+        )
     return ""

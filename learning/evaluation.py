@@ -21,23 +21,23 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from pipeline import records as files
 from learning.calls import ACT, StageClient
 from learning.candidates import CANDIDATES, Candidate, CandidateEvaluation, Metrics
 from learning.settings import Settings
+from pipeline import records as files
 from pipeline.envfolder.spec import EnvSpec
 from pipeline.errors import Rejected, UserError
 from pipeline.evaluate import make_player
 from pipeline.evaluate.hosted import code_player, write_code
 from pipeline.evaluate.records import Records
-from pipeline.kinds import IterationLevels, TrainingLevel
 from pipeline.evaluate.report import summarize
 from pipeline.evaluate.runner import RunOptions, evaluate
-from pipeline.sandbox import SandboxLimits, SandboxFailure, WorkerPool
+from pipeline.kinds import IterationLevels, TrainingLevel
 from pipeline.levelfactory import GeneratorFailed, LevelFactory
+from pipeline.sandbox import SandboxFailure, SandboxLimits, WorkerPool
 from pipeline.sandbox.outside.client import Level
-from pipeline.verify.context import Context, Options
 from pipeline.verify.certify import certify
+from pipeline.verify.context import Context, Options
 
 SEED_BASE, SEED_STRIDE = 100_000, 1_000
 SEEDS_PER_LEVEL = 10  # seeds tried per training level wanted before giving up
@@ -86,7 +86,9 @@ class TrainingLevels:
                 shipped = {worker.reset(lv).state_hash for lv in target.dir.all_levels()}
                 made = LevelFactory(worker, seeds, _OneByOne(ctx, worker)).make(self.count, exclude=shipped)
         except GeneratorFailed as e:
-            raise UserError(f"{target.name}: expected the generator to make training levels, found {e.failure}") from None
+            raise UserError(
+                f"{target.name}: expected the generator to make training levels, found {e.failure}"
+            ) from None
         except (SandboxFailure, Rejected) as e:
             raise UserError(f"{target.name}: expected the generator to make training levels, found {e}") from None
         kept = [TrainingLevel(str(Level(seed=lm.seed)), lm.seed, lm.state_hash, lm.max_reward, lm.calculation_method)

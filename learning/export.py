@@ -9,8 +9,8 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from pipeline import records as files
 from learning.candidates import Pool
+from pipeline import records as files
 from pipeline.errors import UserError
 from pipeline.evaluate import ModelOptions, make_player
 from pipeline.evaluate.hosted import code_player

@@ -71,8 +71,10 @@ async def learn(run: LearnerRun, tools: Tools, baseline: Pool) -> None:
                                                                   pool.counters)
                 child.status = "evaluated"
                 pool.save()
-                tools.say(f"{run.env.name} {method.name} iteration {t}: {child.id} from {parent.id} ({method.component}) "
-                          f"scores {_pct(child.reward)} on training levels (parent {_pct(parent.reward)})")
+                tools.say(
+                    f"{run.env.name} {method.name} iteration {t}: {child.id} from {parent.id} ({method.component}) "
+                    f"scores {_pct(child.reward)} on training levels (parent {_pct(parent.reward)})"
+                )
             elif child.status == "rejected":
                 tools.say(f"{run.env.name} {method.name} iteration {t}: {child.id} from {parent.id} rejected: "
                           f"{child.rejection}")

@@ -19,13 +19,13 @@ import re
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from pipeline import records as files
+from learning.agent_code_check import check_code
 from learning.calls import ANALYZE, REWRITE, StageClient, add_usage
 from learning.candidates import CANDIDATES, Candidate, Pool, agent_source
-from learning.agent_code_check import check_code
 from learning.methods import Method
 from learning.selection import spread
 from learning.settings import Settings
+from pipeline import records as files
 from pipeline.envfolder.spec import EnvSpec
 from pipeline.evaluate.hosted import MAX_CALLS_PER_TURN, write_code
 from pipeline.evaluate.records import Records
@@ -134,7 +134,9 @@ def _turn(line: dict) -> str:
         out.append(f"thought: {_clip(line['thought'], 'thought')}")
     if action:
         result = _clip(line.get("result") or line.get("invalid") or "no feedback", "result")
-        out.append(f"action: {json.dumps(action)} -> {result}" + (f" (reward {line['reward']})" if line.get("reward") else ""))
+        out.append(
+            f"action: {json.dumps(action)} -> {result}" + (f" (reward {line['reward']})" if line.get("reward") else "")
+        )
     else:
         out.append(f"no action: {line.get('message') or line.get('error')}")
     return "\n".join(out)

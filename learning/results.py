@@ -30,7 +30,9 @@ def collect(out: Path, targets: list[EnvSpec], methods: list[Method], settings: 
         baseline[env] = _test_figures(test)
         for m in methods:
             folder = out / RUNS / env / m.name
-            rows.setdefault(m.name, {})[env] = _run_figures(Pool.load(folder)) if (folder / POOL_JSON).is_file() else None
+            rows.setdefault(m.name, {})[env] = (
+                _run_figures(Pool.load(folder)) if (folder / POOL_JSON).is_file() else None
+            )
     scores = {m: {e: (r or {}).get("score") for e, r in row.items()} for m, row in rows.items()}
     base = {e: b["score"] for e, b in baseline.items()}
     bounds = {"best": [m.name for m in methods if m.selection == "best"],

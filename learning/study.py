@@ -19,7 +19,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from pipeline import records as files
 from learning.calls import theme
 from learning.candidates import POOL_JSON, Pool
 from learning.evaluation import SANDBOX, BudgetStop, Evaluator, TrainingLevels
@@ -30,6 +29,7 @@ from learning.optimization import Optimizer
 from learning.report import write_report
 from learning.results import collect
 from learning.settings import Settings
+from pipeline import records as files
 from pipeline.envfolder.spec import EnvSpec
 from pipeline.errors import UserError
 from pipeline.evaluate.hosted import AGENT_LIMITS

@@ -495,13 +495,30 @@ def normalize(total: float, max_reward: float | None, level: str = "",
     if max_reward is None:
         return None, None, False, max_note or f"no max reward for {name} in level_max_rewards.json"
     if max_reward <= 0:
-        return None, None, False, f"the max reward of {name} is {max_reward:g}, not positive: left out of normalized scores"
+        return (
+            None,
+            None,
+            False,
+            f"the max reward of {name} is {max_reward:g}, not positive: left out of normalized scores",
+        )
     raw = round(total / max_reward, 6)
     if not math.isfinite(raw):  # a total near the largest float over a max near zero
         return None, None, False, f"total {total:g} / max reward {max_reward:g} of {name} is not a finite number"
     if raw > 1:
-        return 1.0, raw, True, "; ".join(filter(None, [f"clipped: total {total:g} is above the "
-                                                       f"{'' if max_note else 'certified '}max {max_reward:g}", max_note]))
+        return (
+            1.0,
+            raw,
+            True,
+            "; ".join(
+                filter(
+                    None,
+                    [
+                        f"clipped: total {total:g} is above the {'' if max_note else 'certified '}max {max_reward:g}",
+                        max_note,
+                    ],
+                )
+            ),
+        )
     return raw, raw, False, max_note
 
 
@@ -516,7 +533,15 @@ def untyped(kind: str, major: int = 1) -> type[Record]:
 
 
 MODELS: tuple[type[Record], ...] = (
-    Manifest, Verification, LevelMaxRewards, EpisodeRecord, IterationLevels, LearnedAgent, PoolRecord, ThemeRecord, Rejection,
+    Manifest,
+    Verification,
+    LevelMaxRewards,
+    EpisodeRecord,
+    IterationLevels,
+    LearnedAgent,
+    PoolRecord,
+    ThemeRecord,
+    Rejection,
     ModelCall,
     untyped("verify_report"),  # verify --out FILE
     untyped("coding_step"),  # a line of trajectory.jsonl, the coding agent's log

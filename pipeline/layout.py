@@ -92,7 +92,9 @@ class EnvDir:
         return self.levels("test") + self.levels("val")
 
     def python_files(self) -> list[Path]:
-        return sorted(self.path / rel for rel in safe_io.walk(self.path, frozenset({"__pycache__"})) if rel.endswith(".py"))
+        return sorted(
+            self.path / rel for rel in safe_io.walk(self.path, frozenset({"__pycache__"})) if rel.endswith(".py")
+        )
 
     def skins(self) -> list[str]:
         """Names of the folder's skins (skins/<name>.py; names starting with '_' are not skins)."""

@@ -22,9 +22,8 @@ from typing import Any, Callable
 
 from pipeline import layout
 from pipeline import records as files
+from pipeline.kinds import DifficultyBaseline, HumanReview, Manifest, Packaging, RecordError, Skin, VerificationSummary
 from pipeline.located import LocatedError
-from pipeline.kinds import (DifficultyBaseline, HumanReview, Manifest, Packaging, RecordError, Skin,
-                            VerificationSummary)
 
 _KEEP = object()  # leave the human decision on disk as it is
 

@@ -42,8 +42,8 @@ from pathlib import Path
 from typing import Any, Iterator, TypeVar
 
 from pipeline import __version__, kinds
-from pipeline.located import UserError
 from pipeline.kinds import Record, RecordError
+from pipeline.located import UserError
 
 R = TypeVar("R", bound=Record)
 
@@ -79,7 +79,11 @@ def check(data: Any, kind: str, where: str | Path) -> dict:
         raise RecordError(f"{where}: expected a JSON object ({format_of(kind)}), found {type(data).__name__}")
     found = data.get(FORMAT)
     writer = data.get(WRITER)
-    by = f"written by envforge {writer}" if isinstance(writer, str) and len(writer) < 40 else "written by an unknown writer"
+    by = (
+        f"written by envforge {writer}"
+        if isinstance(writer, str) and len(writer) < 40
+        else "written by an unknown writer"
+    )
     if found is not None:
         match = _FORMAT.fullmatch(found) if isinstance(found, str) else None
         if match is None:

@@ -76,7 +76,9 @@ def _open(root: Path, rel: str | Path, file: str, directory: bool = False) -> in
         if not stat.S_ISREG(info.st_mode):
             raise _fail(file, "a regular file", _kind(info.st_mode))
         if info.st_nlink > 1:
-            raise _fail(file, "a file with one link", f"a hard link ({info.st_nlink} names; it may name a file outside)")
+            raise _fail(
+                file, "a file with one link", f"a hard link ({info.st_nlink} names; it may name a file outside)"
+            )
         return fd
     except BaseException:
         os.close(fd)
@@ -91,8 +93,13 @@ def _is_link(dir_fd: int, name: str) -> bool:
 
 
 def _kind(mode: int) -> str:
-    for test, name in ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a named pipe"), (stat.S_ISCHR, "a character device"),
-                       (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket")):
+    for test, name in (
+        (stat.S_ISDIR, "a folder"),
+        (stat.S_ISFIFO, "a named pipe"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+        (stat.S_ISSOCK, "a socket"),
+    ):
         if test(mode):
             return name
     return "a special file"

@@ -88,8 +88,10 @@ def _env_errors(out: Path) -> int:
 
 
 def table(rows: list[dict]) -> str:
-    lines = ["| environment | check | verify | reason | shipped max-reward claims | random | planner | env_error episodes |",
-             "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+    lines = [
+        "| environment | check | verify | reason | shipped max-reward claims | random | planner | env_error episodes |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
     for r in rows:
         reason = r["reason"].replace("|", "\\|").replace("\n", " ")
         reason = reason if len(reason) <= 400 else reason[:397] + "..."

@@ -16,7 +16,9 @@ from pipeline.testing.llm_server import Fault, LLMServer  # noqa: E402
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description="A loopback model server speaking the Anthropic and OpenAI wire formats.")
+    parser = argparse.ArgumentParser(
+        description="A loopback model server speaking the Anthropic and OpenAI wire formats."
+    )
     parser.add_argument("--every-other", type=int, metavar="STATUS", help="fail requests 1, 3, 5, ... with STATUS")
     parser.add_argument("--always", type=int, metavar="STATUS", help="fail every request with STATUS")
     args = parser.parse_args()

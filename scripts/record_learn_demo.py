@@ -39,8 +39,8 @@ import yaml
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from pipeline.testing.llm_server import LLMServer, Reply  # noqa: E402
 from pipeline import records as files  # noqa: E402
+from pipeline.testing.llm_server import LLMServer, Reply  # noqa: E402
 
 REPLAY = ROOT / "examples" / "replay"
 ENVS = [ROOT / "generated_envs" / "reference" / name for name in ("crate_dock", "tide_pool")]

@@ -58,7 +58,9 @@ def demo(envforge: Path, cwd: Path, args: list[str], home: Path) -> dict:
     done = subprocess.run([str(envforge), "generate", *args, "--json"], cwd=cwd, env=env, capture_output=True,
                           text=True, timeout=900)
     if done.returncode != 0:
-        raise SystemExit(f"{envforge} generate {' '.join(args)} in {cwd}: exit {done.returncode}\n{done.stderr[-2000:]}")
+        raise SystemExit(
+            f"{envforge} generate {' '.join(args)} in {cwd}: exit {done.returncode}\n{done.stderr[-2000:]}"
+        )
     summary = json.loads(done.stdout)
     return {"accepted": sorted(summary["accepted"]),
             "rejected": {name: r["stage"] for name, r in sorted(summary["rejected"].items())}}
@@ -77,8 +79,12 @@ def main(argv: list[str] | None = None) -> int:
             raise SystemExit(f"expected the installed envforge to read its data from {tmp / 'venv'}, found {located}")
         (tmp / "empty").mkdir()
         wheel = demo(installed / "envforge", tmp / "empty", ["--demo", "--out", "runs/demo"], tmp / "empty")
-        editable = demo(Path(sys.executable).parent / "envforge", ROOT,
-                        ["--themes", "examples/themes.txt", "--provider", "replay", "--out", str(tmp / "editable")], tmp)
+        editable = demo(
+            Path(sys.executable).parent / "envforge",
+            ROOT,
+            ["--themes", "examples/themes.txt", "--provider", "replay", "--out", str(tmp / "editable")],
+            tmp,
+        )
     print(f"installed wheel, from an empty folder: {json.dumps(wheel)}")
     print(f"editable install, README's command:    {json.dumps(editable)}")
     if wheel != editable:

@@ -53,7 +53,7 @@ def make_llm_client(llm_server, llm_env, monkeypatch):
 # --- plots: evaluate draws two PNGs a run (about 2 CPU-seconds, mostly importing matplotlib); the
 # suite runs evaluate some hundred times, so plots are off except where a test asks for them
 # (test_evaluate.py's report test). ---
-import os as _plots_os
+import os as _plots_os  # noqa: E402
 
 _plots_os.environ.setdefault("ENVFORGE_PLOTS", "off")
 
@@ -63,7 +63,9 @@ _plots_os.environ.setdefault("ENVFORGE_PLOTS", "off")
 # (pytest-N/popen-gwK) share their parent; without xdist the session's basetemp is the whole run.
 import os as _artifact_os  # noqa: E402
 
-from cli_kit import Run as _Run, changed_files as _changed_files, shared_artifact as _shared_artifact  # noqa: E402
+from cli_kit import Run as _Run  # noqa: E402
+from cli_kit import changed_files as _changed_files  # noqa: E402
+from cli_kit import shared_artifact as _shared_artifact  # noqa: E402
 
 _LEARN_DEMO_ENVS = sorted(f"generated_envs/reference/{p.name}"
                           for p in (_LLMPath(__file__).parent.parent / "generated_envs" / "reference").iterdir()
@@ -97,3 +99,7 @@ def learn_demo(artifact_cache) -> _Run:
     """`envforge learn generated_envs/reference/* --provider replay --methods all --iterations 2`, run
     once for the session from the repository root. Read it; copy it to write into it."""
     yield from _shared(artifact_cache, "learn_demo", LEARN_DEMO)
+
+
+# --- the sandbox tests' `host` fixture (tests/sandbox_kit.py), for every module that asks for it ---
+from sandbox_kit import host  # noqa: E402, F401

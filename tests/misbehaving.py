@@ -43,7 +43,8 @@ class Run:
         try:
             return json.loads(self.stdout)
         except json.JSONDecodeError:
-            raise AssertionError(f"no JSON summary on stdout (exit {self.returncode}); stderr:\n{self.stderr[-3000:]}")
+            raise AssertionError(f"no JSON summary on stdout (exit {self.returncode});"
+                                 f" stderr:\n{self.stderr[-3000:]}") from None
 
     def stored_bytes(self) -> int:
         """Bytes of every file under the output folder: what the run kept on disk."""

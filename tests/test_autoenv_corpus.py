@@ -6,7 +6,6 @@ import subprocess
 import sys
 
 import pytest
-
 from autoenv_corpus import NAMES, copy_env
 
 

@@ -9,24 +9,53 @@ import subprocess
 import sys
 
 import pytest
-
 from cli_kit import ENVFORGE, ROOT, envforge
 
 CRATE_DOCK = ROOT / "generated_envs" / "reference" / "crate_dock"
 THEMES = ROOT / "examples" / "themes.txt"
 
 
-@pytest.mark.parametrize("argv, message", [
-    (["evaluate", str(CRATE_DOCK), "--max-steps", "-5"], "argument --max-steps: expected a whole number >= 1, found '-5'"),
-    (["evaluate", str(CRATE_DOCK), "--planner-nodes", "0"], "argument --planner-nodes: expected a whole number >= 1, found '0'"),
-    (["evaluate", str(CRATE_DOCK), "--budget-usd", "-1"], "argument --budget-usd: expected a number >= 0, found '-1'"),
-    (["evaluate", str(CRATE_DOCK), "--runs", "three"], "argument --runs: expected a whole number >= 1, found 'three'"),
-    (["evaluate", str(CRATE_DOCK), "--call-seconds", "nan"], "argument --call-seconds: expected a number > 0, found 'nan'"),
-    (["verify", str(CRATE_DOCK), "--margin", "-1"], "argument --margin: expected a number >= 0 and <= 1, found '-1'"),
-    (["verify", str(CRATE_DOCK), "--random-episodes", "0"], "argument --random-episodes: expected a whole number >= 1, found '0'"),
-    (["probe", str(CRATE_DOCK), "--choices", "9"], "argument --choices: expected a whole number >= 4 and <= 6, found '9'"),
-    (["generate", "--themes", str(THEMES), "--concurrency", "0"], "argument --concurrency: expected a whole number >= 1, found '0'"),
-])
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (
+            ["evaluate", str(CRATE_DOCK), "--max-steps", "-5"],
+            "argument --max-steps: expected a whole number >= 1, found '-5'",
+        ),
+        (
+            ["evaluate", str(CRATE_DOCK), "--planner-nodes", "0"],
+            "argument --planner-nodes: expected a whole number >= 1, found '0'",
+        ),
+        (
+            ["evaluate", str(CRATE_DOCK), "--budget-usd", "-1"],
+            "argument --budget-usd: expected a number >= 0, found '-1'",
+        ),
+        (
+            ["evaluate", str(CRATE_DOCK), "--runs", "three"],
+            "argument --runs: expected a whole number >= 1, found 'three'",
+        ),
+        (
+            ["evaluate", str(CRATE_DOCK), "--call-seconds", "nan"],
+            "argument --call-seconds: expected a number > 0, found 'nan'",
+        ),
+        (
+            ["verify", str(CRATE_DOCK), "--margin", "-1"],
+            "argument --margin: expected a number >= 0 and <= 1, found '-1'",
+        ),
+        (
+            ["verify", str(CRATE_DOCK), "--random-episodes", "0"],
+            "argument --random-episodes: expected a whole number >= 1, found '0'",
+        ),
+        (
+            ["probe", str(CRATE_DOCK), "--choices", "9"],
+            "argument --choices: expected a whole number >= 4 and <= 6, found '9'",
+        ),
+        (
+            ["generate", "--themes", str(THEMES), "--concurrency", "0"],
+            "argument --concurrency: expected a whole number >= 1, found '0'",
+        ),
+    ],
+)
 def test_a_flag_out_of_range_is_refused_before_anything_runs(tmp_path, argv, message):
     done = envforge(*argv, cwd=tmp_path)
     assert done.returncode == 2
@@ -83,7 +112,10 @@ def test_doctor_names_an_unknown_provider_instead_of_saying_none_is_configured(t
     env["ENVFORGE_DOTENV"] = str(tmp_path / ".env")
     done = envforge("doctor", "--model", "foo/bar", cwd=tmp_path, env=env)
     assert done.returncode == 2
-    assert "--model foo/bar: expected anthropic/<model>, openai/<model>, replay/<model>, found provider 'foo'" in done.stderr
+    assert (
+        "--model foo/bar: expected anthropic/<model>, openai/<model>, replay/<model>, found provider 'foo'"
+        in done.stderr
+    )
     assert "no model provider is configured" not in done.stderr
 
 
@@ -183,7 +215,9 @@ def test_evaluate_out_inside_the_environment_is_refused_and_writes_nothing(tmp_p
     before = sorted(p.name for p in env.iterdir())
     done = envforge("evaluate", "crate_dock/", "--agent", "random", "--out", out, cwd=tmp_path)
     assert done.returncode == 2
-    assert f"--out {out}: expected a folder outside the environments evaluated, found it inside crate_dock" in done.stderr
+    assert (
+        f"--out {out}: expected a folder outside the environments evaluated, found it inside crate_dock" in done.stderr
+    )
     assert sorted(p.name for p in env.iterdir()) == before
 
 

@@ -53,29 +53,47 @@ def test_check_warns_when_done_is_never_true_and_the_runtime_truncates(tmp_path)
 BROKEN = {
     "crash_on_action": (
         {"env_main.py": ("step = 1 if", "step = 1 / 0 if")},
-        "env_main.py:8: expected step(move(direction="),
+        "env_main.py:8: expected step(move(direction=",
+    ),
     "generator_ignores_seed": (
         {"env_generate.py": ("rng = random.Random(seed)", "seed = 42\n    rng = random.Random(seed)")},
-        "env_generate.py: expected different levels for seeds [1, 2, 3], found only 1 distinct level(s)"),
+        "env_generate.py: expected different levels for seeds [1, 2, 3], found only 1 distinct level(s)",
+    ),
     "validator_rejects_shipped_level": (
-        {"env_validator.py": ("0 <= state.get(\"goal\", -1)", "3 < state.get(\"goal\", -1)")},
-        "levels/level_01.yaml: expected the validator to accept this shipped level, found goal must lie inside"),
+        {"env_validator.py": ('0 <= state.get("goal", -1)', '3 < state.get("goal", -1)')},
+        "levels/level_01.yaml: expected the validator to accept this shipped level, found goal must lie inside",
+    ),
     "non_deterministic": (
-        {"env_main.py": ("return f\"step {omega['t']}: \" + \"\".join(cells)",
-                         "import time\n        return f\"step {omega['t']} {time.perf_counter_ns()}: \" + \"\".join(cells)")},
-        "env_main.py: expected the same observations and rewards for the same level, seed and actions (step 0)"),
+        {
+            "env_main.py": (
+                'return f"step {omega[\'t\']}: " + "".join(cells)',
+                'import time\n        return f"step {omega[\'t\']} {time.perf_counter_ns()}: " + "".join(cells)',
+            )
+        },
+        "env_main.py: expected the same observations and rewards for the same level, seed and actions (step 0)",
+    ),
     "empty_observation": (
-        {"env_main.py": ("return f\"step {omega['t']}: \" + \"\".join(cells)", "return ''")},
-        "env_main.py: expected the observation after reset on levels/level_01.yaml to render to non-empty text, found ''"),
+        {"env_main.py": ('return f"step {omega[\'t\']}: " + "".join(cells)', "return ''")},
+        "env_main.py: expected the observation after reset on levels/level_01.yaml to render to non-empty text,"
+        " found ''",
+    ),
     "string_reward": (
         {"env_main.py": ("else (0.0, [], {})", "else ('zero', [], {})")},
-        "expected step(move(direction="),
+        "expected step(move(direction=",
+    ),
     "syntax_error": (
         {"env_main.py": ("class Corridor(SkinEnv):", "class Corridor(SkinEnv)")},
-        "env_main.py:4: expected valid Python, found SyntaxError"),
+        "env_main.py:4: expected valid Python, found SyntaxError",
+    ),
     "forbidden_call": (
-        {"env_main.py": ("from pipeline.runtime import SkinEnv", "import subprocess\nfrom pipeline.runtime import SkinEnv")},
-        "env_main.py:1: expected no process, network, exit, environment or foreign calls, found import subprocess"),
+        {
+            "env_main.py": (
+                "from pipeline.runtime import SkinEnv",
+                "import subprocess\nfrom pipeline.runtime import SkinEnv",
+            )
+        },
+        "env_main.py:1: expected no process, network, exit, environment or foreign calls, found import subprocess",
+    ),
 }
 
 

@@ -7,7 +7,6 @@ to the loopback listener, nothing written outside, no worker process or temp dir
 from __future__ import annotations
 
 import ctypes
-import os
 import re
 import subprocess
 import sys
@@ -15,9 +14,7 @@ import uuid
 from pathlib import Path
 
 import pytest
-
-from sandbox_kit import (  # noqa: F401 - `host` is a fixture
-    CANARY, NAMESPACES, NOT_CONFINED, Host, assert_no_canary, files_under, host)
+from sandbox_kit import NAMESPACES, NOT_CONFINED, Host, assert_no_canary, files_under
 
 pytestmark = pytest.mark.slow  # measured: seconds to minutes a test (`-m "not slow"` leaves it out)
 
@@ -30,17 +27,27 @@ REASONS = {
     "infinite_loop": r"env_main\.py: expected step\(go\(\)\) to succeed, found timeout: 'step' took longer than \d+s",
     "allocate_gigabytes": r"env_main\.py:\d+: expected step\(go\(\)\) to succeed, found memory: MemoryError",
     "fork_bomb": r"env_main\.py:\d+: expected step\(go\(\)\) to succeed, found exception: BlockingIOError",
-    "thread_spawn": r"env_main\.py:\d+: expected step\(go\(\)\) to succeed, found exception: RuntimeError( in \w+\(\))?: can't start new thread",
-    "steal_credentials": r"env_main\.py:\d+: expected no process, network, exit, environment or foreign calls, found os\.environ",
-    "connect_loopback": r"env_main\.py:\d+: expected step\(go\(\)\) to succeed, found exception: PermissionError( in \w+\(\))?: .*Operation not permitted",  # socket() refused
-    "write_outside": r"env_main\.py:\d+: expected step\(go\(\)\) to succeed, found exception: (FileNotFoundError|PermissionError)",
-    "exit_in_step": r"env_main\.py:\d+: expected no process, network, exit, environment or foreign calls, found os\._exit",
+    "thread_spawn": r"env_main\.py:\d+: expected step\(go\(\)\) to succeed, found exception: RuntimeError( in"
+    r" \w+\(\))?: can't start new thread",
+    "steal_credentials": r"env_main\.py:\d+: expected no process, network, exit, environment or foreign calls,"
+    r" found os\.environ",
+    "connect_loopback": r"env_main\.py:\d+: expected step\(go\(\)\) to succeed, found exception:"
+    r" PermissionError( in \w+\(\))?: .*Operation not permitted",  # socket() refused
+    "write_outside": r"env_main\.py:\d+: expected step\(go\(\)\) to succeed, found exception:"
+    r" (FileNotFoundError|PermissionError)",
+    "exit_in_step": r"env_main\.py:\d+: expected no process, network, exit, environment or foreign calls, found"
+    r" os\._exit",
     "flood_output": r"env_main\.py: expected step\(go\(\)\) to succeed, found output_limit: printed more than \d+ KB",
-    "nan_reward": r"env_main\.py:\d+: expected step\(go\(\)\) to succeed, found invalid_reward: reward: expected a finite number, found nan",
-    "string_reward": r"env_main\.py:\d+: expected step\(go\(\)\) to succeed, found invalid_reward: reward: expected a finite number, found '1\.0'",
-    "not_json_observation": r"env_main\.py: expected step\(go\(\)\) to succeed, found not_json: reply is not plain JSON",
-    "import_time_loop": r"env_main\.py: expected env_main\.py to import .*, found timeout: 'load' took longer than \d+s",
-    "huge_reply": r"env_main\.py: expected step\(go\(\)\) to succeed, found protocol: reply to 'step' is larger than \d+ MB",
+    "nan_reward": r"env_main\.py:\d+: expected step\(go\(\)\) to succeed, found invalid_reward: reward: expected"
+    r" a finite number, found nan",
+    "string_reward": r"env_main\.py:\d+: expected step\(go\(\)\) to succeed, found invalid_reward: reward:"
+    r" expected a finite number, found '1\.0'",
+    "not_json_observation": r"env_main\.py: expected step\(go\(\)\) to succeed, found not_json: reply is not"
+    r" plain JSON",
+    "import_time_loop": r"env_main\.py: expected env_main\.py to import .*, found timeout: 'load' took longer"
+    r" than \d+s",
+    "huge_reply": r"env_main\.py: expected step\(go\(\)\) to succeed, found protocol: reply to 'step' is larger"
+    r" than \d+ MB",
     "sigxcpu": r"env_main\.py: expected step\(go\(\)\) to succeed, found (timeout|cpu_limit): ",
     "sigxcpu_ignored": r"env_main\.py: expected step\(go\(\)\) to succeed, found (timeout|crash): ",
     "kill_parent": r"env_main\.py:\d+: expected step\(go\(\)\) to succeed, found exception: PermissionError",  # seccomp

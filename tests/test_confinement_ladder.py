@@ -29,14 +29,16 @@ from pathlib import Path
 
 import pytest
 import yaml
+from sandbox_kit import CANARY, HOSTILE, LEVEL
 
 from pipeline.sandbox.outside.capabilities import ladder
-from sandbox_kit import CANARY, HOSTILE, LEVEL, STEP
 
 ROOT = Path(__file__).resolve().parent.parent
 NOBODY = 65534
 AVAILABLE = {r.name: r for r in ladder()}
-ROOT_ONLY = pytest.mark.skipif(os.geteuid() != 0, reason="needs root (to run as another uid and to make mount namespaces)")
+ROOT_ONLY = pytest.mark.skipif(
+    os.geteuid() != 0, reason="needs root (to run as another uid and to make mount namespaces)"
+)
 
 DRIVER = r"""
 import ctypes, json, os, sys, yaml
@@ -171,7 +173,8 @@ def run_driver(scene: Scene, rung: str, uid: int) -> dict:
 
 
 # What each attempt must end with, per rung: (attempt, regex of the result). Every one fails.
-FAILED = r"^(PermissionError|FileNotFoundError|OSError|ConnectionRefusedError|BlockingIOError|RuntimeError|ProcessLookupError)"
+FAILED = (r"^(PermissionError|FileNotFoundError|OSError|ConnectionRefusedError|BlockingIOError|RuntimeError"
+          r"|ProcessLookupError)")
 ATTEMPTS = ("read_secret_0", "read_secret_1", "write_outside", "tcp_loopback", "udp_socket", "af_vsock", "af_packet",
             "unix_socket", "abstract_socket", "io_uring_setup", "parent_environ", "fork", "thread", "keyring",
             "ptrace_parent", "signal_parent")
@@ -257,7 +260,9 @@ def test_check_says_which_confinement_the_env_ran_under(tmp_path):
     last = done.stdout.strip().splitlines()[-1]
     assert last.startswith("ok: ") and f", sandbox: {capabilities()['mode']} (" in last, done.stdout + done.stderr
     done = _no_rung("-m", "pipeline.cli", "check", str(env), "--unconfined")
-    assert done.returncode == 0 and ", sandbox: none (" in done.stdout.strip().splitlines()[-1], done.stdout + done.stderr
+    assert done.returncode == 0 and ", sandbox: none (" in done.stdout.strip().splitlines()[-1], (
+        done.stdout + done.stderr
+    )
 
 
 # -- no rung: refuse, or run with the opt-in and say so ---------------------------------------
@@ -304,7 +309,9 @@ def test_with_no_rung_commands_refuse_in_one_line_and_run_no_env_code(command, t
     assert done.returncode == 2, done.stdout + done.stderr
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1, done.stderr
-    assert lines[0].startswith(f"envforge {command}: error: no sandbox can be made here, so no environment code runs"), lines
+    assert lines[0].startswith(
+        f"envforge {command}: error: no sandbox can be made here, so no environment code runs"
+    ), lines
     for named in ("namespaces: ", "userns: unshare refused", "landlock: no Landlock", "--unconfined"):
         assert named in lines[0], (named, lines[0])
     assert not marker.exists(), "environment code ran"
@@ -313,8 +320,10 @@ def test_with_no_rung_commands_refuse_in_one_line_and_run_no_env_code(command, t
 
 def test_with_no_rung_the_python_api_refuses_too(tmp_path):
     env, marker = _marked_env(tmp_path)
-    code = ("import sys\nfrom pipeline.sandbox import Worker\nfrom pipeline.errors import UserError\n"
-            f"try:\n    Worker({str(env)!r})\nexcept UserError as e:\n    print(type(e).__name__, e)\n    sys.exit(3)\n")
+    code = (
+        "import sys\nfrom pipeline.sandbox import Worker\nfrom pipeline.errors import UserError\n"
+        f"try:\n    Worker({str(env)!r})\nexcept UserError as e:\n    print(type(e).__name__, e)\n    sys.exit(3)\n"
+    )
     done = _no_rung("-c", code)
     assert done.returncode == 3, done.stdout + done.stderr
     assert done.stdout.startswith("Unconfined no sandbox can be made here"), done.stdout
@@ -345,8 +354,13 @@ def test_confined_records_name_their_rung(tmp_path):
     from pipeline.testing.tiny_env import write_env
 
     env = write_env(tmp_path / "corridor")
-    done = subprocess.run([sys.executable, "-m", "pipeline.cli", "verify", str(env), "--write"], capture_output=True, text=True,
-                          timeout=900, cwd=ROOT)
+    done = subprocess.run(
+        [sys.executable, "-m", "pipeline.cli", "verify", str(env), "--write"],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        cwd=ROOT,
+    )
     assert json.loads((env / "verification.json").read_text())["confinement"] == capabilities()["mode"], done.stderr
     assert json.loads((env / "manifest.json").read_text())["confinement"] == capabilities()["mode"]
 

@@ -26,9 +26,16 @@ def _look(path):
 
 def test_env_sees_envforge_packages_but_not_the_checkout_around_them(tmp_path):
     probe = {"checkout": str(ROOT), "home": str(Path.home()), "tmp": "/tmp", "tests": str(ROOT / "tests")}
-    env = write_env(tmp_path / "peek", replace={"env_main.py": (
-        "    def render_skin(self, omega):\n",
-        f"    def render_skin(self, omega):\n        return json.dumps({{k: _look(v) for k, v in {probe!r}.items()}})\n\n    def _unused(self, omega):\n")})
+    env = write_env(
+        tmp_path / "peek",
+        replace={
+            "env_main.py": (
+                "    def render_skin(self, omega):\n",
+                f"    def render_skin(self, omega):\n        return"
+                f" json.dumps({{k: _look(v) for k, v in {probe!r}.items()}})\n\n    def _unused(self, omega):\n",
+            )
+        },
+    )
     (env / "env_main.py").write_text(PEEK + (env / "env_main.py").read_text())
     with Worker(env) as worker:
         seen = json.loads(worker.call("reset", level="levels/level_01.yaml")["observation"])

@@ -70,7 +70,13 @@ def test_doctor_reads_keys_and_base_url_from_dot_env(llm_server, tmp_path):
 def test_doctor_with_a_model_but_no_provider_says_how_to_configure_one(tmp_path):
     result = doctor(tmp_path, "--model", "gpt-4o")
     assert result.returncode == 2
-    for hint in ("ANTHROPIC_API_KEY", "OPENAI_API_KEY", "OPENAI_BASE_URL", "--provider replay [--replay DIR]", "examples/replay"):
+    for hint in (
+        "ANTHROPIC_API_KEY",
+        "OPENAI_API_KEY",
+        "OPENAI_BASE_URL",
+        "--provider replay [--replay DIR]",
+        "examples/replay",
+    ):
         assert hint in result.stderr
 
 
@@ -83,8 +89,8 @@ def test_doctor_runs_offline_from_the_bundled_recording(tmp_path):
 
 
 def test_doctor_lists_each_sandbox_mechanism_as_enforced_or_not_available(tmp_path):
-    from pipeline.sandbox.outside.capabilities import capabilities, ladder
     from pipeline.sandbox.inside.syscalls import seccomp_available
+    from pipeline.sandbox.outside.capabilities import capabilities, ladder
 
     out = doctor(tmp_path).stdout
     lines = out[out.index("sandbox:"):out.index("providers:")].splitlines()

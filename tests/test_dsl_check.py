@@ -93,13 +93,27 @@ SCHEMA_CASES = [
     ("expose not a list", lambda d: d["observation"].update(expose="agent.pos"), "observation.expose", "a list"),
     ("no actions", lambda d: d["transition"].update(actions=[]), "transition.actions", "at least 1 item"),
     ("reward without rules", lambda d: d["reward"].pop("events"), "reward", "events or conditions"),
-    ("event without value", lambda d: d["reward"]["events"][0].pop("value_key"), "reward.events[0]", "value_key or value"),
+    (
+        "event without value",
+        lambda d: d["reward"]["events"][0].pop("value_key"),
+        "reward.events[0]",
+        "value_key or value",
+    ),
     ("bad tag value", lambda d: d["meta"].update(tags={"reward": "cumulative"}), "meta.tags.reward", '"accumulative"'),
-    ("bad param type", lambda d: d["transition"]["actions"][0].update(params=[{"name": "dx", "type": "int"}]),
-     "transition.actions[0].params[0].type", '"integer"'),
+    (
+        "bad param type",
+        lambda d: d["transition"]["actions"][0].update(params=[{"name": "dx", "type": "int"}]),
+        "transition.actions[0].params[0].type",
+        '"integer"',
+    ),
     ("text skin without template", lambda d: d["skin"].pop("template"), "skin.template", "a string (required)"),
     ("bad output format", lambda d: d["generator"].update(output_format="xml"), "generator.output_format", '"yaml"'),
-    ("named skin without type", lambda d: d.update(skins={"ascii_view": {"template": "{t}"}}), "skins.ascii_view.type", "(required)"),
+    (
+        "named skin without type",
+        lambda d: d.update(skins={"ascii_view": {"template": "{t}"}}),
+        "skins.ascii_view.type",
+        "(required)",
+    ),
 ]
 
 
@@ -170,14 +184,22 @@ def test_duplicate_parameter_names():
 
 
 def test_typed_parameter_range_must_be_ordered_and_numeric():
-    doc = mutate(lambda d: d["transition"]["actions"][0].update(
-        params=[{"name": "dx", "type": "integer", "range": [1, -1]}, {"name": "dy", "type": "string", "range": [0, 1]}]))
+    doc = mutate(
+        lambda d: d["transition"]["actions"][0].update(
+            params=[
+                {"name": "dx", "type": "integer", "range": [1, -1]},
+                {"name": "dy", "type": "string", "range": [0, 1]},
+            ]
+        )
+    )
     assert errors_at(doc, "transition.actions[0].params[0].range")
     assert errors_at(doc, "transition.actions[0].params[1].range")
 
 
 def test_enum_values_match_the_parameter_type():
-    doc = mutate(lambda d: d["transition"]["actions"][0].update(params={"dx": {"type": "integer", "enum": [-1, "0", 1]}}))
+    doc = mutate(
+        lambda d: d["transition"]["actions"][0].update(params={"dx": {"type": "integer", "enum": [-1, "0", 1]}})
+    )
     assert errors_at(doc, "transition.actions[0].params.dx.enum[1]")
 
 

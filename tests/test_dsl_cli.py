@@ -2,8 +2,8 @@
 import json
 
 import pytest
-
 from cli_kit import ROOT, envforge
+
 from pipeline import cli
 
 B4 = ROOT / "dsl_schema" / "examples" / "connect_four_b4.yaml"

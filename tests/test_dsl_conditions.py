@@ -2,7 +2,13 @@
 import pytest
 
 from dsl_schema.conditions import (
-    ConditionError, ConditionSyntaxError, Path, evaluate, holds, parse_condition, paths,
+    ConditionError,
+    ConditionSyntaxError,
+    Path,
+    evaluate,
+    holds,
+    parse_condition,
+    paths,
 )
 
 STATE = {"game": {"game_over": False, "winner": 2, "moves": [3, 4]}, "agent": {"pos": [1, 2], "hp": 0, "name": "ada"}}

@@ -20,4 +20,6 @@ def test_reference_documents_every_section_and_field_of_the_schema():
 
 
 def test_reference_contains_the_complete_example():
-    assert (ROOT / "dsl_schema" / "examples" / "lantern_vault.yaml").read_text(encoding="utf-8").strip() in docgen.render()
+    assert (ROOT / "dsl_schema" / "examples" / "lantern_vault.yaml").read_text(
+        encoding="utf-8"
+    ).strip() in docgen.render()

@@ -68,10 +68,15 @@ def test_special_files_links_and_escapes_are_refused(tmp_path):
 def test_level_lists_skip_links_and_refuse_a_linked_folder(tmp_path):
     env = write_env(tmp_path / "corridor")
     os.symlink(tmp_path / "elsewhere.yaml", env / "levels" / "level_99.yaml")
-    assert [str(level) for level in EnvSpec.open(env).levels("test")] == ["levels/level_01.yaml", "levels/level_02.yaml"]
+    assert [str(level) for level in EnvSpec.open(env).levels("test")] == [
+        "levels/level_01.yaml",
+        "levels/level_02.yaml",
+    ]
     os.rename(env / "val_levels", tmp_path / "val")
     os.symlink(tmp_path / "val", env / "val_levels")
-    assert "val_levels: expected a folder inside the environment folder, found a symbolic link" in located(EnvSpec.open, env)
+    assert "val_levels: expected a folder inside the environment folder, found a symbolic link" in located(
+        EnvSpec.open, env
+    )
 
 
 @pytest.mark.parametrize("value, found", [(True, "boolean true"), ("30", "string '30'"), (-5, "integer -5"),
@@ -87,9 +92,14 @@ def test_max_steps_rule_default_and_value():
 
 
 def test_claimed_max_rewards_must_be_finite_and_not_vanishing():
-    assert claimed_max_rewards({"levels": {"levels/l1.yaml": {"max_reward": 2}, "l2.yaml": 0}}) == {"l1.yaml": 2.0, "l2.yaml": 0.0}
+    assert claimed_max_rewards({"levels": {"levels/l1.yaml": {"max_reward": 2}, "l2.yaml": 0}}) == {
+        "l1.yaml": 2.0,
+        "l2.yaml": 0.0,
+    }
     for bad in (float("nan"), float("inf"), 1e-300, -1.0, "1.0", None, True):
-        assert "expected a finite number, 0 or from 1e-06 up" in located(claimed_max_rewards, {"levels": {"l.yaml": bad}})
+        assert "expected a finite number, 0 or from 1e-06 up" in located(
+            claimed_max_rewards, {"levels": {"l.yaml": bad}}
+        )
 
 
 def test_reference_env_reads_once_with_everything_an_agent_needs():
@@ -110,7 +120,9 @@ def test_errors_never_print_an_empty_location():
 COLUMNS_CONFIG = {"transition": {"actions": [{"name": "drop_disk", "params": ["column"]},
                                              {"name": "move", "params": [{"name": "direction", "type": "string",
                                                                           "enum": ["left", "right"]}]}]}}
-COLUMNS_TEXT = '[{"name": "drop_disk", "parameters": {"column": "Column index (0-6) where the disk should be dropped"}}]'
+COLUMNS_TEXT = (
+    '[{"name": "drop_disk", "parameters": {"column": "Column index (0-6) where the disk should be dropped"}}]'
+)
 
 
 def test_untyped_parameter_gets_every_value_the_evidence_names_and_says_where_from():

@@ -60,30 +60,52 @@ def socket_instruction(env: Path) -> None:
 
 # case -> (edit of a sound folder, the located message every command prints)
 CASES = {
-    "socket_instruction": (socket_instruction,
-                           r"agent_instruction.txt: expected a regular file, found a socket"),
-    "non_utf8_config": (write_config(b"meta:\n  id: corr\xffidor\n"),
-                        r"config.yaml:2: expected UTF-8 text, found byte 0xff at offset 16"),
-    "deep_nesting": (write_config(b"x: " + b"[" * 50_000 + b"]" * 50_000 + b"\n"),
-                     r"config.yaml:1: expected nesting at most 100 levels deep, found deeper nesting"),
-    "long_integer": (write_config(b"termination:\n  max_steps: " + b"7" * 5000 + b"\n"),
-                     r"config.yaml:2: expected an integer of at most 100 digits, found one of 5000 digits"),
-    "alias_bomb": (write_config(alias_bomb().encode()),
-                   r"config.yaml:\d+: expected at most 1000000 nodes once aliases are expanded, found more"),
-    "bad_manifest": (lambda env: (env / "manifest.json").write_text('{"tags": {"reward": "binary",}}'),
-                     r"manifest.json:1: expected valid JSON, found Expecting property name"),
-    "instruction_to_dev_zero": (link_instruction("/dev/zero"),
-                                r"agent_instruction.txt: expected a regular file inside the folder, found a symbolic link"),
-    "max_steps_true": (set_max_steps("true"),
-                       r"config.yaml: termination.max_steps: expected an integer of at least 1, found boolean true"),
-    "max_steps_string": (set_max_steps('"30"'),
-                         r"config.yaml: termination.max_steps: expected an integer of at least 1, found string '30'"),
-    "max_steps_negative": (set_max_steps("-5"),
-                           r"config.yaml: termination.max_steps: expected an integer of at least 1, found integer -5"),
-    "nan_max_reward": (lambda env: (env / "level_max_rewards.json").write_text('{"levels": {"level_01.yaml": {"max_reward": NaN}}}'),
-                       r"level_max_rewards.json: expected a finite number, found NaN"),
-    "tiny_max_reward": (lambda env: (env / "level_max_rewards.json").write_text('{"levels": {"level_01.yaml": 1e-300}}'),
-                        r"level_max_rewards.json: levels.level_01.yaml: expected a finite number, 0 or from 1e-06 up, found number 1e-300"),
+    "socket_instruction": (socket_instruction, r"agent_instruction.txt: expected a regular file, found a socket"),
+    "non_utf8_config": (
+        write_config(b"meta:\n  id: corr\xffidor\n"),
+        r"config.yaml:2: expected UTF-8 text, found byte 0xff at offset 16",
+    ),
+    "deep_nesting": (
+        write_config(b"x: " + b"[" * 50_000 + b"]" * 50_000 + b"\n"),
+        r"config.yaml:1: expected nesting at most 100 levels deep, found deeper nesting",
+    ),
+    "long_integer": (
+        write_config(b"termination:\n  max_steps: " + b"7" * 5000 + b"\n"),
+        r"config.yaml:2: expected an integer of at most 100 digits, found one of 5000 digits",
+    ),
+    "alias_bomb": (
+        write_config(alias_bomb().encode()),
+        r"config.yaml:\d+: expected at most 1000000 nodes once aliases are expanded, found more",
+    ),
+    "bad_manifest": (
+        lambda env: (env / "manifest.json").write_text('{"tags": {"reward": "binary",}}'),
+        r"manifest.json:1: expected valid JSON, found Expecting property name",
+    ),
+    "instruction_to_dev_zero": (
+        link_instruction("/dev/zero"),
+        r"agent_instruction.txt: expected a regular file inside the folder, found a symbolic link",
+    ),
+    "max_steps_true": (
+        set_max_steps("true"),
+        r"config.yaml: termination.max_steps: expected an integer of at least 1, found boolean true",
+    ),
+    "max_steps_string": (
+        set_max_steps('"30"'),
+        r"config.yaml: termination.max_steps: expected an integer of at least 1, found string '30'",
+    ),
+    "max_steps_negative": (
+        set_max_steps("-5"),
+        r"config.yaml: termination.max_steps: expected an integer of at least 1, found integer -5",
+    ),
+    "nan_max_reward": (
+        lambda env: (env / "level_max_rewards.json").write_text('{"levels": {"level_01.yaml": {"max_reward": NaN}}}'),
+        r"level_max_rewards.json: expected a finite number, found NaN",
+    ),
+    "tiny_max_reward": (
+        lambda env: (env / "level_max_rewards.json").write_text('{"levels": {"level_01.yaml": 1e-300}}'),
+        r"level_max_rewards.json: levels.level_01.yaml: expected a finite number, 0 or from 1e-06 up, found"
+        r" number 1e-300",
+    ),
 }
 
 # command -> (arguments after ENV_DIR, exit code for an unfit folder)

@@ -85,8 +85,9 @@ def test_an_autoenv_format_folder_without_dsl_domains_gets_a_discrete_space_from
     shutil.copytree(AUTOENV_FORMAT, env_dir)
     config = (env_dir / "config.yaml").read_text()
     start, end = config.index("  actions:\n"), config.index("skin:\n")
-    (env_dir / "config.yaml").write_text(config[:start] + '  actions:\n    - name: "drop_disk"\n      params: [column]\n'
-                                         + config[end:])
+    (env_dir / "config.yaml").write_text(
+        config[:start] + '  actions:\n    - name: "drop_disk"\n      params: [column]\n' + config[end:]
+    )
     (env_dir / "action_space.txt").write_text(
         '[{"name": "drop_disk", "description": "Drop a disk into a column.", '
         '"parameters": {"column": "Column index (0-3) where the disk is dropped"}}]\n')

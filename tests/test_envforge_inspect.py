@@ -58,8 +58,21 @@ def _run(tmp_path: Path, moves: list[str], task: str = "envforge/env", **task_ar
 
     work = tmp_path / "work"
     work.mkdir()
-    done = subprocess.run([sys.executable, "-c", RUN, json.dumps(moves), json.dumps({"path": str(CRATE_DOCK), **task_args} if task == "envforge/env" else task_args), task],
-                          cwd=work, env=_offline_env(tmp_path), capture_output=True, text=True, timeout=600)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            RUN,
+            json.dumps(moves),
+            json.dumps({"path": str(CRATE_DOCK), **task_args} if task == "envforge/env" else task_args),
+            task,
+        ],
+        cwd=work,
+        env=_offline_env(tmp_path),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     result = json.loads(done.stdout.strip().splitlines()[-1])
     assert result["status"] == "success", result["error"]

@@ -193,10 +193,14 @@ def test_user_agent_runs_in_process_over_a_proxy_env(tmp_path, capsys):
 def test_a_generation_output_is_searched_for_accepted_environments_only(tmp_path, capsys):
     out = tmp_path / "generated"
     for where in ("_rejected/broken", "_work/half_done"):
-        shutil.copytree(REFERENCE / "crate_dock", out / where, ignore=shutil.ignore_patterns("__pycache__", "_generated"))
+        shutil.copytree(
+            REFERENCE / "crate_dock", out / where, ignore=shutil.ignore_patterns("__pycache__", "_generated")
+        )
     assert main(["evaluate", str(out), "--agent", "random"]) == 2
     assert "found none" in capsys.readouterr().err
-    shutil.copytree(REFERENCE / "tide_pool", out / "tide_pool", ignore=shutil.ignore_patterns("__pycache__", "_generated"))
+    shutil.copytree(
+        REFERENCE / "tide_pool", out / "tide_pool", ignore=shutil.ignore_patterns("__pycache__", "_generated")
+    )
     assert main(["evaluate", str(out), "--agent", "random", "--max-levels", "1", "--runs", "1",
                  "--out", str(tmp_path / "eval"), "--json"]) == 0
     assert list(json.loads(capsys.readouterr().out)["envs"]) == ["tide_pool"]

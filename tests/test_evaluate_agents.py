@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.testing.llm_server import Fault, Reply
 from pipeline.cli import main
+from pipeline.testing.llm_server import Fault, Reply
 
 REFERENCE = Path(__file__).resolve().parent.parent / "generated_envs" / "reference"
 PYTHON_DICT_IN_FENCE = ("<thinking_memory>The crate is south-east; I will walk east first.</thinking_memory>\n"
@@ -63,7 +63,9 @@ def test_react_garbage_replies_are_counted_format_errors_that_end_the_episode(ev
     assert record["format_errors"] == 5 and record["steps"] == 5 and record["env_steps"] == 0
     assert record["action_validity_rate"] == 0.0 and record["normalized"] == 0.0
     fifth = bodies(llm_server)[4]["messages"][1]["content"]
-    assert "no action: expected a dictionary with an \"action\" key in the reply, found 'I would rather not say.'" in fifth
+    assert (
+        "no action: expected a dictionary with an \"action\" key in the reply, found 'I would rather not say.'" in fifth
+    )
     assert "stop: format_error_streak 1" in out
 
 

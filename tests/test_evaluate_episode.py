@@ -31,8 +31,14 @@ class Corridor:
         if action == NORTH:
             self.pos += 1
         done = self.pos >= self.length
-        return StepResult(f"at {self.pos}", str(self.pos), self.t, reward=1.0 if done or self.reward_every_step else 0.0,
-                          terminated=done, last_action_result="ok")
+        return StepResult(
+            f"at {self.pos}",
+            str(self.pos),
+            self.t,
+            reward=1.0 if done or self.reward_every_step else 0.0,
+            terminated=done,
+            last_action_result="ok",
+        )
 
 
 class Scripted:
@@ -113,10 +119,18 @@ def test_a_turn_that_cannot_go_on_ends_the_episode_at_once(error, reason):
 def test_invalid_reason_checks_names_parameters_and_enums():
     assert ActionSpace(tuple(SPACE)).invalid_reason(NORTH) is None
     assert ActionSpace(tuple(SPACE)).invalid_reason({"action": "fly", "params": {}}) == "unknown action 'fly'"
-    assert ActionSpace(tuple(SPACE)).invalid_reason({"action": "move", "params": {}}) == "move needs parameter 'direction'"
-    assert ActionSpace(tuple(SPACE)).invalid_reason({"action": "wait", "params": {"x": 1}}) == "wait has no parameter 'x'"
-    assert "must be one of ['north', 'south']" in ActionSpace(tuple(SPACE)).invalid_reason({"action": "move", "params": {"direction": "up"}})
-    assert ActionSpace(tuple([])).invalid_reason({"action": "anything", "params": {}}) is None  # nothing declared: the env decides
+    assert (
+        ActionSpace(tuple(SPACE)).invalid_reason({"action": "move", "params": {}}) == "move needs parameter 'direction'"
+    )
+    assert (
+        ActionSpace(tuple(SPACE)).invalid_reason({"action": "wait", "params": {"x": 1}}) == "wait has no parameter 'x'"
+    )
+    assert "must be one of ['north', 'south']" in ActionSpace(tuple(SPACE)).invalid_reason(
+        {"action": "move", "params": {"direction": "up"}}
+    )
+    assert (
+        ActionSpace(tuple([])).invalid_reason({"action": "anything", "params": {}}) is None
+    )  # nothing declared: the env decides
 
 
 @pytest.mark.parametrize("reply", [
@@ -134,7 +148,9 @@ def test_parse_action_tolerates_fences_python_quoting_and_prose(reply):
 def test_parse_action_takes_the_last_action_block_and_json_literals_in_python_quotes():
     reply = "<action>{'action': 'wait'}</action> no wait: <action>{'action': 'move', 'params': {'run': true}}</action>"
     assert parse_action(reply) == {"action": "move", "params": {"run": True}}
-    assert parse_action("<action>{\"action\": \"say\", \"params\": {\"text\": \"a } b\"}}</action>")["params"] == {"text": "a } b"}
+    assert parse_action('<action>{"action": "say", "params": {"text": "a } b"}}</action>')["params"] == {
+        "text": "a } b"
+    }
 
 
 @pytest.mark.parametrize("reply, message", [
@@ -167,7 +183,9 @@ def test_progress_shows_the_mean_score_so_far_and_dollars():
     from pipeline.evaluate.runner import Progress
 
     progress = Progress("react", mode="off")
-    base = episode(Scripted(Decision(action=NORTH))).record(env="e", level="l", run=0, agent="a", model="m", split="test")
+    base = episode(Scripted(Decision(action=NORTH))).record(
+        env="e", level="l", run=0, agent="a", model="m", split="test"
+    )
     for normalized, dollars, stop in ((1.0, 0.01, "solved"), (0.0, 0.02, "max_steps"), (None, 0.5, "model_error")):
         base.normalized, base.dollars, base.stop_reason = normalized, dollars, stop
         progress.update(base)
@@ -177,6 +195,15 @@ def test_progress_shows_the_mean_score_so_far_and_dollars():
 def test_invalid_reason_checks_json_types():
     space = [Action("jump", "", (Param("height", "integer", None, (1, 3)), Param("loud", "boolean", optional=True)))]
     assert ActionSpace(tuple(space)).invalid_reason({"action": "jump", "params": {"height": 2}}) is None
-    assert ActionSpace(tuple(space)).invalid_reason({"action": "jump", "params": {"height": "2"}}) == "height must be of type integer, found '2'"
-    assert ActionSpace(tuple(space)).invalid_reason({"action": "jump", "params": {"height": True}}) == "height must be of type integer, found True"
-    assert ActionSpace(tuple(space)).invalid_reason({"action": "jump", "params": {"height": 2, "loud": 1}}) == "loud must be of type boolean, found 1"
+    assert (
+        ActionSpace(tuple(space)).invalid_reason({"action": "jump", "params": {"height": "2"}})
+        == "height must be of type integer, found '2'"
+    )
+    assert (
+        ActionSpace(tuple(space)).invalid_reason({"action": "jump", "params": {"height": True}})
+        == "height must be of type integer, found True"
+    )
+    assert (
+        ActionSpace(tuple(space)).invalid_reason({"action": "jump", "params": {"height": 2, "loud": 1}})
+        == "loud must be of type boolean, found 1"
+    )

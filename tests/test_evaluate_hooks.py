@@ -28,7 +28,10 @@ def test_evaluate_through_a_skin_and_on_probe_items(tmp_path):
     turn = json.loads(trajectory.read_text().splitlines()[1])
     assert json.loads(turn["observation"])["observation"]["board"][0] == "#######"  # rendered by the json skin
 
-    assert envforge("probe", "crate_dock", "--kind", "predict", "--n", "4", "--out", "p.jsonl", cwd=tmp_path).returncode == 0
+    assert (
+        envforge("probe", "crate_dock", "--kind", "predict", "--n", "4", "--out", "p.jsonl", cwd=tmp_path).returncode
+        == 0
+    )
     scored = envforge("evaluate", "--probes", "p.jsonl", "--agent", "oracle", "--out", "ev", "--json", cwd=tmp_path)
     assert scored.returncode == 0, scored.stderr
     assert "1.0" in scored.stdout and "predict" in scored.stdout

@@ -12,8 +12,8 @@ import sys
 from pathlib import Path
 
 import envforge
-from pipeline.kinds import EpisodeRecord
 from pipeline.evaluate.report import summarize, write_report
+from pipeline.kinds import EpisodeRecord
 
 ROOT = Path(__file__).resolve().parents[1]
 ENVFORGE = str(Path(sys.executable).parent / "envforge")
@@ -37,14 +37,34 @@ def _envs(tmp_path: Path) -> Path:
 
 def test_an_overflowing_env_ends_invalid_reward_and_the_clean_env_of_the_run_is_scored(tmp_path):
     out = tmp_path / "out"
-    done = subprocess.run([ENVFORGE, "evaluate", str(_envs(tmp_path)), "--agent", "random", "--runs", "1",
-                           "--max-levels", "2", "--out", str(out), "--json"], capture_output=True, text=True, timeout=600)
+    done = subprocess.run(
+        [
+            ENVFORGE,
+            "evaluate",
+            str(_envs(tmp_path)),
+            "--agent",
+            "random",
+            "--runs",
+            "1",
+            "--max-levels",
+            "2",
+            "--out",
+            str(out),
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert "Traceback" not in done.stderr, done.stderr
     assert done.returncode == 1  # an environment failed: as for env_error
-    assert re.search(r"2 episode\(s\) ended because the environment's rewards were not finite numbers \(invalid_reward, "
-                     r"left out of the scores\); e\.g\. overflow_reward on levels/level_0[12]\.yaml: the total reward is "
-                     r"not a finite number after environment step 2: (1\.7e\+308 \+ 1\.7e\+308|-1\.7e\+308 \+ -1\.7e\+308)$",
-                     done.stderr, re.M), done.stderr
+    assert re.search(
+        r"2 episode\(s\) ended because the environment's rewards were not finite numbers \(invalid_reward, "
+        r"left out of the scores\); e\.g\. overflow_reward on levels/level_0[12]\.yaml: the total reward is "
+        r"not a finite number after environment step 2: (1\.7e\+308 \+ 1\.7e\+308|-1\.7e\+308 \+ -1\.7e\+308)$",
+        done.stderr,
+        re.M,
+    ), done.stderr
     printed = strict(done.stdout)
     rows = [strict(line) for line in (out / "episodes.jsonl").read_text().splitlines()]
     overflow = sorted((r["level"], r["stop_reason"], r["total_reward"], r["normalized"]) for r in rows

@@ -14,8 +14,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
-
 from cli_kit import envforge
+
 from pipeline.testing.tiny_env import write_env
 
 HOSTILE = Path(__file__).parent / "hostile"

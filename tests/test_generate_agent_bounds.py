@@ -14,10 +14,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from pipeline.testing import replay_kit
-from pipeline.testing import tiny_env
-from pipeline.testing.llm_server import Reply
 from pipeline.generate.agent import MAX_TOOL_CALLS_PER_REPLY, READ_CHARS, RECENT_CHARS
+from pipeline.testing import replay_kit, tiny_env
+from pipeline.testing.llm_server import Reply
 
 ENVFORGE = [sys.executable, "-m", "pipeline.cli"]
 DSL = "```yaml\n" + yaml.safe_dump(tiny_env.CONFIG, sort_keys=False) + "```\n"

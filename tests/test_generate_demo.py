@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from cli_kit import envforge
 
 pytestmark = pytest.mark.slow  # measured: seconds to minutes a test (`-m "not slow"` leaves it out)

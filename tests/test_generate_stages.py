@@ -3,25 +3,20 @@ names and replay keyed on the whole theme, infrastructure faults as errors, Ctrl
 from __future__ import annotations
 
 import json
-import os
 import re
 import shlex
 import shutil
 import signal
 import subprocess
 import sys
-import time
-from pathlib import Path
 
-import pytest
-
-from pipeline.testing import replay_kit
-from pipeline.testing.llm_server import Reply
 from test_generate import BUG, generate
 
 from pipeline.generate import stages
 from pipeline.paths import TEMPLATES_DIR
 from pipeline.review import actions, catalog
+from pipeline.testing import replay_kit
+from pipeline.testing.llm_server import Reply
 
 
 def test_every_stage_list_is_read_from_the_one_declaration():

@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
+
 from pipeline.testing.llm_server import Reply
 
 pytestmark = pytest.mark.slow  # measured: seconds to minutes a test (`-m "not slow"` leaves it out)

@@ -17,8 +17,9 @@ from pipeline.sandbox import Worker
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "scripts"))
 
-from pipeline.testing.llm_server import LLMServer  # noqa: E402
 from record_learn_demo import ScriptedModel  # noqa: E402
+
+from pipeline.testing.llm_server import LLMServer  # noqa: E402
 
 pytestmark = pytest.mark.slow  # measured: seconds to minutes a test (`-m "not slow"` leaves it out)
 
@@ -231,8 +232,8 @@ def test_learns_level_making_has_no_verify_budget_to_run_out(tmp_path):
     context it opens carries no deadline naming verify's flag (verify's does)."""
     from learning.evaluation import TrainingLevels
     from learning.settings import Settings
-    from pipeline.verify.context import Context, Options
     from pipeline.testing.tiny_env import write_env
+    from pipeline.verify.context import Context, Options
 
     env_dir = write_env(tmp_path / "env")
     levels = TrainingLevels(tmp_path / "out", Settings())

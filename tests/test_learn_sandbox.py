@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.testing.llm_server import Reply
 from pipeline.cli import main
 from pipeline.sandbox import SandboxFailure, Worker
+from pipeline.testing.llm_server import Reply
 
 CANARY = "sk-canary-7f3e9a"
 
@@ -126,9 +126,28 @@ def test_evaluating_learned_agent_code_sends_its_model_calls_through_the_parent_
     (learned / "learned.json").write_text(json.dumps({"env": "crate_dock"}))
     llm_server.rule = lambda n: Reply("east")
     env = Path(__file__).resolve().parent.parent / "generated_envs" / "reference" / "crate_dock"
-    status = main(["evaluate", str(env), "--agent", f"learned:{learned}", "--model", "openai/gpt-4o-mini",
-                   "--base-url", llm_server.openai_url, "--no-cache", "--max-levels", "1", "--runs", "1", "--max-steps", "3",
-                   "--out", str(tmp_path / "out"), "--json"])
+    status = main(
+        [
+            "evaluate",
+            str(env),
+            "--agent",
+            f"learned:{learned}",
+            "--model",
+            "openai/gpt-4o-mini",
+            "--base-url",
+            llm_server.openai_url,
+            "--no-cache",
+            "--max-levels",
+            "1",
+            "--runs",
+            "1",
+            "--max-steps",
+            "3",
+            "--out",
+            str(tmp_path / "out"),
+            "--json",
+        ]
+    )
     assert status == 0, capsys.readouterr().err
     (record,) = [json.loads(x) for x in (tmp_path / "out" / "episodes.jsonl").read_text().splitlines()]
     assert record["steps"] == 3 and record["valid_actions"] == 3 and record["model_calls"] == 3
@@ -141,22 +160,33 @@ def test_evaluating_learned_agent_code_sends_its_model_calls_through_the_parent_
 
 
 def test_the_check_passes_the_seed_agent_and_refuses_code_that_fails_or_answers_nothing(tmp_path):
-    from learning.candidates import SEED_AGENT
     from learning.agent_code_check import AGENT_LIMITS, check_code
+    from learning.candidates import SEED_AGENT
     from pipeline.sandbox import WorkerPool
 
     env = {"name": "crate_dock", "instruction": "Push the crates.", "action_space": "move(direction)",
            "actions": ["move", "wait"], "max_steps": 30}
     turn = {"step": 1, "max_steps": 30, "observation": "#@$o#", "last_action_result": None, "history": []}
-    reply = '<thinking_memory>go</thinking_memory>\n<action>{"action": "move", "params": {"direction": "east"}}</action>'
-    cases = {"seed": (SEED_AGENT.read_text(), ""),
-             "raises": ("class Agent:\n    def __init__(self, env, llm):\n        self.llm = llm\n\n"
-                        "    def act(self, turn):\n        return {}[0]\n", "agent.py at agent.py:6: exception: KeyError"),
-             "no action": ("class Agent:\n    def __init__(self, env, llm):\n        pass\n\n"
-                           "    def act(self, turn):\n        return {\"thought\": \"hmm\"}\n",
-                           "given a well-formed reply, returned no action"),
-             "forbidden": ("import socket\n\nclass Agent:\n    def act(self, turn):\n        return {}\n",
-                           "agent.py:1: expected no process, network")}
+    reply = (
+        '<thinking_memory>go</thinking_memory>\n<action>{"action": "move", "params": {"direction": "east"}}</action>'
+    )
+    cases = {
+        "seed": (SEED_AGENT.read_text(), ""),
+        "raises": (
+            "class Agent:\n    def __init__(self, env, llm):\n        self.llm = llm\n\n"
+            "    def act(self, turn):\n        return {}[0]\n",
+            "agent.py at agent.py:6: exception: KeyError",
+        ),
+        "no action": (
+            "class Agent:\n    def __init__(self, env, llm):\n        pass\n\n"
+            '    def act(self, turn):\n        return {"thought": "hmm"}\n',
+            "given a well-formed reply, returned no action",
+        ),
+        "forbidden": (
+            "import socket\n\nclass Agent:\n    def act(self, turn):\n        return {}\n",
+            "agent.py:1: expected no process, network",
+        ),
+    }
     with WorkerPool(2, AGENT_LIMITS, host="agent") as agents:
         for name, (source, expected) in cases.items():
             folder = tmp_path / name.replace(" ", "_")

@@ -86,7 +86,9 @@ def test_check_and_verify_from_python_are_the_commands(tmp_path):
     result = envforge.verify(env, stages="execution")
     assert result.accepted and "execution" in result.stages and "levels" not in result.stages
     assert result.stages["execution"]["levels"] == 15
-    with pytest.raises(envforge.UserError, match="envforge.verify: expected keyword options among stages, .*found stage"):
+    with pytest.raises(
+        envforge.UserError, match="envforge.verify: expected keyword options among stages, .*found stage"
+    ):
         envforge.verify(env, stage="execution")
     with pytest.raises(envforge.UserError, match="--stages: expected some of execution,levels,reliability"):
         envforge.verify(env, stages="speed")
@@ -104,5 +106,7 @@ def test_probe_and_reskin_from_python_are_the_commands(tmp_path):
     assert skin.report.ok and skin.name == "json" and (env / "skins" / "json.py").is_file()
     with pytest.raises(envforge.UserError, match="expected one of --style STYLE or --check NAME"):
         envforge.reskin(env)
-    with pytest.raises(envforge.UserError, match="envforge.probe: expected keyword options among kind, n, .*found items"):
+    with pytest.raises(
+        envforge.UserError, match="envforge.probe: expected keyword options among kind, n, .*found items"
+    ):
         envforge.probe(env, items=3)

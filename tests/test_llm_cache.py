@@ -2,10 +2,9 @@
 import asyncio
 import multiprocessing
 
-from pipeline.testing.llm_server import Reply
-
 from pipeline.llm import Message, Response
 from pipeline.llm.cache import ResponseCache
+from pipeline.testing.llm_server import Reply
 
 
 def ask_each(client, prompts, **kw):

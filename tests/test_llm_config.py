@@ -3,10 +3,10 @@ import argparse
 
 import pytest
 
-from pipeline.errors import UserError
-from pipeline.llm import resolve
 from pipeline.api.options import LLMOptions
 from pipeline.commands._flags import add_llm_arguments
+from pipeline.errors import UserError
+from pipeline.llm import resolve
 
 
 def parse(*argv):
@@ -23,7 +23,14 @@ def test_without_any_provider_a_command_stops_and_says_how_to_configure_one(llm_
     with pytest.raises(UserError) as error:
         client_from_args(parse("--budget-usd", "1"))
     message = str(error.value)
-    for hint in ("ANTHROPIC_API_KEY", "OPENAI_API_KEY", "OPENAI_BASE_URL", "--provider replay [--replay DIR]", "examples/replay", ".env"):
+    for hint in (
+        "ANTHROPIC_API_KEY",
+        "OPENAI_API_KEY",
+        "OPENAI_BASE_URL",
+        "--provider replay [--replay DIR]",
+        "examples/replay",
+        ".env",
+    ):
         assert hint in message
 
 
@@ -95,10 +102,9 @@ def test_flag_values_are_checked(llm_env, monkeypatch, capsys):
 
 def test_a_command_that_hits_its_budget_ends_with_a_clear_outcome_and_the_cost_summary(
         llm_server, make_llm_client, llm_env, monkeypatch, capsys):
-    from pipeline.testing.llm_server import Reply
-
-    from pipeline.llm import Message
     from pipeline.commands._run import EXIT_BUDGET_EXCEEDED, run_with_client
+    from pipeline.llm import Message
+    from pipeline.testing.llm_server import Reply
 
     monkeypatch.setenv("OPENAI_API_KEY", "k")
     llm_server.rule = lambda n: Reply(input_tokens=10, output_tokens=60)  # $0.000625 with gpt-4o

@@ -3,11 +3,11 @@ import asyncio
 import logging
 
 import pytest
-from pipeline.testing.llm_server import Reply
 
 from pipeline.llm import BudgetExceeded, Message, Request
 from pipeline.llm.ledger import Ledger, estimate_tokens
 from pipeline.llm.prices import PriceTable
+from pipeline.testing.llm_server import Reply
 
 
 def run_calls(client, calls, max_tokens=100):
@@ -17,7 +17,9 @@ def run_calls(client, calls, max_tokens=100):
         async with client:
             for theme, stage, prompt in calls:
                 try:
-                    out.append(await client.complete([Message.user(prompt)], theme=theme, stage=stage, max_tokens=max_tokens))
+                    out.append(
+                        await client.complete([Message.user(prompt)], theme=theme, stage=stage, max_tokens=max_tokens)
+                    )
                 except BudgetExceeded as exc:
                     out.append(exc)
         return out
@@ -50,7 +52,9 @@ def test_unknown_model_costs_nothing_and_warns_once(llm_server, make_llm_client,
 
 def test_a_user_price_file_overrides_and_extends_the_shipped_table(tmp_path):
     prices = tmp_path / "prices.yaml"
-    prices.write_text("models:\n  openai/gpt-4o: {input: 1, output: 2}\n  openai/my-llama*: {input: 0.5, output: 0.5}\n")
+    prices.write_text(
+        "models:\n  openai/gpt-4o: {input: 1, output: 2}\n  openai/my-llama*: {input: 0.5, output: 0.5}\n"
+    )
     table = PriceTable.load(prices)
     assert table.lookup("openai/gpt-4o").input == 1
     assert table.lookup("openai/my-llama-70b").output == 0.5

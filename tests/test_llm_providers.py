@@ -2,9 +2,9 @@
 import asyncio
 
 import pytest
-from pipeline.testing.llm_server import Reply
 
 from pipeline.llm import Message, ToolSpec
+from pipeline.testing.llm_server import Reply
 
 WRITE_FILE = ToolSpec("write_file", "Write a file in the environment folder.", {
     "type": "object",
@@ -24,12 +24,16 @@ async def _tool_round_trip(client):
 
 @pytest.mark.parametrize("provider", ["openai", "anthropic"])
 def test_tool_call_and_its_result_cross_the_wire(provider, llm_server, make_llm_client):
-    llm_server.script = [Reply("Writing it.", tool_calls=[("write_file", {"path": "env_main.py", "content": "x = 1\n"})]),
-                         Reply("Done.")]
+    llm_server.script = [
+        Reply("Writing it.", tool_calls=[("write_file", {"path": "env_main.py", "content": "x = 1\n"})]),
+        Reply("Done."),
+    ]
     first, second = asyncio.run(_tool_round_trip(make_llm_client(provider, no_cache=True)))
 
     assert first.stop_reason == "tool_use"
-    assert [(c.name, c.arguments) for c in first.tool_calls] == [("write_file", {"path": "env_main.py", "content": "x = 1\n"})]
+    assert [(c.name, c.arguments) for c in first.tool_calls] == [
+        ("write_file", {"path": "env_main.py", "content": "x = 1\n"})
+    ]
     assert first.text == "Writing it."
     assert second.text == "Done." and second.stop_reason == "end_turn" and not second.tool_calls
     assert first.usage.input_tokens == 10 and first.usage.output_tokens == 5

@@ -3,9 +3,9 @@ import asyncio
 import time
 
 import pytest
-from pipeline.testing.llm_server import Fault, Reply, rate_limited
 
 from pipeline.llm import MalformedResponse, Message, ProviderError, RetriesExhausted
+from pipeline.testing.llm_server import Fault, Reply, rate_limited
 
 
 def ask(client, **kw):

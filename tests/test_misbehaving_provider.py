@@ -11,8 +11,8 @@ import urllib.request
 
 import pytest
 
-from pipeline.testing.llm_server import USAGE_FORGERIES, Reply, forged_usage, runaway_text
 from pipeline.llm.trust import reply_byte_cap
+from pipeline.testing.llm_server import USAGE_FORGERIES, Reply, forged_usage, runaway_text
 
 
 def _post(server, path: str, body: dict) -> dict:
@@ -46,8 +46,9 @@ def test_the_fixture_sends_forged_usage_as_it_is_and_counts_bytes(llm_server, pa
 
 
 # --- cost accounting fails closed (issue 22, item 1) ----------------------------------------------
-from pipeline.testing.llm_server import Fault  # noqa: E402
 from misbehaving import generate_against  # noqa: E402
+
+from pipeline.testing.llm_server import Fault  # noqa: E402
 
 DESIGN = "## Goal\n" + "Walk the corridor to its far end, one room at a time. " * 8
 # The cheapest call of a generate run reserves the design stage's max_tokens (4000) of output.

@@ -27,7 +27,7 @@ def test_replayed_solution_solves_the_reference_level():
 def test_play_prints_each_observation_reward_and_result(tmp_path):
     env = write_env(tmp_path / "corridor")
     actions = tmp_path / "a.txt"
-    actions.write_text("# comment\nmove right\nmove direction=right\n{\"action\": \"jump\", \"params\": {}}\nmove right\n")
+    actions.write_text('# comment\nmove right\nmove direction=right\n{"action": "jump", "params": {}}\nmove right\n')
     result = play(str(env), "--actions", str(actions))
     assert result.returncode == 0, result.stderr
     assert "step 0: @..G.." in result.stdout

@@ -17,6 +17,7 @@ os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
 ray = pytest.importorskip("ray", reason="the Ray extra is not installed (pip install 'envforge[ray]')")
 
 from cli_kit import ENVFORGE, REFERENCE, ROOT, envforge  # noqa: E402
+
 pytestmark = pytest.mark.slow
 
 

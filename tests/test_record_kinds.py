@@ -14,9 +14,21 @@ from pathlib import Path
 import pytest
 
 from pipeline import kinds, layout, manifest, records
-from pipeline.kinds import (EpisodeRecord, HumanReview, IterationLevels, LearnedAgent, LevelMaxEntry,
-                            LevelMaxRewards, Manifest, Packaging, PoolRecord, RecordError, Skin, TrainingLevel,
-                            VerificationSummary)
+from pipeline.kinds import (
+    EpisodeRecord,
+    HumanReview,
+    IterationLevels,
+    LearnedAgent,
+    LevelMaxEntry,
+    LevelMaxRewards,
+    Manifest,
+    Packaging,
+    PoolRecord,
+    RecordError,
+    Skin,
+    TrainingLevel,
+    VerificationSummary,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 REFERENCE = ROOT / "generated_envs" / "reference"
@@ -33,7 +45,9 @@ def _episode(**changes) -> EpisodeRecord:
 
 def test_every_kind_maps_to_its_model_and_a_typed_record_reads_back_as_that_model(tmp_path):
     assert all(model.KIND == kind and issubclass(model, kinds.Record) for kind, model in records.KINDS.items())
-    assert {"manifest", "level_max_rewards", "episode", "pool", "training_levels", "learned_agent"} <= set(records.KINDS)
+    assert {"manifest", "level_max_rewards", "episode", "pool", "training_levels", "learned_agent"} <= set(
+        records.KINDS
+    )
     written = {
         "learned.json": LearnedAgent("crate_dock", "prompt", "c3", ["c0", "c3"], 2, "replay-model", False, 0.5, None),
         "pool.json": PoolRecord("crate_dock", "prompt", 2, {"act": 4}, "c3", "", [{"id": "c0"}]),
@@ -97,7 +111,9 @@ def test_a_shipped_level_max_rewards_file_reads_as_its_model_and_keeps_its_own_f
     assert again["levels"]["level_02.yaml"] == {"max_reward": 1.2}
     shipped["levels"]["level_02.yaml"] = {"max_reward": "1.2"}
     path.write_text(json.dumps(shipped))
-    with pytest.raises(RecordError, match=r"levels\.level_02\.yaml: max_reward: expected a finite number, found a string"):
+    with pytest.raises(
+        RecordError, match=r"levels\.level_02\.yaml: max_reward: expected a finite number, found a string"
+    ):
         records.read(path, LevelMaxRewards)
 
 

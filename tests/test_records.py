@@ -12,11 +12,9 @@ import subprocess
 from pathlib import Path
 
 import pytest
-
-from pipeline import __version__
-from pipeline import records
-
 from cli_kit import REFERENCE, envforge
+
+from pipeline import __version__, records
 
 
 @pytest.fixture(scope="module")
@@ -169,7 +167,9 @@ def test_a_record_without_format_is_read_as_version_1_and_another_kind_is_refuse
     old.write_text(json.dumps({"envs": ["a"]}))
     assert records.read_json(old, "study") == {"envs": ["a"]}
     records.write_json(old, "pool", {"env": "a"})
-    with pytest.raises(records.RecordError, match="expected a record of format envforge.study/1, found envforge.pool/1"):
+    with pytest.raises(
+        records.RecordError, match="expected a record of format envforge.study/1, found envforge.pool/1"
+    ):
         records.read_json(old, "study")
 
 

@@ -105,8 +105,10 @@ def test_inverse_needs_a_drawn_map_and_a_missing_skin_does_not_load(tmp_path):
 def test_model_written_skin_is_repaired_from_the_check_feedback(make_llm_client, llm_server, tmp_path):
     env = write_env(tmp_path / "corridor")
     bad = "```python\ndef render(omega, env):\n    env._state['pos'] = 0\n    return 'where am I?'\n```"
-    good = ("```python\ndef render(omega, env):\n"
-            "    return f\"Turn {omega['t']}. You stand on tile {omega['pos']}; the goal is tile {omega['goal']}.\"\n```")
+    good = (
+        "```python\ndef render(omega, env):\n"
+        "    return f\"Turn {omega['t']}. You stand on tile {omega['pos']}; the goal is tile {omega['goal']}.\"\n```"
+    )
     llm_server.script = [Reply(bad), Reply(good)]
 
     async def main():
@@ -127,8 +129,26 @@ def test_probe_renders_its_items_with_a_skin(tmp_path):
     (env / "skins").mkdir()
     (env / "skins" / "json.py").write_text(template_source("json", "crate_dock", "json"))
     out = tmp_path / "items.jsonl"
-    result = subprocess.run([sys.executable, "-m", "pipeline.cli", "probe", str(env), "--kind", "predict,change",
-                             "--n", "3", "--skin", "json", "--out", str(out)], capture_output=True, text=True, timeout=300)
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pipeline.cli",
+            "probe",
+            str(env),
+            "--kind",
+            "predict,change",
+            "--n",
+            "3",
+            "--skin",
+            "json",
+            "--out",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     for line in out.read_text().splitlines():
         item = json.loads(line)

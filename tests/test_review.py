@@ -16,7 +16,6 @@ import subprocess
 from pathlib import Path
 
 import pytest
-
 from cli_kit import envforge
 
 pytestmark = pytest.mark.slow  # measured: seconds to minutes a test (`-m "not slow"` leaves it out)
@@ -67,7 +66,9 @@ def test_list_shows_the_rejected_env_with_its_stage_and_reason(demo, tmp_path):
                                "--json", cwd=tmp_path).stdout)
     assert [(r["name"], r["label"], r["stage"], r["repair_steps"], r["cost_usd"]) for r in rows] == \
         [(REJECTED, "rejected", "reliability", 0, 0.0)]
-    ordered = json.loads(envforge("review", "--out", str(demo), "--sort", "name", "--reverse", "--json", cwd=tmp_path).stdout)
+    ordered = json.loads(
+        envforge("review", "--out", str(demo), "--sort", "name", "--reverse", "--json", cwd=tmp_path).stdout
+    )
     assert [r["name"] for r in ordered] == sorted([REJECTED, *ACCEPTED], reverse=True)
 
 
@@ -81,7 +82,7 @@ def test_show_explains_why_the_reward_was_rejected(demo, tmp_path):
     assert "random_normalized 1.0, planner_normalized 1.0" in out  # why: random play scores as well as search
     # what that means and what to run after fixing it (issue 23)
     assert "means:  the random agent scored the max on every level (15): the reward does not measure skill" in out
-    assert f"next:   make the reward pay for what the agent achieves" in out
+    assert "next:   make the reward pay for what the agent achieves" in out
     assert f"run `envforge review retry {REJECTED} --from verify` (no model needed)" in out
     assert "code, attempt 1: 3 step(s); changed env_main.py, env_obs.py" in out
     assert "ran check: passed" in out
@@ -113,21 +114,31 @@ def test_fixing_the_reward_and_retrying_from_verify_accepts_it_without_a_model(r
     db = sqlite3.connect(run / "envforge.sqlite")
     assert [s for (s,) in db.execute("SELECT status FROM stage_attempts WHERE theme=? AND stage='verify' ORDER BY id",
                                      (REJECTED,))] == ["rejected", "done"]
-    assert db.execute("SELECT status, stage FROM themes WHERE name=?", (REJECTED,)).fetchone() == ("accepted", "package")
+    assert db.execute("SELECT status, stage FROM themes WHERE name=?", (REJECTED,)).fetchone() == (
+        "accepted",
+        "package",
+    )
     assert json.loads(db.execute("SELECT args FROM runs ORDER BY id DESC").fetchone()[0])["command"] == "review retry"
 
 
 def test_accept_and_reject_by_hand_are_recorded_and_shown_as_such(run, tmp_path):
-    accepted = envforge("review", "accept", REJECTED, "--reason", "streaks make it a fine toy", "--out", str(run), cwd=tmp_path)
+    accepted = envforge(
+        "review", "accept", REJECTED, "--reason", "streaks make it a fine toy", "--out", str(run), cwd=tmp_path
+    )
     assert accepted.returncode == 0, accepted.stderr
     assert accepted.stdout.startswith(f"{REJECTED}: accepted (by hand) -> {run / REJECTED}")
     manifest = json.loads((run / REJECTED / "manifest.json").read_text())
     assert manifest["human_review"]["decision"] == "accepted"
     assert manifest["human_review"]["reason"] == "streaks make it a fine toy" and manifest["human_review"]["at"]
-    assert json.loads((run / REJECTED / "rejection.json").read_text())["stage"] == "reliability"  # the pipeline's verdict stays
+    assert (
+        json.loads((run / REJECTED / "rejection.json").read_text())["stage"] == "reliability"
+    )  # the pipeline's verdict stays
     rejected = envforge("review", "reject", ACCEPTED[1], "--reason", "too easy", "--out", str(run), cwd=tmp_path)
     assert rejected.returncode == 0, rejected.stderr
-    assert json.loads((run / "_rejected" / ACCEPTED[1] / "manifest.json").read_text())["human_review"]["decision"] == "rejected"
+    assert (
+        json.loads((run / "_rejected" / ACCEPTED[1] / "manifest.json").read_text())["human_review"]["decision"]
+        == "rejected"
+    )
     assert not (run / ACCEPTED[1]).exists()
 
     listed = envforge("review", "--out", str(run), "--status", "by-hand", cwd=tmp_path).stdout
@@ -170,7 +181,9 @@ def test_a_manifest_a_model_wrote_cannot_claim_a_decision_by_hand(run, tmp_path)
 def test_reject_then_accept_by_hand_keeps_every_human_decision_apart_from_the_pipelines(run, tmp_path):
     name = ACCEPTED[0]
     assert envforge("review", "reject", name, "--reason", "too easy", "--out", str(run), cwd=tmp_path).returncode == 0
-    accepted = envforge("review", "accept", name, "--reason", "on second thought, fine", "--out", str(run), cwd=tmp_path)
+    accepted = envforge(
+        "review", "accept", name, "--reason", "on second thought, fine", "--out", str(run), cwd=tmp_path
+    )
     assert accepted.returncode == 0, accepted.stderr
     review = json.loads((run / name / "manifest.json").read_text())["human_review"]
     assert (review["decision"], review["reason"], review["pipeline"]) == ("accepted", "on second thought, fine",
@@ -206,17 +219,29 @@ def test_review_play_plays_the_rejected_env(demo, tmp_path):
 def test_unknown_name_lists_the_known_ones(demo, tmp_path, args):
     done = envforge("review", *args, "--out", str(demo), cwd=tmp_path)
     assert done.returncode == 2
-    assert f"no environment named 'nope' in {demo}; expected one of: {REJECTED}, {ACCEPTED[0]}, {ACCEPTED[1]}" in done.stderr
+    assert (
+        f"no environment named 'nope' in {demo}; expected one of: {REJECTED}, {ACCEPTED[0]}, {ACCEPTED[1]}"
+        in done.stderr
+    )
     assert "Traceback" not in done.stderr
 
 
 def test_missing_folder_database_and_bad_requests_are_clear_errors(demo, tmp_path):
     cases = [
-        (["review", "--out", str(tmp_path / "none")], "expected the output folder of `envforge generate`, found no such folder"),
+        (
+            ["review", "--out", str(tmp_path / "none")],
+            "expected the output folder of `envforge generate`, found no such folder",
+        ),
         (["review", "show", REJECTED, "--out", str(tmp_path)], "expected a run database (envforge.sqlite) written by"),
         (["review", "html", str(tmp_path / "site"), "--out", str(tmp_path / "none")], "found no such folder"),
-        (["review", "accept", ACCEPTED[0], "--reason", "fine", "--out", str(demo)], f"{ACCEPTED[0]} is already accepted"),
-        (["review", "reject", REJECTED, "--reason", " ", "--out", str(demo)], "--reason: expected a few words saying why"),
+        (
+            ["review", "accept", ACCEPTED[0], "--reason", "fine", "--out", str(demo)],
+            f"{ACCEPTED[0]} is already accepted",
+        ),
+        (
+            ["review", "reject", REJECTED, "--reason", " ", "--out", str(demo)],
+            "--reason: expected a few words saying why",
+        ),
     ]
     for args, expected in cases:
         done = envforge(*args, cwd=tmp_path)
@@ -296,8 +321,18 @@ def test_report_shows_evaluation_scores_of_the_envs(demo, tmp_path):
     evaluated = envforge("evaluate", str(demo), "--agent", "random", "--runs", "1", "--max-levels", "2", "--out",
                          str(tmp_path / "eval"), cwd=tmp_path)
     assert evaluated.returncode == 0, evaluated.stderr
-    done = envforge("review", "html", str(tmp_path / "site"), "--out", str(demo), "--evaluation", str(tmp_path / "eval"),
-                    "--previews", "0", cwd=tmp_path)
+    done = envforge(
+        "review",
+        "html",
+        str(tmp_path / "site"),
+        "--out",
+        str(demo),
+        "--evaluation",
+        str(tmp_path / "eval"),
+        "--previews",
+        "0",
+        cwd=tmp_path,
+    )
     assert done.returncode == 0, done.stderr
     page = (tmp_path / "site" / "envs" / f"{ACCEPTED[1]}.html").read_text()
     section = page[page.index('<h2 id="evaluation">'):page.index('<h2 id="levels">')]

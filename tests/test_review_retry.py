@@ -6,9 +6,9 @@ import json
 import sqlite3
 
 import pytest
+from test_review import envforge, row
 
 from pipeline.testing import replay_kit
-from test_review import envforge, row
 
 BUG = {"env_main.py": ("step = 1 if", "step = 1 iff")}  # a syntax error: check stops at the import
 

@@ -49,7 +49,9 @@ def test_the_default_skin_fills_every_views_display_name_not_only_a_non_empty_li
 
     class Skinned(SkinEnv):  # the template names {v_display} for views of every shape (dsl_schema/names.py)
         def _dsl_config(self):
-            self.configs = {"skin": {"template": "score {score_display} | inventory:\n{inventory_display}|\n{board_display}"}}
+            self.configs = {
+                "skin": {"template": "score {score_display} | inventory:\n{inventory_display}|\n{board_display}"}
+            }
 
         def transition(self, state, action):
             return state

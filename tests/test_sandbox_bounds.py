@@ -2,14 +2,14 @@
 from __future__ import annotations
 
 import re
-
-import pytest
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+from sandbox_kit import Host, assert_no_canary
+
 from pipeline.evaluate.episode import KEEP_OBSERVATION_CHARS, kept
-from sandbox_kit import Host, assert_no_canary, host  # noqa: F401 - `host` is a fixture
 from pipeline.testing.tiny_env import write_env
 
 ENVFORGE = [str(Path(sys.executable).parent / "envforge")]
@@ -49,7 +49,9 @@ def test_evaluate_stops_a_sleepy_episode_at_its_wall_clock_and_the_run_at_its_ow
     done = subprocess.run(ENVFORGE + common + ["--runs", "3", "--run-seconds", "1", "--out", str(tmp_path / "run")],
                           capture_output=True, text=True, timeout=600)
     assert done.returncode == 3, done.stdout + done.stderr
-    assert re.search(r"wall clock of 1s reached \(wall_clock\) \([23] episode\(s\) not started", done.stderr), done.stderr
+    assert re.search(r"wall clock of 1s reached \(wall_clock\) \([23] episode\(s\) not started", done.stderr), (
+        done.stderr
+    )
     assert len((tmp_path / "run" / "episodes.jsonl").read_text().splitlines()) <= 1
     assert "Traceback" not in done.stdout + done.stderr
 
@@ -154,8 +156,8 @@ def test_a_learned_agents_oversized_or_malformed_request_is_its_own_failure(tmp_
                                                                               source, reason):
     import json
 
-    from pipeline.testing.llm_server import Reply
     from pipeline.cli import main
+    from pipeline.testing.llm_server import Reply
 
     learned = tmp_path / "learned"
     learned.mkdir()

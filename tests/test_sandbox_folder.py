@@ -14,12 +14,21 @@ import tempfile
 from pathlib import Path
 
 import pytest
+from sandbox_kit import (
+    CANARY,
+    LEVEL,
+    NAMESPACES,
+    NOT_CONFINED,
+    STEP,
+    Host,
+    RecordingWorker,
+    assert_no_canary,
+    assert_nothing_left,
+    files_under,
+)
 
-from pipeline.sandbox import SandboxLimits, SandboxFailure, Worker, WorkerPool
+from pipeline.sandbox import SandboxFailure, SandboxLimits, Worker, WorkerPool
 from pipeline.sandbox.outside.folder import FolderCopy, remove_tree
-from sandbox_kit import (  # noqa: F401 - `host` is a fixture
-    CANARY, LEVEL, NAMESPACES, NOT_CONFINED, STEP, Host, RecordingWorker, assert_no_canary,
-    assert_nothing_left, files_under, host)
 
 ENVFORGE = [str(Path(sys.executable).parent / "envforge")]
 ROOT_ONLY = os.geteuid() == 0
@@ -281,5 +290,5 @@ def test_an_env_of_thousands_of_sub_folders_leaves_descriptors_for_the_next_env(
         assert "env_error" not in crowded and done.returncode == 0, done.stderr
     else:
         assert crowded == {"env_error"}
-        assert f"expected an environment folder of at most 10000 files and folders, found more" in \
+        assert "expected an environment folder of at most 10000 files and folders, found more" in \
             next(r["stop_detail"] for r in rows if r["env"] == "a_crowded")

@@ -13,11 +13,23 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from sandbox_kit import (
+    HOSTILE,
+    LEVEL,
+    LIMITS,
+    NAMESPACES,
+    NOT_CONFINED,
+    STEP,
+    Host,
+    RecordingWorker,
+    assert_no_canary,
+    assert_nothing_left,
+    files_under,
+    processes_of_uid,
+)
 
-from pipeline.sandbox import SandboxLimits, SandboxFailure
 from pipeline.check.static import scan_env
-from sandbox_kit import (HOSTILE, LEVEL, LIMITS, NAMESPACES, NOT_CONFINED, STEP, Host, RecordingWorker,  # noqa: F401
-                         assert_no_canary, assert_nothing_left, files_under, host, processes_of_uid)
+from pipeline.sandbox import SandboxFailure, SandboxLimits
 
 # A long wall-clock limit, so that the CPU limit is what ends the call.
 CPU_LIMITS = SandboxLimits(call_seconds=30, cpu_seconds=1)
@@ -50,7 +62,13 @@ CASES = [
     Case("not_json_observation", "step", "not_json", r"object is not plain data"),  # sets convert (issue 14)
     Case("import_time_loop", "load", "timeout", r"'load' took longer than 2s"),
     # A long deadline, so that on a busy machine the reply-size limit, not the clock, ends the call.
-    Case("huge_reply", "step", "protocol", r"reply to 'step' is larger than 32 MB", SandboxLimits(call_seconds=120, cpu_seconds=60)),
+    Case(
+        "huge_reply",
+        "step",
+        "protocol",
+        r"reply to 'step' is larger than 32 MB",
+        SandboxLimits(call_seconds=120, cpu_seconds=60),
+    ),
     Case("sigxcpu", "step", "cpu_limit", r"used more than 1s of CPU during 'step'", CPU_LIMITS),
     Case("sigxcpu_ignored", "step", "crash", r"killed by SIGKILL during 'step'", CPU_LIMITS),
     Case("kill_parent", "step", "exception", r"PermissionError", confined=True),  # seccomp: itself only

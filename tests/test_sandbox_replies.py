@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from pipeline.envfolder.spec import EnvSpec
-from pipeline.sandbox import SandboxLimits, SandboxFailure
+from pipeline.sandbox import SandboxFailure, SandboxLimits
 from pipeline.sandbox.outside import replies
 from pipeline.sandbox.outside.client import EnvClient
 

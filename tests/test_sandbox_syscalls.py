@@ -11,10 +11,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from sandbox_kit import CANARY, Host, assert_no_canary
 
 from pipeline.sandbox.inside.syscalls import DENIED, seccomp_available
-from sandbox_kit import (  # noqa: F401 - `host` is a fixture
-    CANARY, LEVEL, NAMESPACES, Host, assert_no_canary, host)
 
 pytestmark = pytest.mark.skipif(not seccomp_available()[0], reason=f"no seccomp here: {seccomp_available()[1]}")
 

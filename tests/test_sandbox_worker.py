@@ -5,10 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from sandbox_kit import LEVEL, LIMITS, STEP, RecordingWorker, assert_nothing_left, files_under, running
 
 from pipeline.sandbox import SandboxFailure, Worker, WorkerPool
 from pipeline.sandbox.outside.client import EnvClient
-from sandbox_kit import LEVEL, LIMITS, STEP, RecordingWorker, assert_nothing_left, files_under, host, running  # noqa: F401
 
 # -- a sound env: happy path and protocol --------------------------------------------------
 COUNTER = '''

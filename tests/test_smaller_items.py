@@ -45,7 +45,15 @@ def test_a_refused_generate_prints_its_one_error_line_and_no_cost_table(tmp_path
 
     monkeypatch.setenv("ENVFORGE_CACHE", str(tmp_path / "cache.sqlite"))
     (tmp_path / "themes.txt").write_text("A maze with no recording\n")
-    argv = ["generate", "--themes", str(tmp_path / "themes.txt"), "--provider", "replay", "--out", str(tmp_path / "out")]
+    argv = [
+        "generate",
+        "--themes",
+        str(tmp_path / "themes.txt"),
+        "--provider",
+        "replay",
+        "--out",
+        str(tmp_path / "out"),
+    ]
     assert main(argv) == 2  # the theme ended in an error (no recording); the run exists now
     capsys.readouterr()
     assert main(argv) == 2  # the same --out again, without --resume: refused

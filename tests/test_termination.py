@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 import yaml
+from sandbox_kit import LIMITS
 
 from pipeline.envfolder.spec import EnvSpec
 from pipeline.sandbox import SandboxFailure
 from pipeline.sandbox.outside.client import EnvClient
-from sandbox_kit import LIMITS
 
 RIGHT = {"action": "move", "params": {}}
 GIVE_UP = {"action": "give_up", "params": {}}
@@ -110,7 +110,9 @@ def test_a_malformed_condition_fails_the_load_naming_config_yaml(tmp_path, condi
     assert found in caught.value.detail
     if isinstance(conditions, list):
         bad = len(conditions) - 1
-        assert f"config.yaml: termination.conditions[{bad}]: expected a condition in the DSL syntax" in caught.value.detail
+        assert (
+            f"config.yaml: termination.conditions[{bad}]: expected a condition in the DSL syntax" in caught.value.detail
+        )
 
 
 def test_a_condition_the_state_cannot_answer_is_a_located_failure_of_the_step(tmp_path):

@@ -79,9 +79,13 @@ def test_a_module_beside_the_agent_does_not_shadow_envforges_own_imports(tmp_pat
 
     folder = tmp_path / "mine"
     folder.mkdir()
-    (folder / "matplotlib.py").write_text("open(__file__ + '.imported', 'w').close()\nraise ImportError('the fake one')\n")
+    (folder / "matplotlib.py").write_text(
+        "open(__file__ + '.imported', 'w').close()\nraise ImportError('the fake one')\n"
+    )
     (folder / "helper.py").write_text("def first_action(env):\n    return {'action': 'wait', 'params': {}}\n")
-    (folder / "agent.py").write_text("import helper\n\n\ndef run(env, env_info):\n    env.step(helper.first_action(env))\n")
+    (folder / "agent.py").write_text(
+        "import helper\n\n\ndef run(env, env_info):\n    env.step(helper.first_action(env))\n"
+    )
     out = tmp_path / "out"
     done = subprocess.run([str(Path(sys.executable).parent / "envforge"), "evaluate", str(CRATE), "--agent",
                            f"{folder / 'agent.py'}:run", "--max-levels", "1", "--runs", "1", "--out", str(out)],

@@ -15,18 +15,24 @@ SHAPES = {
     "class_built_with_the_config": (
         "class V:\n    def __init__(self, config):\n        self.length_key = config['state_template'] and 'length'\n\n"
         "    def validate_level(self, world_state):\n        state = world_state\n"
-        f"        ok = {CHECK.replace('length', 'length')}\n        return ok, [] if ok else ['goal outside']\n"),
+        f"        ok = {CHECK.replace('length', 'length')}\n        return ok, [] if ok else ['goal outside']\n"
+    ),
     "level_file_path_and_three_values": (
         LOAD + "class V:\n    def validate_level(self, level_path: str):\n        state = _load(level_path)\n"
-        f"        ok = {CHECK}\n        return ok, [] if ok else ['goal outside'], ['a warning']\n"),
+        f"        ok = {CHECK}\n        return ok, [] if ok else ['goal outside'], ['a warning']\n"
+    ),
     "world_id_and_a_dict": (
         LOAD + "class V:\n    def validate_level(self, world_id: str):\n"
         "        state = _load(f'./levels/{world_id}.yaml')\n"
-        f"        ok = {CHECK}\n        return {{'is_valid': ok, 'errors': [] if ok else ['goal outside']}}\n"),
+        f"        ok = {CHECK}\n        return {{'is_valid': ok, 'errors': [] if ok else ['goal outside']}}\n"
+    ),
     "validate_world_and_a_result_object": (
-        LOAD + "class R:\n    def __init__(self, ok):\n        self.is_valid, self.issues = ok, [] if ok else ['goal outside']\n\n\n"
+        LOAD
+        + "class R:\n    def __init__(self, ok):\n        self.is_valid, self.issues = ok, [] if ok else ['goal"
+          " outside']\n\n\n"
         "class V:\n    def validate_world(self, world_path):\n        state = _load(world_path)\n"
-        f"        return R({CHECK})\n"),
+        f"        return R({CHECK})\n"
+    ),
 }
 
 
@@ -71,13 +77,15 @@ def test_validator_answer_in_no_known_shape_names_the_function(tmp_path):
 
 
 def test_generator_whose_world_id_names_no_file_is_blamed(tmp_path):
-    env_main = ("import yaml\nfrom base.env.base_env import SkinEnv\n"
-                "from env_generate import Gen\n\n\nclass Env(SkinEnv):\n"
-                "    def _generate_world(self, seed=None):\n        return Gen(self.env_id, self.configs).generate(seed)\n\n"
-                "    def _load_world(self, world_id):\n        with open(f'./levels/{world_id}.yaml') as f:\n"
-                "            return yaml.safe_load(f)\n\n"
-                "    def transition(self, action):\n        return self._state\n\n"
-                "    def reward(self, action):\n        return 0.0, [], {}\n")
+    env_main = (
+        "import yaml\nfrom base.env.base_env import SkinEnv\n"
+        "from env_generate import Gen\n\n\nclass Env(SkinEnv):\n"
+        "    def _generate_world(self, seed=None):\n        return Gen(self.env_id, self.configs).generate(seed)\n\n"
+        "    def _load_world(self, world_id):\n        with open(f'./levels/{world_id}.yaml') as f:\n"
+        "            return yaml.safe_load(f)\n\n"
+        "    def transition(self, action):\n        return self._state\n\n"
+        "    def reward(self, action):\n        return 0.0, [], {}\n"
+    )
     generator = ("import os\nimport yaml\nfrom base.env.base_generator import WorldGenerator\n\n\n"
                  "class Gen(WorldGenerator):\n    def generate(self, seed=None, save_path=None):\n"
                  "        os.makedirs('./levels', exist_ok=True)\n"
@@ -86,6 +94,7 @@ def test_generator_whose_world_id_names_no_file_is_blamed(tmp_path):
                  "        return str(seed)\n")
     env = write_env(tmp_path / "gen", replace={"env_main.py": env_main, "env_generate.py": generator})
     result = check(env)
-    assert ("env_generate.py:7: expected the generator to make a level for seed 1, found exception: Gen.generate(seed=1) "
-            "returned the world id '1', but levels/1.yaml does not exist: it wrote levels/world_1.yaml") in result.stdout, \
-        result.stdout
+    assert (
+        "env_generate.py:7: expected the generator to make a level for seed 1, found exception: Gen.generate(seed=1) "
+        "returned the world id '1', but levels/1.yaml does not exist: it wrote levels/world_1.yaml"
+    ) in result.stdout, result.stdout

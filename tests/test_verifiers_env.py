@@ -16,8 +16,8 @@ pytest.importorskip("verifiers", reason="the verifiers extra is not installed (p
 
 import envforge  # noqa: E402
 from pipeline import layout  # noqa: E402
-from pipeline.testing.llm_server import LLMServer, Reply  # noqa: E402
 from pipeline.cli import main  # noqa: E402
+from pipeline.testing.llm_server import LLMServer, Reply  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 REFERENCE = ROOT / "generated_envs" / "reference"

@@ -187,7 +187,8 @@ def test_end_conditions_outside_the_grammar_or_the_state_are_listed_unchecked(tm
 
 def test_rejects_env_that_crashes_on_one_action_at_execution(tmp_path):
     env = write_env(tmp_path / "e", replace={"env_main.py": (
-        'step = 1 if params["direction"] == "right" else -1', 'step = 1 if params["direction"] == "right" else -1 // 0')})
+        'step = 1 if params["direction"] == "right" else -1',
+        'step = 1 if params["direction"] == "right" else -1 // 0')})
     report = rejected(env, "execution")
     assert report["reason"].startswith("env_main.py:8: expected a random episode 1 on levels/level_01.yaml to run "
                                        "without failure, found exception: ZeroDivisionError")
@@ -283,7 +284,8 @@ EXECUTION_BREAKAGES = {
     "string_reward": ({"env_main.py": ("else (0.0, [], {})", "else ('zero', [], {})")},
                       "found invalid_reward: reward: expected a finite number, found 'zero'"),
     "empty_observation": ({"env_main.py": ("return f\"step {omega['t']}: \" + \"\".join(cells)", "return ''")},
-                          "env_main.py: expected a non-empty observation after reset on levels/level_01.yaml, found ''"),
+                          "env_main.py: expected a non-empty observation after reset on levels/level_01.yaml, "
+                          "found ''"),
 }
 
 

@@ -59,11 +59,18 @@ def test_shipped_max_rewards_are_claims_reported_beside_what_search_finds(tmp_pa
 def test_reward_paid_per_step_gets_a_max_at_least_doing_nothing_and_is_rejected_at_reliability(tmp_path):
     """0.1 per step whatever the agent does: the max is never below what waiting scores, and the
     reward, not the generator, is blamed."""
-    per_step = ENV_MAIN.replace('reached = self._state["pos"] == self._state["goal"]', "reached = False").replace(
-        "(0.0, [], {})", "(0.1, ['tick'], {})").replace(
-        'return self._state["pos"] == self._state["goal"] or self._t >= self.max_steps',
-        "return self._t >= self.max_steps").replace(
-        'if name == "move"', 'if name == "wait":\n            self._last_action_result = "waited"\n        elif name == "move"')
+    per_step = (
+        ENV_MAIN.replace('reached = self._state["pos"] == self._state["goal"]', "reached = False")
+        .replace("(0.0, [], {})", "(0.1, ['tick'], {})")
+        .replace(
+            'return self._state["pos"] == self._state["goal"] or self._t >= self.max_steps',
+            "return self._t >= self.max_steps",
+        )
+        .replace(
+            'if name == "move"',
+            'if name == "wait":\n            self._last_action_result = "waited"\n        elif name == "move"',
+        )
+    )
     config = json.loads(json.dumps(CONFIG))
     config["transition"]["actions"].append({"name": "wait", "description": "Do nothing.", "params": []})
     config["termination"]["conditions"] = []  # no goal: the episode runs to the cap
@@ -89,16 +96,41 @@ def test_shipped_levels_are_certified_even_when_the_generator_is_broken(tmp_path
     assert result.returncode == 1 and report["stage"] == "levels"
     assert report["reason"].startswith("env_generate.py:6: expected generate_level to make a level for seed 1, "
                                        "found exception: RuntimeError in generate_level(): no generator yet")
-    assert report["reason"].endswith("the 3 shipped level(s) were checked and certified anyway (see the levels figures)")
+    assert report["reason"].endswith(
+        "the 3 shipped level(s) were checked and certified anyway (see the levels figures)"
+    )
     assert report["stages"]["levels"]["max_rewards"] == {"level_01.yaml": 1.0, "level_02.yaml": 1.0,
                                                           "level_03.yaml": 1.0}
 
 
 def test_evaluate_exits_nonzero_and_names_the_env_line_when_episodes_end_in_env_error(tmp_path):
-    env = write_env(tmp_path / "crashy", replace={"env_main.py": (
-        'step = 1 if params["direction"] == "right" else -1', 'step = 1 if params["direction"] == "right" else -1 // 0')})
-    result = subprocess.run([sys.executable, "-m", "pipeline.cli", "evaluate", str(env), "--agent", "random",
-                             "--runs", "1", "--out", str(tmp_path / "out")], capture_output=True, text=True, timeout=600)
+    env = write_env(
+        tmp_path / "crashy",
+        replace={
+            "env_main.py": (
+                'step = 1 if params["direction"] == "right" else -1',
+                'step = 1 if params["direction"] == "right" else -1 // 0',
+            )
+        },
+    )
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pipeline.cli",
+            "evaluate",
+            str(env),
+            "--agent",
+            "random",
+            "--runs",
+            "1",
+            "--out",
+            str(tmp_path / "out"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert result.returncode == 1, result.stdout + result.stderr
     assert "episode(s) ended because the environment failed (env_error" in result.stderr
     assert "env_main.py:8: exception: ZeroDivisionError in transition(): integer division or modulo by zero" \
@@ -328,9 +360,12 @@ def test_a_stochastic_env_gets_expectation_estimates_not_certified_maxima(tmp_pa
     """A move succeeds with probability 0.7 (the global RNG, drawn in step): verify says the env draws
     random numbers during step, and each level file's max is the witness's mean over seeds with a
     95% interval, labelled an estimate."""
-    chancy = ENV_MAIN.replace("from pipeline.runtime import SkinEnv", "import random\n\nfrom pipeline.runtime import SkinEnv").replace(
+    chancy = ENV_MAIN.replace(
+        "from pipeline.runtime import SkinEnv", "import random\n\nfrom pipeline.runtime import SkinEnv"
+    ).replace(
         'step = 1 if params["direction"] == "right" else -1',
-        'step = (1 if params["direction"] == "right" else -1) if random.random() < 0.7 else 0')
+        'step = (1 if params["direction"] == "right" else -1) if random.random() < 0.7 else 0',
+    )
     env = write_env(tmp_path / "chancy", replace={"env_main.py": chancy})
     result = verify(env, "--json", "--stages", "levels", "--write")
     report = json.loads(result.stdout)
@@ -341,6 +376,8 @@ def test_a_stochastic_env_gets_expectation_estimates_not_certified_maxima(tmp_pa
     for key, entry in entries.items():
         assert entry["certainty"] == "estimate" and entry["calculation_method"] == "expectation_estimate", entry
         low, high = entry["expectation"]["ci95"]
-        assert entry["expectation"]["seeds"] == 10 and low <= entry["max_reward"] == entry["expectation"]["mean"] <= high
+        assert (
+            entry["expectation"]["seeds"] == 10 and low <= entry["max_reward"] == entry["expectation"]["mean"] <= high
+        )
         assert 0 < entry["max_reward"] <= 1 and entry["notes"].startswith("stochastic: expectation estimate")
         assert levels["expectation_estimates"][key] == entry["expectation"]

@@ -17,8 +17,11 @@ from pipeline.testing.llm_server import Reply
 pytestmark = pytest.mark.slow  # measured: seconds to minutes a test (`-m "not slow"` leaves it out)
 
 ROOT = Path(__file__).resolve().parent.parent
-SOLUTION = [ln.split()[1].split("=")[1] for ln in (ROOT / "examples/crate_dock_level_01.actions").read_text().splitlines()
-            if ln.startswith("move")]
+SOLUTION = [
+    ln.split()[1].split("=")[1]
+    for ln in (ROOT / "examples/crate_dock_level_01.actions").read_text().splitlines()
+    if ln.startswith("move")
+]
 
 
 def solving(n, request):

@@ -39,12 +39,11 @@ from pydantic import Field, create_model, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 from uvicorn.protocols.utils import ClientDisconnected
 
+from envforge.environment import Environment, Session
 from pipeline import __version__, layout
 from pipeline.errors import UserError
 from pipeline.kinds import normalize
 from pipeline.sandbox import SandboxFailure
-
-from envforge.environment import Environment, Session
 
 STATELESS = ("/reset", "/step", "/state")  # OpenEnv's per-request routes, refused here (see the docstring)
 KEPT = ("/ws", "/schema", "/health", "/metadata")  # what a session and a client's discovery need
@@ -372,7 +371,10 @@ class _BodyLimit:
         if scope["type"] == "websocket":
             try:
                 return await self.app(scope, receive, send)
-            except (ClientDisconnected, WebSocketDisconnect):  # OpenEnv's last word to a client that vanished: its session is closed
+            except (
+                ClientDisconnected,
+                WebSocketDisconnect,
+            ):  # OpenEnv's last word to a client that vanished: its session is closed
                 return None
         if scope["type"] != "http":
             return await self.app(scope, receive, send)

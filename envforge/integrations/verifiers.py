@@ -30,17 +30,15 @@ from typing import Any
 import verifiers as vf
 from datasets import Dataset
 
+from envforge.environment import Environment
 from pipeline import layout
 from pipeline.errors import UserError
 from pipeline.evaluate.context import WorkerSession
 from pipeline.evaluate.episode import Decision, Limits, Tracker, Turn, env_fault
 from pipeline.evaluate.model_agents import agent_turn, with_system
 from pipeline.evaluate.react import FormatError, parse_action
-from pipeline.sandbox import SandboxLimits
-from pipeline.sandbox import SandboxFailure
+from pipeline.sandbox import SandboxFailure, SandboxLimits
 from pipeline.sandbox.outside.client import EnvClient
-
-from envforge.environment import Environment
 
 EPISODE = "envforge_episode"  # the state key of the finished episode's record (evaluate's fields)
 HISTORY = 10  # recent turns shown in each prompt, as evaluate's ReAct agent shows them
@@ -61,7 +59,9 @@ def load_environment(path: str | Path | None = None, split: str = "test", skin: 
     rows = []
     for env in envs:
         if skin is not None and skin not in env.skins():
-            raise UserError(f"skin: expected one of {', '.join(env.skins()) or '(none)'} for {env.name}, found {skin!r}")
+            raise UserError(
+                f"skin: expected one of {', '.join(env.skins()) or '(none)'} for {env.name}, found {skin!r}"
+            )
         system = with_system({"instruction": env.instruction, "action_space": env.action_text,
                               "actions": [a.name for a in env.actions]})["system"]
         for level, max_reward, note in env.scored_levels(split, max_levels, "the environment"):

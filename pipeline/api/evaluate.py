@@ -27,7 +27,8 @@ from pipeline.evaluate import Limits, ModelOptions, display_name, kind_of, make_
 from pipeline.evaluate.records import EPISODES_CSV, EPISODES_JSONL, NO_MODEL, Records
 from pipeline.evaluate.registry import AgentOptions
 from pipeline.evaluate.report import mixed, plots_wanted, rounded, settings_key, summarize, write_report
-from pipeline.evaluate.runner import Player, Progress, RunOptions, RunOutcome, evaluate as run_episodes
+from pipeline.evaluate.runner import Player, Progress, RunOptions, RunOutcome
+from pipeline.evaluate.runner import evaluate as run_episodes
 from pipeline.llm.client import LLMClient
 from pipeline.sandbox.outside.executor import Executor, running_on
 

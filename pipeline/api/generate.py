@@ -22,9 +22,9 @@ from pipeline.generate import stages
 from pipeline.generate.context import Options as StageOptions
 from pipeline.generate.interrupt import on_interrupt
 from pipeline.generate.run import Run, check_resume, prepare_output
-from pipeline.layout import OutputDir
 from pipeline.generate.rundb import RunDB
 from pipeline.generate.themes import load_themes
+from pipeline.layout import OutputDir
 from pipeline.sandbox.outside.executor import running_on
 from pipeline.verify.models import ModelChecks
 

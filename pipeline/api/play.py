@@ -12,8 +12,8 @@ from pipeline.api.options import ExecutorOptions, Options, group, option
 from pipeline.api.values import SEED
 from pipeline.envfolder.level import Level
 from pipeline.envfolder.spec import EnvSpec
-from pipeline.evaluate.episode import capped
 from pipeline.errors import UserError
+from pipeline.evaluate.episode import capped
 from pipeline.sandbox import SandboxFailure
 from pipeline.sandbox.outside.client import EnvClient
 from pipeline.sandbox.outside.executor import running_on
@@ -67,8 +67,10 @@ def _action_lines(path: str, space) -> list[str]:
         try:
             space.parse(line)
         except ValueError as e:
-            raise UserError(f"--actions {path}:{number}: expected an action ({', '.join(space.names) or 'none declared'}"
-                            f", with its parameters), found {str(capped(line, 200, 'more'))!r}: {e}") from None
+            raise UserError(
+                f"--actions {path}:{number}: expected an action ({', '.join(space.names) or 'none declared'}"
+                f", with its parameters), found {str(capped(line, 200, 'more'))!r}: {e}"
+            ) from None
         lines.append(line)
     return lines
 

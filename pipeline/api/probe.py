@@ -13,9 +13,17 @@ from pipeline.api.options import ExecutorOptions, Options, group, option
 from pipeline.api.values import COUNT, SEED, out_file, whole
 from pipeline.errors import UserError
 from pipeline.probe import (
-    KINDS, ChangeOptions, PlanOptions, PredictOptions, ProbeItems, ProbeReport, make_probes, read_items, score_items,
+    KINDS,
+    ChangeOptions,
+    PlanOptions,
+    PredictOptions,
+    ProbeItems,
+    ProbeReport,
+    make_probes,
+    read_items,
+    score_items,
+    write_items,
 )
-from pipeline.probe import write_items
 from pipeline.probe.agents import ModelProbeAgent, make_agent
 from pipeline.probe.items import ChangeItem, PlanItem, PredictItem, random_change, random_predict
 from pipeline.sandbox.outside.executor import running_on

@@ -97,7 +97,9 @@ def _require_env_folder(path: str) -> None:
     if not env.path.is_dir():
         raise UserError(f"{path}: expected an environment folder, found {not_a_folder(env.path)}")
     if len(env.missing_required()) == len(layout.REQUIRED_FILES):
-        raise UserError(f"{path}: expected an environment folder ({', '.join(layout.REQUIRED_FILES)}), found neither file")
+        raise UserError(
+            f"{path}: expected an environment folder ({', '.join(layout.REQUIRED_FILES)}), found neither file"
+        )
 
 
 def model_pair(flag: str, value: str | None) -> tuple[str, str] | None:

@@ -9,12 +9,12 @@ from typing import TYPE_CHECKING
 
 from pipeline import layout
 from pipeline.check.static import other_python_files, scan_env
+from pipeline.envfolder.level import Level
 from pipeline.envfolder.spec import EnvSpec
 from pipeline.errors import LocatedError, not_a_folder
 from pipeline.evaluate.agents import ActionsAgent, RandomAgent
 from pipeline.evaluate.episode import run_episode_sync
 from pipeline.sandbox import SandboxFailure
-from pipeline.envfolder.level import Level
 
 if TYPE_CHECKING:
     from pipeline.check.checker import Checker
@@ -179,9 +179,12 @@ def determinism(c: Checker) -> None:
     first, second = runs
     for i, (a, b) in enumerate(zip(first.observations, second.observations)):
         if a != b or (i and first.rewards[i - 1] != second.rewards[i - 1]):
-            c.problem(layout.ENV_MAIN, f"the same observations and rewards for the same level, seed and actions (step {i})",
-                         first_difference(a, b) if a != b else
-                         f"reward {first.rewards[i - 1]!r} then {second.rewards[i - 1]!r}", "determinism")
+            c.problem(
+                layout.ENV_MAIN,
+                f"the same observations and rewards for the same level, seed and actions (step {i})",
+                first_difference(a, b) if a != b else f"reward {first.rewards[i - 1]!r} then {second.rewards[i - 1]!r}",
+                "determinism",
+            )
             return
 
 

@@ -9,21 +9,34 @@ import ast
 import dataclasses
 from pathlib import Path
 
-from pipeline.located import Problem
 from dsl_schema.pyparse import parse
 from pipeline import safe_io
 from pipeline.errors import LocatedError
+from pipeline.located import Problem
 
 MAX_SOURCE_BYTES = 2_000_000
 
 FORBIDDEN_MODULES = {
-    "subprocess": "starting processes", "socket": "network access", "ctypes": "foreign calls",
-    "cffi": "foreign calls", "multiprocessing": "starting processes", "threading": "threads",
-    "_thread": "threads", "concurrent": "threads and processes", "asyncio": "an event loop with subprocesses and sockets",
-    "http": "network access", "urllib": "network access", "requests": "network access",
-    "httpx": "network access", "ftplib": "network access", "smtplib": "network access",
-    "telnetlib": "network access", "ssl": "network access", "pty": "terminals",
-    "resource": "changing resource limits", "marshal": "loading code",
+    "subprocess": "starting processes",
+    "socket": "network access",
+    "ctypes": "foreign calls",
+    "cffi": "foreign calls",
+    "multiprocessing": "starting processes",
+    "threading": "threads",
+    "_thread": "threads",
+    "concurrent": "threads and processes",
+    "asyncio": "an event loop with subprocesses and sockets",
+    "http": "network access",
+    "urllib": "network access",
+    "requests": "network access",
+    "httpx": "network access",
+    "ftplib": "network access",
+    "smtplib": "network access",
+    "telnetlib": "network access",
+    "ssl": "network access",
+    "pty": "terminals",
+    "resource": "changing resource limits",
+    "marshal": "loading code",
 }
 # Confined by the sandbox anyway, and seen in sound environments: reported as warnings.
 DISCOURAGED_MODULES = {

@@ -14,8 +14,13 @@ import sys
 
 from pipeline.api.evaluate import EvaluateOptions, Evaluation, execute, prepare
 from pipeline.api.probe import NO_MODEL_AGENTS, evaluate_probes, read_probe_items, write_probe_report
-from pipeline.commands._flags import add_executor_arguments, add_llm_arguments, add_option, add_run_arguments, \
-    add_skin_argument
+from pipeline.commands._flags import (
+    add_executor_arguments,
+    add_llm_arguments,
+    add_option,
+    add_run_arguments,
+    add_skin_argument,
+)
 from pipeline.commands._run import EXIT_BUDGET_EXCEEDED, EXIT_MODEL_FAILED, print_cost_summary, run_with_client
 from pipeline.evaluate.records import NO_MODEL
 
@@ -59,12 +64,16 @@ def register(subparsers) -> None:
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     g = p.add_argument_group("episode limits (0 turns one off; the random agent plays every step, as verify's "
                              "reliability baseline does, so only --max-steps and --episode-seconds apply to it)")
-    add_option(g, O, "max_steps", metavar="N", help="turns per episode (default: the environment's termination.max_steps)")
+    add_option(
+        g, O, "max_steps", metavar="N", help="turns per episode (default: the environment's termination.max_steps)"
+    )
     add_option(g, O, "invalid_action_streak", metavar="N",
                help="stop after N invalid actions in a row (default %(default)s)")
     add_option(g, O, "format_error_streak", metavar="N",
                help="stop after N replies in a row that hold no action (default %(default)s)")
-    add_option(g, O, "loop_visits", metavar="N", help="stop when the same state comes back N times (default %(default)s)")
+    add_option(
+        g, O, "loop_visits", metavar="N", help="stop when the same state comes back N times (default %(default)s)"
+    )
     add_option(g, O, "stagnation_steps", metavar="N",
                help="stop after N steps with no new state and no reward (default %(default)s)")
     add_option(g, O, "episode_seconds", metavar="S",
@@ -117,8 +126,11 @@ def run(args) -> int:
         _print_text(result)
     outcome = result.outcome
     if outcome.budget_message:
-        print(f"envforge evaluate: {outcome.budget_message.partition(': ')[2]} "
-              f"({outcome.not_started} episode(s) not started; re-run with the same --out and --resume to finish)", file=sys.stderr)
+        print(
+            f"envforge evaluate: {outcome.budget_message.partition(': ')[2]} "
+            f"({outcome.not_started} episode(s) not started; re-run with the same --out and --resume to finish)",
+            file=sys.stderr,
+        )
         return EXIT_BUDGET_EXCEEDED
     failed = sum(r.stop_reason == "model_error" for r in outcome.finished)
     if failed:
@@ -177,8 +189,11 @@ def _print_text(result: Evaluation) -> None:
               f"{steps} steps{extra}; stop: {stops}")
     if overall.get("mean_normalized") is not None:
         std = f" (±{overall['std'] * 100:.2f})" if overall.get("std") is not None else ""
-        print(f"overall: {overall['mean_normalized'] * 100:.2f}%{std}, {round(overall['mean_steps'], 2):g} steps per episode, "
-              f"{overall['clipped']} clipped, ${overall['dollars']:.4f}")
+        print(
+            f"overall: {overall['mean_normalized'] * 100:.2f}%{std}, {round(overall['mean_steps'], 2):g} steps"
+            f" per episode, "
+            f"{overall['clipped']} clipped, ${overall['dollars']:.4f}"
+        )
     for note in result.mixed:
         print(f"note: {note}")
     print("written: " + ", ".join(str(f) for f in result.files))

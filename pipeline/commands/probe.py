@@ -15,7 +15,6 @@ from pipeline.api.probe import ProbeOptions, probe
 from pipeline.commands._flags import add_option, add_skin_argument
 from pipeline.probe import KINDS
 
-
 DESCRIPTION = """Make test items from an environment's simulator: predict (which of 4-6 observations
 follows k actions; distractors from counterfactual actions and previous states; exactly one right),
 plan (reach a target the planner reaches; checked by execution, efficiency vs the planner), change

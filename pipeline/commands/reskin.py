@@ -16,7 +16,6 @@ from pipeline.commands._flags import add_llm_arguments, add_option
 from pipeline.commands._run import run_with_client
 from pipeline.reskin import TEMPLATE_STYLES, Reskinned
 
-
 DESCRIPTION = """A skin is skins/<name>.py defining render(omega, env) -> str. json, narrative and
 inverse (AutoEnv E.3 semantic inversion) are written from templates; any other style by the model.
 Base and skinned env then play the planner's witness and random action sequences side by side on

@@ -9,15 +9,15 @@ import sys
 
 from pipeline import paths
 from pipeline import records as files
-from pipeline.errors import UserError
-from pipeline.layout import EnvDir
 from pipeline.api.options import LLMOptions
 from pipeline.api.play import PlayOptions, play
 from pipeline.api.values import LIMIT, SEED, out_dir
 from pipeline.commands._flags import add_llm_arguments, flag_type
 from pipeline.commands._run import run_with_client
-from pipeline.review.advice import advise
+from pipeline.errors import UserError
+from pipeline.layout import EnvDir
 from pipeline.review import actions, catalog, show
+from pipeline.review.advice import advise
 from pipeline.review.catalog import Catalog
 from pipeline.review.details import gather
 
@@ -79,7 +79,9 @@ def register(subparsers) -> None:
     q.set_defaults(func=run_retry)
 
     for decision, verb in (("accepted", "accept"), ("rejected", "reject")):
-        q = sub.add_parser(verb, help=f"{verb} an environment by hand (kept in its manifest, shown as '{decision} (by hand)')")
+        q = sub.add_parser(
+            verb, help=f"{verb} an environment by hand (kept in its manifest, shown as '{decision} (by hand)')"
+        )
         q.add_argument("name", metavar="NAME")
         _out_argument(q)
         q.add_argument("--reason", required=True, metavar="TEXT", help="why (kept in manifest.json)")
@@ -90,7 +92,9 @@ def register(subparsers) -> None:
     _out_argument(q)
     q.add_argument("--evaluation", action="append", default=[], metavar="DIR",
                    help="an `envforge evaluate --out` folder whose scores to show (repeatable)")
-    q.add_argument("--previews", type=flag_type(LIMIT), default=3, metavar="N", help="levels rendered per environment (default 3)")
+    q.add_argument(
+        "--previews", type=flag_type(LIMIT), default=3, metavar="N", help="levels rendered per environment (default 3)"
+    )
     q.set_defaults(func=run_html)
 
 
@@ -103,7 +107,9 @@ def _list_arguments(parser, defaults: bool) -> None:
     d = (lambda value: value) if defaults else (lambda value: argparse.SUPPRESS)
     parser.add_argument("--status", choices=catalog.STATUS_FILTERS, default=d(None),
                         help="only environments with this status (by-hand: decided by a person)")
-    parser.add_argument("--stage", default=d(None), help="only those that stopped at this stage (e.g. repair, reliability)")
+    parser.add_argument(
+        "--stage", default=d(None), help="only those that stopped at this stage (e.g. repair, reliability)"
+    )
     parser.add_argument("--reason", default=d(None), metavar="TEXT", help="only those whose reason contains TEXT")
     parser.add_argument("--sort", choices=catalog.SORT_KEYS, default=d("name"), help="sort by (default name)")
     parser.add_argument("--reverse", action="store_true", default=d(False), help="reverse the order")
@@ -155,8 +161,12 @@ def run_retry(args) -> int:
         plan = actions.plan_retry(cat, args.name, args.start)
         with files.locked(cat.out.root, "review retry"):  # the run's folder: no generate --resume meanwhile
             if plan.needs_model:
-                return run_with_client(LLMOptions.from_args(args), "review", lambda client: _retry(cat, plan, client, args),
-                                       json=getattr(args, "json", False))
+                return run_with_client(
+                    LLMOptions.from_args(args),
+                    "review",
+                    lambda client: _retry(cat, plan, client, args),
+                    json=getattr(args, "json", False),
+                )
             return asyncio.run(_retry(cat, plan, None, args))
     finally:
         cat.close()

@@ -24,7 +24,9 @@ def register(subparsers) -> None:
     p.add_argument("--host", default="127.0.0.1",
                    help="address to listen on (default 127.0.0.1: this machine only; 0.0.0.0 serves the network, "
                         "with no authentication)")
-    p.add_argument("--port", type=flag_type(whole(0, 65535)), default=8000, help="port (default 8000; 0: a free one, printed)")
+    p.add_argument(
+        "--port", type=flag_type(whole(0, 65535)), default=8000, help="port (default 8000; 0: a free one, printed)"
+    )
     p.add_argument("--max-sessions", type=flag_type(whole(1, 1024)), default=8,
                    help="sessions (sandbox workers) at once over all environments (default 8)")
     p.add_argument("--idle-seconds", type=flag_type(number(1.0, 86_400.0)), default=300.0,
@@ -59,9 +61,11 @@ def _announce(host: str, port: int, names: list[str], options) -> None:
     else:
         print(f"envforge serve: listening on {shown}:{port}, reachable from other machines, with no "
               f"authentication", file=sys.stderr)
-    print(f"envforge serve: at most {options.max_sessions} session(s) at once, each its own sandbox worker, closed "
-          f"after {options.idle_seconds:g}s idle; messages up to {options.max_message_bytes // 1024} KiB. Ctrl-C stops.",
-          flush=True)
+    print(
+        f"envforge serve: at most {options.max_sessions} session(s) at once, each its own sandbox worker, closed "
+        f"after {options.idle_seconds:g}s idle; messages up to {options.max_message_bytes // 1024} KiB. Ctrl-C stops.",
+        flush=True,
+    )
     sys.stderr.flush()
 
 

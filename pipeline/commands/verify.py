@@ -16,7 +16,7 @@ from pipeline import layout
 from pipeline.api.verify import VerifyJob, VerifyOptions
 from pipeline.commands._flags import add_executor_arguments, add_llm_arguments, add_option
 from pipeline.commands._run import print_cost_summary
-from pipeline.verify import STAGES, claims
+from pipeline.verify import claims
 
 
 def register(subparsers) -> None:
@@ -96,21 +96,33 @@ def run(args) -> int:
 def _summary(stage: str, f: dict) -> str:
     time = f"{f.get('wall_seconds', 0):g}s wall, {f.get('cpu_seconds', 0):g}s CPU"
     if stage == "execution":
-        return (f"{f.get('episodes', 0)} episodes ({f.get('steps', 0)} steps) on {f.get('levels', 0)} levels, "
-                f"planner search {f.get('planner_nodes', 0)} nodes, failures {f.get('failures_by_kind') or 'none'}; {time}")
+        return (
+            f"{f.get('episodes', 0)} episodes ({f.get('steps', 0)} steps) on {f.get('levels', 0)} levels, "
+            f"planner search {f.get('planner_nodes', 0)} nodes, failures {f.get('failures_by_kind') or 'none'}; {time}"
+        )
     if stage == "levels":
-        return (f"{f.get('seeds_tried', 0)} seeds tried, {f.get('generated_kept', 0)} kept, {f.get('duplicates', 0)} "
-                f"duplicates, {f.get('rejected_by_validator', 0)} rejected by the validator, {f.get('unfit', 0)} unfit; "
-                f"{len(f.get('levels_scored') or [])} levels scored, {f.get('corrected', 0)} max reward(s) corrected; "
-                f"search {f.get('search_nodes', 0)} nodes in {f.get('search_seconds', 0):g}s"
-                + (f" ({f['nodes_per_second']:,} nodes/s)" if f.get("nodes_per_second") else "")
-                + f"; {len(f.get('exact_levels') or [])} max reward(s) exact"
-                + (f"; {len(f['lower_bounds'])} only a lower bound (search budget spent)" if f.get("lower_bounds") else "")
-                + (f"; {len(f['unknown_maxima'])} unknown" if f.get("unknown_maxima") else "")
-                + (f"; {len(f['cut_by_safety_stop'])} cut by the --search-seconds safety stop (load-dependent)"
-                   if f.get("cut_by_safety_stop") else "")
-                + (f"; validator refuted on {len(f['validator_refuted'])} level(s) (a replayed witness scores where "
-                   f"it rejects)" if f.get("validator_refuted") else "") + f"; {time}")
+        return (
+            f"{f.get('seeds_tried', 0)} seeds tried, {f.get('generated_kept', 0)} kept, {f.get('duplicates', 0)} "
+            f"duplicates, {f.get('rejected_by_validator', 0)} rejected by the validator, {f.get('unfit', 0)} unfit; "
+            f"{len(f.get('levels_scored') or [])} levels scored, {f.get('corrected', 0)} max reward(s) corrected; "
+            f"search {f.get('search_nodes', 0)} nodes in {f.get('search_seconds', 0):g}s"
+            + (f" ({f['nodes_per_second']:,} nodes/s)" if f.get("nodes_per_second") else "")
+            + f"; {len(f.get('exact_levels') or [])} max reward(s) exact"
+            + (f"; {len(f['lower_bounds'])} only a lower bound (search budget spent)" if f.get("lower_bounds") else "")
+            + (f"; {len(f['unknown_maxima'])} unknown" if f.get("unknown_maxima") else "")
+            + (
+                f"; {len(f['cut_by_safety_stop'])} cut by the --search-seconds safety stop (load-dependent)"
+                if f.get("cut_by_safety_stop")
+                else ""
+            )
+            + (
+                f"; validator refuted on {len(f['validator_refuted'])} level(s) (a replayed witness scores where "
+                f"it rejects)"
+                if f.get("validator_refuted")
+                else ""
+            )
+            + f"; {time}"
+        )
     if stage == "execution_react":
         return (f"ReAct rollout with {f.get('model')}: {f.get('steps', 0)} step(s) on {f.get('level')}, "
                 f"stopped: {f.get('stop_reason')}, reward {f.get('total_reward')}")

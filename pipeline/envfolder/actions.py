@@ -51,7 +51,9 @@ class ActionSpace:
                     found = evidence.from_texts(p.name, texts) or evidence.from_levels(p.name, levels)
                     if found is not None and _fits(found, p.type):
                         p = dataclasses.replace(p, enum=found.values, range=found.range)
-                    sources[action.name, p.name] = found.source if found is not None and _fits(found, p.type) else NO_EVIDENCE
+                    sources[action.name, p.name] = (
+                        found.source if found is not None and _fits(found, p.type) else NO_EVIDENCE
+                    )
                 params.append(p)
             filled.append(dataclasses.replace(action, params=tuple(params)))
         return cls(tuple(filled), sources, action_text)
@@ -149,7 +151,11 @@ class ActionSpace:
             if p.enum is not None and value not in p.enum:
                 return f"{p.name} must be one of {list(p.enum)}, found {value!r}"
             if p.range is not None:
-                if isinstance(value, bool) or not isinstance(value, (int, float)) or not p.range[0] <= value <= p.range[1]:
+                if (
+                    isinstance(value, bool)
+                    or not isinstance(value, (int, float))
+                    or not p.range[0] <= value <= p.range[1]
+                ):
                     return f"{p.name} must be from {p.range[0]} to {p.range[1]}, found {value!r}"
         return None
 
@@ -201,7 +207,10 @@ class ActionSpace:
         lines += ["", ACTION_FORMAT]
         if self.actions:
             first = self.actions[0]
-            example = {"action": first.name, "params": {p.name: _example_value(p) for p in first.params if not p.optional}}
+            example = {
+                "action": first.name,
+                "params": {p.name: _example_value(p) for p in first.params if not p.optional},
+            }
             lines.append(f"Example: {json.dumps(example)}")
         return "\n".join(lines) + "\n"
 
@@ -221,7 +230,9 @@ class ActionSpace:
                         prop["enum"] = list(param.enum)
                     if param.range is not None:
                         prop["minimum"], prop["maximum"] = param.range
-                prop["description"] = param.description or f"The {param.name.replace('_', ' ')} parameter of {action.name}."
+                prop["description"] = (
+                    param.description or f"The {param.name.replace('_', ' ')} parameter of {action.name}."
+                )
                 properties[param.name] = prop
             tools.append({
                 "name": action.name,
@@ -357,7 +368,9 @@ def _example_value(param: Param) -> Any:
         return param.enum[0]
     if param.range is not None:
         return param.range[0]
-    return {"integer": 0, "number": 0.0, "boolean": False, "array": [], "object": {}}.get(param.type or "", f"<{param.name}>")
+    return {"integer": 0, "number": 0.0, "boolean": False, "array": [], "object": {}}.get(
+        param.type or "", f"<{param.name}>"
+    )
 
 
 def _value(text: str) -> Any:

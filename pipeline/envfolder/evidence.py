@@ -16,8 +16,10 @@ MAX_SPAN = 1000  # an integer range wider than this is not read as a domain
 MAX_VALUES = 32  # more distinct values than this under a key are not read as a domain
 _RANGE = re.compile(r"(-?\d+)\s*(?:-|–|\.\.|\bto\b|\bthrough\b)\s*(-?\d+)")
 _LIST = re.compile(r"[\[{(]([^\[\]{}()\n]{1,300})[\]})]")
-_ONE_OF = re.compile(r"\b(?:one of|either|values?|options?)\s*:?\s+((?:['\"]?[\w-]+['\"]?\s*(?:,|\||/|\bor\b)\s*)+['\"]?[\w-]+['\"]?)",
-                     re.IGNORECASE)
+_ONE_OF = re.compile(
+    r"\b(?:one of|either|values?|options?)\s*:?\s+((?:['\"]?[\w-]+['\"]?\s*(?:,|\||/|\bor\b)\s*)+['\"]?[\w-]+['\"]?)",
+    re.IGNORECASE,
+)
 _EXAMPLE = re.compile(r"\b(?:e\.g\.|i\.e\.|for example|for instance|example|such as)", re.IGNORECASE)
 _NEXT_KEY = re.compile(r"[,{]\s*[\"']\w+[\"']\s*:")
 _QUOTED = re.compile(r"""(['"])([\w-]{1,40})\1""")

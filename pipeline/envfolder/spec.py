@@ -93,8 +93,11 @@ class EnvSpec:
     def with_levels(self, split: str, levels: list[Level], max_rewards: dict[Level, float | None]) -> "EnvSpec":
         """This environment with `levels` as its split `split`, each scored against the max reward
         given for it (learn's training levels, certified when they were made)."""
-        return replace(self, level_files={**self.level_files, split: [str(level) for level in levels]},
-                       max_rewards={**self.max_rewards, **{layout.level_key(str(k)): v for k, v in max_rewards.items()}})
+        return replace(
+            self,
+            level_files={**self.level_files, split: [str(level) for level in levels]},
+            max_rewards={**self.max_rewards, **{layout.level_key(str(k)): v for k, v in max_rewards.items()}},
+        )
 
     def max_reward(self, level: Level | str) -> float | None:
         """The max reward a normalized score on `level` divides by: None when there is none or when it

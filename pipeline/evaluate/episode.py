@@ -236,19 +236,34 @@ class Tracker:
     def record(self, **identity: Any) -> EpisodeRecord:
         sent = self.valid + self.invalid
         return EpisodeRecord.scored(
-            **identity, total_reward=self.total, max_reward=self.max_reward, max_note=self.max_note,
+            **identity,
+            total_reward=self.total,
+            max_reward=self.max_reward,
+            max_note=self.max_note,
             unscored=STOP_REASONS["invalid_reward"] if self.stop_reason == "invalid_reward" else "",
-            stop_reason=self.stop_reason or "agent_stopped", stop_detail=self.stop_detail,
-            terminated=self.terminated, truncated=self.truncated,
-            steps=self.turns, env_steps=self.env_steps, valid_actions=self.valid, invalid_actions=self.invalid,
+            stop_reason=self.stop_reason or "agent_stopped",
+            stop_detail=self.stop_detail,
+            terminated=self.terminated,
+            truncated=self.truncated,
+            steps=self.turns,
+            env_steps=self.env_steps,
+            valid_actions=self.valid,
+            invalid_actions=self.invalid,
             format_errors=self.format_errors,
             action_validity_rate=_rate(self.turns - self.format_errors, self.turns),
             invalid_action_rate=_rate(self.invalid, sent),
-            error_streaks=self.error_streaks, recovered_streaks=self.recovered,
+            error_streaks=self.error_streaks,
+            recovered_streaks=self.recovered,
             recovery_rate=_rate(self.recovered, self.error_streaks),
-            distinct_states=len(self.visits), model_calls=self.spent["calls"], retries=self.spent["retries"],
-            tokens_in=self.spent["tokens_in"], tokens_out=self.spent["tokens_out"], dollars=round(self.spent["dollars"], 6),
-            wall_seconds=round(time.monotonic() - self.started, 3), events=dict(self.events))
+            distinct_states=len(self.visits),
+            model_calls=self.spent["calls"],
+            retries=self.spent["retries"],
+            tokens_in=self.spent["tokens_in"],
+            tokens_out=self.spent["tokens_out"],
+            dollars=round(self.spent["dollars"], 6),
+            wall_seconds=round(time.monotonic() - self.started, 3),
+            events=dict(self.events),
+        )
 
 
 def _rate(part: int, whole: int) -> float | None:

@@ -25,7 +25,7 @@ from pipeline.evaluate.context import EpisodeContext
 from pipeline.evaluate.episode import Decision, Turn, run_episode
 from pipeline.evaluate.model_agents import ModelOptions, TurnError, agent_env, agent_turn, call_model, decision_of
 from pipeline.llm import Message
-from pipeline.sandbox import SandboxLimits, SandboxFailure, Worker, WorkerPool
+from pipeline.sandbox import SandboxFailure, SandboxLimits, Worker, WorkerPool
 from pipeline.sandbox.outside.client import AgentClient
 from pipeline.sandbox.protocol import AGENT_FILE, ask_model
 
@@ -93,8 +93,10 @@ class HostedAgent:
     def _request(self, args: Any) -> tuple[list[Message], int | None]:
         """The messages and max_tokens of a model request, checked; ValueError says what is wrong."""
         if not isinstance(args, dict) or not isinstance(args.get("messages"), list):
-            raise ValueError(f"expected {{'messages': [...], 'max_tokens': ...}}, found {type(args).__name__}"
-                             + (f" with messages of type {type(args.get('messages')).__name__}" if isinstance(args, dict) else ""))
+            raise ValueError(
+                f"expected {{'messages': [...], 'max_tokens': ...}}, found {type(args).__name__}"
+                + (f" with messages of type {type(args.get('messages')).__name__}" if isinstance(args, dict) else "")
+            )
         raw = args["messages"]
         if not 0 < len(raw) <= MAX_REQUEST_MESSAGES:
             raise ValueError(f"expected 1 to {MAX_REQUEST_MESSAGES} messages, found {len(raw)}")
@@ -128,7 +130,9 @@ class InProcess:
 
     def __init__(self, env: dict):
         self.on_request: OnRequest | None = None
-        self.agent = react.Agent(env, lambda messages, max_tokens=None: ask_model(self.on_request, messages, max_tokens))
+        self.agent = react.Agent(
+            env, lambda messages, max_tokens=None: ask_model(self.on_request, messages, max_tokens)
+        )
 
     def act(self, turn: dict, on_request: OnRequest) -> Any:
         self.on_request = on_request
@@ -136,7 +140,9 @@ class InProcess:
             return self.agent.act(turn)
         except Exception as e:  # noqa: BLE001 - typed as a worker's failure would be
             frame = traceback.extract_tb(e.__traceback__)[-1]
-            raise SandboxFailure("exception", f"{type(e).__name__}: {e}", f"{Path(frame.filename).name}:{frame.lineno}") from None
+            raise SandboxFailure(
+                "exception", f"{type(e).__name__}: {e}", f"{Path(frame.filename).name}:{frame.lineno}"
+            ) from None
 
 
 def react_player(client, options: ModelOptions, instruction: str | None = None):
@@ -144,8 +150,14 @@ def react_player(client, options: ModelOptions, instruction: str | None = None):
 
     async def player(ctx: EpisodeContext, tracker, log):
         agent = InProcess(agent_env(ctx, instruction))
-        return await run_episode(HostedAgent(agent.act, ctx, client, options, "the ReAct agent"), ctx.session, ctx.level, tracker,
-                          options.history, log)
+        return await run_episode(
+            HostedAgent(agent.act, ctx, client, options, "the ReAct agent"),
+            ctx.session,
+            ctx.level,
+            tracker,
+            options.history,
+            log,
+        )
 
     return player
 
@@ -174,7 +186,9 @@ def code_player(folder: Path, instruction: str, client, options: ModelOptions, a
             return tracker
         try:
             await ctx.session.blocking(agent.start, agent_env(ctx, instruction))
-            return await run_episode(HostedAgent(agent.act, ctx, client, options), ctx.session, ctx.level, tracker, options.history, log)
+            return await run_episode(
+                HostedAgent(agent.act, ctx, client, options), ctx.session, ctx.level, tracker, options.history, log
+            )
         except SandboxFailure as f:
             tracker.stop("agent_error", f"agent.py failed to start: {f.kind}: {f.detail}")
             return tracker

@@ -108,8 +108,12 @@ def decision_of(out, names: set[str], spent: dict) -> Decision:
     action = out["action"]
     if not (isinstance(action, dict) and isinstance(action.get("action"), str)
             and isinstance(action.get("params", {}), dict)):
-        return Decision(error="format", message=f"expected {{\"action\": NAME, \"params\": {{...}}}}, found {action!r:.120}",
-                        thought=thought, **spent)
+        return Decision(
+            error="format",
+            message=f'expected {{"action": NAME, "params": {{...}}}}, found {action!r:.120}',
+            thought=thought,
+            **spent,
+        )
     action = {"action": action["action"], "params": dict(action.get("params") or {})}
     if names and action["action"] not in names:
         return Decision(error="format", message=f"unknown action {action['action']!r}; expected one of "

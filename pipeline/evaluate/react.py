@@ -66,7 +66,9 @@ def parse_action(text):
     if not text or not text.strip():
         raise FormatError("expected <action>{\"action\": ..., \"params\": {...}}</action>, found an empty reply")
     if len(text) > MAX_REPLY_CHARS:
-        raise FormatError("expected a reply of at most %d characters, found %d: %s" % (MAX_REPLY_CHARS, len(text), clip(text)))
+        raise FormatError(
+            "expected a reply of at most %d characters, found %d: %s" % (MAX_REPLY_CHARS, len(text), clip(text))
+        )
     blocks, last_open = _action_blocks(text)
     if blocks:
         candidates = _objects(_FENCE.sub("", blocks[-1]))[:MAX_CANDIDATES]

@@ -85,7 +85,13 @@ class Records:
 
     def trajectory_path(self, env: str, agent: str, model: str, level: Level, run: int) -> Path:
         method = slug(agent if model == NO_MODEL else f"{agent}__{model}")
-        return self.out / TRAJECTORIES / slug(env) / method / f"{slug(Path(str(level)).stem)}__{Path(str(level)).parent.name}__run{run}.jsonl"
+        return (
+            self.out
+            / TRAJECTORIES
+            / slug(env)
+            / method
+            / f"{slug(Path(str(level)).stem)}__{Path(str(level)).parent.name}__run{run}.jsonl"
+        )
 
     def add(self, record: EpisodeRecord) -> None:
         files.append(self.jsonl, record)

@@ -48,7 +48,9 @@ def _episodes(make: Callable[[Any, AgentOptions], Any]) -> Callable[[str, AgentO
     """A kind whose agent object plays through the episode loop, one object per episode."""
 
     def build(_: str, o: AgentOptions) -> Player:
-        return lambda ctx, tracker, log: run_episode(make(ctx, o), ctx.session, ctx.level, tracker, o.model_options.history, log)
+        return lambda ctx, tracker, log: run_episode(
+            make(ctx, o), ctx.session, ctx.level, tracker, o.model_options.history, log
+        )
 
     return build
 
@@ -62,7 +64,9 @@ NAMED: dict[str, AgentKind] = {
     "react": AgentKind(lambda _, o: react_player(o.client, o.model_options, o.instruction), "calls"),
     "tools": AgentKind(_episodes(lambda ctx, o: ToolsAgent(ctx, o.client, o.model_options, o.instruction)), "calls"),
     "random": AgentKind(_episodes(lambda ctx, o: RandomAgent.for_episode(ctx)), "none"),
-    "planner": AgentKind(_episodes(lambda ctx, o: PlannerAgent(ctx, o.planner_nodes, o.planner_seconds, o.plans)), "none"),
+    "planner": AgentKind(
+        _episodes(lambda ctx, o: PlannerAgent(ctx, o.planner_nodes, o.planner_seconds, o.plans)), "none"
+    ),
 }
 PREFIXED: dict[str, AgentKind] = {}
 USER = AgentKind(_user, "label")

@@ -6,7 +6,8 @@ deviation over runs (of each run's mean over the levels; sample std, none with o
 the mean over environments of their means, each environment weighted once, with the std over
 runs of each run's mean over environments. A category column (Binary, Accum., Full, Partial,
 Aligned, Inverse, from the manifest tags) is the mean over the environments that carry the tag.
-Episodes that ended for a reason outside the agent (model_error, budget, env_error, invalid_reward, wall_clock) are left out
+Episodes that ended for a reason outside the agent (model_error, budget, env_error, invalid_reward, wall_clock) are
+left out
 and counted; episodes whose level has no usable max reward count for steps but not for scores.
 """
 from __future__ import annotations
@@ -277,8 +278,10 @@ def _notes(methods: list[MethodSummary]) -> list[str]:
                 notes.append(f"- {m.label} on {name}: normalized reward divides by an uncertified max: {note}.")
             if s.excluded:
                 what = ", ".join(f"{k} {v}" for k, v in s.excluded.items())
-                notes.append(f"- {m.label} on {name}: {sum(s.excluded.values())} episode(s) left out of the scores "
-                             f"({what}); resuming (--resume) with the same --out retries model_error and budget episodes.")
+                notes.append(
+                    f"- {m.label} on {name}: {sum(s.excluded.values())} episode(s) left out of the scores "
+                    f"({what}); resuming (--resume) with the same --out retries model_error and budget episodes."
+                )
     return notes
 
 
@@ -330,7 +333,9 @@ def plot(out: Path, methods: list[MethodSummary]) -> list[Path]:
             for x, (v, _) in zip(xs, pairs):
                 if v is None:
                     ax.text(x, 0.01, "n/a", ha="center", va="bottom", fontsize="x-small", rotation=90)
-        ax.set_xticks(range(len(names)), names, rotation=20 if len(names) > 4 else 0, ha="right" if len(names) > 4 else "center")
+        ax.set_xticks(
+            range(len(names)), names, rotation=20 if len(names) > 4 else 0, ha="right" if len(names) > 4 else "center"
+        )
         ax.set_ylim(min(0.0, ax.get_ylim()[0]), 1.05)
         ax.set_ylabel("normalized reward")
         _fit_title(fig, ax, title)

@@ -16,21 +16,18 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from typing import Awaitable, Callable
 
-from pipeline import layout
 from pipeline.envfolder.level import Level
 from pipeline.envfolder.spec import EnvSpec
 from pipeline.evaluate.context import EpisodeContext, WorkerSession
 from pipeline.evaluate.episode import INFRASTRUCTURE, RERUN_ON_RESUME, Limits, Tracker
 from pipeline.evaluate.records import Records, Trajectory, content_hash, level_hash
-from pipeline.kinds import EpisodeRecord
 from pipeline.evaluate.report import average
-from pipeline.sandbox import SandboxLimits
-from pipeline.sandbox import SandboxFailure, WorkerPool
+from pipeline.kinds import EpisodeRecord
+from pipeline.sandbox import SandboxFailure, SandboxLimits, WorkerPool
 from pipeline.sandbox.outside.capabilities import ran_under
 from pipeline.sandbox.outside.client import EnvClient
 from pipeline.sandbox.outside.executor import INFRASTRUCTURE_RETRIES, infrastructure_errors
 from pipeline.terminal import shown, unfiltered
-
 
 # player(ctx, tracker, log) plays one episode; the tracker holds the outcome.
 Player = Callable[[EpisodeContext, Tracker, Callable[[dict], None]], Awaitable[Tracker]]
@@ -90,9 +87,13 @@ async def evaluate(targets: list[EnvSpec], player: Player, options: RunOptions, 
     pending = []
     env_hashes = {t.name: content_hash(t.dir.path) for t in targets}
     for spec in specs:
-        spec.determined_by.update(env_hash=env_hashes[spec.env.name], level_hash=level_hash(spec.env.dir.path, spec.level),
-                                  max_reward=spec.env.max_reward(spec.level), split=options.split,
-                                  settings=options.settings())
+        spec.determined_by.update(
+            env_hash=env_hashes[spec.env.name],
+            level_hash=level_hash(spec.env.dir.path, spec.level),
+            max_reward=spec.env.max_reward(spec.level),
+            split=options.split,
+            settings=options.settings(),
+        )
         reuse, why = records.reuse((spec.env.name, str(spec.level), spec.run, options.agent, options.model),
                                    spec.determined_by, RERUN_ON_RESUME)
         if reuse:

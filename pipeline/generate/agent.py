@@ -29,16 +29,16 @@ import asyncio
 from dataclasses import dataclass, replace
 from pathlib import Path, PurePosixPath
 
-from pipeline import records as files, safe_io
-from pipeline import layout
+from pipeline import layout, safe_io
+from pipeline import records as files
 from pipeline.check import CheckReport, check_env
 from pipeline.errors import InfrastructureError
 from pipeline.generate.journal import JournaledClient
 from pipeline.llm.messages import Message, ToolCall, ToolSpec
 from pipeline.records import DiskFull
+from pipeline.sandbox.limits import SandboxLimits
 from pipeline.sandbox.outside.executor import infrastructure_errors
 from pipeline.sandbox.outside.folder import name_problem, shown, write_problem
-from pipeline.sandbox.limits import SandboxLimits
 
 MAX_FILE_BYTES = 200_000  # one file written
 MAX_TOOL_CALLS_PER_REPLY = 16
@@ -57,19 +57,35 @@ _FOLDER = SandboxLimits()  # the sandbox's folder limits (folder_mb, folder_file
 _path = {"path": {"type": "string", "description": "file name inside the environment folder, e.g. env_main.py"}}
 TOOLS = (
     ToolSpec("list_files", "List the files of the environment folder.", {"type": "object", "properties": {}}),
-    ToolSpec("read_file", f"Read a file of the environment folder: at most {READ_CHARS} characters per call, "
-                          f"from `offset` (default 0).",
-             {"type": "object", "properties": {**_path, "offset": {"type": "integer", "minimum": 0}},
-              "required": ["path"]}),
-    ToolSpec("write_file", "Create or overwrite a file with the given content.",
-             {"type": "object", "properties": {**_path, "content": {"type": "string"}}, "required": ["path", "content"]}),
-    ToolSpec("edit_file", "Replace exactly one occurrence of `old` with `new` in a file.",
-             {"type": "object", "properties": {**_path, "old": {"type": "string"}, "new": {"type": "string"}},
-              "required": ["path", "old", "new"]}),
-    ToolSpec("run_check", "Run `envforge check` on the folder (in the sandbox) and get its problems.",
-             {"type": "object", "properties": {}}),
-    ToolSpec("finish", "Stop: the files are complete (say what you did).",
-             {"type": "object", "properties": {"summary": {"type": "string"}}, "required": ["summary"]}),
+    ToolSpec(
+        "read_file",
+        f"Read a file of the environment folder: at most {READ_CHARS} characters per call, from `offset` (default 0).",
+        {"type": "object", "properties": {**_path, "offset": {"type": "integer", "minimum": 0}}, "required": ["path"]},
+    ),
+    ToolSpec(
+        "write_file",
+        "Create or overwrite a file with the given content.",
+        {"type": "object", "properties": {**_path, "content": {"type": "string"}}, "required": ["path", "content"]},
+    ),
+    ToolSpec(
+        "edit_file",
+        "Replace exactly one occurrence of `old` with `new` in a file.",
+        {
+            "type": "object",
+            "properties": {**_path, "old": {"type": "string"}, "new": {"type": "string"}},
+            "required": ["path", "old", "new"],
+        },
+    ),
+    ToolSpec(
+        "run_check",
+        "Run `envforge check` on the folder (in the sandbox) and get its problems.",
+        {"type": "object", "properties": {}},
+    ),
+    ToolSpec(
+        "finish",
+        "Stop: the files are complete (say what you did).",
+        {"type": "object", "properties": {"summary": {"type": "string"}}, "required": ["summary"]},
+    ),
 )
 
 

@@ -3,8 +3,8 @@ runtime's layers and observation policies, with a reference environment as the e
 from __future__ import annotations
 
 from pipeline import layout, paths
-from pipeline.generate.agent import MAX_TOOL_CALLS_PER_REPLY, Workspace, run_agent
 from pipeline.errors import Rejected
+from pipeline.generate.agent import MAX_TOOL_CALLS_PER_REPLY, Workspace, run_agent
 from pipeline.generate.context import StageReport, ThemeContext
 from pipeline.prompts import render
 

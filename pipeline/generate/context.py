@@ -8,8 +8,8 @@ from typing import Callable
 from pipeline import records as files
 from pipeline.generate.journal import JournaledClient
 from pipeline.generate.themes import Theme
-from pipeline.verify.models import ModelChecks
 from pipeline.verify.context import Options as VerifyOptions
+from pipeline.verify.models import ModelChecks
 
 
 @dataclass(frozen=True)

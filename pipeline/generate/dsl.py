@@ -9,10 +9,10 @@ from dsl_schema.check import check_text, feedback_for_model
 from dsl_schema.problems import errors
 from pipeline import layout, paths, safe_io
 from pipeline.errors import LocatedError, Rejected
-from pipeline.located import Problem
 from pipeline.generate.context import StageReport, ThemeContext
 from pipeline.llm.ask import ask_until_valid
 from pipeline.llm.messages import Message, Response
+from pipeline.located import Problem
 from pipeline.prompts import render
 
 MAX_FEEDBACK_LINES = 40  # of the checker's problems sent back to the model per correction

@@ -8,9 +8,10 @@ at any instant resumes where it stopped and no model call is made twice.
 from __future__ import annotations
 
 from pathlib import Path
+
 from pipeline import records as files
-from pipeline.llm.client import LLMClient
 from pipeline.kinds import ModelCall
+from pipeline.llm.client import LLMClient
 from pipeline.llm.messages import Response
 
 

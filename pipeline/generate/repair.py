@@ -6,9 +6,9 @@ import asyncio
 
 from pipeline import layout
 from pipeline.check import check_env
+from pipeline.errors import Rejected
 from pipeline.generate.agent import MAX_TOOL_CALLS_PER_REPLY, Workspace, format_check, run_agent
 from pipeline.generate.code import system_prompt
-from pipeline.errors import Rejected
 from pipeline.generate.context import StageReport, ThemeContext
 from pipeline.prompts import render
 

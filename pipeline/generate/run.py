@@ -74,7 +74,9 @@ class Run:
         done = len(self.outcomes)
         accepted = sum(o.status == "accepted" for o in self.outcomes)
         spent = self.client.ledger.run.cost_usd if self.client else 0.0
-        print(f"[{done}/{self.total} done, {accepted} accepted, ${spent:.2f}] {name}: {what}", file=sys.stderr, flush=True)
+        print(
+            f"[{done}/{self.total} done, {accepted} accepted, ${spent:.2f}] {name}: {what}", file=sys.stderr, flush=True
+        )
 
     # -- one theme -----------------------------------------------------------------------
     async def theme(self, theme: Theme, resume: bool) -> Outcome:
@@ -148,7 +150,7 @@ class Run:
             status, error = "rejected", rejection.reason
             report.exit_status = str(rejection.details.get("exit_status") or "rejected")
             report.steps = rejection.details.get("steps")
-            raise rejection.at(stage.name)
+            raise rejection.at(stage.name) from None
         except BudgetExceeded as exc:
             if exc.scope == "run":
                 self.stopped = f"not started: the run budget of ${exc.cap_usd:g} was reached"
@@ -181,7 +183,9 @@ class Run:
 
     def _reject(self, theme: Theme, work: Path, rejection: Rejected) -> Outcome:
         path = package.reject(work, self.out, theme.name, rejection, self._record(theme.name))
-        self.db.set_theme(self.run_id, theme.name, theme.text, theme.where, "rejected", rejection.stage, rejection.reason)
+        self.db.set_theme(
+            self.run_id, theme.name, theme.text, theme.where, "rejected", rejection.stage, rejection.reason
+        )
         self.say(theme.name, f"rejected at {rejection.stage}: {rejection.reason}")
         return self._finish(Outcome(theme.name, "rejected", rejection.stage, rejection.reason, str(path)))
 
@@ -192,7 +196,9 @@ class Run:
         if self.out.rejected(name).is_dir() and row.get("status") == "rejected":
             attempts = self.db.attempts(name)
             if not attempts or attempts[-1].get("exit_status") != RUN_BUDGET:
-                return Outcome(name, "rejected", row.get("stage", ""), row.get("reason", ""), str(self.out.rejected(name)))
+                return Outcome(
+                    name, "rejected", row.get("stage", ""), row.get("reason", ""), str(self.out.rejected(name))
+                )
             # The run's budget stopped it, not a finding: it goes on from that stage, with its journal.
             work = package.back_to_work(self.out.rejected(name), self.out, name)
             (work / layout.REJECTION).unlink(missing_ok=True)
@@ -224,17 +230,21 @@ class Run:
             "out": str(self.out.root),
             "themes": self.total,
             "accepted": accepted,
-            "rejected": {o.name: {"stage": o.stage, "reason": o.reason} for o in self.outcomes if o.status == "rejected"},
+            "rejected": {
+                o.name: {"stage": o.stage, "reason": o.reason} for o in self.outcomes if o.status == "rejected"
+            },
             "errors": {o.name: {"stage": o.stage, "reason": o.reason} for o in self.outcomes if o.status == "error"},
             "paused": [o.name for o in self.outcomes if o.status == "paused"],
             "skipped": {o.name: o.reason for o in self.outcomes if o.status == "skipped"},
             "rates": rates,
-            "model_calls": {"made": self.client.ledger.run.calls if self.client else 0,
-                            "from_journal": sum(j.served for j in self.journals),
-                            # replies whose usage was forged or missing, and billed replies we could
-                            # not use: each was charged at least its reservation (pipeline/llm/ledger.py)
-                            "untrusted_usage": self.client.ledger.run.untrusted if self.client else 0,
-                            "unusable_replies": self.client.ledger.run.unparsed if self.client else 0},
+            "model_calls": {
+                "made": self.client.ledger.run.calls if self.client else 0,
+                "from_journal": sum(j.served for j in self.journals),
+                # replies whose usage was forged or missing, and billed replies we could
+                # not use: each was charged at least its reservation (pipeline/llm/ledger.py)
+                "untrusted_usage": self.client.ledger.run.untrusted if self.client else 0,
+                "unusable_replies": self.client.ledger.run.unparsed if self.client else 0,
+            },
             "cost_usd": round(cost, 6),
             "cost_per_accepted_usd": round(cost / len(accepted), 6) if accepted else None,
             "stopped": self.stopped,
@@ -244,7 +254,9 @@ class Run:
 def determined_by(theme: Theme, options: Options, verifiers: ModelChecks | None) -> dict:
     """What determines a theme's result besides the model's replies: `--resume` reuses its finished
     stages (and its accepted or rejected folder) only when all of it matches (check_resume)."""
-    checks = [getattr(c, "spec", None) for c in (verifiers.rollout, verifiers.weak, verifiers.strong)] if verifiers else []
+    checks = (
+        [getattr(c, "spec", None) for c in (verifiers.rollout, verifiers.weak, verifiers.strong)] if verifiers else []
+    )
     return {"envforge": __version__, "theme": theme.text, "model": options.model, "levels": options.levels,
             "seed": options.seed, "verify_models": checks,
             "limits": {"dsl_corrections": options.dsl_corrections, "code_steps": options.code_steps,
@@ -262,8 +274,10 @@ def check_resume(db: RunDB, out: Path, themes: list[Theme], options: Options, ve
         changed = [f"{key} {stored[key]!r} (now {now[key]!r})" if key in stored else f"{key} unrecorded"
                    for key in now if stored.get(key) != now[key]]
         if changed:
-            raise UserError(f"--resume: {theme.name} in {out} was made with other settings: {'; '.join(changed)[:300]}; "
-                            f"resume with the settings it was made with, or choose another --out")
+            raise UserError(
+                f"--resume: {theme.name} in {out} was made with other settings: {'; '.join(changed)[:300]}; "
+                f"resume with the settings it was made with, or choose another --out"
+            )
 
 
 def _check_edits(ctx: ThemeContext, paused: stages.Stage) -> None:
@@ -272,7 +286,7 @@ def _check_edits(ctx: ThemeContext, paused: stages.Stage) -> None:
         if paused.after_edit:
             paused.after_edit(ctx)
     except Rejected as rejection:
-        raise rejection.at(paused.name)
+        raise rejection.at(paused.name) from None
 
 
 def _infrastructure(theme: Theme, exc: Exception) -> str:

@@ -130,14 +130,27 @@ class RunDB:
 
     def forget_stages(self, theme: str, stages: tuple[str, ...]) -> None:
         """Mark stages to run again (a retry from a stage); their history is kept."""
-        self.conn.executemany("UPDATE stage_attempts SET status='superseded' WHERE theme=? AND stage=? AND status='done'",
-                              [(theme, s) for s in stages])
+        self.conn.executemany(
+            "UPDATE stage_attempts SET status='superseded' WHERE theme=? AND stage=? AND status='done'",
+            [(theme, s) for s in stages],
+        )
 
     def attempts(self, theme: str | None = None) -> list[dict]:
         sql = ("SELECT theme, stage, started, ended, status, error, input_tokens, output_tokens, usd, steps, "
                "exit_status FROM stage_attempts" + (" WHERE theme=?" if theme else "") + " ORDER BY id")
-        keys = ("theme", "stage", "started", "ended", "status", "error", "input_tokens", "output_tokens", "usd", "steps",
-                "exit_status")
+        keys = (
+            "theme",
+            "stage",
+            "started",
+            "ended",
+            "status",
+            "error",
+            "input_tokens",
+            "output_tokens",
+            "usd",
+            "steps",
+            "exit_status",
+        )
         return [dict(zip(keys, r)) for r in self.conn.execute(sql, (theme,) if theme else ())]
 
     def stage_record(self, theme: str) -> dict:

@@ -49,7 +49,9 @@ def load_themes(path: str | Path) -> list[Theme]:
     with open(path, "rb") as f:
         data = f.read(MAX_FILE_BYTES + 1)
     if len(data) > MAX_FILE_BYTES:
-        raise UserError(f"--themes {path}: expected a themes file of at most {MAX_FILE_BYTES // 1_000_000} MB, found more")
+        raise UserError(
+            f"--themes {path}: expected a themes file of at most {MAX_FILE_BYTES // 1_000_000} MB, found more"
+        )
     try:
         text = data.decode("utf-8").removeprefix("\ufeff")  # a byte order mark an editor wrote
     except UnicodeDecodeError as e:
@@ -91,12 +93,16 @@ def _yaml_items(path: Path, text: str) -> list[dict]:
         if isinstance(entry, str):
             entry = {"theme": entry}
         if not isinstance(entry, dict) or not isinstance(entry.get("theme"), str) or not entry["theme"].strip():
-            raise UserError(f"{path}[{i}]: expected a theme string or a mapping with a 'theme' string, found {entry!r:.80}")
+            raise UserError(
+                f"{path}[{i}]: expected a theme string or a mapping with a 'theme' string, found {entry!r:.80}"
+            )
         unknown = set(entry) - _FIELDS
         if unknown:
             raise UserError(f"{path}[{i}]: expected only the fields {sorted(_FIELDS)}, found {sorted(unknown)}")
         if "tags" in entry and not isinstance(entry["tags"], dict):
-            raise UserError(f"{path}[{i}].tags: expected a mapping (e.g. {{reward: binary}}), found {entry['tags']!r:.60}")
+            raise UserError(
+                f"{path}[{i}].tags: expected a mapping (e.g. {{reward: binary}}), found {entry['tags']!r:.60}"
+            )
         items.append({**entry, "theme": entry["theme"].strip(), "where": where})
     return items
 
@@ -135,5 +141,7 @@ def _named(items: list[dict]) -> list[Theme]:
         if len(text) > MAX_THEME_CHARS:
             problem = f"theme is {len(text)} characters long; expected at most {MAX_THEME_CHARS}"
         seen[key] = item["where"]
-        themes.append(Theme(name, text, item["where"], dict(item.get("tags") or {}), str(item.get("notes") or ""), problem))
+        themes.append(
+            Theme(name, text, item["where"], dict(item.get("tags") or {}), str(item.get("notes") or ""), problem)
+        )
     return themes

@@ -7,8 +7,14 @@ retries, a cost ledger and budgets, an on-disk response cache, and record/replay
 from pipeline.llm.client import LLMClient
 from pipeline.llm.config import LLMConfig, resolve
 from pipeline.llm.errors import (
-    BudgetExceeded, LLMError, MalformedResponse, ProviderError, ReplayInvalid, ReplayMissing,
-    RetriesExhausted, TransientError,
+    BudgetExceeded,
+    LLMError,
+    MalformedResponse,
+    ProviderError,
+    ReplayInvalid,
+    ReplayMissing,
+    RetriesExhausted,
+    TransientError,
 )
 from pipeline.llm.ledger import Ledger
 from pipeline.llm.messages import CallContext, Message, Request, Response, ToolCall, ToolSpec, Usage

@@ -6,8 +6,8 @@ from typing import Any
 
 import anthropic
 
-from pipeline.llm.errors import MalformedResponse
 from pipeline.llm import sdk
+from pipeline.llm.errors import MalformedResponse
 from pipeline.llm.messages import Message, Request, Response, ToolCall
 from pipeline.llm.trust import checked_usage, reply_byte_cap
 

@@ -7,7 +7,6 @@ current directory (or the file named by ENVFORGE_DOTENV), built-in defaults.
 from __future__ import annotations
 
 import math
-
 import os
 from dataclasses import dataclass, field
 from pathlib import Path

@@ -222,7 +222,9 @@ class Ledger:
             parts.append(f"{run.untrusted} call(s) with untrusted usage ({run.forged_usage} forged, "
                          f"{run.missing_usage} missing), each charged at least its reservation")
         if run.unparsed:
-            parts.append(f"{run.unparsed} billed attempt(s) whose reply could not be used, each charged its reservation")
+            parts.append(
+                f"{run.unparsed} billed attempt(s) whose reply could not be used, each charged its reservation"
+            )
         return "; ".join(parts)
 
     def summary(self) -> str:

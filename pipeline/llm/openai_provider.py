@@ -7,8 +7,8 @@ from typing import Any
 
 import openai
 
-from pipeline.llm.errors import MalformedResponse
 from pipeline.llm import sdk
+from pipeline.llm.errors import MalformedResponse
 from pipeline.llm.messages import Message, Request, Response, ToolCall
 from pipeline.llm.trust import ABSENT, checked_usage, reply_byte_cap
 
@@ -114,5 +114,8 @@ def usage_fields(usage: Any) -> dict[str, Any] | None:
     if usage is None:
         return None
     details = sdk.field(usage, "prompt_tokens_details")
-    return {"prompt_tokens": sdk.field(usage, "prompt_tokens"), "completion_tokens": sdk.field(usage, "completion_tokens"),
-            "cached_tokens": ABSENT if details in (ABSENT, None) else sdk.field(details, "cached_tokens")}
+    return {
+        "prompt_tokens": sdk.field(usage, "prompt_tokens"),
+        "completion_tokens": sdk.field(usage, "completion_tokens"),
+        "cached_tokens": ABSENT if details in (ABSENT, None) else sdk.field(details, "cached_tokens"),
+    }

@@ -29,7 +29,7 @@ from pipeline.sandbox.outside.client import EnvClient
 CONFIG_SECTIONS = ("reward", "termination", "transition")
 
 
-@dataclass
+@dataclass(frozen=True)
 class ChangeOptions:
     max_length: int = 20  # actions tried per sequence (at most the episode's max_steps)
     tries: int = 12  # random sequences per (mutation, level) before giving up on that level
@@ -77,7 +77,9 @@ def make_change(session: ProbeSession, n: int, options: ChangeOptions = ChangeOp
 
 
 @contextlib.contextmanager
-def mutated(env_dir, mutation: dict, skin: str | None = None, limits: SandboxLimits | None = None) -> Iterator[EnvClient]:
+def mutated(
+    env_dir, mutation: dict, skin: str | None = None, limits: SandboxLimits | None = None
+) -> Iterator[EnvClient]:
     """A worker holding the env changed by `mutation` (as a change item records it)."""
     change = {"path": mutation["path"], "value": mutation["to"]} if mutation["kind"] == "config_constant" else None
     with variant_worker(env_dir, skin, change, limits) as worker:

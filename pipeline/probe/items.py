@@ -51,7 +51,9 @@ class PredictItem(Item):
     k: int = 1
     candidates: list[str] = field(default_factory=list)
     answer: int = 0  # index of the true observation in candidates
-    sources: list[str] = field(default_factory=list)  # per candidate: truth | counterfactual_action | counterfactual_state
+    sources: list[str] = field(
+        default_factory=list
+    )  # per candidate: truth | counterfactual_action | counterfactual_state
     truth_samples: int = 1  # the truth was rendered this many times (different RNG states) and was always the same
 
     kind = "predict"

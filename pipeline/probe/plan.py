@@ -21,7 +21,7 @@ from pipeline.probe.variant_env import meets
 from pipeline.probe.variants import select, variant_worker
 
 
-@dataclass
+@dataclass(frozen=True)
 class PlanOptions:
     min_walk: int = 4
     max_walk: int = 15

@@ -20,7 +20,7 @@ SOURCES = ("counterfactual_action", "counterfactual_state")
 RESEED_BASE = 7_919  # RNG seeds of the extra truth samples: RESEED_BASE + 1, + 2, ...
 
 
-@dataclass
+@dataclass(frozen=True)
 class PredictOptions:
     max_k: int = 3  # k = 1..max_k, in turn
     choices: int = 5  # candidates per item (4-6); fewer distinct ones than 4 drop the item

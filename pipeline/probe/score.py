@@ -16,18 +16,25 @@ import asyncio
 import contextlib
 from collections import defaultdict
 from dataclasses import dataclass, field
-from pathlib import Path
 
+from pipeline.envfolder.spec import EnvSpec
+from pipeline.errors import LocatedError, UserError
 from pipeline.llm import LLMClient
 from pipeline.probe.agents import ProbeAgent, make_agent
 from pipeline.probe.items import (
-    ChangeItem, Item, PlanItem, PredictItem, random_change, random_predict, score_change, score_plan, score_predict,
+    ChangeItem,
+    Item,
+    PlanItem,
+    PredictItem,
+    random_change,
+    random_predict,
+    score_change,
+    score_plan,
+    score_predict,
 )
 from pipeline.probe.variant_env import meets
 from pipeline.sandbox import SandboxLimits
 from pipeline.sandbox.outside.client import EnvClient
-from pipeline.envfolder.spec import EnvSpec
-from pipeline.errors import LocatedError, UserError
 
 
 @dataclass
@@ -124,8 +131,14 @@ def execute_plan(worker: EnvClient, item: PlanItem, plan: list[dict]) -> tuple[b
     return meets(last.raw_obs, item.target), steps
 
 
-def run_probes(items: list[Item], agent: str | ProbeAgent = "random", client: LLMClient | None = None,
-               seed: int = 0, limits: SandboxLimits | None = None, env_dirs: dict[str, str] | None = None) -> ProbeReport:
+def run_probes(
+    items: list[Item],
+    agent: str | ProbeAgent = "random",
+    client: LLMClient | None = None,
+    seed: int = 0,
+    limits: SandboxLimits | None = None,
+    env_dirs: dict[str, str] | None = None,
+) -> ProbeReport:
     """Synchronous entry: `agent` is "random", "oracle", a model agent name (needs `client`) or a ProbeAgent.
     From async code (a model client's event loop) await `score_items` instead."""
     if isinstance(agent, str):

@@ -15,6 +15,7 @@ import json
 from typing import Any
 
 from pipeline.runtime.observation import get_path
+
 # The worker's own rule for which class of env_main is the environment: a variant must pick the same.
 from pipeline.sandbox.inside.host import find_env_class
 
@@ -35,7 +36,13 @@ def derive(original_module, module_name: str) -> type:
             swap = self.spec.get("swap")
             if swap:
                 key = canonical_action(action)
-                action = swap[1] if key == canonical_action(swap[0]) else swap[0] if key == canonical_action(swap[1]) else action
+                action = (
+                    swap[1]
+                    if key == canonical_action(swap[0])
+                    else swap[0]
+                    if key == canonical_action(swap[1])
+                    else action
+                )
             out = super().step(action)
             goal = self.spec.get("goal")
             if goal is None:

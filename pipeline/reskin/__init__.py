@@ -40,7 +40,9 @@ class Reskinned:
                 "exit_status": self.exit_status}
 
 
-def observation_samples(spec: EnvSpec, episodes: int = 1, seed: int = 0, limits: SandboxLimits | None = None) -> list[dict]:
+def observation_samples(
+    spec: EnvSpec, episodes: int = 1, seed: int = 0, limits: SandboxLimits | None = None
+) -> list[dict]:
     """Semantic observations of every level: the reset and a random episode's steps."""
     rng = random.Random(seed)
     samples = []

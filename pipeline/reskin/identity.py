@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass, field
 from pipeline import layout, planner
 from pipeline.envfolder.level import Level
 from pipeline.envfolder.spec import EnvSpec
-from pipeline.sandbox import SandboxLimits, SandboxFailure
+from pipeline.sandbox import SandboxFailure, SandboxLimits
 from pipeline.sandbox.outside.client import EnvClient
 
 # What must be equal after a reset or a step of the two envs.
@@ -69,9 +69,15 @@ def check_identity(spec: EnvSpec, skin: str, random_sequences: int = 2, seed: in
                 base.reset(level, seed)
                 # Any rewarding sequence will do here, so equal states at different steps are merged
                 # (a deep witness is found in a fraction of the nodes); it is replayed step by step below.
-                witness = base.search(planner.candidates(spec.actions, base), spec.max_steps, planner_nodes, planner_seconds,
-                                      time_in_key=False, stop_at=bounds.get(layout.level_key(str(level))),
-                                      order="best").witness
+                witness = base.search(
+                    planner.candidates(spec.actions, base),
+                    spec.max_steps,
+                    planner_nodes,
+                    planner_seconds,
+                    time_in_key=False,
+                    stop_at=bounds.get(layout.level_key(str(level))),
+                    order="best",
+                ).witness
                 plans = ([witness] if witness else []) + [
                     [spec.actions.sample(rng, invalid_rate) for _ in range(spec.max_steps)]
                     for _ in range(random_sequences)]
@@ -115,8 +121,14 @@ def _side_by_side(base: EnvClient, skinned: EnvClient, level: Level, seed: int, 
                 return {"level": str(level), "step": step, "field": name, "base": getattr(a, name),
                         "skinned": getattr(b, name), "actions": actions[:step]}
         if not isinstance(b.observation, str):
-            return {"level": str(level), "step": step, "field": "observation type", "base": type(a.observation).__name__,
-                    "skinned": type(b.observation).__name__, "actions": actions[:step]}
+            return {
+                "level": str(level),
+                "step": step,
+                "field": "observation type",
+                "base": type(a.observation).__name__,
+                "skinned": type(b.observation).__name__,
+                "actions": actions[:step],
+            }
         report.renderings += 1
         if a.observation != b.observation:
             report.renderings_differing += 1

@@ -24,9 +24,18 @@ _CODE = re.compile(r"```(?:python|py)?[ \t]*\n(.*?)```", re.S)
 
 async def reskin_with_model(spec: EnvSpec, client: LLMClient, style: str, name: str, attempts: int = 3,
                             examples: int = 3, limits: SandboxLimits | None = None, **check) -> Reskinned:
-    messages = [Message.system(render("skins/write_system.j2")),
-                Message.user(render("skins/write_task.j2", style=style, env_name=spec.name,
-                                    instruction=_instruction(spec), examples=rendering_examples(spec, examples, limits)))]
+    messages = [
+        Message.system(render("skins/write_system.j2")),
+        Message.user(
+            render(
+                "skins/write_task.j2",
+                style=style,
+                env_name=spec.name,
+                instruction=_instruction(spec),
+                examples=rendering_examples(spec, examples, limits),
+            )
+        ),
+    ]
     header = f'# Skin "{name}" in the style {style!r}, written by {client.spec} (envforge reskin).\n'
     installed: list[Reskinned] = []
 

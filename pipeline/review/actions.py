@@ -17,8 +17,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from pipeline import manifest
-from pipeline import layout
+from pipeline import layout, manifest
 from pipeline.errors import Rejected, UserError
 from pipeline.generate import package, stages
 from pipeline.generate.context import Options, ThemeContext
@@ -59,7 +58,11 @@ def decide(catalog: Catalog, name: str, decision: str, reason: str) -> Entry:
     at = time.strftime("%Y-%m-%d %H:%M:%S")
     # Every hand decision is kept, the earlier ones under "history"; the pipeline's verdict beside it.
     earlier = entry.human
-    history = [*earlier.history, {"decision": earlier.decision, "reason": earlier.reason, "at": earlier.at}] if earlier else []
+    history = (
+        [*earlier.history, {"decision": earlier.decision, "reason": earlier.reason, "at": earlier.at}]
+        if earlier
+        else []
+    )
     review = HumanReview(decision, reason.strip(), at, entry.machine_status, history)
     manifest.decided(work, review)
     # The level count and seed pass on, so a later retry verifies as the generate run did.

@@ -50,9 +50,11 @@ def advise(d: Details) -> Advice | None:
                       f"reward from the level generator ({layout.ENV_GENERATE}) and validator "
                       f"({layout.ENV_VALIDATOR})", f"fix the file the reason names; {fix_then_verify}")
     if e.stage == "execution":
-        return Advice("the environment's code fails when it is played (a crash, a hang, a bad observation or "
-                      "action handling on some level)",
-                      f"fix the file the reason names (`envforge check {folder}` lists the problems); {fix_then_verify}")
+        return Advice(
+            "the environment's code fails when it is played (a crash, a hang, a bad observation or "
+            "action handling on some level)",
+            f"fix the file the reason names (`envforge check {folder}` lists the problems); {fix_then_verify}",
+        )
     if e.stage == "verify":  # the model-driven checks
         return Advice("a model-driven check failed: models of different strength play it the same way, or a model "
                       "judged the environment unfit (see the reason)", f"fix it in {folder}, then {retry_verify} "

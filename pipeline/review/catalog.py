@@ -10,9 +10,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Iterator, TypeVar
 
-from pipeline import manifest
-from pipeline import records as files, safe_io
-from pipeline import layout
+from pipeline import layout, manifest, safe_io
+from pipeline import records as files
 from pipeline.errors import LocatedError, UserError, not_a_folder
 from pipeline.generate import stages
 from pipeline.generate.rundb import RunDB
@@ -152,9 +151,14 @@ def select(entries: list[Entry], status: str | None = None, stage: str | None = 
         entries = [e for e in entries if e.stage == stage]
     if reason:
         entries = [e for e in entries if reason.lower() in e.reason.lower()]
-    key = {"name": lambda e: e.name, "status": lambda e: (e.label, e.name), "stage": lambda e: (_stage_order(e.stage), e.name),
-           "cost": lambda e: (e.cost_usd, e.name), "steps": lambda e: (e.repair_steps if e.repair_steps is not None else -1, e.name),
-           "theme": lambda e: (e.theme.lower(), e.name)}[sort]
+    key = {
+        "name": lambda e: e.name,
+        "status": lambda e: (e.label, e.name),
+        "stage": lambda e: (_stage_order(e.stage), e.name),
+        "cost": lambda e: (e.cost_usd, e.name),
+        "steps": lambda e: (e.repair_steps if e.repair_steps is not None else -1, e.name),
+        "theme": lambda e: (e.theme.lower(), e.name),
+    }[sort]
     return sorted(entries, key=key, reverse=reverse)
 
 

@@ -8,8 +8,8 @@ from pathlib import Path
 from pipeline import layout, manifest, safe_io
 from pipeline.kinds import Manifest, Rejection, ThemeRecord, Verification
 from pipeline.review import history
-from pipeline.review.edits import hand_edits
 from pipeline.review.catalog import Entry, read_record
+from pipeline.review.edits import hand_edits
 
 # The files a reviewer reads, in reading order (what the agent is told comes after the code).
 SHOWN_FILES = (layout.DESIGN, layout.CONFIG, *layout.CODE_FILES, layout.AGENT_INSTRUCTION, layout.ACTION_SPACE)

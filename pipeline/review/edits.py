@@ -11,8 +11,7 @@ from __future__ import annotations
 import difflib
 from pathlib import Path
 
-from pipeline import safe_io
-from pipeline import layout
+from pipeline import layout, safe_io
 from pipeline.generate.dsl import extract_yaml
 from pipeline.review.catalog import model_calls
 from pipeline.review.history import AgentAttempt

@@ -8,8 +8,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pipeline import layout
-from pipeline.envfolder.spec import DEFAULT_MAX_STEPS, claimed_max_rewards
 from pipeline.envfolder.level import Level
+from pipeline.envfolder.spec import DEFAULT_MAX_STEPS, claimed_max_rewards
 from pipeline.errors import LocatedError
 from pipeline.sandbox import SandboxFailure
 from pipeline.sandbox.outside.client import EnvClient

@@ -20,8 +20,8 @@ from pipeline.errors import UserError, not_a_folder
 from pipeline.generate import stages
 from pipeline.paths import TEMPLATES_DIR
 from pipeline.review import plots
-from pipeline.review.catalog import Catalog, Entry, count_labels, shorten
 from pipeline.review.advice import advise
+from pipeline.review.catalog import Catalog, Entry, count_labels, shorten
 from pipeline.review.details import Details, gather
 from pipeline.review.highlight import highlight
 from pipeline.review.previews import previews
@@ -116,9 +116,22 @@ def _env_page(d: Details, shown: list, scores: list[dict]) -> dict:
                            {"mean": [r["mean"] for r in scores]}, "normalized reward") if scores else None
     figures = {stage: {k: v for k, v in f.items() if not isinstance(v, (dict, list)) or k == "failures_by_kind"}
                for stage, f in stages.items() if isinstance(f, dict)}
-    return {"d": d, "e": d.entry, "advice": advise(d), "verification": verification, "figures": figures, "per_level": per_level,
-            "level_plot": level_plot, "scores": scores, "eval_plot": eval_plot, "previews": shown,
-            "agent": d.agent, "files": d.files, "edits": d.edits, "costs": d.costs}
+    return {
+        "d": d,
+        "e": d.entry,
+        "advice": advise(d),
+        "verification": verification,
+        "figures": figures,
+        "per_level": per_level,
+        "level_plot": level_plot,
+        "scores": scores,
+        "eval_plot": eval_plot,
+        "previews": shown,
+        "agent": d.agent,
+        "files": d.files,
+        "edits": d.edits,
+        "costs": d.costs,
+    }
 
 
 def _previews(entry: Entry, count: int) -> list:

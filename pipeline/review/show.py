@@ -6,8 +6,8 @@ import shutil
 import sys
 import time
 
-from pipeline.review.catalog import Entry, count_labels, shorten
 from pipeline.review.advice import advise
+from pipeline.review.catalog import Entry, count_labels, shorten
 from pipeline.review.details import Details
 
 COLUMNS = ("name", "theme", "status", "stage", "reason", "repair", "cost")
@@ -78,7 +78,7 @@ def explain(d: Details, full: bool = False) -> str:
 
     if d.edits:
         _section(out, "edited by hand (since the model wrote them)")
-        for name, diff in d.edits.items():
+        for _name, diff in d.edits.items():
             lines = diff.rstrip().splitlines()
             if not full and len(lines) > 40:
                 lines = lines[:40] + [f"... ({len(diff.splitlines()) - 40} more lines; --full shows all)"]
@@ -89,7 +89,11 @@ def explain(d: Details, full: bool = False) -> str:
         add("  (none: the theme never reached a stage)")
     for a in d.attempts:
         when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(a["started"])) if a["started"] else "?"
-        add((f"  {when}  {a['stage']:<8} {a['status']:<20}" + (f" {shorten(a['error'], 110)}" if a["error"] else "")).rstrip())
+        add(
+            (
+                f"  {when}  {a['stage']:<8} {a['status']:<20}" + (f" {shorten(a['error'], 110)}" if a["error"] else "")
+            ).rstrip()
+        )
 
     _section(out, "cost by stage")
     add(f"  {'stage':<12} {'attempts':>8}  {'latest':<11} {'steps':>5} {'tokens in':>10} {'tokens out':>10} "

@@ -18,7 +18,21 @@ from pipeline.runtime.observation import (
 )
 
 __all__ = [
-    "BaseEnv", "ObsEnv", "SkinEnv", "EventEnv", "event_rewards", "ObservationPolicy", "FullObservation", "RadiusObservation",
-    "EgocentricCrop", "LineOfSight", "RandomMask", "policy_from_config", "load_level",
-    "save_level", "state_hash", "DIRECTIONS", "read_move",
+    "BaseEnv",
+    "ObsEnv",
+    "SkinEnv",
+    "EventEnv",
+    "event_rewards",
+    "ObservationPolicy",
+    "FullObservation",
+    "RadiusObservation",
+    "EgocentricCrop",
+    "LineOfSight",
+    "RandomMask",
+    "policy_from_config",
+    "load_level",
+    "save_level",
+    "state_hash",
+    "DIRECTIONS",
+    "read_move",
 ]

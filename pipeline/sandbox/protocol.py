@@ -51,7 +51,9 @@ def encode(reply: dict) -> bytes:
     try:
         return (json.dumps(reply, allow_nan=False) + "\n").encode()
     except (TypeError, ValueError, RecursionError) as e:
-        return (json.dumps(failure_reply("not_json", f"reply is not plain JSON: {type(e).__name__}: {e}")) + "\n").encode()
+        return (
+            json.dumps(failure_reply("not_json", f"reply is not plain JSON: {type(e).__name__}: {e}")) + "\n"
+        ).encode()
 
 
 class Dispatcher:

@@ -1,4 +1,5 @@
-"""A loopback model server for tests, benchmarks and demo recordings: real HTTP on 127.0.0.1 speaking the Anthropic Messages
+"""A loopback model server for tests, benchmarks and demo recordings: real HTTP on 127.0.0.1 speaking the Anthropic
+Messages
 (`POST /v1/messages`) and OpenAI Chat Completions (`POST /v1/chat/completions`) wire formats.
 
 Each request takes the next step of `server.script` (or `server.rule(n)` when set, n counting

@@ -62,7 +62,14 @@ def record_corridor(root: Path, theme: str, replace: dict | None = None, fix: di
     write_call(root, theme, "design", 1, DESIGN)
     write_call(root, theme, "dsl", 1, "```yaml\n" + yaml.safe_dump(tiny_env.CONFIG, sort_keys=False) + "```\n")
     files = corridor_files(replace)
-    write_call(root, theme, "code", 1, "Writing the files.", [("write_file", {"path": n, "content": t}) for n, t in files.items()])
+    write_call(
+        root,
+        theme,
+        "code",
+        1,
+        "Writing the files.",
+        [("write_file", {"path": n, "content": t}) for n, t in files.items()],
+    )
     write_call(root, theme, "code", 2, "", [("run_check", {})])
     write_call(root, theme, "code", 3, "", [("finish", {"summary": "files written"})])
     if replace:

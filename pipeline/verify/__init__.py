@@ -25,14 +25,13 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pipeline import manifest
+from pipeline import layout, manifest
 from pipeline import records as files
-from pipeline import layout
-from pipeline.verify import reliability
-from pipeline.sandbox import SandboxFailure
-from pipeline.sandbox.outside.capabilities import ran_under
 from pipeline.errors import Rejected
 from pipeline.kinds import DifficultyBaseline, Verification, VerificationSummary
+from pipeline.sandbox import SandboxFailure
+from pipeline.sandbox.outside.capabilities import ran_under
+from pipeline.verify import reliability
 from pipeline.verify.context import Clock, Context, Options, failure_text
 from pipeline.verify.stages import STAGES, VERIFY_STAGES, VerifyStage
 from pipeline.verify.stages import get as get_stage
@@ -55,7 +54,9 @@ class VerificationResult:
                 "env_dir": self.env_dir, "confinement": self.confinement, "options": self.options}
 
 
-def verify_env(env_dir: str | Path, stages: tuple[str, ...] = STAGES, options: Options | None = None) -> VerificationResult:
+def verify_env(
+    env_dir: str | Path, stages: tuple[str, ...] = STAGES, options: Options | None = None
+) -> VerificationResult:
     options = options or Options()
     unknown = [s for s in stages if s not in STAGES]
     if unknown:
@@ -75,7 +76,9 @@ def verify_env(env_dir: str | Path, stages: tuple[str, ...] = STAGES, options: O
         result.accepted, result.stage, result.reason = False, current, rejection.reason
     except SandboxFailure as failure:  # one a stage did not expect; still the env's fault
         result.accepted, result.stage = False, current
-        result.reason = f"{failure.where or layout.ENV_MAIN}: expected the {current} stage to run, found {failure_text(failure)}"
+        result.reason = (
+            f"{failure.where or layout.ENV_MAIN}: expected the {current} stage to run, found {failure_text(failure)}"
+        )
     result.stages["total"] = clock.figures()
     result.confinement = ran_under()
     if not result.reason:

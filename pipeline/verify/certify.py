@@ -7,7 +7,8 @@ Max reward per level, from these sources (all recorded in level_max_rewards.json
     step the search takes;
   * the search over snapshots in the worker (pipeline/sandbox/inside/search.py), `--search-nodes` steps
     per level over all its passes: first best-first over states merged across steps (it finds
-    deep witnesses; steered toward the DSL's `A == B` end conditions, `end_goals`); when that exhausts its space, breadth-first with the step in the key on
+    deep witnesses; steered toward the DSL's `A == B` end conditions, `end_goals`); when that exhausts its space,
+    breadth-first with the step in the key on
     what is left of the budget, which is sound even when the dynamics read the step counter:
     only that pass can call the search exhaustive.
 The max is *exact* only with a proof: every reachable state searched, or the declared bound met
@@ -38,13 +39,13 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
-from pipeline import records as files
 from pipeline import layout, planner
+from pipeline import records as files
+from pipeline.errors import Rejected
+from pipeline.kinds import LevelMaxEntry, LevelMaxRewards
 from pipeline.planner import replay
 from pipeline.sandbox import SandboxFailure
 from pipeline.sandbox.outside.client import EnvClient, Verdict
-from pipeline.errors import Rejected
-from pipeline.kinds import LevelMaxEntry, LevelMaxRewards
 from pipeline.verify.context import Context, failure_text, located
 
 EPS = 1e-6
@@ -182,7 +183,9 @@ class Certifier:
 def standing(lm: LevelMax) -> str:
     """How a level's max reward stands, in words: exact, claim met, a lower bound (and its gap), unknown."""
     if lm.exact:
-        return f"max {lm.max_reward:g}, exact ({'space exhausted' if lm.proof == 'exhausted' else 'declared bound met'})"
+        return (
+            f"max {lm.max_reward:g}, exact ({'space exhausted' if lm.proof == 'exhausted' else 'declared bound met'})"
+        )
     if lm.certainty == "unknown":
         return f"max unknown (best {lm.search_reward:g})"
     if lm.certainty == "lower_bound":
@@ -289,7 +292,9 @@ def certify(ctx: Context, worker: EnvClient, source: str, bound: float | None, d
         lm.notes = f"no validator bound; the replayed witness of the {searched} scores {achieved:g}"
     elif achieved > bound + EPS:
         lm.calculation_method, lm.corrected = "search_witness", True
-        lm.notes = f"validator bound {bound:g} is below what the replayed search witness scores ({achieved:g}); corrected"
+        lm.notes = (
+            f"validator bound {bound:g} is below what the replayed search witness scores ({achieved:g}); corrected"
+        )
     elif achieved < bound - EPS and proof:
         lm.calculation_method, lm.corrected = "search_exhaustive" if exhaustive else "search_witness", True
         lm.notes = (f"validator bound {bound:g} is above what any action sequence scores ("

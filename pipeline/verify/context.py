@@ -15,7 +15,7 @@ from typing import Callable, Iterator
 from pipeline import layout
 from pipeline.envfolder.spec import EnvSpec
 from pipeline.errors import LocatedError, Rejected
-from pipeline.sandbox import SandboxLimits, SandboxFailure
+from pipeline.sandbox import SandboxFailure, SandboxLimits
 from pipeline.sandbox.outside.client import EnvClient
 from pipeline.verify.claims import read_claims
 

@@ -20,10 +20,10 @@ from collections import Counter
 
 from dsl_schema.conditions import ConditionError, ConditionSyntaxError, holds, parse_condition
 from pipeline import layout, planner
+from pipeline.errors import Rejected
 from pipeline.evaluate.agents import ActionsAgent, RandomAgent
 from pipeline.evaluate.episode import Turn, run_episode_sync
 from pipeline.sandbox import SandboxFailure
-from pipeline.errors import Rejected
 from pipeline.sandbox.outside.client import EnvClient, Level
 from pipeline.verify.context import Clock, Context, failure_text, located
 

@@ -30,14 +30,14 @@ import dataclasses
 
 from pipeline import layout, safe_io
 from pipeline import records as files
+from pipeline.errors import LocatedError, Rejected
 from pipeline.levelfactory import EXAMPLES, GeneratorFailed, LevelFactory, Made
 from pipeline.runtime.levels import save_level
 from pipeline.sandbox import SandboxFailure
 from pipeline.sandbox.outside.client import EnvClient, Level, Verdict
-from pipeline.errors import LocatedError, Rejected
 from pipeline.verify import chance, claims
-from pipeline.verify.certify import EPS, Certifier, LevelMax, scorable, tidy, unscored_reason, write_max_rewards
 from pipeline.verify.causes import ShippedLevelRefused, TooFewLevels, ValidatorRejectsAll
+from pipeline.verify.certify import EPS, Certifier, LevelMax, scorable, tidy, unscored_reason, write_max_rewards
 from pipeline.verify.context import Clock, Context, failure_text, located
 
 
@@ -77,7 +77,9 @@ def run(ctx: Context, _: list[LevelMax] | None, figures: dict) -> list[LevelMax]
         _scored_figures(figures, scored, ctx)
         if scored and "/" in scored[0].source and ctx.options.write:
             write_max_rewards(ctx, scored)
-            figures["written"] = [layout.LEVEL_MAX_REWARDS] + ([lm.source for lm in scored] if ctx.options.write_levels else [])
+            figures["written"] = [layout.LEVEL_MAX_REWARDS] + (
+                [lm.source for lm in scored] if ctx.options.write_levels else []
+            )
         if generator_broken is not None:
             refuted = figures.get("validator_refuted") or {}
             if isinstance(generator_broken.cause, ValidatorRejectsAll):
@@ -87,7 +89,9 @@ def run(ctx: Context, _: list[LevelMax] | None, figures: dict) -> list[LevelMax]
                     f"rejects every one ({n} of {n} distinct levels "
                     f"from seeds 1..{figures['seeds_tried']}): generation is unusable"
                     + (f"; {refuted_text(refuted, len(scored))}" if refuted else "")
-                    + f"; the {len(scored)} shipped level(s) were checked and certified by search (see the levels figures)")
+                    + f"; the {len(scored)} shipped level(s) were checked and certified by search (see the"
+                      f" levels figures)"
+                )
             raise Rejected(f"{generator_broken.reason}; the {len(scored)} shipped level(s) were checked and "
                            f"certified anyway" + (f" ({refuted_text(refuted, len(scored))})" if refuted else "")
                            + " (see the levels figures)")
@@ -292,7 +296,8 @@ def refuted_text(refuted: dict, total: int) -> str:
 
 
 def _searched(lm: LevelMax) -> str:
-    return f"{'exhaustive ' if lm.search_exhaustive else ''}search over {lm.search_nodes} nodes scores {lm.search_reward:g}"
+    return (f"{'exhaustive ' if lm.search_exhaustive else ''}search over {lm.search_nodes} nodes scores"
+            f" {lm.search_reward:g}")
 
 
 def _fmt(action: dict) -> str:

@@ -1,6 +1,7 @@
 """The model-driven forms of verification (AutoEnv §3.2), run after the model-free stages
 whenever models are configured for them: `envforge verify --model/--agent-models`, and
-`envforge generate --verify-models` (or $ENVFORGE_VERIFY_MODELS) in its verify stage. Both reuse `envforge evaluate`'s ReAct agent and episode loop,
+`envforge generate --verify-models` (or $ENVFORGE_VERIFY_MODELS) in its verify stage. Both reuse `envforge
+evaluate`'s ReAct agent and episode loop,
 so the environment's code stays in the sandbox and the model's key stays in this process.
 
 * execution (`--model SPEC`): a short ReAct rollout on the first test level; the environment must
@@ -93,22 +94,29 @@ async def differential(env_dir: Path, weak, strong, runs: int, levels: int) -> d
     means: dict[str, dict[int, float]] = {}
     for client in (weak, strong):
         per_run: dict[int, list[float]] = defaultdict(list)
-        for record in await _play(env_dir, client, runs, levels, Limits()):
-            if record.stop_reason in UNREACHABLE:  # the provider's fault, not the environment's
+        for episode in await _play(env_dir, client, runs, levels, Limits()):
+            if episode.stop_reason in UNREACHABLE:  # the provider's fault, not the environment's
                 raise UserError(f"the differential test could not run: {client.spec} stopped with "
-                                f"{record.stop_reason}: {record.stop_detail}")
-            if record.normalized is not None:
-                per_run[record.run].append(record.normalized)
+                                f"{episode.stop_reason}: {episode.stop_detail}")
+            if episode.normalized is not None:
+                per_run[episode.run].append(episode.normalized)
         if not per_run:
             raise UserError(f"the differential test could not score {client.spec}: no test level has a certified "
                             f"max reward (run `envforge verify` without models first)")
         means[client.spec] = {run: statistics.fmean(scores) for run, scores in sorted(per_run.items())}
     weak_runs, strong_runs = means[weak.spec], means[strong.spec]
-    figures = {"weak": weak.spec, "strong": strong.spec, "runs": runs, "levels": levels,
-               "weak_normalized": round(statistics.fmean(weak_runs.values()), 4),
-               "strong_normalized": round(statistics.fmean(strong_runs.values()), 4),
-               "per_run": {str(r): {"weak": round(weak_runs.get(r, 0.0), 4), "strong": round(strong_runs.get(r, 0.0), 4)}
-                           for r in sorted(set(weak_runs) | set(strong_runs))}}
+    figures = {
+        "weak": weak.spec,
+        "strong": strong.spec,
+        "runs": runs,
+        "levels": levels,
+        "weak_normalized": round(statistics.fmean(weak_runs.values()), 4),
+        "strong_normalized": round(statistics.fmean(strong_runs.values()), 4),
+        "per_run": {
+            str(r): {"weak": round(weak_runs.get(r, 0.0), 4), "strong": round(strong_runs.get(r, 0.0), 4)}
+            for r in sorted(set(weak_runs) | set(strong_runs))
+        },
+    }
     if all(weak_runs.get(r, 0.0) >= strong_runs.get(r, 0.0) for r in strong_runs):
         raise Rejected(f"expected the stronger model ({strong.spec}) to score higher than the weaker ({weak.spec}) "
                        f"in some run, found {figures['strong_normalized']} vs {figures['weak_normalized']} with the "

@@ -5,7 +5,8 @@ pipeline.evaluate.agents.RandomAgent: uniformly random declared actions with sam
 WorldTest's random agent, seeded by the env's meta.id, the level and the run), so verify's random
 episode N on a level is evaluate's run N there; the skilled one is the search planner, replaying
 its certified witness. Every episode here goes through the one episode engine
-(pipeline.evaluate.episode), each policy an agent. Normalized reward = episode total / the level's certified max reward (levels stage).
+(pipeline.evaluate.episode), each policy an agent. Normalized reward = episode total / the level's certified max
+reward (levels stage).
 The environment is rejected when the planner cannot score (mean normalized 0) or when the
 random agent's mean comes within `margin` of the planner's (random_mean >= planner_mean -
 margin; default margin 0.2): then the reward does not measure skill.
@@ -29,14 +30,14 @@ import dataclasses
 from statistics import mean
 
 from pipeline import layout
+from pipeline.errors import Rejected
 from pipeline.evaluate.agents import ActionsAgent, RandomAgent
 from pipeline.evaluate.episode import run_episode_sync
 from pipeline.sandbox import SandboxFailure
-from pipeline.errors import Rejected
 from pipeline.sandbox.outside.client import Level
 from pipeline.verify import claims
-from pipeline.verify.context import Clock, Context, failure_text, located
 from pipeline.verify.certify import EPS, LevelMax, scorable, tidy, unscored_reason, write_max_rewards
+from pipeline.verify.context import Clock, Context, failure_text, located
 
 RANDOM_AGENT = "uniform random declared action with sampled parameters"
 CONSTANT_PARAMS = 3  # parameter combinations per action tried as a constant policy
@@ -73,8 +74,10 @@ def run(ctx: Context, levels: list[LevelMax], figures: dict) -> list[LevelMax]:
     if unscored:
         figures["unscored_levels"] = {layout.level_key(lm.source): unscored_reason(lm) for lm in unscored}
     if not scored:
-        raise Rejected(f"levels: expected levels with a known, positive max reward to score agents on, found none "
-                       f"of {len(out)}: " + "; ".join(f"{k}: {v}" for k, v in list(figures['unscored_levels'].items())[:3]))
+        raise Rejected(
+            f"levels: expected levels with a known, positive max reward to score agents on, found none "
+            f"of {len(out)}: " + "; ".join(f"{k}: {v}" for k, v in list(figures["unscored_levels"].items())[:3])
+        )
     per_level = [figures["per_level"][layout.level_key(lm.source)] for lm in scored]
     random_mean = round(mean(s["random_normalized"] for s in per_level), 4)
     planner_mean = round(mean(s["planner_normalized"] for s in per_level), 4)
@@ -166,15 +169,24 @@ def _score_level(ctx: Context, worker, lm: LevelMax, figures: dict,
         if lm.certainty in ("unknown", "unconfirmed_bound") and lm.validator_bound is not None and \
                 lm.max_reward > EPS and abs(total - lm.max_reward) <= EPS:
             # The validator's bound, which the search did not reach, is reached by a replayed episode.
-            lm = dataclasses.replace(lm, certainty="certified",
-                                     notes=f"{lm.notes}; {what} scores the validator bound {lm.max_reward:g}: confirmed")
+            lm = dataclasses.replace(
+                lm,
+                certainty="certified",
+                notes=f"{lm.notes}; {what} scores the validator bound {lm.max_reward:g}: confirmed",
+            )
         if total > lm.max_reward + EPS and lm.certainty != "estimate":  # an expectation: one episode above it is chance
             lm = dataclasses.replace(
-                lm, max_reward=total, witness=list(actions), corrected=True,
-                calculation_method="random_episode_witness" if what == "a random episode" else "constant_policy_witness",
+                lm,
+                max_reward=total,
+                witness=list(actions),
+                corrected=True,
+                calculation_method="random_episode_witness"
+                if what == "a random episode"
+                else "constant_policy_witness",
                 certainty="lower_bound",
                 notes=f"{what} scored {total:g}, above the max reward {lm.max_reward:g} ({lm.calculation_method}); "
-                      f"corrected")
+                f"corrected",
+            )
 
     for run in range(ctx.options.random_episodes):
         agent = RandomAgent.seeded(ctx.space, ctx.config, lm.source, run)

@@ -206,8 +206,11 @@ def generator_mismatch(seed: int | None, env) -> AdapterError | None:
         except Exception:  # noqa: BLE001 - a generator that fails here fails in the env too
             return None
         after = level_files()
-        written = sorted(after - before) or sorted(f for f in after if f.endswith((f"_{world_id}.yaml", f"-{world_id}.yaml"))) \
-            if isinstance(world_id, str) else []
+        written = (
+            sorted(after - before) or sorted(f for f in after if f.endswith((f"_{world_id}.yaml", f"-{world_id}.yaml")))
+            if isinstance(world_id, str)
+            else []
+        )
         if not isinstance(world_id, str) or (Path(layout.LEVELS) / f"{world_id}.yaml").is_file() or not written:
             return None
         try:

@@ -21,13 +21,11 @@ from typing import Any
 import yaml
 
 from pipeline import layout
-from pipeline.sandbox.inside import rngs, search
-from pipeline.sandbox.inside import faults
-from pipeline.sandbox.inside.faults import in_function, short, where, where_of
 from pipeline.runtime import env as runtime_env
 from pipeline.runtime.levels import level_text, state_hash
 from pipeline.runtime.plain import NotPlainData, plain
-from pipeline.sandbox.inside import adapters
+from pipeline.sandbox.inside import adapters, faults, rngs, search
+from pipeline.sandbox.inside.faults import in_function, short, where, where_of
 from pipeline.sandbox.protocol import ENV_OPS, Dispatcher, Failure
 
 COMPAT_DIR = str(Path(runtime_env.__file__).resolve().parent / "compat")
@@ -75,11 +73,11 @@ class EnvHost(Dispatcher):
                 cls = _skinned(cls, skin, self.env_dir)
             self.env = _instantiate(cls, self.env_dir.name if env_id is None else env_id)
         except Failure as f:
-            raise Failure("load", f.detail, f.where)
+            raise Failure("load", f.detail, f.where) from None
         except BaseException as e:  # noqa: BLE001
             if isinstance(e, MemoryError):
                 raise
-            raise Failure("load", f"{type(e).__name__}: {e}", where())
+            raise Failure("load", f"{type(e).__name__}: {e}", where()) from None
         return {"class": cls.__name__, **({"skin": skin} if skin else {})}
 
     def op_reset(self, level: str | None = None, seed: int | None = None, generate: bool = False,
@@ -110,7 +108,11 @@ class EnvHost(Dispatcher):
         before = (rngs.state(), rngs.own_states(self.env)) if check_rng else None
         out = self.env.step(action)
         if not isinstance(out, (tuple, list)) or len(out) != 4:
-            raise Failure("exception", f"step: expected (state, reward, done, info), found {short(out)}", where_of("step", self.env))
+            raise Failure(
+                "exception",
+                f"step: expected (state, reward, done, info), found {short(out)}",
+                where_of("step", self.env),
+            )
         next_state, reward, done, info = out
         reward = _check_reward(reward, self.env)
         info = info if isinstance(info, dict) else {}
@@ -185,7 +187,7 @@ class EnvHost(Dispatcher):
             ok, issues, warnings = validator.check(state, level)
             bound = validator.max_reward(state) if ok else None
         except adapters.AdapterError as e:
-            raise Failure("interface", e.detail, e.where)
+            raise Failure("interface", e.detail, e.where) from None
         if bound is not None:
             bound = _check_reward(bound, None, what="max_reward")
         return {"ok": ok, "issues": issues, "warnings": warnings, "max_reward": bound, "state_hash": state_hash(state)}
@@ -284,7 +286,9 @@ def find_env_class(module) -> type:
     ]
     own = [c for c in candidates if c.__module__ == module.__name__]
     if not (own or candidates):
-        raise Failure("load", f"{layout.ENV_MAIN}: expected a concrete subclass of SkinEnv, found none", layout.ENV_MAIN)
+        raise Failure(
+            "load", f"{layout.ENV_MAIN}: expected a concrete subclass of SkinEnv, found none", layout.ENV_MAIN
+        )
     return (own or candidates)[-1]
 
 

@@ -126,7 +126,8 @@ def run(host, actions: list[dict], max_steps: int, max_nodes: int = 50_000, seco
                 try:
                     out = host.op_step(action, want_hash=False)
                 except Failure as f:
-                    raise Failure(f.kind, f"{f.detail} (after {_path(parents, node, actions) + [action]})", f.where)
+                    raise Failure(f.kind, f"{f.detail} (after"
+                                          f" {_path(parents, node, actions) + [action]})", f.where) from None
                 except Exception as e:  # noqa: BLE001 - env code failed mid-search
                     raise Failure("exception", f"{type(e).__name__}: {e} (after "
                                   f"{_path(parents, node, actions) + [action]})", where()) from None
@@ -165,7 +166,11 @@ def run(host, actions: list[dict], max_steps: int, max_nodes: int = 50_000, seco
                 pending[node] = [len(children), _snapshot_bytes(snap, root)]
                 held += pending[node][1]
             for child, reached, novel, far in children:
-                rank = (depth + 1,) if order == "breadth" else (-round(value, 9), depth + 1 + 2 * far if goals else 0, 0 if novel else 1)
+                rank = (
+                    (depth + 1,)
+                    if order == "breadth"
+                    else (-round(value, 9), depth + 1 + 2 * far if goals else 0, 0 if novel else 1)
+                )
                 heapq.heappush(frontier, (rank, sequence, child, snap, reached, depth + 1))
                 sequence += 1
         exhausted = True

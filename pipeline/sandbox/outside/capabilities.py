@@ -88,7 +88,11 @@ def ladder() -> tuple[Rung, ...]:
 
     root = os.geteuid() == 0
     seccomp, seccomp_why = seccomp_available()
-    no_seccomp = "" if seccomp else f"no seccomp (every rung needs it: pip install pyseccomp, apt install libseccomp2): {seccomp_why}"
+    no_seccomp = (
+        ""
+        if seccomp
+        else f"no seccomp (every rung needs it: pip install pyseccomp, apt install libseccomp2): {seccomp_why}"
+    )
     why = "not running as root" if not root else no_seccomp or _unshare_works("namespaces")
     rungs = [Rung("namespaces", not why, why or "root: network, mount and PID namespaces, minimal read-only "
                                                 "root, the folder the only writable place, a uid of its own")]
@@ -101,7 +105,8 @@ def ladder() -> tuple[Rung, ...]:
                                                 "no capabilities"))
     abi = landlock_abi() if sys.platform == "linux" else 0
     if abi < LANDLOCK_MIN_ABI:
-        why = "no Landlock in this kernel (5.13+ has it; or it is disabled: lsm= boot option, or refused by a seccomp policy)"
+        why = ("no Landlock in this kernel (5.13+ has it; or it is disabled: lsm= boot option, or refused by a"
+               " seccomp policy)")
     else:
         why = no_seccomp
     scoped = ", signals and abstract sockets scoped" if abi >= 6 else ""
@@ -198,8 +203,8 @@ def namespaced(mode: str) -> bool:
 def enforcement(mode: str | None = None) -> list[tuple[str, bool, str]]:
     """What a worker of `mode` (default: this machine's) gets, one mechanism a row:
     (name, enforced, what it is or why not)."""
-    from pipeline.sandbox.limits import SandboxLimits
     from pipeline.sandbox.inside.syscalls import DENIED, seccomp_available
+    from pipeline.sandbox.limits import SandboxLimits
 
     mode = mode or capabilities()["mode"]
     ns = namespaced(mode)

@@ -23,10 +23,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator
 
 from pipeline.envfolder.level import Level
-from pipeline.sandbox.outside import replies
-from pipeline.sandbox.outside.failures import SandboxFailure
-from pipeline.sandbox.outside.executor import open_worker
 from pipeline.sandbox.limits import SandboxLimits
+from pipeline.sandbox.outside import replies
+from pipeline.sandbox.outside.executor import open_worker
+from pipeline.sandbox.outside.failures import SandboxFailure
 from pipeline.sandbox.outside.process import OnRequest, Worker
 from pipeline.sandbox.outside.replies import JSON, NUMBER, OPTIONAL
 
@@ -186,7 +186,9 @@ class EnvClient:
 
     def step(self, action: dict, want_state: bool = False, check_rng: bool = False) -> StepResult:
         """One step; with `check_rng`, the result says whether it drew random numbers."""
-        reply = self._call("step", _STEP, action=action, want_state=want_state, **({"check_rng": True} if check_rng else {}))
+        reply = self._call(
+            "step", _STEP, action=action, want_state=want_state, **({"check_rng": True} if check_rng else {})
+        )
         self.steps += 1
         terminated = reply["terminated"]
         try:
@@ -244,7 +246,11 @@ class EnvClient:
             raise ValueError("validate takes a level file or a state; a seed's level is validated by its state")
         reply = self._call("validate", _VERDICT, **args)
         bound = reply["max_reward"]
-        ok, issues, warnings = reply["ok"], [str(i) for i in reply["issues"]], [str(w) for w in reply.get("warnings") or []]
+        ok, issues, warnings = (
+            reply["ok"],
+            [str(i) for i in reply["issues"]],
+            [str(w) for w in reply.get("warnings") or []],
+        )
         if not ok and issues and all(warning_only(i) for i in issues):
             # A validator that fails a level on its own "WARNING: ..." lines alone accepts it with warnings.
             ok, issues, warnings = True, [], issues + warnings

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
 
-from pipeline.sandbox.outside.folder import FolderCopy
 from pipeline.sandbox.limits import SandboxLimits
+from pipeline.sandbox.outside.folder import FolderCopy
 from pipeline.sandbox.outside.process import Worker
 
 KINDS = ("local", "ray")

@@ -6,7 +6,8 @@ folder, or a file its owner could not read is left out and named in `dropped`; t
 file count are capped while copying, and so is the depth; an entry whose name breaks `name_problem`
 (a control character such as a line break, or longer than a file system allows) is left out too.
 `write_problem` states the same limits for a file about to be written (the coding agent's
-workspace applies them, so it never makes a folder the sandbox would refuse). In namespaces mode one copy is shared, read-only, by the
+workspace applies them, so it never makes a folder the sandbox would refuse). In namespaces mode one copy is shared,
+read-only, by the
 workers of a pool (each sees it through an overlay with a private writable layer: see confine.py).
 
 `remove_tree` deletes whatever a worker left, at any depth and with any permission, and never raises.

@@ -20,10 +20,10 @@ import weakref
 from pathlib import Path
 from typing import Any, Callable
 
+from pipeline.sandbox.limits import SandboxLimits, worker_environment
 from pipeline.sandbox.outside.capabilities import LAUNCHERS, namespaced, require, used
 from pipeline.sandbox.outside.failures import SandboxFailure, exit_failure, failure_of
 from pipeline.sandbox.outside.folder import DIR_PREFIX, FolderCopy, private_dir, remove_tree
-from pipeline.sandbox.limits import SandboxLimits, worker_environment
 from pipeline.sandbox.protocol import ENV_MOUNT, OPENING, WORKER_MODULE
 
 _uid_counter = itertools.count()

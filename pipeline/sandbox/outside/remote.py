@@ -6,7 +6,8 @@ as everywhere on the host), a Ray actor on that node unpacks them and starts an 
 sandboxed `Worker` there — confined on the node's own rung of the ladder (capabilities.py), which
 it reports back (`confinement`, in every record) — and every call goes to that actor. A node with
 no rung is refused, as a machine is (`Unconfined`); with the driver's --unconfined opt-in its
-workers run and the node is named in a warning. The episode loops, agents, model calls and records stay in this process: the keys are
+workers run and the node is named in a warning. The episode loops, agents, model calls and records stay in this
+process: the keys are
 here and never leave it, and one process writes every record, so `--resume` works as on one
 machine. A node that dies takes its actors with it; a call on such a worker raises `NodeLost`,
 an infrastructure fault that callers retry elsewhere, never a verdict on the environment.
@@ -25,10 +26,10 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.errors import InfrastructureError, UserError
+from pipeline.sandbox.limits import SandboxLimits
 from pipeline.sandbox.outside.capabilities import NONE, Unconfined, opted_in, used
 from pipeline.sandbox.outside.failures import SandboxFailure
 from pipeline.sandbox.outside.folder import FolderCopy
-from pipeline.sandbox.limits import SandboxLimits
 
 ADDRESS_VARIABLE = "ENVFORGE_RAY_ADDRESS"
 
