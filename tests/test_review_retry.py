@@ -6,7 +6,8 @@ import json
 import sqlite3
 
 import pytest
-from test_review import envforge, row
+from cli_kit import envforge
+from test_review import row
 
 from pipeline.testing import replay_kit
 
