@@ -21,7 +21,6 @@ from __future__ import annotations
 from typing import Any
 
 from envforge._loop import run_sync
-from envforge.environment import Environment, Session, Step, open
 from envforge.runs import (
     Generation,
     check,
@@ -35,6 +34,7 @@ from envforge.runs import (
     verify,
 )
 from pipeline import __version__, paths
+from pipeline.api.environment import Environment, Session, Step, open
 from pipeline.errors import UserError
 from pipeline.kinds import EpisodeRecord
 from pipeline.sandbox import SandboxFailure

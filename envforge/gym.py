@@ -25,8 +25,8 @@ from typing import Any
 import gymnasium
 from gymnasium import spaces
 
-from envforge.environment import Environment, Session, Step
 from pipeline import layout, paths, safe_io
+from pipeline.api.environment import Environment, Session, Step
 from pipeline.envfolder.actions import ActionSpace
 from pipeline.errors import UserError
 from pipeline.sandbox import SandboxLimits

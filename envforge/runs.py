@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from envforge._loop import run_sync
-from envforge.environment import Environment
+from pipeline.api.environment import Environment
 from pipeline.errors import UserError, not_a_folder
 from pipeline.evaluate.records import Records
 from pipeline.kinds import EpisodeRecord

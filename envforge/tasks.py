@@ -30,8 +30,8 @@ from inspect_ai.solver import Generate, TaskState, solver
 from inspect_ai.tool import ToolInfo
 
 from envforge import _tokenizer
-from envforge.environment import Environment
 from pipeline import layout, paths
+from pipeline.api.environment import Environment
 from pipeline.envfolder.level import Level
 from pipeline.errors import UserError
 from pipeline.evaluate.context import WorkerSession

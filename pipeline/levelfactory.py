@@ -20,13 +20,10 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Callable, Iterable, Protocol
+from typing import Callable, Generic, Iterable, Protocol, TypeVar
 
 from pipeline.sandbox import SandboxFailure
 from pipeline.sandbox.outside.client import EnvClient, Level, Verdict
-
-if TYPE_CHECKING:  # a certified level (pipeline.verify.certify.LevelMax): the factory only reads it
-    from pipeline.verify.certify import LevelMax
 
 EXAMPLES = 5  # why-not examples kept (a rejected or unfit level, in words)
 WARNED = 20  # levels whose validator warnings are kept
@@ -40,25 +37,39 @@ class GeneratorFailed(Exception):
         self.seed, self.failure = seed, failure
 
 
-class Certifier(Protocol):
+class Certified(Protocol):
+    """What the factory reads and fills of a certified level (verify's LevelMax, a dataclass): why it
+    is unfit ("" when it is fit) and whether a search proves it unsolvable; the factory sets the seed,
+    the state and the state hash it made it from (`dataclasses.replace`)."""
+
+    unfit: str
+    proven_unsolvable: bool
+    seed: int | None
+    state_hash: str
+
+
+C = TypeVar("C", bound=Certified)
+
+
+class Certifier(Protocol[C]):
     """Certifies levels: [(source, the validator's verdict)] -> a certified level for each, in order,
     or None for a level that cannot be scored on (learn's certifier: its witness did not replay)."""
 
-    def many(self, items: list[tuple[str, Verdict]]) -> list["LevelMax | None"]: ...
+    def many(self, items: list[tuple[str, Verdict]]) -> list[C | None]: ...
 
 
 @dataclass
-class Made:
+class Made(Generic[C]):
     """What one `make` saw and kept."""
 
-    kept: list["LevelMax"] = field(default_factory=list)  # the fit levels, in seed order (seed, state set)
+    kept: list[C] = field(default_factory=list)  # the fit levels, in seed order (seed, state set)
     seeds_tried: int = 0
     duplicates: int = 0  # equal to a level made before, or to one in `exclude`
     distinct: int = 0
     rejected_by_validator: int = 0
     unfit: int = 0
     uncertified: int = 0  # the certifier could not score on them (None)
-    unsolvable: list["LevelMax"] = field(default_factory=list)  # unfit, and an exhaustive search proves it
+    unsolvable: list[C] = field(default_factory=list)  # unfit, and an exhaustive search proves it
     examples: list[str] = field(default_factory=list)
     validator_warnings: dict[str, list[str]] = field(default_factory=dict)  # on levels it accepted
 
@@ -67,17 +78,17 @@ class Made:
             self.examples.append(text)
 
 
-class LevelFactory:
+class LevelFactory(Generic[C]):
     """`worker` makes and validates levels; `certifier` certifies them (sharing that worker or not).
     `validate(worker, what)`: the validator's verdict on the level just made (the caller says how a
     validator that fails is reported); by default the worker's own `validate`."""
 
-    def __init__(self, worker: EnvClient, seeds: Iterable[int], certifier: Certifier,
+    def __init__(self, worker: EnvClient, seeds: Iterable[int], certifier: Certifier[C],
                  validate: Callable[[EnvClient, str], Verdict] | None = None):
         self.worker, self.seeds, self.certifier = worker, seeds, certifier
         self.validate = validate or (lambda w, _: w.validate())
 
-    def make(self, n: int, exclude: Iterable[str] = (), chance: bool = False, made: Made | None = None) -> Made:
+    def make(self, n: int, exclude: Iterable[str] = (), chance: bool = False, made: Made[C] | None = None) -> Made[C]:
         """Up to `n` fit levels (fewer when the seeds run out: `len(made.kept) < n`). `chance`: the
         environment draws random numbers during step, so a search over one chance outcome proves no
         level unsolvable. `made`: counts kept as they grow (a caller reporting them when the

@@ -1,7 +1,7 @@
 """envforge environments in other tools' shapes (each an optional extra).
 
 - `envforge.integrations.openenv`: an OpenEnv HTTP/WebSocket server (`envforge serve`;
-  pip install 'envforge[openenv]').
+  pip install 'envforge[openenv]'), the library's pipeline.api.serve.
 - `envforge.integrations.verifiers`: a `verifiers` environment (`load_environment`, `envforge export
   verifiers`; pip install 'envforge[verifiers]').
 

@@ -30,8 +30,8 @@ from typing import Any
 import verifiers as vf
 from datasets import Dataset
 
-from envforge.environment import Environment
 from pipeline import layout
+from pipeline.api.environment import Environment
 from pipeline.errors import UserError
 from pipeline.evaluate.context import WorkerSession
 from pipeline.evaluate.episode import Decision, Limits, Tracker, Turn, env_fault

@@ -1,6 +1,6 @@
 """envforge export verifiers ENV_DIR… --out DIR: environments as installable verifiers modules.
 
-The writer is envforge.integrations.export (it needs no verifiers to write; the module it writes
+The writer is pipeline.api.export (it needs no verifiers to write; the module it writes
 needs envforge[verifiers] to run).
 """
 from __future__ import annotations
@@ -19,7 +19,7 @@ def register(subparsers) -> None:
 
 
 def run(args) -> int:
-    from envforge.integrations.export import export_verifiers
+    from pipeline.api.export import export_verifiers
 
     for project in export_verifiers(args.env_dirs, args.out):
         module = project.name

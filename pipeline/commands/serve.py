@@ -1,6 +1,6 @@
 """envforge serve ENV_DIR… [--host 127.0.0.1] [--port N]: environments as an OpenEnv server.
 
-The server itself is envforge.integrations.openenv (pip install 'envforge[openenv]').
+The server itself is pipeline.api.serve (pip install 'envforge[openenv]').
 """
 from __future__ import annotations
 
@@ -39,7 +39,7 @@ def register(subparsers) -> None:
 
 def run(args) -> int:
     try:
-        from envforge.integrations.openenv import ServeOptions, serve
+        from pipeline.api.serve import ServeOptions, serve
     except ModuleNotFoundError as e:
         if e.name and e.name.split(".")[0] in ("openenv", "fastapi", "uvicorn", "pydantic"):
             raise UserError(HINT.format(name=e.name)) from None
