@@ -11,7 +11,6 @@ import importlib.util
 import inspect
 import math
 import os
-import pickle
 import random
 import shutil
 import sys
@@ -24,7 +23,7 @@ from pipeline import layout
 from pipeline.runtime import env as runtime_env
 from pipeline.runtime.levels import level_text, state_hash
 from pipeline.runtime.plain import NotPlainData, plain
-from pipeline.sandbox.inside import adapters, faults, rngs, search
+from pipeline.sandbox.inside import adapters, faults, rngs, search, snapshots
 from pipeline.sandbox.inside.faults import in_function, short, where, where_of
 from pipeline.sandbox.protocol import ENV_OPS, Dispatcher, Failure
 
@@ -41,6 +40,7 @@ class EnvHost(Dispatcher):
         faults.ROOT[0] = os.path.abspath(env_dir)
         self.env = None
         self.snapshots: dict[int, tuple] = {}
+        self.store = snapshots.Store()  # what snapshots share (held while any snapshot may name it)
         self.next_handle = 0
         self.max_steps: int | None = None  # the episode's step cap, as the host sent it with reset
 
@@ -164,6 +164,7 @@ class EnvHost(Dispatcher):
             self.snapshots.clear()
         for h in handles or []:
             self.snapshots.pop(h, None)
+        self._release()
         return {"held": len(self.snapshots)}
 
     def op_search(self, actions: list[dict], max_steps: int | None = None, max_nodes: int = 50_000,
@@ -172,8 +173,11 @@ class EnvHost(Dispatcher):
                   goals: list | None = None) -> dict:
         """Search from the current state (see pipeline/sandbox/inside/search.py)."""
         horizon = int(max_steps or self.max_steps or DEFAULT_MAX_STEPS)
-        return search.run(self, actions, horizon, max_nodes, seconds, time_in_key, stop_at, max_mb, order, bound,
-                          goals)
+        try:
+            return search.run(self, actions, horizon, max_nodes, seconds, time_in_key, stop_at, max_mb, order, bound,
+                              goals)
+        finally:
+            self._release()
 
     def op_validate(self, level: str | None = None, state: dict | None = None) -> dict:
         """Run the env's validator (any shape pipeline/sandbox/inside/adapters.py accepts) on a level
@@ -207,6 +211,11 @@ class EnvHost(Dispatcher):
         return {"pong": True}
 
     # -- helpers ---------------------------------------------------------------------
+    def _release(self) -> None:
+        """Forget what snapshots shared once none is held (a search's own are gone when it returns)."""
+        if not self.snapshots:
+            self.store.clear()
+
     def _capped_only(self, state: Any) -> bool:
         """Whether an episode the env says is done ended only by its own copy of the step cap
         (`self._t >= self.max_steps` in done()): that is the runtime's truncation, not an end
@@ -226,21 +235,24 @@ class EnvHost(Dispatcher):
         """A snapshot: a copy of the env's own attributes and the global RNG state.
 
         Pickled when the attributes allow it (several times faster than deepcopy for plain
-        data, and compact, which the search's frontier needs); deep-copied otherwise. An RNG
-        state equal to the one in `like` is shared, not held twice (it is ~20 KB).
+        data, and compact, which the search's frontier needs), past states and other items of
+        the env's lists shared between snapshots (pipeline/sandbox/inside/snapshots.py);
+        deep-copied otherwise. An RNG state equal to the one in `like` is shared, not held
+        twice (it is ~20 KB).
         """
         attrs = {k: v for k, v in vars(self.env).items() if k not in _STATIC_ATTRS}
         rng = rngs.state()
         if like is not None and rngs.same(rng, like[1]):
             rng = like[1]
         try:
-            return pickle.dumps(attrs, pickle.HIGHEST_PROTOCOL), rng
+            return self.store.dumps(attrs), rng
         except Exception:  # noqa: BLE001 - unpicklable attributes (lambdas, handles): deepcopy them
+            self.store.stop("the environment's attributes cannot be pickled")
             return copy.deepcopy(attrs), rng
 
     def apply(self, snapshot: tuple) -> None:
         attrs, rng = snapshot
-        vars(self.env).update(pickle.loads(attrs) if isinstance(attrs, bytes) else copy.deepcopy(attrs))
+        vars(self.env).update(self.store.loads(attrs) if isinstance(attrs, bytes) else self.store.copied(attrs))
         rngs.set_state(rng)
 
     def _observation(self, want_state: bool) -> dict:

@@ -1,0 +1,210 @@
+"""Worker-side: snapshots of an environment's attributes that share what has not changed.
+
+A search restores a snapshot before every step it takes (pipeline/sandbox/inside/search.py), so
+restoring must be cheap. Environments often keep an append-only list of past states (a
+`_history` of deep copies, one more per step): a snapshot taken at step 30 holds 30 old states,
+and unpickling them all again on every restore is most of a search's time (1_InterDimension).
+
+So the items of the environment's top-level lists (dicts and lists: past states, log entries)
+are *shared*: the first snapshot that holds one registers it, every later snapshot names it by
+a persistent id in its pickle instead of copying it, and a restore hands the environment the
+same object again, with a new list around it (appending to the list touches no snapshot).
+Sharing is only sound while nothing changes a shared object and nothing else points into one:
+
+  * Before every restore and capture, each shared object the environment was handed (or whose
+    original it still holds) is compared (`==`) with a private copy made when it was registered.
+    When one differs, the environment changed it in place: sharing stops for this store, every
+    later capture is a full pickle and every later restore gets fresh copies of the private
+    copies (the snapshots naming a shared object restore what it held when they were taken).
+    A value changed to an equal one of another type (1 to 1.0) is not seen; everything else is.
+  * A capture whose attributes point into a shared object from outside it (`self._last =
+    self._history[-1]["agent"]`, or a shallow copy whose dicts a state still holds) is taken as
+    a full pickle instead, and sharing stops: a restore would otherwise part what the
+    environment holds as one object.
+  * Only plain data is shared (dicts, lists, tuples, sets and scalars: no objects with an
+    `__eq__` of their own). The private copy holds the same scalars (immutable) in new
+    containers, so the comparison meets each scalar as itself and is quick, and a NaN replaced
+    by another NaN is seen.
+
+Without any of that (no top-level lists, unpicklable attributes) a snapshot is what it was: the
+attributes' pickle, or their deep copy when they cannot be pickled.
+"""
+from __future__ import annotations
+
+import copy
+import io
+import pickle
+import sys
+
+# Objects (containers and scalars) in shared items at most: past it nothing new is shared.
+MAX_SHARED = 500_000
+MAX_INNER = 4096  # containers inside one shared object (their identities are watched for aliases)
+
+
+class Aliased(Exception):
+    """A capture's attributes point into a shared object from outside it."""
+
+
+class Store:
+    """The shared objects of one worker's snapshots (see the module docstring)."""
+
+    def __init__(self):
+        self.clear()
+
+    def clear(self) -> None:
+        self.shared: dict[int, object] = {}  # persistent id -> the object every snapshot naming it gets
+        self.pristine: dict[int, object] = {}  # persistent id -> a private copy to check it against
+        self.ids: dict[int, int] = {}  # id(shared object) -> its persistent id
+        self.refused: dict[int, object] = {}  # id -> an item that cannot be shared (held, so its id stays its own)
+        self.inner: dict[int, int] = {}  # id(a container inside a shared object) -> that object's persistent id
+        self.live: set[int] = set()  # shared objects the environment may hold now
+        self.held = 0  # objects in the shared items (and items refused)
+        self.sharing = True  # off after a mutation or an alias was seen: full pickles from then on
+        self.stopped = ""  # why sharing stopped
+
+    # -- capture and restore -----------------------------------------------------------
+    def dumps(self, attrs: dict) -> bytes:
+        """The attributes' pickle, naming shared objects by persistent id. Raises what pickle raises."""
+        self.check()
+        if self.sharing:
+            for value in attrs.values():
+                if type(value) is list:
+                    for item in value:
+                        if (type(item) in (dict, list) and id(item) not in self.ids and id(item) not in self.refused
+                                and self.held < MAX_SHARED):
+                            self._register(item)
+        if self.sharing:
+            buffer = io.BytesIO()
+            try:
+                _Pickler(buffer, self).dump(attrs)
+                return buffer.getvalue()
+            except Aliased as alias:
+                self.stop(str(alias))
+        return pickle.dumps(attrs, pickle.HIGHEST_PROTOCOL)
+
+    def loads(self, data: bytes) -> dict:
+        """The attributes of a pickle from `dumps`: shared objects as themselves while sharing
+        lasts, fresh copies of them after it stopped."""
+        self.check()
+        self.live = set()
+        return _Unpickler(io.BytesIO(data), self).load()
+
+    def copied(self, attrs: dict) -> dict:
+        """A deep copy of attributes that could not be pickled (they name no shared object)."""
+        self.check()
+        self.live = set()
+        return copy.deepcopy(attrs)
+
+    def check(self) -> None:
+        """Every shared object the environment may hold still equals its private copy; when one
+        does not, sharing stops and the snapshots naming it get copies of the private one."""
+        for pid in self.live:
+            if not _equal(self.shared[pid], self.pristine[pid]):
+                self.stop(f"the environment changed a shared object in place (id {pid})")
+        if not self.sharing:
+            self.live = set()
+
+    def handed(self, pid: int):
+        """What a restore gives the environment for persistent id `pid`."""
+        if self.sharing:
+            self.live.add(pid)
+            return self.shared[pid]
+        return pickle.loads(pickle.dumps(self.pristine[pid], pickle.HIGHEST_PROTOCOL))
+
+    # -- helpers -----------------------------------------------------------------------
+    def _register(self, item) -> None:
+        copied = _rebuild(item)
+        # Not plain data or too many containers to watch for aliases: a change could go unseen.
+        if copied is None or not _equal(item, copied[0]):
+            self.refused[id(item)] = item
+            self.held += 1
+            return
+        pristine, inner, size = copied
+        pid = len(self.pristine)
+        self.shared[pid], self.pristine[pid], self.ids[id(item)] = item, pristine, pid
+        for key in inner:
+            self.inner[key] = pid
+        self.held += size
+        self.live.add(pid)
+
+    def stop(self, why: str) -> None:
+        if self.sharing:
+            self.sharing, self.stopped = False, why
+
+
+_SCALARS = {str, int, float, complex, bool, type(None), bytes}
+_CONTAINERS = {dict: dict, list: list, tuple: tuple, set: set, frozenset: frozenset}
+
+
+def _scalar(kind: type) -> bool:
+    """Whether values of `kind` are immutable scalars compared by value: Python's, or numpy's
+    numbers (np.float64 and the like, which environments using numpy store in their states)."""
+    if kind in _SCALARS:
+        return True
+    numpy = sys.modules.get("numpy")
+    if numpy is not None and issubclass(kind, (numpy.floating, numpy.integer, numpy.bool_)):
+        _SCALARS.add(kind)
+        return True
+    return False
+
+
+def _rebuild(item) -> tuple[object, list[int], int] | None:
+    """A private copy of a plain-data item: new containers around the same scalars (immutable,
+    so comparing the two with `==` meets each scalar as itself and is quick), the ids of the
+    mutable containers inside it (not itself: a capture checks them for aliases), and how many
+    objects it holds. None when it holds anything but dicts, lists, tuples, sets and scalars
+    (an object's own __eq__ could hide a change), or more than MAX_INNER containers."""
+    inner: list[int] = []
+    count = [0]
+
+    def copy_of(value, top: bool):
+        kind = type(value)
+        count[0] += 1
+        if kind in _SCALARS or _scalar(kind):
+            return value
+        make = _CONTAINERS.get(kind)
+        if make is None or len(inner) >= MAX_INNER:
+            raise _NotPlain
+        if not top and kind in (dict, list, set):
+            inner.append(id(value))
+        if kind is dict:
+            return {copy_of(k, False): copy_of(v, False) for k, v in value.items()}
+        return make(copy_of(v, False) for v in value)
+
+    try:
+        return copy_of(item, True), inner, count[0]
+    except (_NotPlain, RecursionError):
+        return None
+
+
+class _NotPlain(Exception):
+    pass
+
+
+class _Pickler(pickle.Pickler):
+    def __init__(self, file, store: Store):
+        super().__init__(file, pickle.HIGHEST_PROTOCOL)
+        self.ids, self.inner = store.ids, store.inner
+
+    def persistent_id(self, obj):
+        key = id(obj)
+        pid = self.ids.get(key)
+        if pid is None and key in self.inner:
+            raise Aliased(f"an attribute points into a shared object (id {self.inner[key]})")
+        return pid
+
+
+class _Unpickler(pickle.Unpickler):
+    def __init__(self, file, store: Store):
+        super().__init__(file)
+        self.store = store
+
+    def persistent_load(self, pid):
+        return self.store.handed(pid)
+
+
+def _equal(a, b) -> bool:
+    try:
+        return bool(a == b)
+    except Exception:  # noqa: BLE001 - env values that cannot say: not equal
+        return False
