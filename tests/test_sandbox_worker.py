@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from sandbox_kit import LEVEL, LIMITS, STEP, RecordingWorker, assert_nothing_left, files_under, running
 
-from pipeline.sandbox import SandboxFailure, Worker, WorkerPool
+from pipeline.sandbox import SandboxFailure, Worker, WorkerPool, WorkerStartFailed
 from pipeline.sandbox.outside.client import EnvClient
 
 # -- a sound env: happy path and protocol --------------------------------------------------
@@ -148,6 +148,25 @@ def test_failed_load_leaves_no_process_or_temp_dir(tmp_path, host):
         RecordingWorker(env_dir, LIMITS)
     assert (caught.value.kind, caught.value.where) == ("load", "env_main.py:1")
     assert "ValueError: not an environment" in caught.value.detail
+    worker = RecordingWorker.started[-1]
+    assert_nothing_left(worker, [worker.proc.pid])
+
+
+def test_a_worker_that_does_not_start_in_time_is_an_infrastructure_fault_and_leaves_nothing(counter):
+    """A worker's start (spawn, confinement, envforge's own imports: no env code) has its own limit,
+    apart from the env's calls; past it the worker is an infrastructure fault, never a SandboxFailure
+    (a finding about the env), and nothing is left behind. A limit no start can meet stands in for a
+    machine too busy to start one in time."""
+    import dataclasses
+
+    from pipeline.errors import InfrastructureError
+
+    with pytest.raises(WorkerStartFailed) as caught:
+        RecordingWorker(counter, dataclasses.replace(LIMITS, start_seconds=0.001))
+    assert isinstance(caught.value, InfrastructureError) and not isinstance(caught.value, SandboxFailure)
+    assert str(caught.value).startswith("the sandbox worker for counter did not report ready within its start-up "
+                                        "limit of 0.001s"), caught.value
+    assert "no environment code had run" in str(caught.value)
     worker = RecordingWorker.started[-1]
     assert_nothing_left(worker, [worker.proc.pid])
 

@@ -278,7 +278,7 @@ EXECUTION_BREAKAGES = {
     "step_hangs": ({"env_main.py": ('self._last_action_result = "moved " + params["direction"]',
                                     'while True:\n                pass')},
                    "expected a random episode 1 on levels/level_01.yaml to run without failure, found timeout: "
-                   "'step' took longer than 3s"),
+                   "'step' took longer than 1s"),
     "nan_reward": ({"env_main.py": ("else (0.0, [], {})", "else (float('nan'), [], {})")},
                    "found invalid_reward: reward: expected a finite number, found nan"),
     "string_reward": ({"env_main.py": ("else (0.0, [], {})", "else ('zero', [], {})")},
@@ -293,12 +293,33 @@ EXECUTION_BREAKAGES = {
 def test_rejects_env_that_breaks_during_rollouts_at_execution(tmp_path, case):
     replace, expected = EXECUTION_BREAKAGES[case]
     env = write_env(tmp_path / case, replace=replace)
-    # Only the hang needs a short call limit (it is what fires); the limit also bounds the worker's
-    # start and the env's import, so the other cases keep the default and do not fail on a busy machine.
-    result = verify(env, *(("--call-seconds", "3") if case == "step_hangs" else ()))
+    # The hang runs under a short call limit, which is what fires: the env's `step`, not the worker's
+    # start (timed apart, by its own start-up limit) nor the env's import.
+    result = verify(env, *(("--call-seconds", "1") if case == "step_hangs" else ()))
     assert result.returncode == 1, result.stdout
     last = result.stdout.strip().splitlines()[-1]
     assert last.startswith("REJECTED at execution: ") and expected in last, last
+    assert "start" not in last and "'load'" not in last, last
+
+
+def test_a_worker_slow_to_start_is_an_infrastructure_fault_not_a_verdict(tmp_path, monkeypatch, capsys):
+    """A start-up limit no worker can meet stands in for a machine too busy to start one in time:
+    verify says "infrastructure failure ... nothing was judged", exit 1, and writes no verdict."""
+    import dataclasses
+
+    from pipeline import cli
+    from pipeline.api import verify as verify_api
+
+    env = write_env(tmp_path / "sound")
+    defaults = verify_api._STAGE_DEFAULTS  # the library's one source of the stage options' defaults
+    monkeypatch.setattr(verify_api, "_STAGE_DEFAULTS", dataclasses.replace(
+        defaults, limits=dataclasses.replace(defaults.limits, start_seconds=0.001)))
+    code = cli.main(["verify", str(env), "--write"])
+    out, err = capsys.readouterr()
+    assert code == 1, out + err
+    assert ("envforge verify: infrastructure failure: the sandbox worker for sound did not report ready within its "
+            "start-up limit of 0.001s") in err and "(nothing was judged; run the same command again" in err, err
+    assert "REJECTED" not in out and not (env / "verification.json").exists(), out
 
 
 def test_search_keeps_states_at_different_steps_apart_when_asked(tmp_path):

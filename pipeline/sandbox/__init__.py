@@ -20,8 +20,8 @@ Use workers through the typed client (pipeline/sandbox/outside/client.py), which
 """
 from pipeline.sandbox.limits import SandboxLimits
 from pipeline.sandbox.outside.capabilities import capabilities
-from pipeline.sandbox.outside.failures import SandboxFailure
+from pipeline.sandbox.outside.failures import SandboxFailure, WorkerStartFailed
 from pipeline.sandbox.outside.pool import WorkerPool
 from pipeline.sandbox.outside.process import Worker
 
-__all__ = ["Worker", "WorkerPool", "SandboxLimits", "SandboxFailure", "capabilities"]
+__all__ = ["Worker", "WorkerPool", "SandboxLimits", "SandboxFailure", "WorkerStartFailed", "capabilities"]

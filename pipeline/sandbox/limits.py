@@ -13,7 +13,11 @@ EXIT_ALARM = 91
 
 @dataclass(frozen=True)
 class SandboxLimits:
-    call_seconds: float = 10.0  # wall clock for one call (load, reset, step, ...)
+    call_seconds: float = 10.0  # wall clock for one call of the env's code (load, reset, step, ...)
+    # Wall clock for a worker to start: the process spawned, confined and envforge's own worker code
+    # imported, up to its "started" message; no environment code has run yet. A safety stop, not a
+    # verdict: when it fires it is an infrastructure fault (outside/failures.WorkerStartFailed).
+    start_seconds: float = 120.0
     cpu_seconds: int = 120  # CPU for the worker's whole life
     memory_mb: int = 1024  # address space
     file_size_mb: int = 16  # largest file the worker may write

@@ -2,8 +2,11 @@
 what both sides must agree on, in one place.
 
 A worker is started as `python -m WORKER_MODULE`; requests and replies are JSON lines on two
-inherited pipes. It first answers its opening operation (`OPENING`) unasked, then one request at a
-time:
+inherited pipes. Once confined and ready it writes `STARTED` unasked (up to there it runs envforge's
+own code only: the parent times that against its start-up limit, and a start that exceeds it is an
+infrastructure fault, never a verdict on the code the worker is to hold). Then it answers one
+request at a time, the first being the opening operation (`OPENING`: loading the environment or
+agent, the first call of its code, timed like every other call):
 
     request   {"op": NAME, "args": {...}, "timeout": SECONDS}
     reply     {"ok": true, "result": ...}
@@ -25,7 +28,8 @@ import traceback
 from typing import Any, Callable
 
 WORKER_MODULE = "pipeline.sandbox.inside.worker"  # what the parent runs with `python -m`
-OPENING = "load"  # the operation a worker makes as it starts, before any request
+STARTED = {"started": True}  # what a worker writes, unasked, once confined and ready for requests
+OPENING = "load"  # the first request the parent sends a started worker: load what it holds
 HOSTS = ("env", "agent")  # what a worker holds: an environment or a learned agent
 ENV_OPS = ("load", "reset", "step", "observe", "snapshot", "restore", "drop", "search", "validate", "call", "ping")
 AGENT_OPS = ("load", "start", "act", "ping")

@@ -3,10 +3,11 @@
 Started only by pipeline.sandbox.outside.process.Worker (as `python -m protocol.WORKER_MODULE`).
 Requests and replies are JSON lines on two inherited pipes (not stdin/stdout, which the
 environment may print to); their shapes are pipeline/sandbox/protocol.py's. A worker first
-loads what it holds (`protocol.OPENING`, with the arguments of its `--load` flag) and writes that
-reply unasked; then it answers requests. While handling a request, a host may ask the parent for
-something (`ask`): it writes a request line on the reply pipe and reads the parent's answer
-from the request pipe before it goes on.
+confines itself and makes its host, then writes `protocol.STARTED` unasked: up to there it runs
+envforge's code only, under the parent's start-up limit. Then it answers requests, the first of
+which loads what it holds (`protocol.OPENING`: the environment's code, under the call limit).
+While handling a request, a host may ask the parent for something (`ask`): it writes a request
+line on the reply pipe and reads the parent's answer from the request pipe before it goes on.
 """
 from __future__ import annotations
 
@@ -26,7 +27,7 @@ from pipeline.sandbox.limits import EXIT_ALARM, SandboxLimits
 GRACE_SECONDS = 5
 
 
-FLAGS = ("base", "folder", "mode", "uid", "fds", "limits", "host", "load")  # as process.Worker writes them
+FLAGS = ("base", "folder", "mode", "uid", "fds", "limits", "host")  # as process.Worker writes them
 
 
 def _flags(argv: list[str]) -> SimpleNamespace:
@@ -35,9 +36,9 @@ def _flags(argv: list[str]) -> SimpleNamespace:
     names = [a[2:] for a in argv[::2]]
     if len(argv) % 2 or any(not a.startswith("--") for a in argv[::2]) or len(set(names)) != len(names) \
             or not set(names) <= set(FLAGS) or not set(FLAGS[:6]) <= set(names):
-        raise SystemExit(f"envforge sandbox worker: expected the flags --{' --'.join(FLAGS[:6])} (and --host, "
-                         f"--load), each with a value, found {argv!r}")
-    flags = SimpleNamespace(**{"host": "env", "load": "{}", **dict(zip(names, argv[1::2]))})
+        raise SystemExit(f"envforge sandbox worker: expected the flags --{' --'.join(FLAGS[:6])} (and --host), "
+                         f"each with a value, found {argv!r}")
+    flags = SimpleNamespace(**{"host": "env", **dict(zip(names, argv[1::2]))})
     if flags.host not in protocol.HOSTS or not flags.uid.lstrip("-").isdigit():
         raise SystemExit(f"envforge sandbox worker: expected --host {'|'.join(protocol.HOSTS)} and a numeric "
                          f"--uid, found {argv!r}")
@@ -73,7 +74,7 @@ def main() -> None:
             signal.alarm(0)
             _write(reply_fd, protocol.encode(reply))
 
-        answer({"op": protocol.OPENING, "args": json.loads(args.load)})
+        _write(reply_fd, protocol.encode(protocol.STARTED))  # confined and ready: no env code has run yet
         for line in requests:
             try:
                 request = json.loads(line)

@@ -8,6 +8,6 @@ outside the worker and treats what comes back from it as hostile input.
   remote        RayWorker: a Worker on a Ray node, the folder shipped as a tar
   folder        the sandbox's link-free, bounded copy of an environment folder
   replies       bounded, validated reading of a worker's reply
-  failures      SandboxFailure and its kinds
+  failures      SandboxFailure and its kinds; WorkerStartFailed (an infrastructure fault)
   capabilities  the confinement ladder: which rung workers get here, and why
 """

@@ -4,6 +4,7 @@ from __future__ import annotations
 import signal
 from dataclasses import asdict, dataclass
 
+from pipeline.errors import InfrastructureError
 from pipeline.sandbox.limits import EXIT_ALARM, EXIT_CPU, SandboxLimits
 
 KINDS = {
@@ -41,6 +42,13 @@ class SandboxFailure(Exception):
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+
+class WorkerStartFailed(InfrastructureError):
+    """A sandbox worker did not start: it did not report ready within its start-up limit
+    (SandboxLimits.start_seconds), or died or broke the protocol before it did. Only envforge's own
+    code runs before that (spawn, confinement, imports), so this is an infrastructure fault, never a
+    verdict on the environment or agent the worker was to hold: no caller turns it into one."""
 
 
 def failure_of(reply: dict, op: str, output: str = "") -> SandboxFailure:

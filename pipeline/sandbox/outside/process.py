@@ -22,9 +22,9 @@ from typing import Any, Callable
 
 from pipeline.sandbox.limits import SandboxLimits, worker_environment
 from pipeline.sandbox.outside.capabilities import LAUNCHERS, namespaced, require, used
-from pipeline.sandbox.outside.failures import SandboxFailure, exit_failure, failure_of
+from pipeline.sandbox.outside.failures import SandboxFailure, WorkerStartFailed, exit_failure, failure_of
 from pipeline.sandbox.outside.folder import DIR_PREFIX, FolderCopy, private_dir, remove_tree
-from pipeline.sandbox.protocol import ENV_MOUNT, OPENING, WORKER_MODULE
+from pipeline.sandbox.protocol import ENV_MOUNT, OPENING, STARTED, WORKER_MODULE
 
 _uid_counter = itertools.count()
 # on_request(kind, args) -> answer (plain JSON): the parent's side of a worker's request.
@@ -113,16 +113,18 @@ class Worker:
         _live.add(self)
         try:
             with self._lock:
-                self.info = self._exchange(OPENING, self.limits.call_seconds, None)
-        except SandboxFailure:
+                self._await_started()
+            # Loading the environment (or agent) runs its code: a call like any other, timed by call_seconds.
+            load = {"env_id": self.env_id, **({"skin": self.skin} if self.skin is not None else {})}
+            self.info = self.call(OPENING, **load)
+        except (SandboxFailure, WorkerStartFailed):
             # The caller never gets this worker, so no one else could close it: without this
-            # its process (alive after a failed opening) and temp dir would stay until exit.
+            # its process (alive after a failed start or load) and temp dir would stay until exit.
             self.close()
             raise
 
     def _start(self) -> None:
-        """The worker process, which loads what it holds as it starts (protocol.OPENING)."""
-        load = {"env_id": self.env_id, **({"skin": self.skin} if self.skin is not None else {})}
+        """The worker process; it reports `protocol.STARTED` once confined (see _await_started)."""
         request_r, request_w = os.pipe()
         reply_r, reply_w = os.pipe()
         output_r, output_w = os.pipe()
@@ -133,7 +135,6 @@ class Worker:
             sys.executable, "-s", "-P", "-m", WORKER_MODULE,
             "--base", self.base, "--folder", self.folder.path, "--mode", self.mode, "--uid", str(_worker_uid()),
             "--fds", f"{request_r},{reply_w}", "--limits", json.dumps(self.limits.to_dict()),
-            "--load", json.dumps(load),
         ] + (["--host", self.host] if self.host != "env" else [])
         try:
             self.proc = subprocess.Popen(
@@ -144,6 +145,43 @@ class Worker:
             for fd in (request_r, reply_w, output_w):
                 os.close(fd)
         self.channel = _Channel(request_w, reply_r, output_r, self.limits)
+
+    def _await_started(self) -> None:
+        """Wait for the worker's `protocol.STARTED`, within `limits.start_seconds` (not the call limit:
+        spawning, confining and importing envforge's worker code take what the machine's load makes
+        them take, and no environment code runs before it). Anything else — the limit passed, the
+        worker dead or saying something else first — is a `WorkerStartFailed`: an infrastructure
+        fault, never a verdict on the environment."""
+        seconds = self.limits.start_seconds
+        try:
+            try:
+                message = self.channel.receive("start", seconds, self._no_request_at_start)
+            except _Gone:
+                raise self._death("start") from None
+            if message == STARTED:
+                return
+            failure = SandboxFailure("protocol", f"expected {json.dumps(STARTED)} first, found a message with "
+                                                 f"keys {sorted(map(str, message))[:6]}")
+        except SandboxFailure as caught:
+            failure = caught
+        self.failed = True
+        self._kill()
+        self.channel.drain_output()
+        if failure.kind == "timeout":
+            what = (f"did not report ready within its start-up limit of {seconds:g}s (spawning the process, "
+                    f"confining it and importing envforge's worker code: no environment code had run; "
+                    f"the machine is likely too busy)")
+        else:
+            what = (f"failed before it reported ready, when no environment code had run "
+                    f"({failure.kind}: {failure.detail})")
+        output = self.output_text().strip()
+        raise WorkerStartFailed(f"the sandbox worker for {self.env_dir.name} {what}"
+                                + (f"; its output: {output[-300:]!r}" if output else ""))
+
+    @staticmethod
+    def _no_request_at_start(message: dict) -> None:
+        raise SandboxFailure("protocol", f"the worker asked the parent for {str(message.get('request'))[:40]!r} "
+                                         f"before it started")
 
     # -- calls -----------------------------------------------------------------------
     def call(self, op: str, timeout: float | None = None, on_request: OnRequest | None = None, **args: Any) -> Any:
@@ -161,12 +199,11 @@ class Worker:
             seconds = timeout or self.limits.call_seconds
             return self._exchange(op, seconds, on_request, {"op": op, "args": args, "timeout": seconds})
 
-    def _exchange(self, op: str, seconds: float, on_request: OnRequest | None, request: dict | None = None) -> Any:
-        """Send `request` (none for the worker's opening reply), then read and check the reply to `op`."""
+    def _exchange(self, op: str, seconds: float, on_request: OnRequest | None, request: dict) -> Any:
+        """Send `request`, then read and check the reply to `op`."""
         try:
             try:
-                if request is not None:
-                    self.channel.send(request)
+                self.channel.send(request)
                 reply = self.channel.receive(op, seconds, lambda message: self._answer(op, message, on_request))
             except _Gone:
                 raise self._death(op) from None

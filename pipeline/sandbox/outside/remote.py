@@ -28,7 +28,7 @@ from typing import Any
 from pipeline.errors import InfrastructureError, UserError
 from pipeline.sandbox.limits import SandboxLimits
 from pipeline.sandbox.outside.capabilities import NONE, Unconfined, opted_in, used
-from pipeline.sandbox.outside.failures import SandboxFailure
+from pipeline.sandbox.outside.failures import SandboxFailure, WorkerStartFailed
 from pipeline.sandbox.outside.folder import FolderCopy
 
 ADDRESS_VARIABLE = "ENVFORGE_RAY_ADDRESS"
@@ -60,6 +60,7 @@ def _actor_class():
             import tempfile
 
             from pipeline.sandbox.outside.capabilities import Unconfined
+            from pipeline.sandbox.outside.failures import WorkerStartFailed
             from pipeline.sandbox.outside.process import Worker
 
             self.dir = tempfile.mkdtemp(prefix="envforge-ray-")
@@ -68,7 +69,7 @@ def _actor_class():
             with tarfile.open(fileobj=io.BytesIO(files)) as tar:
                 tar.extractall(folder, filter="data")
             self.node = ray.get_runtime_context().get_node_id()
-            self.worker, self.failure, self.refused = None, None, None
+            self.worker, self.failure, self.refused, self.start_failed = None, None, None, None
             try:
                 # The node's own ladder, with the driver's opt-in (never the node's environment's).
                 self.worker = Worker(folder, SandboxLimits(**limits), env_id=env_id, skin=skin, unconfined=unconfined)
@@ -76,12 +77,16 @@ def _actor_class():
                 self.failure = failure.to_dict()
             except Unconfined as refused:
                 self.refused = str(refused)
+            except WorkerStartFailed as failed:  # the node's machinery, not the environment
+                self.start_failed = str(failed)
 
         def started(self) -> dict:
             if self.refused:
                 return {"refused": self.refused, "node": self.node}
             if self.failure:
                 return {"failure": self.failure, "node": self.node}
+            if self.start_failed:
+                return {"start_failed": self.start_failed, "node": self.node}
             return {"info": self.worker.info, "node": self.node, "confinement": self.worker.confinement}
 
         def call(self, op: str, timeout: float | None, args: dict) -> dict:
@@ -288,6 +293,9 @@ class RayWorker:
         if "failure" in started:
             self.close()
             raise SandboxFailure(**started["failure"])
+        if "start_failed" in started:
+            self.close()
+            raise WorkerStartFailed(f"Ray node {self.node}: {started['start_failed']}")
         self.info = started["info"]
         self.confinement = str(started["confinement"])
         used(self.confinement)
