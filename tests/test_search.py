@@ -12,9 +12,8 @@ from pathlib import Path
 import pytest
 
 from pipeline.envfolder.spec import EnvSpec
-from pipeline.planner import candidates, replay
+from pipeline.planner import candidates, end_goals, replay, reward_bound
 from pipeline.sandbox.outside.client import EnvClient
-from pipeline.verify.certify import declared_bound, end_goals
 
 pytestmark = pytest.mark.slow  # measured: seconds to minutes a test (`-m "not slow"` leaves it out)
 
@@ -52,8 +51,8 @@ def test_best_first_finds_an_answer_only_a_final_submit_pays_where_breadth_first
         client.reset("levels/level_03.yaml")
         assert replay(client, best.witness) == (pytest.approx(1.2), True, 8)
         # Its DSL declares rewards of 1.0 and 0.0 only: the first 0.3 the search meets refutes that bound.
-        bound = declared_bound(spec.config)
-        assert bound == {"total": 1.0, "values": [0.0, 1.0]}
+        bound = reward_bound(spec.config)
+        assert bound == {"values": [0.0, 1.0], "step": 1.0, "once": True}
         client.reset("levels/level_03.yaml")
         refuted = client.search(actions, max_nodes=5_000, time_in_key=False, order="best", bound=bound)
         assert refuted.proof is None and refuted.best_reward == pytest.approx(1.2)
@@ -69,11 +68,11 @@ def test_a_far_goal_is_found_in_a_few_hundred_nodes_and_the_declared_binary_rewa
     spec, worker, client, actions = open_level(dev_env("23_DangerDetection"), "levels/level_03.yaml")
     try:
         found = client.search(actions, max_nodes=20_000, time_in_key=False, order="best",
-                              bound=declared_bound(spec.config))
+                              bound=reward_bound(spec.config))
         assert (found.best_reward, found.proof, found.stopped) == (1.0, "upper_bound", "upper_bound")
         assert len(found.witness) == 10 and found.nodes < 2_000
         again = client.search(actions, max_nodes=20_000, time_in_key=False, order="best",
-                              bound=declared_bound(spec.config))
+                              bound=reward_bound(spec.config))
         assert (again.witness, again.nodes) == (found.witness, found.nodes)  # deterministic
     finally:
         worker.__exit__(None, None, None)
@@ -91,13 +90,13 @@ def test_a_sliding_puzzle_is_solved_by_heading_for_the_end_condition_its_dsl_nam
         goals = end_goals(spec.config)
         assert goals == [["board.grid", "targets.chaos_pattern"], ["board.grid", "targets.forbidden_pattern"]]
         found = client.search(actions, max_nodes=20_000, time_in_key=False, order="best",
-                              bound=declared_bound(spec.config), goals=goals)
+                              bound=reward_bound(spec.config), goals=goals)
         assert (found.best_reward, found.proof, found.stopped) == (1.0, "upper_bound", "upper_bound")
         client.reset("levels/level_01.yaml")
         assert replay(client, found.witness) == (1.0, True, len(found.witness))
         client.reset("levels/level_01.yaml")
         blind = client.search(actions, max_nodes=found.nodes, time_in_key=False, order="best",
-                              bound=declared_bound(spec.config))
+                              bound=reward_bound(spec.config))
         assert (blind.best_reward, blind.stopped) == (0.0, "nodes")
     finally:
         worker.__exit__(None, None, None)

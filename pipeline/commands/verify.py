@@ -16,7 +16,7 @@ from pipeline import layout
 from pipeline.api.verify import VerifyJob, VerifyOptions
 from pipeline.commands._flags import add_executor_arguments, add_llm_arguments, add_option
 from pipeline.commands._run import print_cost_summary
-from pipeline.verify import claims
+from pipeline.verify import bounds_text, claims
 
 
 def register(subparsers) -> None:
@@ -108,7 +108,12 @@ def _summary(stage: str, f: dict) -> str:
             f"search {f.get('search_nodes', 0)} nodes in {f.get('search_seconds', 0):g}s"
             + (f" ({f['nodes_per_second']:,} nodes/s)" if f.get("nodes_per_second") else "")
             + f"; {len(f.get('exact_levels') or [])} max reward(s) exact"
-            + (f"; {len(f['lower_bounds'])} only a lower bound (search budget spent)" if f.get("lower_bounds") else "")
+            + (
+                f"; {len(f['lower_bounds'])} only a lower bound (search budget spent"
+                f"{bounds_text(f.get('gaps') or {}, f.get('no_upper_bound') or {})})"
+                if f.get("lower_bounds")
+                else ""
+            )
             + (f"; {len(f['unknown_maxima'])} unknown" if f.get("unknown_maxima") else "")
             + (
                 f"; {len(f['cut_by_safety_stop'])} cut by the --search-seconds safety stop (load-dependent)"

@@ -77,7 +77,6 @@ class PlannerAgent:
 
     def __init__(self, ctx: EpisodeContext, nodes: int, seconds: float, plans: dict):
         self.ctx, self.nodes, self.seconds, self.plans = ctx, nodes, seconds, plans
-        self.space = ctx.env.actions
         self.plan: list[dict] = []
         self.searches = 0
         self.cut = False  # a search was cut by the safety stop
@@ -113,9 +112,7 @@ class PlannerAgent:
 
     async def _witness(self, stop_at: float | None) -> tuple[list[dict], bool]:
         # Horizon: the episode's step limit, so the witness fits in the steps the agent has.
-        env = self.ctx.session.env
-        actions = await self.ctx.session.blocking(planner.candidates, self.space, env)
         result = await self.ctx.session.blocking(
-            env.search, actions, self.ctx.max_steps, max_nodes=self.nodes, seconds=self.seconds,
-            time_in_key=False, stop_at=stop_at, order="best")
+            planner.search, self.ctx.session.env, self.ctx.env, max_steps=self.ctx.max_steps, max_nodes=self.nodes,
+            seconds=self.seconds, stop_at=stop_at)
         return result.witness, result.cut_by_clock

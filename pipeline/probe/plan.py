@@ -68,7 +68,9 @@ def _one(session: ProbeSession, goal_worker, number: int, o: PlanOptions, seen: 
     select(goal_worker, {"goal": target})
     goal_worker.reset(start.level, start.seed)
     choices = planner.candidates(spec.actions, goal_worker)
-    found = goal_worker.search(choices, spec.max_steps, o.search_nodes, o.search_seconds, stop_at=1.0, order="best")
+    # The goal variant pays 1.0 at the target, not the DSL's rewards: its goals steer, no DSL bound.
+    found = planner.search(goal_worker, spec, actions=choices, max_nodes=o.search_nodes, seconds=o.search_seconds,
+                           stop_at=1.0, bound=False)
     if found.best_reward < 1.0 and found.cut_by_clock:
         session.drop(f"the planner's search was cut by its {o.search_seconds:g}s safety stop (depends on load)")
         return None

@@ -69,15 +69,8 @@ def check_identity(spec: EnvSpec, skin: str, random_sequences: int = 2, seed: in
                 base.reset(level, seed)
                 # Any rewarding sequence will do here, so equal states at different steps are merged
                 # (a deep witness is found in a fraction of the nodes); it is replayed step by step below.
-                witness = base.search(
-                    planner.candidates(spec.actions, base),
-                    spec.max_steps,
-                    planner_nodes,
-                    planner_seconds,
-                    time_in_key=False,
-                    stop_at=bounds.get(layout.level_key(str(level))),
-                    order="best",
-                ).witness
+                witness = planner.search(base, spec, max_nodes=planner_nodes, seconds=planner_seconds,
+                                         stop_at=bounds.get(layout.level_key(str(level)))).witness
                 plans = ([witness] if witness else []) + [
                     [spec.actions.sample(rng, invalid_rate) for _ in range(spec.max_steps)]
                     for _ in range(random_sequences)]

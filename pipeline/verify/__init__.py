@@ -103,6 +103,19 @@ def _plan(asked: tuple[str, ...]) -> list[VerifyStage]:
     return plan
 
 
+def bounds_text(gaps: dict, unbounded: dict) -> str:
+    """How far lower bounds may be from the max: their gaps to the DSL's reward bound, and the levels
+    with no upper bound and why ("" when neither)."""
+    parts = []
+    if gaps:
+        parts.append(f"gap to the DSL's reward bound at most {max(gaps.values()):g} on {len(gaps)}")
+    if unbounded:
+        reasons = sorted(set(unbounded.values()))
+        parts.append(f"no upper bound on {len(unbounded)}: {reasons[0]}" + (
+            f" (and {len(reasons) - 1} other reason(s))" if len(reasons) > 1 else ""))
+    return f": {'; '.join(parts)}" if parts else ""
+
+
 def _accepted_notes(stages: dict) -> str:
     """What an acceptance rests on: the reliability figures (or why they could not decide), how many
     max rewards are lower bounds, and the warnings of the stages."""
@@ -112,9 +125,11 @@ def _accepted_notes(stages: dict) -> str:
     elif "planner_normalized" in rel:
         notes.append(f"reliability: planner {rel['planner_normalized']:.3f} vs random {rel['random_normalized']:.3f} "
                      f"of the max")
-    lower = (stages.get("levels") or {}).get("lower_bounds") or []
+    levels = stages.get("levels") or {}
+    lower = levels.get("lower_bounds") or []
     if lower:
-        notes.append(f"{len(lower)} max reward(s) are lower bounds (the search was not exhaustive)")
+        notes.append(f"{len(lower)} max reward(s) are lower bounds (the search was not exhaustive)"
+                     + bounds_text(levels.get("gaps") or {}, levels.get("no_upper_bound") or {}))
     unknown = rel.get("unscored_levels") if "per_level" in rel else (stages.get("levels") or {}).get("unknown_maxima")
     if unknown:
         notes.append(f"{len(unknown)} level(s) with an unknown or zero max reward, left out of normalized scores: "

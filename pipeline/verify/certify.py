@@ -3,17 +3,20 @@
 Max reward per level, from these sources (all recorded in level_max_rewards.json):
   * the validator's analytic bound, `max_reward(state)` (may be absent), and a shipped claim:
     hypotheses the search tries to reach, never proofs;
-  * a binary reward the DSL declares (`declared_bound`): an upper bound, checked against every
-    step the search takes;
+  * the DSL's reward bound (`planner.reward_bound`: its declared step rewards, a binary one paid
+    once, the step cap): an admissible reward-to-go bound, checked against every step the search
+    takes and dropped on the first that breaks it; the search stops when it is met and prunes
+    every branch it shows cannot beat the best (branch and bound);
   * the search over snapshots in the worker (pipeline/sandbox/inside/search.py), `--search-nodes` steps
     per level over all its passes: first best-first over states merged across steps (it finds
     deep witnesses; steered toward the DSL's `A == B` end conditions, `end_goals`); when that exhausts its space,
     breadth-first with the step in the key on
     what is left of the budget, which is sound even when the dynamics read the step counter:
     only that pass can call the search exhaustive.
-The max is *exact* only with a proof: every reachable state searched, or the declared bound met
-by the witness (`proof`). Otherwise it is the validator's bound met (not proved), or a lower
-bound, with its gap to the declared bound when there is one (`upper_bound`), or unknown.
+The max is *exact* only with a proof: every reachable state searched (or pruned by the bound), or
+the DSL's bound met by the witness (`proof`). Otherwise it is the validator's bound met (not
+proved), or a lower bound, with its gap to the DSL's bound while no step refuted it
+(`upper_bound`), or unknown.
 The search's witness is replayed from a fresh reset through ordinary steps; what the replay
 scores is the search reward (a witness that scores differently rejects the environment).
 The certified max reward is then:
@@ -31,9 +34,7 @@ depend on machine load, which the node budget otherwise rules out.
 from __future__ import annotations
 
 import dataclasses
-import math
 import queue
-import re
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -80,6 +81,7 @@ class LevelMax:
     proof: str = ""
     upper_bound: float | None = None  # the best proved or declared upper bound, when there is one
     cut_by_clock: bool = False  # the --search-seconds safety stop cut a search: figures depend on load
+    bound_refuted: str = ""  # how a step broke the DSL's reward bound (then there is no upper bound from it)
 
     @property
     def exact(self) -> bool:
@@ -90,7 +92,7 @@ class LevelMax:
         out = {k: tidy(getattr(self, k)) for k in (
             "max_reward", "calculation_method", "validator_bound", "search_reward", "search_exhaustive",
             "search_nodes", "witness", "corrected", "notes", "nothing_reward", "certainty", "best_seen", "proof",
-            "upper_bound", "cut_by_clock")}
+            "upper_bound", "cut_by_clock", "bound_refuted")}
         out["exact"] = self.exact
         if "/" in self.source:
             out["split"] = self.source.split("/")[0]
@@ -196,78 +198,33 @@ def standing(lm: LevelMax) -> str:
     return f"max {lm.max_reward:g} (validator bound met, not proved)"
 
 
-def declared_bound(config: dict) -> dict | None:
-    """A binary reward declared by the DSL, as the search takes it ({"total": V, "values": [...]}),
-    or None. Binary: every number of config.yaml's `reward` section (event values, value tables,
-    conditions) is 0 or below but one positive value V. Then, if the environment pays what it
-    declares, one at a time (the search checks both on every step it takes, and drops the bound
-    on the first step that breaks them: see pipeline/sandbox/inside/search.py), no episode scores more
-    than V, and a witness scoring V is the max."""
-    section = (config or {}).get("reward")
-    values: list[float] = []
-
-    def collect(node, depth=0):
-        if isinstance(node, bool) or depth > 6:
-            return
-        if isinstance(node, (int, float)) and math.isfinite(node):
-            values.append(float(node))
-        elif isinstance(node, dict):
-            for key, value in node.items():
-                if key not in ("default_reward",):
-                    collect(value, depth + 1)
-        elif isinstance(node, list):
-            for value in node:
-                collect(value, depth + 1)
-
-    collect(section)
-    positive = {v for v in values if v > 0}
-    if len(positive) != 1:
-        return None
-    return {"total": positive.pop(), "values": sorted(set(values))}
-
-
-_EQUAL_PATHS = re.compile(r"^\s*([A-Za-z_]\w*(?:\.\w+)*)\s*==\s*([A-Za-z_]\w*(?:\.\w+)*)\s*$")
-
-
-_LITERALS = {"true", "false", "True", "False", "none", "None", "null"}
-
-
-def end_goals(config: dict) -> list[list[str]]:
-    """The DSL's end conditions that say two parts of the state are equal (`board.grid ==
-    targets.chaos_pattern`), as pairs of dotted paths: best-first steers toward the nearest one
-    (pipeline/sandbox/inside/search.py), an order only, never a proof."""
-    conditions = ((config or {}).get("termination") or {}).get("conditions") or []
-    out = []
-    for condition in conditions if isinstance(conditions, list) else []:
-        found = _EQUAL_PATHS.match(condition) if isinstance(condition, str) else None
-        if found and not {found.group(1), found.group(2)} & _LITERALS:
-            out.append([found.group(1), found.group(2)])
-    return out
-
-
 def certify(ctx: Context, worker: EnvClient, source: str, bound: float | None, digest: str = "") -> LevelMax:
     """The certified max reward of one level (the rules are in the module docstring)."""
     opts = ctx.options
-    declared = declared_bound(ctx.config)
     claim = ctx.claims.get(source.rsplit("/", 1)[-1].removesuffix(".yaml")) if "/" in source else None
     target = max([v for v in (bound, claim) if v is not None], default=None)
     worker.reset(source)
     actions = planner.candidates(ctx.space, worker)
-    # Best-first over states merged across steps: finds deep witnesses; stops at a declared bound
-    # (a proof) or at the validator's or shipped claim (not one).
-    result = worker.search(actions, time_in_key=False, order="best", max_nodes=opts.search_nodes,
-                           seconds=opts.search_seconds, stop_at=target, bound=declared, goals=end_goals(ctx.config))
+    # Best-first over states merged across steps: finds deep witnesses; stops at the DSL's reward
+    # bound (a proof) or at the validator's or shipped claim (not one); prunes by the bound.
+    result = planner.search(worker, ctx.spec, actions=actions, max_nodes=opts.search_nodes,
+                            seconds=opts.search_seconds, stop_at=target)
     nodes, exhaustive, proof = result.nodes, False, result.proof
-    refuted, cut_by_clock = result.bound_refuted, result.cut_by_clock
+    refuted, cut_by_clock, pruned = result.bound_refuted, result.cut_by_clock, result.pruned
+    upper = result.upper_bound
     if proof is None and result.exhausted and opts.search_nodes > nodes:
         # The merged space was exhausted: the space with the step in the key may be small enough
-        # to exhaust too, which proves the max (breadth-first, with what is left of the budget).
+        # to exhaust too, which proves the max (breadth-first, with what is left of the budget,
+        # pruning what cannot beat the best found so far).
         worker.reset(source)
-        keyed = worker.search(actions, time_in_key=True, order="breadth", max_nodes=opts.search_nodes - nodes,
-                              seconds=opts.search_seconds, bound=None if refuted else declared)
+        keyed = planner.search(worker, ctx.spec, actions=actions, time_in_key=True, order="breadth",
+                               max_nodes=opts.search_nodes - nodes, seconds=opts.search_seconds,
+                               bound=not refuted, floor=result.best_reward)
         # Exhaustive over the candidate actions; over the env's action space only when those are all of it.
         nodes, exhaustive = nodes + keyed.nodes, keyed.exhausted and ctx.candidates_complete
-        cut_by_clock = cut_by_clock or keyed.cut_by_clock
+        cut_by_clock, pruned = cut_by_clock or keyed.cut_by_clock, pruned + keyed.pruned
+        refuted = refuted or keyed.bound_refuted
+        upper = None if refuted else upper
         if keyed.best_reward > result.best_reward + EPS:
             result = keyed
         if exhaustive or keyed.proof == "upper_bound":
@@ -282,10 +239,11 @@ def certify(ctx: Context, worker: EnvClient, source: str, bound: float | None, d
     nothing = _nothing(ctx, worker, source)
     lm = LevelMax(source, digest, achieved, "", bound, achieved, exhaustive, nodes, list(result.witness),
                   nothing_reward=nothing)
-    lm.cut_by_clock = cut_by_clock
+    lm.cut_by_clock, lm.bound_refuted = cut_by_clock, refuted or ""
     lm.proof = proof or ""
-    lm.upper_bound = achieved if proof else (declared["total"] if declared and not refuted else None)
+    lm.upper_bound = achieved if proof else upper
     searched = f"{'exhaustive ' if exhaustive else ''}search over {nodes} nodes" + (
+        f" ({pruned} branches pruned by the DSL's reward bound)" if pruned else "") + (
         " (cut by the --search-seconds safety stop: depends on machine load)" if cut_by_clock else "")
     if bound is None:
         lm.calculation_method = "search_exhaustive" if exhaustive else "search_witness"
@@ -305,13 +263,17 @@ def certify(ctx: Context, worker: EnvClient, source: str, bound: float | None, d
     else:
         lm.max_reward, lm.calculation_method = bound, "validator_analytic+search_witness"
         lm.notes = f"validator bound confirmed: the replayed witness of the {searched} scores it"
+    declared = planner.reward_bound(ctx.config)
     if proof == "upper_bound":
-        lm.notes += (f"; exact: the DSL declares a binary reward of {declared['total']:g} (every step of the search "
-                     f"paid a declared value, and the paying step ended the episode) and the witness scores it")
+        lm.notes += f"; exact: {planner.bound_text(declared, ctx.max_steps)}, and the witness scores it"
     elif proof == "exhausted":
-        lm.notes += "; exact: every reachable state was searched"
+        lm.notes += "; exact: every reachable state was searched" + (
+            " or pruned as unable to beat the best by the DSL's reward bound "
+            f"({planner.bound_text(declared, ctx.max_steps)})" if pruned else "")
     elif refuted:
-        lm.notes += f"; the DSL's binary reward bound does not hold: {refuted}"
+        lm.notes += f"; the DSL's reward bound does not hold: {refuted}"
+    elif upper is not None:
+        lm.notes += f"; upper bound {upper:g}: {planner.bound_text(declared, ctx.max_steps)}"
     lm.best_seen = max(achieved, nothing)
     if nothing > lm.max_reward + EPS:
         # No max may sit below a rollout envforge has seen (a budget-cut search, a wrong bound).
@@ -322,7 +284,8 @@ def certify(ctx: Context, worker: EnvClient, source: str, bound: float | None, d
     if lm.calculation_method in ("search_witness", "no_op_rollout") and not lm.proof:
         lm.certainty = "lower_bound"
         lm.notes += " (a lower bound: the search budget ran out)" if lm.upper_bound is None else (
-            f" (a lower bound: the max is between {lm.max_reward:g} and the declared bound {lm.upper_bound:g})")
+            f" (a lower bound: the max is between {lm.max_reward:g} and the DSL's bound {lm.upper_bound:g}, "
+            f"gap {tidy(lm.upper_bound - lm.max_reward):g})")
     elif lm.calculation_method == "validator_analytic":
         lm.certainty = "unconfirmed_bound"
     if achieved <= nothing + EPS and nothing <= EPS and exhaustive:

@@ -60,8 +60,8 @@ def _plan(ctx: Context, env: EnvClient, source: Level, figures: dict, failures: 
     try:
         first = env.reset(source)
         _observation(first.observation, f"after reset on {source}", failures)
-        result = env.search(planner.candidates(ctx.space, env), max_nodes=ctx.options.execution_nodes,
-                            seconds=ctx.options.search_seconds, time_in_key=False, order="best")
+        result = planner.search(env, ctx.spec, actions=planner.candidates(ctx.space, env),
+                                max_nodes=ctx.options.execution_nodes, seconds=ctx.options.search_seconds)
     except SandboxFailure as f:
         failures[f.kind] += 1
         raise Rejected(f"{located(f, layout.ENV_MAIN)}: expected the planner's search on {source} to run "

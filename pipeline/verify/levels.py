@@ -110,6 +110,11 @@ def _scored_figures(figures: dict, scored: list[LevelMax], ctx: Context) -> None
     figures["unknown_maxima"] = {layout.level_key(lm.source): unscored_reason(lm) for lm in scored if not scorable(lm)}
     figures["gaps"] = {layout.level_key(lm.source): round(lm.upper_bound - lm.max_reward, 6) for lm in scored
                        if not lm.exact and lm.upper_bound is not None}
+    # every lower bound with no upper bound, and why (the DSL's reward bound refuted, or none declared)
+    figures["no_upper_bound"] = {
+        layout.level_key(lm.source): (f"the DSL's reward bound is refuted: {lm.bound_refuted}" if lm.bound_refuted
+                                      else "the DSL declares no positive reward")
+        for lm in scored if lm.certainty == "lower_bound" and lm.upper_bound is None}
     figures["cut_by_safety_stop"] = [layout.level_key(lm.source) for lm in scored if lm.cut_by_clock]
     if ctx.claims and scored and "/" in scored[0].source:
         figures["claims"] = claims.compare(ctx.claims, scored)

@@ -170,12 +170,12 @@ class EnvHost(Dispatcher):
     def op_search(self, actions: list[dict], max_steps: int | None = None, max_nodes: int = 50_000,
                   seconds: float | None = None, time_in_key: bool = True, stop_at: float | None = None,
                   max_mb: float = 256.0, order: str = "breadth", bound: dict | None = None,
-                  goals: list | None = None) -> dict:
+                  goals: list | None = None, floor: float | None = None) -> dict:
         """Search from the current state (see pipeline/sandbox/inside/search.py)."""
         horizon = int(max_steps or self.max_steps or DEFAULT_MAX_STEPS)
         try:
             return search.run(self, actions, horizon, max_nodes, seconds, time_in_key, stop_at, max_mb, order, bound,
-                              goals)
+                              goals, floor)
         finally:
             self._release()
 

@@ -41,19 +41,24 @@ state reached at different steps is one state: fast, but exhausting that space p
 when the environment reads its clock, so only a search with `time_in_key` reports `exhausted`
 as a proof.
 
-`bound` is a declared binary reward, {"total": V, "values": [...]}: the environment's DSL
-declares only these step rewards, V the only positive one (pipeline/verify/certify.py,
-declared_bound), so if every step pays one of them and a step paying V ends the episode, no
-episode scores more than V. Once the best total meets V the search stops, and its best is exact
-(`proof: "upper_bound"`). A step that breaks either rule refutes the bound (`bound_refuted`
-says how and where); it is not used after that, and it was never used before, since it only
-ever stops a search that met it.
+`bound` is the DSL's reward bound, {"values": [...], "step": P, "once": bool} (pipeline/planner.py,
+reward_bound): the hypothesis that every step pays one of `values` (or 0), and, when `once` (a
+binary reward), that a step paying P ends the episode. Under it the reward still to come from a
+node `d` steps before the cap is at most P when `once`, else d x P: an admissible reward-to-go
+bound. The search uses it twice: it stops once the best total meets the bound from its start
+(`proof: "upper_bound"`: nothing does better), and it prunes every branch whose total plus that
+bound cannot beat the best (or `floor`, a total the caller already reached): branch and bound
+(`pruned` counts them). It checks the hypothesis on every step it takes; a step that breaks it
+refutes the bound (`bound_refuted` says how and where), which is not used after that, and a
+search that pruned before the refutation is no longer exhaustive (what it pruned was judged by a
+wrong bound). `upper_bound` returns the bound from the start while it stands.
 """
 from __future__ import annotations
 
 import hashlib
 import heapq
 import json
+import math
 import time
 
 from pipeline.runtime.levels import state_hash
@@ -69,7 +74,7 @@ ORDERS = ("breadth", "best")
 
 def run(host, actions: list[dict], max_steps: int, max_nodes: int = 50_000, seconds: float | None = None,
         time_in_key: bool = True, stop_at: float | None = None, max_mb: float = 256.0, order: str = "breadth",
-        bound: dict | None = None, goals: list | None = None) -> dict:
+        bound: dict | None = None, goals: list | None = None, floor: float | None = None) -> dict:
     """Search from the current state within `max_steps` of the episode; see the module docstring.
 
     `host` is the worker's EnvHost (capture, apply, op_step, env). `stop_at`: a target (the
@@ -102,18 +107,37 @@ def run(host, actions: list[dict], max_steps: int, max_nodes: int = 50_000, seco
     reached_at = None  # depth at which the best first met stop_at
     held, sequence = _snapshot_bytes(root, root), 1
     pending: dict[int, list] = {}  # expanded node -> [children queued, its snapshot's bytes]
-    cut_bound = bound["total"] if bound is not None else None
+    if bound is not None and not (isinstance(bound.get("step"), (int, float)) and bound["step"] > 0):
+        raise Failure("usage", f"search bound: expected a positive 'step', found {bound!r}")
+    floor = float(floor) if floor is not None else None
+    pruned = 0
+
+    def to_go(depth: int) -> float | None:
+        """The bound on the reward still to come `horizon - depth` steps before the cap; None without one."""
+        if bound is None:
+            return None
+        return bound["step"] if bound.get("once") else bound["step"] * max(0, horizon - depth)
+
+    def hopeless(total: float, depth: int) -> bool:
+        """Whether a node cannot beat the best (or the floor) by the bound: it is pruned."""
+        ahead = to_go(depth)
+        return ahead is not None and total + ahead <= max(best, -math.inf if floor is None else floor) + EPS
+
+    start_bound = to_go(t0)
     try:
         while frontier:
             priority, _, node, parent_snap, total, depth = heapq.heappop(frontier)
             if reached_at is not None and (order == "best" or depth > reached_at):
                 raise _Budget("bound")
-            snap = root if parent_snap is None else _remake(host, parents, node, parent_snap, actions)
             if parent_snap is not None:
                 count = pending[parents[node][0]]
                 count[0] -= 1
                 if count[0] == 0:
                     held -= count[1]
+                if hopeless(total, depth):  # the best rose since it was queued
+                    pruned += 1
+                    continue
+            snap = root if parent_snap is None else _remake(host, parents, node, parent_snap, actions)
             children, value = [], total
             for index, action in enumerate(actions):
                 if nodes >= max_nodes:
@@ -136,16 +160,17 @@ def run(host, actions: list[dict], max_steps: int, max_nodes: int = 50_000, seco
                 child = len(parents) - 1
                 reached = total + out["reward"]
                 value = max(value, reached)
-                if cut_bound is not None:
-                    refuted = _refutes(bound, out["reward"], out["terminated"] or depth + 1 >= horizon, reached)
+                if bound is not None:
+                    refuted = _refutes(bound, out["reward"], out["terminated"] or depth + 1 >= horizon, reached,
+                                       start_bound)
                     if refuted is not None:
                         refuted += f" (after {_path(parents, node, actions) + [action]})"
-                        cut_bound = None
+                        bound, start_bound = None, None
                 if reached > best + EPS:
                     best, best_node = reached, child
                 if stop_at is not None and reached_at is None and best >= stop_at - 1e-6:
                     reached_at = depth
-                if cut_bound is not None and best >= cut_bound - 1e-6:
+                if start_bound is not None and best >= start_bound - 1e-6:
                     raise _Budget("upper_bound")
                 if out["terminated"]:
                     if goals and out["reward"] <= EPS:  # an end that pays nothing is no goal to steer to
@@ -158,6 +183,9 @@ def run(host, actions: list[dict], max_steps: int, max_nodes: int = 50_000, seco
                 if _dominated(seen, key, depth + 1, reached):
                     continue
                 if depth + 1 >= horizon:  # recorded, never expanded: the episode ends there
+                    continue
+                if hopeless(reached, depth + 1):
+                    pruned += 1
                     continue
                 novel = order == "best" and _novel(atoms, getattr(host.env, "_state", None), counters)
                 far = _distance(getattr(host.env, "_state", None), goals)
@@ -173,7 +201,9 @@ def run(host, actions: list[dict], max_steps: int, max_nodes: int = 50_000, seco
                 )
                 heapq.heappush(frontier, (rank, sequence, child, snap, reached, depth + 1))
                 sequence += 1
-        exhausted = True
+        # Branches pruned by a bound a later step refuted were judged wrongly: not exhausted.
+        exhausted = not (refuted and pruned)
+        stopped = None if exhausted else "bound_refuted"
     except _Budget as budget:
         stopped, exhausted = str(budget), False
     proof = None
@@ -189,8 +219,8 @@ def run(host, actions: list[dict], max_steps: int, max_nodes: int = 50_000, seco
         host.apply(root)
     return {"best_reward": best, "witness": witness, "nodes": nodes, "completion_steps": completion,
             "exhausted": exhausted, "stopped": stopped, "distinct_states": len(seen), "proof": proof,
-            "bound_refuted": refuted, "counters": [".".join(map(str, p)) for p in counters],
-            "seconds": round(time.monotonic() - started, 3)}
+            "bound_refuted": refuted, "pruned": pruned, "upper_bound": start_bound,
+            "counters": [".".join(map(str, p)) for p in counters], "seconds": round(time.monotonic() - started, 3)}
 
 
 def _goals(goals: list | None, state) -> list[tuple]:
@@ -280,14 +310,14 @@ def _remake(host, parents: list[tuple[int, int]], node: int, parent_snap: tuple,
     return host.capture(like=parent_snap)
 
 
-def _refutes(bound: dict, reward: float, ended: bool, total: float) -> str | None:
-    """How one step refutes a declared binary reward (None when it does not)."""
+def _refutes(bound: dict, reward: float, ended: bool, total: float, start_bound: float) -> str | None:
+    """How one step refutes the DSL's reward bound (None when it does not)."""
     if not any(abs(reward - v) <= 1e-9 for v in [0.0, *bound["values"]]):
         return f"a step paid {reward:g}, none of the declared reward values {sorted(set(bound['values']))}"
-    if reward > 0 and not ended:
+    if bound.get("once") and reward > 0 and not ended:
         return f"a step paid {reward:g} and the episode went on (it could be paid again)"
-    if total > bound["total"] + 1e-6:
-        return f"an episode scored {total:g}, above the declared bound {bound['total']:g}"
+    if total > start_bound + 1e-6:
+        return f"an episode scored {total:g}, above the declared bound {start_bound:g}"
     return None
 
 

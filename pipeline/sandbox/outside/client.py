@@ -91,12 +91,16 @@ class SearchResult:
     distinct_states: int = 0
     seconds: float = 0.0
     time_in_key: bool = True  # states at different steps were kept apart (see pipeline/sandbox/inside/search.py)
-    # The budget that ended it: "nodes", "memory", "bound" (stop_at met), "upper_bound" (the declared
-    # bound met: nothing does better) or "seconds" (the wall-clock safety stop: load-dependent).
+    # The budget that ended it: "nodes", "memory", "bound" (stop_at met), "upper_bound" (the DSL's
+    # reward bound met: nothing does better), "bound_refuted" (a step broke the bound after it had
+    # pruned: not exhausted) or "seconds" (the wall-clock safety stop: load-dependent).
     stopped: str | None = None
     proof: str | None = None  # why best_reward is the max: "exhausted" or "upper_bound"; None: a lower bound
-    bound_refuted: str | None = None  # how a step beat the declared bound, which was then not used
+    bound_refuted: str | None = None  # how a step broke the DSL's reward bound, which was then not used
     order: str = "breadth"
+    pruned: int = 0  # branches the DSL's reward bound showed could not beat the best (branch and bound)
+    # The DSL's bound on the total from the search's start (planner.reward_bound), when no step broke it.
+    upper_bound: float | None = None
 
     @property
     def cut_by_clock(self) -> bool:
@@ -109,7 +113,8 @@ _OBSERVATION = {"observation": JSON, "state_hash": str, "t": (int, OPTIONAL), "s
 _STEP = {**_OBSERVATION, "reward": JSON, "terminated": bool, "capped": (bool, OPTIONAL), "events": list,
          "last_action_result": JSON, "rng_drawn": (bool, OPTIONAL)}
 _SEARCH = {"best_reward": JSON, "witness": list, "nodes": int, "exhausted": bool, "distinct_states": int,
-           "seconds": NUMBER, "stopped": (str, OPTIONAL), "proof": (str, OPTIONAL), "bound_refuted": (str, OPTIONAL)}
+           "seconds": NUMBER, "stopped": (str, OPTIONAL), "proof": (str, OPTIONAL), "bound_refuted": (str, OPTIONAL),
+           "pruned": (int, OPTIONAL), "upper_bound": (*NUMBER, OPTIONAL)}
 _VERDICT = {"ok": bool, "issues": list, "max_reward": JSON, "state_hash": str, "warnings": (list, OPTIONAL)}
 
 
@@ -225,19 +230,22 @@ class EnvClient:
     # -- the worker's own work -------------------------------------------------------------
     def search(self, actions: list[dict], max_steps: int | None = None, max_nodes: int = 50_000,
                seconds: float = SEARCH_SAFETY_SECONDS, time_in_key: bool = True, stop_at: float | None = None,
-               order: str = "breadth", bound: dict | None = None, goals: list | None = None) -> SearchResult:
+               order: str = "breadth", bound: dict | None = None, goals: list | None = None,
+               floor: float | None = None) -> SearchResult:
         """Search from the current state (pipeline/sandbox/inside/search.py) within `max_steps` of the
         episode (default: the cap), `max_nodes` steps of the environment; `seconds` is only the
         safety stop (a result it cut says so: `cut_by_clock`)."""
         reply = self._call("search", _SEARCH, timeout=seconds + SEARCH_MARGIN_SECONDS, actions=actions,
                            max_steps=min(max_steps or self.max_steps, self.max_steps), max_nodes=max_nodes,
                            seconds=seconds, time_in_key=time_in_key, stop_at=stop_at, order=order, bound=bound,
-                           goals=goals)
+                           goals=goals, floor=floor)
         if not all(isinstance(a, dict) for a in reply["witness"]):
             raise SandboxFailure("protocol", "reply to 'search': witness: expected a list of actions", op="search")
         return SearchResult(replies.reward(reply["best_reward"], "search", "best_reward"), reply["witness"],
                             reply["nodes"], reply["exhausted"], reply["distinct_states"], float(reply["seconds"]),
-                            time_in_key, reply.get("stopped"), reply.get("proof"), reply.get("bound_refuted"), order)
+                            time_in_key, reply.get("stopped"), reply.get("proof"), reply.get("bound_refuted"), order,
+                            reply.get("pruned") or 0, None if reply.get("upper_bound") is None else
+                            replies.reward(reply["upper_bound"], "search", "upper_bound"))
 
     def validate(self, level: Level | str | None = None, state: Any = None) -> Verdict:
         """The environment's validator on a level file, a given state, or the current state."""

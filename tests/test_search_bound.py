@@ -1,0 +1,161 @@
+"""The DSL's reward bound (pipeline/planner.py reward_bound) in the one search: an admissible
+reward-to-go bound checked against every step the search takes. It prunes branches that cannot
+beat the best (branch and bound), stops the search when met, gives a lower bound its gap, and is
+dropped, with the step that broke it named, when the environment pays what its DSL does not declare.
+Seen as a user sees it: the verdict line, verification.json's levels figures, level_max_rewards.json."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from pipeline.envfolder.spec import EnvSpec
+from pipeline.planner import reward_bound, search
+from pipeline.sandbox.outside.client import EnvClient
+from pipeline.testing.tiny_env import CONFIG, write_env
+
+pytestmark = pytest.mark.slow  # verify runs as a subprocess: seconds a test
+
+# Coins: `take` pays 1.0 per coin left; `wait` stirs a counter (so the states do not repeat). A level
+# with `split: true` pays 1.5 for its last coin, a value the DSL does not declare.
+COINS = '''
+from pipeline.runtime import SkinEnv
+
+
+class Coins(SkinEnv):
+    def transition(self, action):
+        self._paid = 0.0
+        if action.get("action") == "take" and self._state["coins"] > 0:
+            self._state["coins"] -= 1
+            last = self._state["coins"] == 0 and self._state.get("split")
+            self._paid = 1.5 if last else 1.0
+            self._last_action_result = "took a coin"
+        else:
+            self._state["noise"] = (self._state["noise"] * 7 + 3) % 1009
+            self._last_action_result = "waited"
+        return self._state
+
+    def reward(self, action):
+        return (self._paid, ["coin"], {}) if self._paid else (0.0, [], {})
+
+    def done(self, state=None):
+        return self._t >= self.max_steps
+
+    def render_skin(self, omega):
+        return f"step {omega['t']}: {self._state['coins']} coins"
+'''
+
+GENERATE = '''
+def generate_level(seed, config):
+    return {"coins": 1 + seed % 3, "noise": seed, "split": False}
+'''
+
+VALIDATE = '''
+def validate_level(state):
+    return (state.get("coins", 0) > 0, [] if state.get("coins", 0) > 0 else ["no coins"])
+'''
+
+CONFIG_COINS = {
+    **CONFIG, "meta": {**CONFIG["meta"], "id": "coins", "name": "Coins"},
+    "state_template": {"coins": 3, "noise": 0, "split": False},
+    "observation": {"policy": "full", "params": {}, "expose": ["coins", "t"]},
+    # coin 1.0 and a tip of 0.5 that never pays: two positive values, so no binary bound: 1.0 a step
+    "reward": {"events": [{"trigger": "coin", "value": 1.0}, {"trigger": "tip", "value": 0.5}]},
+    "transition": {"actions": [{"name": "take", "description": "Take a coin.", "params": []},
+                               {"name": "wait", "description": "Wait.", "params": []}]},
+    "termination": {"max_steps": 4, "conditions": []},
+}
+
+LEVELS = {"levels/level_01.yaml": {"coins": 3, "noise": 0, "split": False},
+          "levels/level_02.yaml": {"coins": 2, "noise": 5, "split": True}}
+
+
+def coins_env(path: Path) -> Path:
+    return write_env(path, replace={"env_main.py": COINS, "env_generate.py": GENERATE, "env_validator.py": VALIDATE},
+                     config=CONFIG_COINS, levels=LEVELS)
+
+
+def verify(env: Path, *flags: str) -> tuple[subprocess.CompletedProcess, dict, dict]:
+    """verify's levels stage: the process, verification.json (levels figures and its reason), the maxima."""
+    proc = subprocess.run([sys.executable, "-m", "pipeline.cli", "verify", str(env), "--stages", "levels",
+                           "--write", *flags], capture_output=True, text=True, timeout=600)
+    report = json.loads((env / "verification.json").read_text())
+    maxima = json.loads((env / "level_max_rewards.json").read_text())["levels"]
+    return proc, {**report["stages"]["levels"], "reason": report["reason"]}, maxima
+
+
+def test_the_dsl_bound_is_each_steps_largest_declared_reward_over_the_step_cap():
+    assert reward_bound(CONFIG_COINS) == {"values": [0.5, 1.0], "step": 1.0, "once": False}
+    assert reward_bound(CONFIG) == {"values": [1.0], "step": 1.0, "once": True}  # binary: paid once
+    assert reward_bound({"reward": {"events": [{"trigger": "x", "value": -1.0}]}}) is None
+
+
+def test_branch_and_bound_prunes_what_cannot_beat_the_best_and_still_proves_the_max(tmp_path):
+    """Breadth-first with the step in the key over 4 steps: after 3 coins the bound (1.0 a step left)
+    shows every branch that waited cannot beat 3, so they are pruned, and the space is still exhausted."""
+    env = coins_env(tmp_path / "coins")
+    spec = EnvSpec.open(env)
+    with EnvClient.open(spec) as client:
+        client.reset("levels/level_01.yaml")
+        full = search(client, spec, max_nodes=10_000, seconds=60, order="breadth", time_in_key=True, bound=False)
+        client.reset("levels/level_01.yaml")
+        pruned = search(client, spec, max_nodes=10_000, seconds=60, order="breadth", time_in_key=True)
+        client.reset("levels/level_01.yaml")
+        floored = search(client, spec, max_nodes=10_000, seconds=60, order="breadth", time_in_key=True, floor=3.0)
+    assert (full.best_reward, full.proof, full.pruned) == (3.0, "exhausted", 0)
+    assert (pruned.best_reward, pruned.proof, pruned.upper_bound) == (3.0, "exhausted", 4.0)
+    assert pruned.pruned > 0 and pruned.nodes < full.nodes
+    # A floor already reached (verify's best-first pass) prunes from the start.
+    assert floored.proof == "exhausted" and floored.nodes < pruned.nodes
+
+
+def test_a_step_paying_an_undeclared_value_refutes_the_bound_and_voids_what_it_pruned(tmp_path):
+    """Three coins, the last paying 1.5: by depth 2 the bound (1.0 a step) prunes waiting twice, which
+    cannot beat 2; the third coin's 1.5 then refutes it, so the exhausted space proves nothing."""
+    env = coins_env(tmp_path / "coins")
+    (env / "levels" / "level_03.yaml").write_text("coins: 3\nnoise: 1\nsplit: true\n")
+    spec = EnvSpec.open(env)
+    with EnvClient.open(spec) as client:
+        client.reset("levels/level_03.yaml")
+        found = search(client, spec, max_nodes=10_000, seconds=60, order="breadth", time_in_key=True)
+        client.reset("levels/level_03.yaml")
+        unbounded = search(client, spec, max_nodes=10_000, seconds=60, order="breadth", time_in_key=True,
+                           bound=False)
+    assert found.best_reward == unbounded.best_reward == 3.5 and found.upper_bound is None
+    assert found.bound_refuted.startswith("a step paid 1.5, none of the declared reward values [0.5, 1.0] (after [")
+    assert found.pruned > 0 and (found.exhausted, found.proof, found.stopped) == (False, None, "bound_refuted")
+    assert (unbounded.exhausted, unbounded.proof) == (True, "exhausted")
+
+
+def test_verify_names_the_gap_to_the_dsl_bound_and_why_a_level_has_no_upper_bound(tmp_path):
+    """A budget too small to exhaust: level_01's 3 is a lower bound, 1 below the DSL's bound (4 steps
+    x 1.0); level_02 pays an undeclared 1.5, so it has no upper bound, and the verdict says why."""
+    env = coins_env(tmp_path / "coins")
+    proc, levels, maxima = verify(env, "--search-nodes", "8")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert levels["gaps"]["level_01.yaml"] == 1.0
+    assert maxima["level_01.yaml"]["max_reward"] == 3.0 and maxima["level_01.yaml"]["upper_bound"] == 4.0
+    assert maxima["level_01.yaml"]["exact"] is False and "gap 1" in maxima["level_01.yaml"]["notes"]
+    assert "level_02.yaml" not in levels["gaps"]
+    why = levels["no_upper_bound"]["level_02.yaml"]
+    assert why.startswith("the DSL's reward bound is refuted: a step paid 1.5, none of the declared reward values")
+    assert maxima["level_02.yaml"]["upper_bound"] is None and maxima["level_02.yaml"]["bound_refuted"]
+    line = next(line for line in proc.stdout.splitlines() if line.startswith("levels:"))
+    assert "only a lower bound (search budget spent: gap to the DSL's reward bound at most 1 on 1; no upper " \
+           "bound on 1: the DSL's reward bound is refuted: a step paid 1.5" in line
+    assert levels["reason"].startswith("accepted: levels passed (2 max reward(s) are lower bounds (the search was "
+                                       "not exhaustive): gap to the DSL's reward bound at most 1 on 1; no upper "
+                                       "bound on 1: the DSL's reward bound is refuted: a step paid 1.5")
+
+
+def test_verify_proves_a_max_by_exhausting_the_space_with_pruning_and_says_so(tmp_path):
+    env = coins_env(tmp_path / "coins")
+    proc, levels, maxima = verify(env)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    entry = maxima["level_01.yaml"]
+    assert (entry["max_reward"], entry["exact"], entry["proof"]) == (3.0, True, "exhausted")
+    assert "or pruned as unable to beat the best by the DSL's reward bound" in entry["notes"]
+    assert "level_01.yaml" in levels["exact_levels"] and levels["gaps"] == {}
