@@ -13,7 +13,8 @@ subprocess, with its defaults unless VERIFY ARGS follow `--`. Per environment it
   * levels scored, and how their max rewards stand: exact (proved: the space searched
     exhaustively, or an upper bound met), claim-met (a validator's or shipped claim reached by
     a witness, not proved), lower bounds (with the largest gap to the search's upper bound
-    when one is known, "?" when not), unknown (nothing found);
+    when one is known, "?" when not, and then "~gap" to what the search's steps suggest, a
+    hypothesis verify labels as such), unknown (nothing found);
   * search nodes and nodes per second of the levels stage (nodes over the seconds its
     searches ran, summed over the workers);
   * the verdict.
@@ -83,6 +84,7 @@ def classify(report: dict, levels: dict) -> dict:
     figures = (report.get("stages") or {}).get("levels") or {}
     exact = claim_met = unknown = 0
     gaps: list[float | None] = []
+    hinted: list[float] = []  # gaps to an evidence bound (a hypothesis) where no upper bound is known
     if not levels:  # only figures (verify rejected before writing): what they name
         lower = figures.get("lower_bounds") or []
         scored = figures.get("levels_scored") or []
@@ -101,14 +103,18 @@ def classify(report: dict, levels: dict) -> dict:
         else:
             upper = entry.get("upper_bound")
             gaps.append(None if upper is None else max(0.0, upper - entry["max_reward"]))
+            if upper is None and entry.get("evidence_bound") is not None:
+                hinted.append(max(0.0, entry["evidence_bound"] - entry["max_reward"]))
     nodes = figures.get("search_nodes") or 0
     seconds = figures.get("search_seconds") or 0.0
     return {"scored": len(levels) or len(figures.get("levels_scored") or []), "exact": exact,
-            "claim_met": claim_met, "lower": gaps, "unknown": unknown, "nodes": nodes,
+            "claim_met": claim_met, "lower": gaps, "hinted": hinted, "unknown": unknown, "nodes": nodes,
             "nodes_per_second": nodes / seconds if seconds else None, "cut": figures.get("safety_stops") or 0}
 
 
-def _gaps(gaps: list) -> str:
+def _gaps(gaps: list, hinted: list) -> str:
+    """Lower bounds: how many, their largest gap to an upper bound, how many have none ("gap ?"), and
+    of those how far the evidence (a hypothesis, not a proof) puts the max at most ("~gap")."""
     if not gaps:
         return "0"
     known = [g for g in gaps if g is not None]
@@ -116,7 +122,8 @@ def _gaps(gaps: list) -> str:
     if known:
         text += f" (gap<={max(known):.3g})"
     if len(known) < len(gaps):
-        text += f" ({len(gaps) - len(known)} gap ?)"
+        hint = f", {len(hinted)} ~gap<={max(hinted):.3g}" if hinted else ""
+        text += f" ({len(gaps) - len(known)} gap ?{hint})"
     return text
 
 
@@ -152,8 +159,9 @@ def main() -> int:
             report = run["report"]
             verdict = "accepted" if report["accepted"] else f"REJECTED at {report['stage']}"
             rate = f"{run['nodes_per_second']:8.0f}" if run["nodes_per_second"] else f"{'-':>8}"
+            lower = _gaps(run["lower"], run.get("hinted") or [])
             print(f"{env.name:<22} {verdict:<22} {run['wall']:7.1f} {run['cpu']:7.1f} {run['scored']:6d} "
-                  f"{run['exact']:5d} {run['claim_met']:5d} {_gaps(run['lower']):<20} {run['unknown']:7d} "
+                  f"{run['exact']:5d} {run['claim_met']:5d} {lower:<20} {run['unknown']:7d} "
                   f"{run['nodes']:9d} {rate}", flush=True)
     walls = [r["wall"] for r in runs]
     load = os.getloadavg()
@@ -178,8 +186,9 @@ def reprint(path: Path) -> None:
         run.update(classify(report, run["levels"] if written else {}))
         verdict = "accepted" if report["accepted"] else f"REJECTED at {report['stage']}"
         rate = f"{run['nodes_per_second']:8.0f}" if run["nodes_per_second"] else f"{'-':>8}"
+        lower = _gaps(run["lower"], run.get("hinted") or [])
         print(f"{run['name']:<22} {verdict:<22} {run['wall']:7.1f} {run['cpu']:7.1f} {run['scored']:6d} "
-              f"{run['exact']:5d} {run['claim_met']:5d} {_gaps(run['lower']):<20} {run['unknown']:7d} "
+              f"{run['exact']:5d} {run['claim_met']:5d} {lower:<20} {run['unknown']:7d} "
               f"{run['nodes']:9d} {rate}")
 
 

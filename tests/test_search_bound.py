@@ -16,6 +16,7 @@ from pipeline.envfolder.spec import EnvSpec
 from pipeline.planner import reward_bound, search
 from pipeline.sandbox.outside.client import EnvClient
 from pipeline.testing.tiny_env import CONFIG, write_env
+from pipeline.verify.certify import evidence_bound
 
 pytestmark = pytest.mark.slow  # verify runs as a subprocess: seconds a test
 
@@ -93,6 +94,19 @@ def test_the_dsl_bound_is_each_steps_largest_declared_reward_over_the_step_cap()
     assert reward_bound({"reward": {"events": [{"trigger": "x", "value": -1.0}]}}) is None
 
 
+def test_the_evidence_bound_is_one_paying_step_when_every_paying_step_ended_the_episode():
+    """4_MagneticField's case: its DSL's 1.0 is refuted by a 0.3, but every paying step (a submit) ended
+    the episode and paid at most 1.2: the evidence suggests 1.2, labelled as no proof."""
+    seen = [{"step_max": 1.2, "paying_steps_end": True, "steps": 20_000}, None]
+    assert evidence_bound(seen, 40, 1.2) == (1.2, "the evidence suggests at most 1.2 (every paying step of the "
+                                                  "20,000 the search took ended the episode and paid at most 1.2; "
+                                                  "not a proof)")
+    went_on = [{"step_max": 1.0, "paying_steps_end": False, "steps": 10}, {"step_max": 0.5, "paying_steps_end": True,
+                                                                           "steps": 5}]
+    assert evidence_bound(went_on, 40, 8.0)[0] == 40.0
+    assert evidence_bound([{"step_max": 0.0, "paying_steps_end": True, "steps": 9}], 40, 0.0) == (None, "")
+
+
 def test_branch_and_bound_prunes_what_cannot_beat_the_best_and_still_proves_the_max(tmp_path):
     """Breadth-first with the step in the key over 4 steps: after 3 coins the bound (1.0 a step left)
     shows every branch that waited cannot beat 3, so they are pruned, and the space is still exhausted."""
@@ -143,6 +157,11 @@ def test_verify_names_the_gap_to_the_dsl_bound_and_why_a_level_has_no_upper_boun
     why = levels["no_upper_bound"]["level_02.yaml"]
     assert why.startswith("the DSL's reward bound is refuted: a step paid 1.5, none of the declared reward values")
     assert maxima["level_02.yaml"]["upper_bound"] is None and maxima["level_02.yaml"]["bound_refuted"]
+    # What the steps suggest instead, labelled a hypothesis: 1.5 at most a step, over 4 steps.
+    assert maxima["level_02.yaml"]["evidence_bound"] == 6.0 and maxima["level_02.yaml"]["exact"] is False
+    assert "; the evidence suggests at most 6 (the " in why
+    assert why.endswith("paid at most 1.5 each, over 4 steps; not a proof)")
+    assert maxima["level_01.yaml"]["evidence_bound"] is None  # it has the DSL's bound
     line = next(line for line in proc.stdout.splitlines() if line.startswith("levels:"))
     assert "only a lower bound (search budget spent: gap to the DSL's reward bound at most 1 on 1; no upper " \
            "bound on 1: the DSL's reward bound is refuted: a step paid 1.5" in line

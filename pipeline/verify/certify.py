@@ -82,6 +82,9 @@ class LevelMax:
     upper_bound: float | None = None  # the best proved or declared upper bound, when there is one
     cut_by_clock: bool = False  # the --search-seconds safety stop cut a search: figures depend on load
     bound_refuted: str = ""  # how a step broke the DSL's reward bound (then there is no upper bound from it)
+    # A lower bound with no upper bound: what the search's steps suggest (`evidence_bound`), never a proof
+    evidence_bound: float | None = None
+    evidence: str = ""  # how evidence_bound was derived, in words
 
     @property
     def exact(self) -> bool:
@@ -92,7 +95,7 @@ class LevelMax:
         out = {k: tidy(getattr(self, k)) for k in (
             "max_reward", "calculation_method", "validator_bound", "search_reward", "search_exhaustive",
             "search_nodes", "witness", "corrected", "notes", "nothing_reward", "certainty", "best_seen", "proof",
-            "upper_bound", "cut_by_clock", "bound_refuted")}
+            "upper_bound", "cut_by_clock", "bound_refuted", "evidence_bound")}
         out["exact"] = self.exact
         if "/" in self.source:
             out["split"] = self.source.split("/")[0]
@@ -211,7 +214,7 @@ def certify(ctx: Context, worker: EnvClient, source: str, bound: float | None, d
                             seconds=opts.search_seconds, stop_at=target)
     nodes, exhaustive, proof = result.nodes, False, result.proof
     refuted, cut_by_clock, pruned = result.bound_refuted, result.cut_by_clock, result.pruned
-    upper = result.upper_bound
+    upper, seen = result.upper_bound, [result.evidence]
     if proof is None and result.exhausted and opts.search_nodes > nodes:
         # The merged space was exhausted: the space with the step in the key may be small enough
         # to exhaust too, which proves the max (breadth-first, with what is left of the budget,
@@ -224,7 +227,7 @@ def certify(ctx: Context, worker: EnvClient, source: str, bound: float | None, d
         nodes, exhaustive = nodes + keyed.nodes, keyed.exhausted and ctx.candidates_complete
         cut_by_clock, pruned = cut_by_clock or keyed.cut_by_clock, pruned + keyed.pruned
         refuted = refuted or keyed.bound_refuted
-        upper = None if refuted else upper
+        upper, seen = None if refuted else upper, seen + [keyed.evidence]
         if keyed.best_reward > result.best_reward + EPS:
             result = keyed
         if exhaustive or keyed.proof == "upper_bound":
@@ -286,6 +289,10 @@ def certify(ctx: Context, worker: EnvClient, source: str, bound: float | None, d
         lm.notes += " (a lower bound: the search budget ran out)" if lm.upper_bound is None else (
             f" (a lower bound: the max is between {lm.max_reward:g} and the DSL's bound {lm.upper_bound:g}, "
             f"gap {tidy(lm.upper_bound - lm.max_reward):g})")
+        if lm.upper_bound is None:
+            lm.evidence_bound, lm.evidence = evidence_bound(seen, ctx.max_steps, lm.max_reward)
+            if lm.evidence:
+                lm.notes += f"; {lm.evidence}"
     elif lm.calculation_method == "validator_analytic":
         lm.certainty = "unconfirmed_bound"
     if achieved <= nothing + EPS and nothing <= EPS and exhaustive:
@@ -300,6 +307,22 @@ def certify(ctx: Context, worker: EnvClient, source: str, bound: float | None, d
         # A reward flaw, not the level's: reliability rejects it with the reason.
         lm.idle_scores_max = True
     return lm
+
+
+def evidence_bound(seen: list[dict | None], max_steps: int, best: float) -> tuple[float | None, str]:
+    """What the search's steps suggest about a max no bound covers, and how it was derived, in words:
+    the largest step reward seen, once when every paying step ended the episode, else on every step
+    to the cap; never below `best`. A hypothesis (a step the search did not take may pay more), so
+    it is labelled so and never makes a max exact. (None, "") when no step paid."""
+    seen = [e for e in seen if e]
+    step_max = max((e["step_max"] for e in seen), default=0.0)
+    if step_max <= EPS:
+        return None, ""
+    steps, once = sum(e["steps"] for e in seen), all(e["paying_steps_end"] for e in seen)
+    value = tidy(max(best, step_max if once else step_max * max_steps))
+    how = (f"every paying step of the {steps:,} the search took ended the episode and paid at most {step_max:g}"
+           if once else f"the {steps:,} steps the search took paid at most {step_max:g} each, over {max_steps} steps")
+    return value, f"the evidence suggests at most {value:g} ({how}; not a proof)"
 
 
 def _nothing(ctx: Context, worker: EnvClient, source: str) -> float:

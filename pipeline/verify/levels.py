@@ -114,6 +114,7 @@ def _scored_figures(figures: dict, scored: list[LevelMax], ctx: Context) -> None
     figures["no_upper_bound"] = {
         layout.level_key(lm.source): (f"the DSL's reward bound is refuted: {lm.bound_refuted}" if lm.bound_refuted
                                       else "the DSL declares no positive reward")
+        + (f"; {lm.evidence}" if lm.evidence else "")
         for lm in scored if lm.certainty == "lower_bound" and lm.upper_bound is None}
     figures["cut_by_safety_stop"] = [layout.level_key(lm.source) for lm in scored if lm.cut_by_clock]
     if ctx.claims and scored and "/" in scored[0].source:

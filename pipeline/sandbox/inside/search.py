@@ -52,6 +52,10 @@ bound cannot beat the best (or `floor`, a total the caller already reached): bra
 refutes the bound (`bound_refuted` says how and where), which is not used after that, and a
 search that pruned before the refutation is no longer exhaustive (what it pruned was judged by a
 wrong bound). `upper_bound` returns the bound from the start while it stands.
+
+`evidence` is what the steps taken showed, a hypothesis and never a proof: the largest reward a
+step paid, and whether every paying step ended the episode (then, if no step the search did not
+take pays more, no episode scores more than that one step's reward).
 """
 from __future__ import annotations
 
@@ -111,6 +115,9 @@ def run(host, actions: list[dict], max_steps: int, max_nodes: int = 50_000, seco
         raise Failure("usage", f"search bound: expected a positive 'step', found {bound!r}")
     floor = float(floor) if floor is not None else None
     pruned = 0
+    # Evidence (never a proof): the largest step reward seen, and whether every step paying more than
+    # nothing ended the episode (`evidence`).
+    paid_most, paid_went_on = 0.0, False
 
     def to_go(depth: int) -> float | None:
         """The bound on the reward still to come `horizon - depth` steps before the cap; None without one."""
@@ -160,6 +167,9 @@ def run(host, actions: list[dict], max_steps: int, max_nodes: int = 50_000, seco
                 child = len(parents) - 1
                 reached = total + out["reward"]
                 value = max(value, reached)
+                if out["reward"] > EPS:
+                    paid_most = max(paid_most, out["reward"])
+                    paid_went_on = paid_went_on or not (out["terminated"] or depth + 1 >= horizon)
                 if bound is not None:
                     refuted = _refutes(bound, out["reward"], out["terminated"] or depth + 1 >= horizon, reached,
                                        start_bound)
@@ -220,6 +230,7 @@ def run(host, actions: list[dict], max_steps: int, max_nodes: int = 50_000, seco
     return {"best_reward": best, "witness": witness, "nodes": nodes, "completion_steps": completion,
             "exhausted": exhausted, "stopped": stopped, "distinct_states": len(seen), "proof": proof,
             "bound_refuted": refuted, "pruned": pruned, "upper_bound": start_bound,
+            "evidence": {"step_max": paid_most, "paying_steps_end": not paid_went_on, "steps": nodes},
             "counters": [".".join(map(str, p)) for p in counters], "seconds": round(time.monotonic() - started, 3)}
 
 

@@ -101,11 +101,26 @@ class SearchResult:
     pruned: int = 0  # branches the DSL's reward bound showed could not beat the best (branch and bound)
     # The DSL's bound on the total from the search's start (planner.reward_bound), when no step broke it.
     upper_bound: float | None = None
+    # What the steps taken showed (a hypothesis, never a proof): the largest step reward, whether
+    # every paying step ended the episode, how many steps ({"step_max", "paying_steps_end", "steps"}).
+    evidence: dict | None = None
 
     @property
     def cut_by_clock(self) -> bool:
         """Whether the wall-clock safety stop ended it (its figures depend on machine load)."""
         return self.stopped == "seconds"
+
+
+def _evidence(value: Any) -> dict | None:
+    """A search's `evidence` field, checked (the worker is untrusted); None when absent."""
+    if value is None:
+        return None
+    step_max = replies.reward(value.get("step_max"), "search", "evidence.step_max")
+    ends, steps = value.get("paying_steps_end"), value.get("steps")
+    if not isinstance(ends, bool) or not isinstance(steps, int) or isinstance(steps, bool) or steps < 0:
+        raise SandboxFailure("protocol", f"reply to 'search': evidence: expected paying_steps_end (true or false) "
+                                         f"and steps (a count), found {str(value)[:200]}", op="search")
+    return {"step_max": step_max, "paying_steps_end": ends, "steps": steps}
 
 
 _OBSERVATION = {"observation": JSON, "state_hash": str, "t": (int, OPTIONAL), "state": JSON, "raw_obs": JSON,
@@ -114,7 +129,8 @@ _STEP = {**_OBSERVATION, "reward": JSON, "terminated": bool, "capped": (bool, OP
          "last_action_result": JSON, "rng_drawn": (bool, OPTIONAL)}
 _SEARCH = {"best_reward": JSON, "witness": list, "nodes": int, "exhausted": bool, "distinct_states": int,
            "seconds": NUMBER, "stopped": (str, OPTIONAL), "proof": (str, OPTIONAL), "bound_refuted": (str, OPTIONAL),
-           "pruned": (int, OPTIONAL), "upper_bound": (*NUMBER, OPTIONAL)}
+           "pruned": (int, OPTIONAL), "upper_bound": (*NUMBER, OPTIONAL),
+           "evidence": (dict, OPTIONAL)}
 _VERDICT = {"ok": bool, "issues": list, "max_reward": JSON, "state_hash": str, "warnings": (list, OPTIONAL)}
 
 
@@ -245,7 +261,8 @@ class EnvClient:
                             reply["nodes"], reply["exhausted"], reply["distinct_states"], float(reply["seconds"]),
                             time_in_key, reply.get("stopped"), reply.get("proof"), reply.get("bound_refuted"), order,
                             reply.get("pruned") or 0, None if reply.get("upper_bound") is None else
-                            replies.reward(reply["upper_bound"], "search", "upper_bound"))
+                            replies.reward(reply["upper_bound"], "search", "upper_bound"),
+                            _evidence(reply.get("evidence")))
 
     def validate(self, level: Level | str | None = None, state: Any = None) -> Verdict:
         """The environment's validator on a level file, a given state, or the current state."""
