@@ -167,3 +167,19 @@ def test_verify_and_the_planner_give_the_same_numbers_on_an_idle_and_a_busy_mach
     assert quiet["cut"] == [] == loaded["cut"]  # the node budget, not the safety stop, bounded every search
     assert loaded == quiet
 
+
+
+def test_the_planner_agent_heads_for_the_dsls_end_condition_as_verify_does(tmp_path):
+    """The planner agent searches through planner.search, as verify does, so it steers toward
+    24_MemoryMatching's `board.grid == targets.chaos_pattern` too: with 20,000 nodes it solves
+    level_01 (15 moves away), which the same budget without the goals does not (the test above)."""
+    env = tmp_path / "24_MemoryMatching"
+    shutil.copytree(dev_env("24_MemoryMatching"), env, ignore=shutil.ignore_patterns("__pycache__", "_generated"))
+    out = tmp_path / "planner"
+    proc = subprocess.run([sys.executable, "-m", "pipeline.cli", "evaluate", str(env), "--agent", "planner",
+                           "--planner-nodes", "20000", "--max-levels", "1", "--runs", "1", "--out", str(out),
+                           "--json"], capture_output=True, text=True, timeout=1800)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    (episode,) = [json.loads(line) for line in (out / "episodes.jsonl").read_text().splitlines()]
+    assert (episode["level"], episode["total_reward"]) == ("levels/level_01.yaml", 1.0)
+    assert 15 <= episode["steps"] <= 30
