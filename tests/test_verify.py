@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.testing.tiny_env import CONFIG, ENV_MAIN, write_env
+from pipeline.testing.tiny_env import CONFIG, ENV_GENERATE, ENV_MAIN, write_env
 
 pytestmark = pytest.mark.slow  # measured: seconds to minutes a test (`-m "not slow"` leaves it out)
 
@@ -300,6 +300,48 @@ def test_rejects_env_that_breaks_during_rollouts_at_execution(tmp_path, case):
     last = result.stdout.strip().splitlines()[-1]
     assert last.startswith("REJECTED at execution: ") and expected in last, last
     assert "start" not in last and "'load'" not in last, last
+
+
+# A generator and a validator slow on one level (the corridor of length 8: seed 2's, and the shipped
+# levels/level_02.yaml), as one that searches a level's whole space is on a busy machine.
+SLOW_GENERATOR = {
+    "env_generate.py": ENV_GENERATE.replace("import random\n", "import random\nimport time\n").replace(
+        "    rng = random.Random(seed)\n",
+        "    rng = random.Random(seed)\n    if seed == 2:\n        time.sleep(2.5)\n"),
+    "env_validator.py": ("def validate_level(state):\n", "import time\n\n\ndef validate_level(state):\n"
+                         "    if state.get('length') == 8:\n        time.sleep(2.5)\n"),
+}
+
+
+def test_a_call_limit_on_a_slow_generator_or_validator_does_not_decide_the_verdict(tmp_path):
+    """Generator and validator calls have their own safety stop (--generator-seconds), not the call
+    limit: a call limit far below their time gives the same verdict and figures as a generous one."""
+    reports = []
+    for call_seconds in ("1", "60"):
+        env = write_env(tmp_path / f"call{call_seconds}", replace=SLOW_GENERATOR)
+        result = verify(env, "--stages", "levels", "--call-seconds", call_seconds, "--json")
+        report = json.loads(result.stdout)
+        assert result.returncode == 0, report["reason"]
+        reports.append(report)
+    tight, generous = reports
+    assert tight["reason"] == generous["reason"] and tight["reason"].startswith("accepted: levels passed")
+    for figure in ("seeds_tried", "generated_kept", "max_rewards", "exact_levels"):
+        assert tight["stages"]["levels"][figure] == generous["stages"]["levels"][figure], figure
+    assert "generator_safety_stop" not in tight["stages"]["levels"]
+
+
+def test_a_generator_that_never_finishes_is_stopped_by_its_safety_stop_and_labelled(tmp_path):
+    env = write_env(tmp_path / "endless", replace={"env_generate.py": (
+        "    rng = random.Random(seed)\n", "    rng = random.Random(seed)\n    while seed == 3:\n        pass\n")})
+    result = verify(env, "--stages", "levels", "--generator-seconds", "3", "--json")
+    report = json.loads(result.stdout)
+    assert result.returncode == 1 and report["stage"] == "levels", report["reason"]
+    assert report["reason"].startswith(
+        "env_generate.py: expected generate_level to make a level for seed 3, found safety_stop: generate_level for "
+        "seed 3 ran past its wall-clock safety stop of 3s (generator_seconds, not the call limit: a verdict it "
+        "decides depends on machine load)"), report["reason"]
+    assert "the 3 shipped level(s) were checked and certified anyway" in report["reason"]
+    assert report["stages"]["levels"]["generator_safety_stop"].startswith("generate_level for seed 3 ran past")
 
 
 def test_a_worker_slow_to_start_is_an_infrastructure_fault_not_a_verdict(tmp_path, monkeypatch, capsys):

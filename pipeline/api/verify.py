@@ -40,6 +40,7 @@ class VerifyOptions(Options):
     search_seconds: float = option(_STAGE_DEFAULTS.search_seconds, SECONDS)
     random_episodes: int = option(_STAGE_DEFAULTS.random_episodes, COUNT)
     call_seconds: float = option(_STAGE_DEFAULTS.limits.call_seconds, SECONDS)
+    generator_seconds: float = option(_STAGE_DEFAULTS.limits.generator_seconds, SECONDS)  # a safety stop
     seed: int = option(_STAGE_DEFAULTS.seed, SEED)
     budget: float = option(_STAGE_DEFAULTS.budget_seconds, SECONDS)  # wall clock of the model-free stages
     agent_models: str | None = None  # WEAK,STRONG: the differential test
@@ -69,7 +70,8 @@ class VerifyJob:
             margin=options.margin, search_nodes=options.search_nodes, search_seconds=options.search_seconds,
             random_episodes=options.random_episodes, write_levels=options.write_levels, write=self.write,
             seed=options.seed, budget_seconds=options.budget,
-            limits=dataclasses.replace(_STAGE_DEFAULTS.limits, call_seconds=options.call_seconds), progress=progress)
+            limits=dataclasses.replace(_STAGE_DEFAULTS.limits, call_seconds=options.call_seconds,
+                                       generator_seconds=options.generator_seconds), progress=progress)
         self.checks: ModelChecks | None = None
         _require_env_folder(env_dir)
 

@@ -48,7 +48,12 @@ def register(subparsers) -> None:
                     f"result, since its figures then depend on machine load (default {O.search_seconds:g})")
     add_option(p, O, "random_episodes", help="random-agent episodes per level (default %(default)s)")
     add_option(p, O, "call_seconds",
-               help=f"wall-clock limit of one reset or step; longer is a hang (default {O.call_seconds:g})")
+               help=f"wall-clock limit of one call of the environment's code (its load, a reset, a step); longer "
+                    f"is a hang (default {O.call_seconds:g})")
+    add_option(p, O, "generator_seconds",
+               help=f"wall-clock safety stop of one call of the environment's generator or validator, not a "
+                    f"call limit (they may search a level's whole space, slower on a busy machine); a call it "
+                    f"cuts is named in the verdict as load-dependent (default {O.generator_seconds:g})")
     add_option(p, O, "seed", help="seed of the random agents (default %(default)s)")
     add_option(p, O, "budget", metavar="SECONDS",
                help="wall clock of the model-free stages; past it the environment is rejected with "
@@ -120,6 +125,8 @@ def _summary(stage: str, f: dict) -> str:
                 if f.get("cut_by_safety_stop")
                 else ""
             )
+            + ("; a generator or validator call cut by the --generator-seconds safety stop (load-dependent)"
+               if f.get("generator_safety_stop") else "")
             + (
                 f"; validator refuted on {len(f['validator_refuted'])} level(s) (a replayed witness scores where "
                 f"it rejects)"

@@ -18,6 +18,12 @@ class SandboxLimits:
     # imported, up to its "started" message; no environment code has run yet. A safety stop, not a
     # verdict: when it fires it is an infrastructure fault (outside/failures.WorkerStartFailed).
     start_seconds: float = 120.0
+    # Wall clock for one call of the env's level generator (a reset that generates a level) or its
+    # validator, instead of call_seconds: both may search a level's whole space (one AutoEnv
+    # generator runs a depth-30 breadth-first search per level, 2 s idle and over 10 s on a busy
+    # machine), so a call limit sized for a step would make the verdict depend on machine load. A
+    # safety stop: a call it cuts fails as "safety_stop" (failures.KINDS), named so in the verdict.
+    generator_seconds: float = 120.0
     cpu_seconds: int = 120  # CPU for the worker's whole life
     memory_mb: int = 1024  # address space
     file_size_mb: int = 16  # largest file the worker may write

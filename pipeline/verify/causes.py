@@ -32,3 +32,11 @@ class ShippedLevelRefused:
     """The validator refuses a shipped level, and no replayed search witness scores on it."""
 
     source: str
+
+
+@dataclass(frozen=True)
+class SafetyStop:
+    """A call of the generator or validator ran past its wall-clock safety stop (generator_seconds):
+    what decided is machine load as much as the environment, and the verdict says so (`detail`)."""
+
+    detail: str

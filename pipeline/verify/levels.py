@@ -36,7 +36,7 @@ from pipeline.runtime.levels import save_level
 from pipeline.sandbox import SandboxFailure
 from pipeline.sandbox.outside.client import EnvClient, Level, Verdict
 from pipeline.verify import chance, claims
-from pipeline.verify.causes import ShippedLevelRefused, TooFewLevels, ValidatorRejectsAll
+from pipeline.verify.causes import SafetyStop, ShippedLevelRefused, TooFewLevels, ValidatorRejectsAll
 from pipeline.verify.certify import EPS, Certifier, LevelMax, scorable, tidy, unscored_reason, write_max_rewards
 from pipeline.verify.context import Clock, Context, failure_text, located
 
@@ -94,7 +94,11 @@ def run(ctx: Context, _: list[LevelMax] | None, figures: dict) -> list[LevelMax]
                 )
             raise Rejected(f"{generator_broken.reason}; the {len(scored)} shipped level(s) were checked and "
                            f"certified anyway" + (f" ({refuted_text(refuted, len(scored))})" if refuted else "")
-                           + " (see the levels figures)")
+                           + " (see the levels figures)", cause=generator_broken.cause)
+    except Rejected as rejected:
+        if isinstance(rejected.cause, SafetyStop):  # labelled in the figures too: the verdict depends on load
+            figures["generator_safety_stop"] = rejected.cause.detail
+        raise
     finally:
         figures.update(clock.figures())
     return scored
@@ -134,7 +138,9 @@ def _shipped_despite(generator_broken: Rejected | None, ctx: Context, worker: En
             raise Rejected(f"{layout.ENV_VALIDATOR}: expected the validator to accept some levels, found it rejects "
                            f"every one, all {generator_broken.cause.rejected} generated and the shipped ones, e.g. "
                            f"{rejected.reason}", cause=ValidatorRejectsAll(generator_broken.cause.rejected)) from None
-        raise Rejected(f"{generator_broken.reason}; and the shipped levels: {rejected.reason}") from None
+        raise Rejected(f"{generator_broken.reason}; and the shipped levels: {rejected.reason}",
+                       cause=generator_broken.cause if isinstance(generator_broken.cause, SafetyStop)
+                       else rejected.cause) from None
 
 
 def _generate(ctx: Context, worker: EnvClient, certifier: Certifier, figures: dict) -> list[LevelMax]:
@@ -146,7 +152,7 @@ def _generate(ctx: Context, worker: EnvClient, certifier: Certifier, figures: di
         factory.make(want, chance=bool(figures.get("stochastic")), made=made)
     except GeneratorFailed as e:
         raise Rejected(f"{located(e.failure, layout.ENV_GENERATE)}: expected generate_level to make a level for "
-                       f"seed {e.seed}, found {failure_text(e.failure)}") from None
+                       f"seed {e.seed}, found {failure_text(e.failure)}", cause=_safety_stop(e.failure)) from None
     finally:
         figures.update(seeds_tried=made.seeds_tried, duplicates=made.duplicates, unfit=made.unfit,
                        rejected_by_validator=made.rejected_by_validator)
@@ -349,4 +355,9 @@ def _validate(worker: EnvClient, what: str, **where) -> Verdict:
         return worker.validate(**where)
     except SandboxFailure as f:
         raise Rejected(f"{located(f, layout.ENV_VALIDATOR)}: expected the validator to run on {what}, "
-                       f"found {failure_text(f)}") from None
+                       f"found {failure_text(f)}", cause=_safety_stop(f)) from None
+
+
+def _safety_stop(failure: SandboxFailure) -> SafetyStop | None:
+    """The cause of a rejection that the generator's or validator's wall-clock safety stop decided."""
+    return SafetyStop(failure.detail) if failure.kind == "safety_stop" else None

@@ -194,11 +194,13 @@ class EnvClient:
         """Start an episode on `level`. `seed` seeds the environment's random numbers for a level
         file; a generated level uses its own seed for both."""
         level = Level.parse(level)
-        if level.generated:
-            args = {"generate": True, "seed": level.seed}
+        if level.generated:  # the env's generator runs: its own safety stop, not the call limit
+            reply = self._generator_call("reset", _OBSERVATION, f"generate_level for seed {level.seed}",
+                                         want_state=want_state, max_steps=self.max_steps, generate=True,
+                                         seed=level.seed)
         else:
-            args = {"level": level.file, "seed": seed}
-        reply = self._call("reset", _OBSERVATION, want_state=want_state, max_steps=self.max_steps, **args)
+            reply = self._call("reset", _OBSERVATION, want_state=want_state, max_steps=self.max_steps,
+                               level=level.file, seed=seed)
         self.steps = 0
         return _observation(reply)
 
@@ -269,7 +271,7 @@ class EnvClient:
         args = {"level": Level.parse(level).file} if level is not None else {"state": state}
         if level is not None and args["level"] is None:
             raise ValueError("validate takes a level file or a state; a seed's level is validated by its state")
-        reply = self._call("validate", _VERDICT, **args)
+        reply = self._generator_call("validate", _VERDICT, f"the validator on {level or 'the current level'}", **args)
         bound = reply["max_reward"]
         ok, issues, warnings = (
             reply["ok"],
@@ -288,6 +290,20 @@ class EnvClient:
 
     def ping(self) -> bool:
         return self._call("ping", {"pong": bool})["pong"]
+
+    def _generator_call(self, op: str, fields: dict, what: str, **args: Any) -> Any:
+        """A call of the env's generator or validator: timed by limits.generator_seconds, a safety stop
+        (they may search a level's whole space, which takes what machine load makes it take), not
+        by call_seconds. A call it cuts is a "safety_stop" failure that says so."""
+        seconds = self.worker.limits.generator_seconds
+        try:
+            return self._call(op, fields, timeout=seconds, **args)
+        except SandboxFailure as failure:
+            if failure.kind != "timeout":  # timeout: the host's limit, or the worker's own deadline just after it
+                raise
+            raise SandboxFailure("safety_stop", f"{what} ran past its wall-clock safety stop of {seconds:g}s "
+                                 f"(generator_seconds, not the call limit: a verdict it decides depends on machine "
+                                 f"load)", failure.where, failure.output, failure.op) from None
 
     def _call(self, op: str, fields: dict, timeout: float | None = None, **args: Any) -> Any:
         if self.deadline is not None and time.monotonic() > self.deadline[0]:

@@ -10,6 +10,7 @@ from pipeline.sandbox.limits import EXIT_ALARM, EXIT_CPU, SandboxLimits
 KINDS = {
     "exception": "the environment's code raised",
     "timeout": "a call took longer than its wall-clock limit",
+    "safety_stop": "a generator or validator call ran past its wall-clock safety stop (generator_seconds)",
     "wall_clock": "an episode or a run took longer than its wall-clock budget",
     "cpu_limit": "the worker used up its CPU seconds",
     "memory": "the worker ran out of its memory limit",
