@@ -112,11 +112,18 @@ def test_accepts_sound_env_and_writes_generated_levels_only_when_asked(tmp_path)
     assert {p: p.read_bytes() for p in env.rglob("*.yaml") if p.parent.name != "_generated"} == before
     assert set(json.loads((env / "level_max_rewards.json").read_text())["levels"]) == {
         "level_01.yaml", "level_02.yaml", "level_03.yaml"}
+    shipped = json.loads((env / "level_max_rewards.json").read_text())["levels"]
+    # The generated levels only judge the generator here: each searched until it is shown fit.
+    assert json.loads((env / "verification.json").read_text())["stages"]["levels"]["generated_searched_until_fit"]
 
-    result = verify(env, "--write-levels", "--stages", "levels")
+    result = verify(env, "--write-levels", "--stages", "levels", "--json")
     assert result.returncode == 0, result.stdout
     assert len(list((env / "levels").glob("*.yaml"))) == 10 and len(list((env / "val_levels").glob("*.yaml"))) == 5
-    assert len(json.loads((env / "level_max_rewards.json").read_text())["levels"]) == 15
+    written = json.loads((env / "level_max_rewards.json").read_text())["levels"]
+    assert len(written) == 15 and json.loads(result.stdout)["stages"]["levels"]["generated_searched_until_fit"] is False
+    # Kept levels are certified with the whole search: every max of the corridor's binary reward is exact.
+    assert all(entry["exact"] and entry["max_reward"] == 1.0 for entry in written.values())
+    assert all(entry["exact"] for entry in shipped.values())
 
 
 def rejected(env: Path, stage: str) -> dict:

@@ -26,6 +26,11 @@ The certified max reward is then:
   * search reward < bound, not proved: max = bound (unconfirmed; the notes say so);
   * search reward = bound: max = bound, confirmed by the witness;
   * no bound: max = search reward.
+A level certified only to be judged fit (`fit_only`: a generated level verify does not keep,
+since the folder ships its own) stops searching as soon as a witness beats doing nothing, which
+settles what is asked of it (fit, not proven unsolvable) exactly as the whole budget would: the
+search up to then is the same, and without such a witness it runs the whole budget anyway. Its
+max is a lower bound no one scores on, and it is never reused for a level that is kept.
 So no agent's normalized reward (total / max) exceeds 1 unless it beats both the validator and
 the search; the reliability stage corrects the max again if a random episode ever does. A level
 whose search the `--search-seconds` safety stop cut is labelled (`cut_by_clock`): its figures
@@ -126,12 +131,14 @@ class Certifier:
     """Certifies levels on several workers at once (one search each), once per distinct state.
 
     A level certified once is not searched again (a generated level equal to a shipped one, the
-    reliability stage after the levels stage). With `ctx.options.progress`, a line per level:
+    reliability stage after the levels stage); one certified only as fit (`fitness`) is searched
+    again when it is kept. With `ctx.options.progress`, a line per level:
     how many are done, the max found against its bound, nodes per second and the budget left."""
 
     def __init__(self, ctx: Context, workers: list[EnvClient], figures: dict):
         self.ctx, self.figures = ctx, figures
         self.cache: dict[str, LevelMax] = {}
+        self.fit_cache: dict[str, LevelMax] = {}  # certified only as fit (fit_only)
         self.free: queue.Queue = queue.Queue()
         for worker in workers:
             self.free.put(worker)
@@ -141,23 +148,30 @@ class Certifier:
         figures.setdefault("exact", 0)
         figures.setdefault("safety_stops", 0)
 
-    def many(self, items: list[tuple[str, Verdict]]) -> list[LevelMax]:
-        """[(source, validator verdict)] -> their certified max rewards, in order."""
-        todo: dict[str, tuple[str, Verdict]] = {}
+    def many(self, items: list[tuple[str, Verdict]], fit_only: bool = False) -> list[LevelMax]:
+        """[(source, validator verdict)] -> their certified max rewards, in order. `fit_only`: only
+        whether each is fit is needed (see the module docstring)."""
+        cache = self.fit_cache if fit_only else self.cache
+        todo: dict[str, tuple[str, Verdict, bool]] = {}
         for source, verdict in items:
-            if verdict.state_hash not in self.cache:
-                todo.setdefault(verdict.state_hash, (source, verdict))
+            if verdict.state_hash not in self.cache and verdict.state_hash not in cache:
+                todo.setdefault(verdict.state_hash, (source, verdict, fit_only))
         self.total += len(todo)
         for digest, lm in zip(todo, self.pool.map(self._one, todo.values())):
-            self.cache[digest] = lm
-        return [dataclasses.replace(self.cache[v.state_hash], source=s) for s, v in items]
+            cache[digest] = lm
+        return [dataclasses.replace(self.cache.get(v.state_hash) or cache[v.state_hash], source=s) for s, v in items]
 
-    def _one(self, item: tuple[str, Verdict]) -> LevelMax:
-        source, verdict = item
+    @property
+    def fitness(self) -> "FitnessCertifier":
+        """This certifier for levels of which only fitness is asked (the level factory's `many`)."""
+        return FitnessCertifier(self)
+
+    def _one(self, item: tuple[str, Verdict, bool]) -> LevelMax:
+        source, verdict, fit_only = item
         worker = self.free.get()
         started = time.monotonic()
         try:
-            lm = certify(self.ctx, worker, source, verdict.max_reward, verdict.state_hash)
+            lm = certify(self.ctx, worker, source, verdict.max_reward, verdict.state_hash, fit_only=fit_only)
         except SandboxFailure as f:
             raise Rejected(f"{located(f, layout.ENV_MAIN)}: expected the search for the max reward of {source} to "
                            f"run without failure, found {failure_text(f)}") from None
@@ -185,6 +199,16 @@ class Certifier:
                 f"{opts.search_nodes:,} nodes per level, {self.total - self.done} level(s) to go{left}")
 
 
+@dataclasses.dataclass(frozen=True)
+class FitnessCertifier:
+    """A Certifier's `many` with `fit_only` (what the level factory calls)."""
+
+    certifier: Certifier
+
+    def many(self, items: list[tuple[str, Verdict]]) -> list[LevelMax]:
+        return self.certifier.many(items, fit_only=True)
+
+
 def standing(lm: LevelMax) -> str:
     """How a level's max reward stands, in words: exact, claim met, a lower bound (and its gap), unknown."""
     if lm.exact:
@@ -201,11 +225,16 @@ def standing(lm: LevelMax) -> str:
     return f"max {lm.max_reward:g} (validator bound met, not proved)"
 
 
-def certify(ctx: Context, worker: EnvClient, source: str, bound: float | None, digest: str = "") -> LevelMax:
+def certify(ctx: Context, worker: EnvClient, source: str, bound: float | None, digest: str = "",
+            fit_only: bool = False) -> LevelMax:
     """The certified max reward of one level (the rules are in the module docstring)."""
     opts = ctx.options
     claim = ctx.claims.get(source.rsplit("/", 1)[-1].removesuffix(".yaml")) if "/" in source else None
     target = max([v for v in (bound, claim) if v is not None], default=None)
+    nothing = _nothing(ctx, worker, source)
+    if fit_only:  # a witness scoring above doing nothing (and its EPS) settles fitness: stop there
+        enough = nothing + 3 * EPS
+        target = enough if target is None else min(target, enough)
     worker.reset(source)
     actions = planner.candidates(ctx.space, worker)
     # Best-first over states merged across steps: finds deep witnesses; stops at the DSL's reward
@@ -239,7 +268,6 @@ def certify(ctx: Context, worker: EnvClient, source: str, bound: float | None, d
                        f"{result.best_reward:g} again when replayed from a fresh reset, found {achieved:g} after "
                        f"{steps} step(s): the environment does not behave the same after a snapshot is restored "
                        f"(state kept outside _state and the env's attributes, or another random source?)")
-    nothing = _nothing(ctx, worker, source)
     lm = LevelMax(source, digest, achieved, "", bound, achieved, exhaustive, nodes, list(result.witness),
                   nothing_reward=nothing)
     lm.cut_by_clock, lm.bound_refuted = cut_by_clock, refuted or ""

@@ -8,7 +8,10 @@ doing nothing, and doing nothing does not already score its maximum. "Doing noth
 repeating the declared no-op action (a parameterless `wait`, `noop`, `stay`, …) until the
 episode ends; without one it is taking no step, which scores 0.
 
-The max reward of each kept level is certified by pipeline/verify/certify.py.
+The max reward of each kept level is certified by pipeline/verify/certify.py. When the folder
+ships levels and `write_levels` is off, the generated ones only judge the generator: each is
+searched until a witness beats doing nothing (`fit_only`), which decides fitness as the whole
+budget would.
 
 A validator that accepts a level on which an *exhaustive* search scores nothing accepts
 unsolvable levels: the environment is rejected here. Shipped levels (files already in the
@@ -147,7 +150,11 @@ def _generate(ctx: Context, worker: EnvClient, certifier: Certifier, figures: di
     """Seeds 1..max_seeds through the level factory; its counts go to the figures, also when it fails."""
     want = ctx.options.test_levels + ctx.options.val_levels
     made = Made()
-    factory = LevelFactory(worker, range(1, ctx.options.max_seeds + 1), certifier, validate=_validate)
+    # Kept only when written or when the folder ships none; else only whether each is fit is asked.
+    kept_as_levels = ctx.options.write_levels or not ctx.env.all_levels()
+    figures["generated_searched_until_fit"] = not kept_as_levels
+    factory = LevelFactory(worker, range(1, ctx.options.max_seeds + 1),
+                           certifier if kept_as_levels else certifier.fitness, validate=_validate)
     try:
         factory.make(want, chance=bool(figures.get("stochastic")), made=made)
     except GeneratorFailed as e:
