@@ -171,6 +171,29 @@ def test_a_worker_that_does_not_start_in_time_is_an_infrastructure_fault_and_lea
     assert_nothing_left(worker, [worker.proc.pid])
 
 
+def test_the_call_limit_bounds_the_envs_load_not_the_workers_start(counter):
+    """A call limit no start could meet (1 ms): the worker still starts (its start has its own limit),
+    and the limit fires on the first call of the env's code, its load (an import of 0.2 s): a finding
+    about the env."""
+    import dataclasses
+
+    main = counter / "env_main.py"
+    main.write_text("import time\ntime.sleep(0.2)\n" + main.read_text())
+
+    class Reporting(RecordingWorker):
+        def _await_started(self) -> None:
+            super()._await_started()
+            self.reported_started = True  # the worker said {"started": true} within its start-up limit
+
+    with pytest.raises(SandboxFailure) as caught:
+        Reporting(counter, dataclasses.replace(LIMITS, call_seconds=0.001))
+    assert (caught.value.kind, caught.value.op, caught.value.detail) == ("timeout", "load",
+                                                                         "'load' took longer than 0.001s")
+    worker = RecordingWorker.started[-1]
+    assert getattr(worker, "reported_started", False)
+    assert_nothing_left(worker, [worker.proc.pid])
+
+
 def test_a_worker_started_with_flags_it_does_not_know_stops_with_one_line():
     """The worker's entry point parses the one shape process.Worker writes (no command-line parser
     library outside the command layer); anything else stops it before it confines or loads."""
