@@ -175,6 +175,15 @@ def _score_level(ctx: Context, worker, lm: LevelMax, figures: dict,
                 notes=f"{lm.notes}; {what} scores the validator bound {lm.max_reward:g}: confirmed",
             )
         if total > lm.max_reward + EPS and lm.certainty != "estimate":  # an expectation: one episode above it is chance
+            # No proof survives an episode scoring above it; an upper bound it beats is refuted.
+            beaten = lm.upper_bound is not None and total > lm.upper_bound + EPS
+            lm = dataclasses.replace(
+                lm,
+                proof="",
+                upper_bound=None if beaten else lm.upper_bound,
+                bound_refuted=f"{what} scored {total:g}, above the upper bound {lm.upper_bound:g}" if beaten
+                else lm.bound_refuted,
+            )
             lm = dataclasses.replace(
                 lm,
                 max_reward=total,
