@@ -178,3 +178,48 @@ def test_verify_proves_a_max_by_exhausting_the_space_with_pruning_and_says_so(tm
     assert (entry["max_reward"], entry["exact"], entry["proof"]) == (3.0, True, "exhausted")
     assert "or pruned as unable to beat the best by the DSL's reward bound" in entry["notes"]
     assert "level_01.yaml" in levels["exact_levels"] and levels["gaps"] == {}
+
+
+# Jackpot: `take` ends the episode paying 1.0, or 3.0 (a value its DSL does not declare) after two waits.
+JACKPOT = '''
+from pipeline.runtime import SkinEnv
+
+
+class Jackpot(SkinEnv):
+    def transition(self, action):
+        self._paid = 0.0
+        if action.get("action") == "take":
+            self._paid = 3.0 if self._state["waits"] >= 2 else 1.0
+            self._state["taken"] = True
+        else:
+            self._state["waits"] += 1
+        self._last_action_result = "ok"
+        return self._state
+
+    def reward(self, action):
+        return (self._paid, ["jackpot"], {}) if self._paid else (0.0, [], {})
+
+    def done(self, state=None):
+        return self._state["taken"] or self._t >= self.max_steps
+
+    def render_skin(self, omega):
+        return f"step {omega['t']}"
+'''
+
+
+def test_an_episode_scoring_above_a_proved_max_clears_the_proof_and_refutes_the_bound(tmp_path):
+    """The DSL declares a binary 1.0 and the first `take` meets it, so the search stops there with a
+    proof; a random episode that waits twice scores 3.0. The level is then no longer exact, and the
+    bound is named refuted by that episode."""
+    config = {**CONFIG_COINS, "reward": {"events": [{"trigger": "jackpot", "value": 1.0}]},
+              "state_template": {"waits": 0, "taken": False},
+              "observation": {"policy": "full", "params": {}, "expose": ["waits", "t"]}}
+    env = write_env(tmp_path / "jackpot", replace={
+        "env_main.py": JACKPOT, "env_validator.py": "def validate_level(state):\n    return (True, [])\n",
+        "env_generate.py": "def generate_level(seed, config):\n    return {'waits': 0, 'taken': False, 'id': seed}\n"},
+        config=config, levels={"levels/level_01.yaml": {"waits": 0, "taken": False}})
+    subprocess.run([sys.executable, "-m", "pipeline.cli", "verify", str(env), "--stages", "levels,reliability",
+                    "--random-episodes", "12", "--write"], capture_output=True, text=True, timeout=600)
+    entry = json.loads((env / "level_max_rewards.json").read_text())["levels"]["level_01.yaml"]
+    assert entry["max_reward"] == 3.0 and entry["exact"] is False and entry["upper_bound"] is None
+    assert entry["bound_refuted"].startswith("a random episode scored 3, above the upper bound 1")
