@@ -126,6 +126,22 @@ def test_accepts_sound_env_and_writes_generated_levels_only_when_asked(tmp_path)
     assert all(entry["exact"] for entry in shipped.values())
 
 
+def test_levels_are_searched_and_scored_on_every_core_with_the_same_figures_as_on_one(tmp_path):
+    """Options.workers (default: every core) workers certify levels and play the reliability
+    episodes at once; each level's search and episodes do not depend on which worker runs them."""
+    from pipeline.verify import verify_env
+    from pipeline.verify.context import Options
+
+    env = write_env(tmp_path / "corridor")
+    one, two = (verify_env(env, options=Options(workers=n, test_levels=2, val_levels=1)) for n in (1, 2))
+    assert one.accepted and two.accepted, (one.reason, two.reason)
+    assert (one.stages["levels"]["search_workers"], two.stages["levels"]["search_workers"]) == (1, 2)
+    assert (one.stages["reliability"]["workers"], two.stages["reliability"]["workers"]) == (1, 2)
+    for stage, keys in (("levels", ("max_rewards", "exact_levels", "search_nodes")),
+                        ("reliability", ("per_level", "episodes", "random_normalized", "planner_normalized"))):
+        assert {k: one.stages[stage][k] for k in keys} == {k: two.stages[stage][k] for k in keys}
+
+
 def rejected(env: Path, stage: str) -> dict:
     result = verify(env, "--json", "--write")
     report = json.loads(result.stdout)

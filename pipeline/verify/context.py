@@ -40,7 +40,8 @@ class Options:
     random_episodes: int = 5  # random-agent episodes per level in the reliability stage
     write_levels: bool = False  # write the generated level set into the folder
     write: bool = False  # write verification.json, manifest.json and level_max_rewards.json into the folder
-    workers: int = field(default_factory=lambda: min(2, os.cpu_count() or 1))  # searches at once
+    # Workers at once (searches in the levels stage, levels in the reliability stage): every core.
+    workers: int = field(default_factory=lambda: cores())
     seed: int = 0
     # Wall clock of the model-free stages: an env answering every call just inside its limit
     # would otherwise stretch them for hours. Past it, each stage's next call fails (wall_clock).
@@ -123,6 +124,14 @@ class Context:
             yield env
         finally:
             env.close()
+
+
+def cores() -> int:
+    """The cores this process may run on (its CPU affinity, which a container may narrow)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
 
 
 def located(failure: SandboxFailure, default: str) -> str:

@@ -49,12 +49,15 @@ def run(ctx: Context, _: list[LevelMax] | None, figures: dict) -> list[LevelMax]
     clock = Clock()
     figures |= {"seeds_tried": 0, "generated_kept": 0, "duplicates": 0, "rejected_by_validator": 0,
                 "unfit": 0, "shipped_levels": len(ctx.env.all_levels()), "search_nodes": 0,
-                "search_seconds": 0.0, "search_workers": ctx.options.workers, "corrected": 0, "examples": [],
+                "search_seconds": 0.0, "search_workers": 0, "corrected": 0, "examples": [],
                 "search_budget": {"nodes_per_level": ctx.options.search_nodes,
                                   "safety_seconds_per_search": ctx.options.search_seconds}}
     try:
         with contextlib.ExitStack() as stack:
-            workers = [stack.enter_context(ctx.worker()) for _ in range(max(1, ctx.options.workers))]
+            # No more workers than levels to certify at once (a batch of generated ones, or the shipped).
+            wanted = max(ctx.options.test_levels + ctx.options.val_levels, len(ctx.env.all_levels()))
+            workers = [stack.enter_context(ctx.worker()) for _ in range(max(1, min(ctx.options.workers, wanted)))]
+            figures["search_workers"] = len(workers)
             _probe_chance(ctx, workers[0], figures)
             certifier = Certifier(ctx, workers, figures)
             stack.callback(certifier.pool.shutdown)

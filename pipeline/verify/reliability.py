@@ -26,7 +26,10 @@ they are named in the figures and left out of every mean.
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import queue
+from concurrent.futures import ThreadPoolExecutor
 from statistics import mean
 
 from pipeline import layout
@@ -52,13 +55,13 @@ def run(ctx: Context, levels: list[LevelMax], figures: dict) -> list[LevelMax]:
                "random_episodes_per_level": ctx.options.random_episodes, "per_level": {},
                "constant_policies": [name for name, _ in policies]}
     out, constant_totals = [], {}
+    figures["workers"] = max(1, min(ctx.options.workers, len(levels)))
     try:
-        with ctx.worker() as worker:
-            for lm in levels:
-                lm, scores, totals = _score_level(ctx, worker, lm, figures, policies)
-                figures["per_level"][layout.level_key(lm.source)] = scores
-                constant_totals[lm.source] = totals
-                out.append(lm)
+        for (lm, scores, totals), episodes in _each_level(ctx, levels, policies, figures["workers"]):
+            figures["episodes"] += episodes
+            figures["per_level"][layout.level_key(lm.source)] = scores
+            constant_totals[lm.source] = totals
+            out.append(lm)
     except SandboxFailure as f:
         raise Rejected(f"{located(f, layout.ENV_MAIN)}: expected the reliability episodes to run without failure, "
                        f"found {failure_text(f)}") from None
@@ -157,6 +160,27 @@ def _degenerate(ctx: Context, scored: list[LevelMax], totals: dict[str, dict[str
         raise Rejected(f"reward: expected a reward that pays for skill, found that {name} until the episode ends "
                        f"scores {best:.2f} of the max (mean over {len(scored)} level(s); the search planner "
                        f"{planner_mean:.2f}, margin {margin:g}): one action repeated, not skill, earns the reward")
+
+
+def _each_level(ctx: Context, levels: list[LevelMax], policies: list[tuple[str, dict]], count: int):
+    """(_score_level's result, episodes played) for each level, in order, the levels on `count`
+    workers at once (each level's episodes are seeded by the level, so which worker plays them
+    changes nothing). The first failure in level order is raised."""
+    with contextlib.ExitStack() as stack:
+        free: queue.Queue = queue.Queue()
+        for _ in range(count):
+            free.put(stack.enter_context(ctx.worker()))
+
+        def one(lm: LevelMax):
+            worker, counts = free.get(), {"episodes": 0}
+            try:
+                return _score_level(ctx, worker, lm, counts, policies), counts["episodes"]
+            finally:
+                free.put(worker)
+
+        pool = ThreadPoolExecutor(count, thread_name_prefix="reliability")
+        stack.callback(pool.shutdown, cancel_futures=True)
+        yield from pool.map(one, levels)
 
 
 def _score_level(ctx: Context, worker, lm: LevelMax, figures: dict,
