@@ -223,3 +223,22 @@ def test_an_episode_scoring_above_a_proved_max_clears_the_proof_and_refutes_the_
     entry = json.loads((env / "level_max_rewards.json").read_text())["levels"]["level_01.yaml"]
     assert entry["max_reward"] == 3.0 and entry["exact"] is False and entry["upper_bound"] is None
     assert entry["bound_refuted"].startswith("a random episode scored 3, above the upper bound 1")
+
+
+def test_a_claim_above_the_dsls_bound_is_unreachable_and_one_within_it_unconfirmed(tmp_path):
+    """level_01's search is cut at 3 (a lower bound; the DSL's bound is 4): a shipped claim of 5 is above
+    the bound, so no action sequence reaches it; level_02 has no bound, so its claim stays unconfirmed."""
+    env = coins_env(tmp_path / "coins")
+    claims = {"levels": {"level_01.yaml": {"max_reward": 5.0}, "level_02.yaml": {"max_reward": 9.0}}}
+    (env / "level_max_rewards.json").write_text(json.dumps(claims))
+    proc = subprocess.run([sys.executable, "-m", "pipeline.cli", "verify", str(env), "--stages", "levels",
+                           "--search-nodes", "8", "--json"], capture_output=True, text=True, timeout=600)
+    compared = json.loads(proc.stdout)["stages"]["levels"]["claims"]
+    assert compared["level_01.yaml"]["status"] == "unreachable"
+    assert compared["level_01.yaml"]["why"] == "the DSL's reward bound is 4"
+    # level_02 broke the bound (it paid 1.5): no bound, so its claim of 9 is only unconfirmed.
+    assert compared["level_02.yaml"]["status"] == "unconfirmed" and "why" not in compared["level_02.yaml"]
+    text = subprocess.run([sys.executable, "-m", "pipeline.cli", "verify", str(env), "--stages", "levels",
+                           "--search-nodes", "8"], capture_output=True, text=True, timeout=600).stdout
+    line = next(x for x in text.splitlines() if x.startswith("claimed max rewards"))
+    assert "1 unconfirmed, 1 unreachable; flagged: level_01.yaml claims 5, the DSL's reward bound is 4" in line

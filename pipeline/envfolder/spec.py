@@ -225,8 +225,10 @@ def max_reward_standing(data: Any, claimed: dict[str, float], verification: Any,
                 out[key] = (False, f"the claimed max reward of {key} ({value:g}) is beaten: envforge verify "
                                    f"scored {check.get('found')}; left out of normalized scores")
             elif status == "unreachable":
-                out[key] = (False, f"the claimed max reward of {key} ({value:g}) is unreachable: an exhaustive "
-                                   f"search scores only {check.get('found')}; left out of normalized scores")
+                why = check.get("why") if isinstance(check.get("why"), str) else None
+                out[key] = (False, f"the claimed max reward of {key} ({value:g}) is unreachable: "
+                                   f"{why or 'an exhaustive search scores only ' + str(check.get('found'))}; "
+                                   f"left out of normalized scores")
             elif status == "unconfirmed":
                 out[key] = (True, f"the claimed max reward of {key} ({value:g}) is unconfirmed: envforge verify "
                                   f"reached only {check.get('found')}")

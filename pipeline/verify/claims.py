@@ -4,8 +4,9 @@ Per level: the claimed max reward, the max envforge found (search, doing nothing
 rollout it saw on the level) and a status:
   * "confirmed"   — they agree;
   * "beaten"      — envforge scored more than the claim: normalized scores against it exceed 1;
-  * "unreachable" — a proved max is less (an exhaustive search, or a declared bound met): no
-    action sequence reaches the claim;
+  * "unreachable" — a proved max is less (an exhaustive search, or a declared bound met), or the
+    claim is above the DSL's reward bound (which no step the search took broke): no action
+    sequence reaches the claim (`why` says which);
   * "unconfirmed" — a budget-limited search scored less: the claim may hold, it was not reached.
 "beaten" and "unreachable" are flagged. Verify only reports claims; it never rewrites them
 unless told to write into the folder.
@@ -40,8 +41,15 @@ def compare(claims: dict[str, float], found: list) -> dict[str, dict]:
             status = "confirmed"
         else:
             status = "unreachable" if lm.search_exhaustive or lm.exact else "unconfirmed"
+        why = None
+        if status == "unreachable":
+            why = (f"an exhaustive search scores only {best_seen:g}" if lm.search_exhaustive else
+                   f"the proved max is {best_seen:g}")
+        elif status == "unconfirmed" and lm.upper_bound is not None and claimed > lm.upper_bound + EPS:
+            status, why = "unreachable", f"the DSL's reward bound is {lm.upper_bound:g}"
         out[layout.level_key(lm.source)] = {"claimed": claimed, "found": round(best_seen, 6),
-                                            "exhaustive": lm.search_exhaustive, "exact": lm.exact, "status": status}
+                                            "exhaustive": lm.search_exhaustive, "exact": lm.exact, "status": status,
+                                            **({"why": why} if why else {})}
     return out
 
 
@@ -53,8 +61,7 @@ def summary(compared: dict[str, dict]) -> str:
     text = ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
     if flagged:
         text += "; flagged: " + "; ".join(
-            f"{k} claims {v['claimed']:g}, " + ("envforge scored " if v["status"] == "beaten" else
-                                                "exhaustive search reaches only " if v.get("exhaustive") else
-                                                "the proved max is ") + f"{v['found']:g}"
+            f"{k} claims {v['claimed']:g}, " + (f"envforge scored {v['found']:g}" if v["status"] == "beaten" else
+                                                v.get("why") or f"the proved max is {v['found']:g}")
             for k, v in list(flagged.items())[:5])
     return text
