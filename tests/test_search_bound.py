@@ -242,3 +242,13 @@ def test_a_claim_above_the_dsls_bound_is_unreachable_and_one_within_it_unconfirm
                            "--search-nodes", "8"], capture_output=True, text=True, timeout=600).stdout
     line = next(x for x in text.splitlines() if x.startswith("claimed max rewards"))
     assert "1 unconfirmed, 1 unreachable; flagged: level_01.yaml claims 5, the DSL's reward bound is 4" in line
+
+
+def test_a_search_that_stops_at_a_claim_it_reaches_says_that_is_no_proof(tmp_path):
+    env = coins_env(tmp_path / "coins")
+    (env / "level_max_rewards.json").write_text(json.dumps({"levels": {"level_02.yaml": {"max_reward": 2.5}}}))
+    proc, levels, maxima = verify(env)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    entry = maxima["level_02.yaml"]
+    assert (entry["max_reward"], entry["exact"], entry["certainty"]) == (2.5, False, "lower_bound")
+    assert "(a lower bound: the search stopped on reaching the claimed max, which proves nothing)" in entry["notes"]

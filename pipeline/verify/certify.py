@@ -244,6 +244,7 @@ def certify(ctx: Context, worker: EnvClient, source: str, bound: float | None, d
     nodes, exhaustive, proof = result.nodes, False, result.proof
     refuted, cut_by_clock, pruned = result.bound_refuted, result.cut_by_clock, result.pruned
     upper, seen = result.upper_bound, [result.evidence]
+    at_claim = result.stopped == "bound"  # it stopped on reaching the validator's or shipped claim: no proof
     if proof is None and result.exhausted and opts.search_nodes > nodes:
         # The merged space was exhausted: the space with the step in the key may be small enough
         # to exhaust too, which proves the max (breadth-first, with what is left of the budget,
@@ -314,7 +315,9 @@ def certify(ctx: Context, worker: EnvClient, source: str, bound: float | None, d
         lm.proof, lm.upper_bound = "", None if lm.upper_bound is None or lm.upper_bound < nothing else lm.upper_bound
     if lm.calculation_method in ("search_witness", "no_op_rollout") and not lm.proof:
         lm.certainty = "lower_bound"
-        lm.notes += " (a lower bound: the search budget ran out)" if lm.upper_bound is None else (
+        cut = "the search stopped on reaching the claimed max, which proves nothing" if at_claim else \
+            "the search budget ran out"
+        lm.notes += f" (a lower bound: {cut})" if lm.upper_bound is None else (
             f" (a lower bound: the max is between {lm.max_reward:g} and the DSL's bound {lm.upper_bound:g}, "
             f"gap {tidy(lm.upper_bound - lm.max_reward):g})")
         if lm.upper_bound is None:
