@@ -11,6 +11,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from pipeline.cli import main
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -38,6 +40,7 @@ def test_every_record_carries_what_determined_it(tmp_path):
     assert record["settings"]["planner_nodes"] == 100_000 and record["settings"]["call_seconds"] == 10.0
 
 
+@pytest.mark.slow  # measured: the longest of the module (three evaluate runs)
 def test_an_edited_reward_is_scored_anew_not_served_from_the_old_record(tmp_path, capsys):
     env = shutil.copytree(REFERENCE / "crate_dock", tmp_path / "crate_dock")
     out = tmp_path / "ev"

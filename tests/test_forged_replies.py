@@ -18,6 +18,8 @@ from cli_kit import envforge
 
 from pipeline.testing.tiny_env import write_env
 
+pytestmark = pytest.mark.slow  # measured: check, verify and evaluate run whole for each forgery
+
 HOSTILE = Path(__file__).parent / "hostile"
 
 # forgery -> (the reason the host gives, the commands whose path meets the forged reply)

@@ -18,6 +18,8 @@ from pipeline.generate.agent import MAX_TOOL_CALLS_PER_REPLY, READ_CHARS, RECENT
 from pipeline.testing import replay_kit, tiny_env
 from pipeline.testing.llm_server import Reply
 
+pytestmark = pytest.mark.slow  # measured: a whole generate (coding agent, check, verify) in each test
+
 ENVFORGE = [sys.executable, "-m", "pipeline.cli"]
 DSL = "```yaml\n" + yaml.safe_dump(tiny_env.CONFIG, sort_keys=False) + "```\n"
 FILES = replay_kit.corridor_files()

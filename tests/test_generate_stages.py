@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 
+import pytest
 from test_generate import BUG, generate
 
 from pipeline.generate import stages
@@ -33,6 +34,7 @@ def test_every_stage_list_is_read_from_the_one_declaration():
     assert "{design,dsl}" in help_text
 
 
+@pytest.mark.slow  # measured: whole generate runs with verification
 def test_stage_reports_name_how_each_stage_ended(tmp_path):
     replay = tmp_path / "replay"
     replay_kit.record_corridor(replay, "fixed", replace=BUG)
@@ -90,6 +92,7 @@ def test_generate_runs_the_model_driven_verification_when_models_are_configured(
     assert stages_run["reliability_models"]["weak_normalized"] == 0.0
 
 
+@pytest.mark.slow  # measured: whole generate runs with verification
 def test_generate_rejects_at_reliability_when_the_models_score_alike(tmp_path, llm_server, llm_env):
     out, result = generate_verified(tmp_path, llm_server, llm_env, lambda n: Reply("No idea."),
                                     "--verify-models", "openai/weak-model,openai/strong-model")

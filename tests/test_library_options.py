@@ -76,6 +76,7 @@ def test_the_executor_is_an_option_of_the_call(tmp_path):
         envforge.evaluate(CRATE_DOCK, agent="random", executor="cloud", out=tmp_path / "o")
 
 
+@pytest.mark.slow  # measured: whole check/verify/probe/reskin runs
 def test_check_and_verify_from_python_are_the_commands(tmp_path):
     import shutil
 
@@ -94,6 +95,7 @@ def test_check_and_verify_from_python_are_the_commands(tmp_path):
         envforge.verify(env, stages="speed")
 
 
+@pytest.mark.slow  # measured: whole check/verify/probe/reskin runs
 def test_probe_and_reskin_from_python_are_the_commands(tmp_path):
     import shutil
 

@@ -11,6 +11,8 @@ from test_review import row
 
 from pipeline.testing import replay_kit
 
+pytestmark = pytest.mark.slow  # measured: generate, then review retry's whole pipeline, in each test
+
 BUG = {"env_main.py": ("step = 1 if", "step = 1 iff")}  # a syntax error: check stops at the import
 
 

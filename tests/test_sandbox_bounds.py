@@ -15,6 +15,7 @@ from pipeline.testing.tiny_env import write_env
 ENVFORGE = [str(Path(sys.executable).parent / "envforge")]
 
 
+@pytest.mark.slow  # measured: a whole command waits out its budget
 @pytest.mark.parametrize("command, stopped", [
     ("check", r"found wall_clock: (stopped after \d+ steps: check's budget of 8s ran out|still running)"),
     ("verify", r"^REJECTED at execution: .*found wall_clock: stopped after \d+ steps: verify's budget of 8s ran out "
@@ -33,6 +34,7 @@ def test_an_env_sleeping_under_the_call_limit_stops_at_the_commands_budget(host:
     assert clean.returncode == 0, clean.stdout + clean.stderr
 
 
+@pytest.mark.slow  # measured: a whole command waits out its budget
 def test_evaluate_stops_a_sleepy_episode_at_its_wall_clock_and_the_run_at_its_own(host: Host, tmp_path):
     import json
 
@@ -66,6 +68,7 @@ def test_a_large_observation_is_kept_as_its_size_and_digest():
     assert kept({"grid": big}).startswith("<observation of ")
 
 
+@pytest.mark.slow  # measured: the worker burns CPU up to its limit
 def test_the_pool_counts_cpu_across_leases_and_retires_a_worker_near_its_limit(host: Host):
     """The mechanism, not a CPU window (a busy machine moves a worker's start-up CPU, issue 23): a
     worker under CPU_REUSE_SHARE of its limit is reused, its CPU is counted over its life, and a

@@ -266,7 +266,10 @@ def test_every_command_says_once_what_the_copy_left_out(host: Host):
                                         "the sandbox's copy leaves it out"]
 
 
-@pytest.mark.parametrize("subfolders, crowded_plays", [(1_500, True), (10_500, False)])
+@pytest.mark.parametrize("subfolders, crowded_plays", [
+    (1_500, True),
+    pytest.param(10_500, False, marks=pytest.mark.slow),  # measured: a minute, copying 10,000 folders
+])
 def test_an_env_of_thousands_of_sub_folders_leaves_descriptors_for_the_next_env(tmp_path, subfolders, crowded_plays):
     """Issue 22 item 3: the copy held a descriptor per pending sub-folder (1,500 of them exhaust the
     common limit of 1,024) and leaked them all when it refused a folder: every later environment
