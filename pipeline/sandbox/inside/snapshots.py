@@ -60,6 +60,7 @@ class Store:
         self.live: set[int] = set()  # shared objects the environment may hold now
         self.held = 0  # objects in the shared items (and items refused)
         self.sharing = True  # off after a mutation or an alias was seen: full pickles from then on
+        self.named = False  # some pickle names a shared object (else plain pickle.loads reads them all)
         self.stopped = ""  # why sharing stopped
 
     # -- capture and restore -----------------------------------------------------------
@@ -87,6 +88,8 @@ class Store:
         lasts, fresh copies of them after it stopped."""
         self.check()
         self.live = set()
+        if not self.named:  # as quick as before when nothing is shared (an env without such lists)
+            return pickle.loads(data)
         return _Unpickler(io.BytesIO(data), self).load()
 
     def copied(self, attrs: dict) -> dict:
@@ -184,13 +187,16 @@ class _NotPlain(Exception):
 class _Pickler(pickle.Pickler):
     def __init__(self, file, store: Store):
         super().__init__(file, pickle.HIGHEST_PROTOCOL)
-        self.ids, self.inner = store.ids, store.inner
+        self.store, self.ids, self.inner = store, store.ids, store.inner
 
     def persistent_id(self, obj):
         key = id(obj)
         pid = self.ids.get(key)
-        if pid is None and key in self.inner:
-            raise Aliased(f"an attribute points into a shared object (id {self.inner[key]})")
+        if pid is None:
+            if key in self.inner:
+                raise Aliased(f"an attribute points into a shared object (id {self.inner[key]})")
+        else:
+            self.store.named = True
         return pid
 
 
