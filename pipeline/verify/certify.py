@@ -243,7 +243,10 @@ def certify(ctx: Context, worker: EnvClient, source: str, bound: float | None, d
                             seconds=opts.search_seconds, stop_at=target)
     nodes, exhaustive, proof = result.nodes, False, result.proof
     refuted, cut_by_clock, pruned = result.bound_refuted, result.cut_by_clock, result.pruned
-    upper, seen = result.upper_bound, [result.evidence]
+    # The bound is the host's own reading of the DSL; the worker only says whether a step broke it.
+    declared = planner.reward_bound(ctx.config)
+    upper = planner.bound_total(declared, ctx.max_steps) if declared and not refuted else None
+    seen = [result.evidence]
     at_claim = result.stopped == "bound"  # it stopped on reaching the validator's or shipped claim: no proof
     if proof is None and result.exhausted and opts.search_nodes > nodes:
         # The merged space was exhausted: the space with the step in the key may be small enough
@@ -295,7 +298,6 @@ def certify(ctx: Context, worker: EnvClient, source: str, bound: float | None, d
     else:
         lm.max_reward, lm.calculation_method = bound, "validator_analytic+search_witness"
         lm.notes = f"validator bound confirmed: the replayed witness of the {searched} scores it"
-    declared = planner.reward_bound(ctx.config)
     if proof == "upper_bound":
         lm.notes += f"; exact: {planner.bound_text(declared, ctx.max_steps)}, and the witness scores it"
     elif proof == "exhausted":
