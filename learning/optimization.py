@@ -29,6 +29,7 @@ from pipeline import records as files
 from pipeline.envfolder.spec import EnvSpec
 from pipeline.evaluate.hosted import MAX_CALLS_PER_TURN, write_code
 from pipeline.evaluate.records import Records
+from pipeline.kinds import TrajectoryLine, TurnLine
 from pipeline.llm import Message, Response
 from pipeline.llm.ask import ask_until_valid
 from pipeline.prompts import render
@@ -115,30 +116,28 @@ def read_episodes(folder: Path, count: int) -> list[dict]:
                                                           r.level, r.run))
     out = []
     for r in spread(records[::-1], count):
-        lines = [x for _, x in files.read_jsonl(folder / r.trajectory, "trajectory")]
-        turns = [_turn(x) for x in lines if x.get("type") == "turn"]
+        played = [x for _, x in files.lines(folder / r.trajectory, TrajectoryLine) if isinstance(x, TurnLine)]
+        turns = [_turn(x) for x in played]
         head, tail = SHOWN_TURNS
         if len(turns) > head + tail + 1:
             turns = turns[:head] + [f"[... {len(turns) - head - tail} turns left out ...]"] + turns[-tail:]
-        first = next((x.get("observation") for x in lines if x.get("type") == "turn"), None)
+        first = played[0].observation if played else None
         out.append({"level": r.level, "run": r.run, "total": r.total_reward, "max_reward": r.max_reward,
                     "first_observation": first,
                     "normalized": r.normalized, "steps": r.steps, "stop": r.stop_reason, "turns": turns})
     return out
 
 
-def _turn(line: dict) -> str:
-    action = line.get("action")
-    out = [f"[turn {line['step']}] observation:", _clip(line.get("observation"), "observation")]
-    if line.get("thought"):
-        out.append(f"thought: {_clip(line['thought'], 'thought')}")
-    if action:
-        result = _clip(line.get("result") or line.get("invalid") or "no feedback", "result")
-        out.append(
-            f"action: {json.dumps(action)} -> {result}" + (f" (reward {line['reward']})" if line.get("reward") else "")
-        )
+def _turn(line: TurnLine) -> str:
+    out = [f"[turn {line.step}] observation:", _clip(line.observation, "observation")]
+    if line.thought:
+        out.append(f"thought: {_clip(line.thought, 'thought')}")
+    if line.action:
+        result = _clip(line.result or line.invalid or "no feedback", "result")
+        reward = f" (reward {line.reward})" if line.reward else ""
+        out.append(f"action: {json.dumps(line.action)} -> {result}{reward}")
     else:
-        out.append(f"no action: {line.get('message') or line.get('error')}")
+        out.append(f"no action: {line.message or line.error}")
     return "\n".join(out)
 
 

@@ -16,48 +16,49 @@ import io
 from pathlib import Path
 
 from pipeline import records as files
+from pipeline.kinds import LearnResults
 
 TABLE_MD, TABLE_CSV, FIGURE_PNG, RESULTS_JSON = "table5.md", "table5.csv", "figure3.png", "results.json"
 BOUND_LABELS = {"best": "UpperBound (best)", "pareto": "UpperBound (pareto)", "all": "UpperBound (all)"}
 
 
-def write_report(folder: Path, results: dict) -> list[Path]:
+def write_report(folder: Path, results: LearnResults) -> list[Path]:
     folder.mkdir(parents=True, exist_ok=True)
-    files.write_json(folder / RESULTS_JSON, "learn_results", results, indent=1)
+    files.write(folder / RESULTS_JSON, results, indent=1)
     rows = table_rows(results)
-    _write_csv(folder / TABLE_CSV, rows, results["envs"])
+    _write_csv(folder / TABLE_CSV, rows, results.envs)
     figure = figure3(folder / FIGURE_PNG, results)
     files.write_text(folder / TABLE_MD, markdown(results, rows, figure is not None))
     return [folder / TABLE_MD, folder / TABLE_CSV] + ([figure] if figure else []) + [folder / RESULTS_JSON]
 
 
-def table_rows(results: dict) -> list[dict]:
+def table_rows(results: LearnResults) -> list[dict]:
     """Table 5's rows: {kind, label, group, method, scores{env}, avg, cost, learning $, learning tokens}."""
-    envs, runs = results["envs"], results["runs"]
-    base = results["baseline"]
-    rows = [{"kind": "baseline", "label": f"IO ({results['execution_model']})", "group": "", "method": "baseline",
+    envs, runs = results.envs, results.runs
+    base = results.baseline
+    rows = [{"kind": "baseline", "label": f"IO ({results.execution_model})", "group": "", "method": "baseline",
              "scores": {e: base[e]["score"] for e in envs}, "avg": _mean([base[e]["score"] for e in envs]),
              "cost": _mean([base[e]["dollars"] for e in envs]), "learning_dollars": None, "learning_tokens": None}]
-    for m in results["methods"]:
+    for m in results.methods:
         row = runs.get(m["name"], {})
         rows.append({"kind": "method", "label": m["label"], "group": f"{m['selection'].capitalize()} Selection",
                      "method": m["name"], "scores": {e: (row.get(e) or {}).get("score") for e in envs},
-                     "avg": results["averages"].get(m["name"]),
+                     "avg": results.averages.get(m["name"]),
                      "cost": _mean([(row.get(e) or {}).get("test_dollars") for e in envs]),
                      "learning_dollars": _mean([(row.get(e) or {}).get("learning_dollars") for e in envs]),
                      "learning_tokens": _mean([(row.get(e) or {}).get("learning_tokens") for e in envs])})
-    for key, bound in results["upper_bounds"].items():
+    for key, bound in results.upper_bounds.items():
         rows.append({"kind": "upper_bound", "label": BOUND_LABELS[key], "group": "", "method": key,
                      "scores": bound["per_env"], "avg": bound["mean"], "cost": None, "learning_dollars": None,
                      "learning_tokens": None})
     return rows
 
 
-def markdown(results: dict, rows: list[dict], with_figure: bool) -> str:
-    envs, s = results["envs"], results["settings"]
+def markdown(results: LearnResults, rows: list[dict], with_figure: bool) -> str:
+    envs, s = results.envs, results.settings
     test = f"the first {s['test_levels']}" if s["test_levels"] else "all"
     out = ["# Learning study: Table 5 layout", "",
-           f"Execution model `{results['execution_model']}`, optimizer `{results['optimizer_model']}`; "
+           f"Execution model `{results.execution_model}`, optimizer `{results.optimizer_model}`; "
            f"{s['iterations']} iterations; {s['runs']} run(s) per level; {s['train_levels']} training level(s) per "
            f"iteration, fresh from the generator; test levels: {test} of each environment's levels/.", "",
            "Scores are the mean normalized reward (%) of each run's final candidate on the test levels. Cost is "
@@ -80,9 +81,9 @@ def markdown(results: dict, rows: list[dict], with_figure: bool) -> str:
             "| Environment | Method | Final (lineage) | Iteration | Train | Test | Test ($) | Learning ($) | "
             "Learning tokens | Candidates | Rejected | Stopped |",
             "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |"]
-    for m in results["methods"]:
+    for m in results.methods:
         for env in envs:
-            r = results["runs"].get(m["name"], {}).get(env)
+            r = results.runs.get(m["name"], {}).get(env)
             if r is None:
                 out.append(f"| {env} | {m['name']} |" + " – |" * 9 + " not started |")
                 continue
@@ -93,9 +94,9 @@ def markdown(results: dict, rows: list[dict], with_figure: bool) -> str:
     return "\n".join(out) + "\n"
 
 
-def adaptive_section(results: dict) -> list[str]:
-    a, single = results["adaptive"], results["best_single"]
-    bound = results["upper_bounds"].get("all", {}).get("mean")
+def adaptive_section(results: LearnResults) -> list[str]:
+    a, single = results.adaptive, results.best_single
+    bound = results.upper_bounds.get("all", {}).get("mean")
     gap = "–" if a["gap_closed"] is None else f"{a['gap_closed'] * 100:.1f}%"
     chosen = ", ".join(f"{env}: {c['chosen']}" for env, c in a["envs"].items())
     return ["## Environment-adaptive selection (successive halving)", "",
@@ -113,8 +114,8 @@ def adaptive_section(results: dict) -> list[str]:
             f"{_num(a['all_methods_tokens_per_env'])} | {_usd(a['all_methods_dollars_per_env'])} |"]
 
 
-def bound_by_m_section(results: dict) -> list[str]:
-    by_m = results["figure3"]["bound_by_m"]
+def bound_by_m_section(results: LearnResults) -> list[str]:
+    by_m = results.figure3["bound_by_m"]
     if not by_m:
         return []
     sizes = list(by_m)
@@ -124,8 +125,8 @@ def bound_by_m_section(results: dict) -> list[str]:
             "| UpperBound | " + " | ".join(_pct(by_m[m]) for m in sizes) + " |"]
 
 
-def figure3(path: Path, results: dict) -> Path | None:
-    fig3 = results["figure3"]
+def figure3(path: Path, results: LearnResults) -> Path | None:
+    fig3 = results.figure3
     if not fig3["top_k_gain"] or not fig3["incremental_top_k"]:
         return None
     import matplotlib

@@ -18,10 +18,11 @@ from learning.methods import Method
 from learning.settings import Settings
 from learning.upper_bound import averages, best_single, bound_by_m, incremental_top_k, per_env, top_k_gain, upper_bound
 from pipeline.envfolder.spec import EnvSpec
+from pipeline.kinds import LearnResults
 
 
 def collect(out: Path, targets: list[EnvSpec], methods: list[Method], settings: Settings, model: str,
-            optimizer: str) -> dict:
+            optimizer: str) -> LearnResults:
     envs = [t.name for t in targets]
     baseline, rows = {}, {}
     for env in envs:
@@ -41,21 +42,20 @@ def collect(out: Path, targets: list[EnvSpec], methods: list[Method], settings: 
     adapt = adaptive(scores, {m: {e: (r or {}).get("progress", []) for e, r in row.items()} for m, row in rows.items()},
                      envs, settings.iterations)
     ub_all = upper_bound(scores, bounds["all"])
-    return {
-        "envs": envs, "execution_model": model, "optimizer_model": optimizer, "settings": settings.to_dict(),
-        "methods": [{"name": m.name, "label": m.label, **asdict(m)} for m in methods],
-        "baseline": baseline, "runs": rows, "averages": averages(scores, envs),
-        "upper_bounds": {k: {"per_env": per_env(scores, v), "mean": upper_bound(scores, v), "methods": v}
-                         for k, v in bounds.items() if v},
-        "best_single": {"method": single, "score": single_score,
-                        "learning_tokens_per_env": _mean_of(rows.get(single, {}), "learning_tokens"),
-                        "learning_dollars_per_env": _mean_of(rows.get(single, {}), "learning_dollars")},
-        "adaptive": {**adapt, "gap_closed": gap_closed(adapt["score"], single_score, ub_all),
-                     "all_methods_tokens_per_env": sum(_mean_of(r, "learning_tokens") or 0 for r in rows.values()),
-                     "all_methods_dollars_per_env": sum(_mean_of(r, "learning_dollars") or 0 for r in rows.values())},
-        "figure3": {"top_k_gain": top_k_gain(scores, base, envs),
-                    "bound_by_m": bound_by_m(scores, envs), "incremental_top_k": incremental_top_k(scores, envs)},
-    }
+    return LearnResults(
+        envs, model, optimizer, settings.to_dict(),
+        [{"name": m.name, "label": m.label, **asdict(m)} for m in methods],
+        baseline, rows, averages(scores, envs),
+        {k: {"per_env": per_env(scores, v), "mean": upper_bound(scores, v), "methods": v}
+         for k, v in bounds.items() if v},
+        {"method": single, "score": single_score,
+         "learning_tokens_per_env": _mean_of(rows.get(single, {}), "learning_tokens"),
+         "learning_dollars_per_env": _mean_of(rows.get(single, {}), "learning_dollars")},
+        {**adapt, "gap_closed": gap_closed(adapt["score"], single_score, ub_all),
+         "all_methods_tokens_per_env": sum(_mean_of(r, "learning_tokens") or 0 for r in rows.values()),
+         "all_methods_dollars_per_env": sum(_mean_of(r, "learning_dollars") or 0 for r in rows.values())},
+        {"top_k_gain": top_k_gain(scores, base, envs), "bound_by_m": bound_by_m(scores, envs),
+         "incremental_top_k": incremental_top_k(scores, envs)})
 
 
 def _test_figures(evaluation) -> dict:

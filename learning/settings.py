@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, fields
 
 from pipeline.evaluate import Limits, ModelOptions
+from pipeline.kinds import LearnSettings
 from pipeline.verify.context import Options as VerifyOptions
 
 
@@ -37,6 +38,10 @@ class Settings:
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+    def recorded(self) -> LearnSettings:
+        """What a study (and a recording) keeps of them: all but `concurrency`, which may change on every run."""
+        return LearnSettings(**{k: v for k, v in self.to_dict().items() if k != "concurrency"})
 
     @classmethod
     def from_dict(cls, data: dict) -> "Settings":

@@ -15,7 +15,7 @@ it reaches (the others go on); what was done stays in the pools, and --resume co
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Callable
 
@@ -33,6 +33,7 @@ from pipeline import records as files
 from pipeline.envfolder.spec import EnvSpec
 from pipeline.errors import UserError
 from pipeline.evaluate.hosted import AGENT_LIMITS
+from pipeline.kinds import Study
 from pipeline.llm import BudgetExceeded, LLMError
 from pipeline.sandbox import WorkerPool
 
@@ -47,23 +48,23 @@ class StudyOutcome:
         return any(why.startswith("budget") for why in self.stopped.values())
 
 
-def open_study(out: Path, data: dict, resume: bool) -> dict:
+def open_study(out: Path, study: Study, resume: bool) -> Study:
     """The study's description: `data` for a new one; with --resume, the saved one (a study goes
     on as it was started). Without --resume, a folder holding a study is refused."""
     path = out / STUDY_JSON
     if path.is_file():
-        saved = files.read_json(path, "study")
+        saved = files.read(path, Study)
         if resume:
             return saved
-        changed = sorted(k for k in set(saved) | set(data) if saved.get(k) != data.get(k))
+        changed = sorted(f.name for f in fields(Study) if getattr(saved, f.name) != getattr(study, f.name))
         if changed:
             raise UserError(f"{out} holds a study with other {', '.join(changed)}: pass --resume to continue it "
                             f"as it was, or choose another --out")
         raise UserError(f"{out} holds a study ({STUDY_JSON}): pass --resume to continue it, or choose another --out")
     if resume:
         raise UserError(f"--resume: expected a study in {out} ({STUDY_JSON}), found none")
-    files.write_json(path, "study", data, indent=1)
-    return data
+    files.write(path, study, indent=1)
+    return study
 
 
 async def run_study(out: Path, targets: list[EnvSpec], methods: list[Method], settings: Settings, client,

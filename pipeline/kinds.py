@@ -13,9 +13,13 @@ Two kinds of record:
     determined the record;
   * open (`OPEN = True`): files other tools write too (an AutoEnv folder's level_max_rewards.json,
     a manifest.json): unknown fields are kept in `extra` and written back as they were.
-`OMIT_DEFAULTS`: a field still at its default None or empty container is left out of the file.
+`OMIT_DEFAULTS`: a field still at its default None or empty container is left out of the file;
+`OMIT_NONE`: only a field at its default None is (an optional figure that was never set).
 
-Kinds whose bodies are not typed yet are `untyped(kind)`: their whole body is `extra`.
+A kind whose records come in several shapes (a trajectory's header, turns and end; a probe's
+predict, plan and change items) is a base model naming the field that tells them apart (`TAG`),
+and a subclass per shape with its value (`TAG_VALUE`): reading as the base builds the shape the
+record names, and a record naming none of them is refused.
 """
 from __future__ import annotations
 
@@ -43,14 +47,17 @@ class Shape:
 
     OPEN: ClassVar[bool] = False
     OMIT_DEFAULTS: ClassVar[bool] = False
+    OMIT_NONE: ClassVar[bool] = False
+    TAG: ClassVar[str] = ""  # the field naming which of a kind's shapes a record is (see the module docstring)
+    TAG_VALUE: ClassVar[str] = ""
 
     def to_dict(self) -> dict:
-        out: dict[str, Any] = {}
+        out: dict[str, Any] = {self.TAG: self.TAG_VALUE} if self.TAG_VALUE else {}
         for f in fields(self):  # type: ignore[arg-type]
             if f.name == "extra":
                 continue
             value = getattr(self, f.name)
-            if self.OMIT_DEFAULTS and _at_default(f, value):
+            if self.OMIT_DEFAULTS and _at_default(f, value) or self.OMIT_NONE and value is None and f.default is None:
                 continue
             out[f.name] = _plain(value)
         for key, value in (getattr(self, "extra", None) or {}).items():
@@ -67,6 +74,15 @@ class Shape:
         data = cls.coerce(data)
         if not isinstance(data, dict):
             raise RecordError(f"{where}: expected a JSON object, found {_typed(data)}")
+        if cls.TAG:
+            shapes = {sub.TAG_VALUE: sub for sub in _subclasses(cls) if sub.TAG_VALUE}
+            found = data.get(cls.TAG)
+            if found not in shapes:
+                raise RecordError(f"{where}: expected {cls.TAG} {' or '.join(map(repr, shapes))}, found "
+                                  f"{_typed(found) if not isinstance(found, str) else repr(found[:40])}")
+            if shapes[found] is not cls:
+                return shapes[found].from_dict(data, where)
+            data = {k: v for k, v in data.items() if k != cls.TAG}
         hints = _hints(cls)
         known = {f.name: f for f in fields(cls) if f.name != "extra"}  # type: ignore[arg-type]
         unknown = [k for k in data if k not in known]
@@ -93,6 +109,13 @@ class Record(Shape):
 def _name(cls: type) -> str:
     kind = getattr(cls, "KIND", "")
     return f"envforge.{kind}/{cls.MAJOR}" if kind else cls.__name__  # type: ignore[attr-defined]
+
+
+def _subclasses(cls: type) -> list[type]:
+    out = [cls]
+    for sub in cls.__subclasses__():
+        out += _subclasses(sub)
+    return out
 
 
 def _at_default(f: dataclasses.Field, value: Any) -> bool:
@@ -145,7 +168,10 @@ def _conform(value: Any, hint: Any, where: str) -> Any:
     if origin in (typing.Union, types.UnionType):
         if value is None and type(None) in args:
             return None
-        for option in (a for a in args if a is not type(None)):
+        options = [a for a in args if a is not type(None)]
+        if len(options) == 1 and isinstance(options[0], type) and issubclass(options[0], Shape):
+            return _conform(value, options[0], where)  # a nested object: which of its fields does not fit
+        for option in options:
             try:
                 return _conform(value, option, where)
             except RecordError:
@@ -164,8 +190,8 @@ def _conform(value: Any, hint: Any, where: str) -> Any:
             return value
     elif hint is dict or origin is dict:
         if isinstance(value, dict):
-            item = args[1] if len(args) == 2 else Any
-            return {k: _conform(v, item, f"{where}.{k}") for k, v in value.items()}
+            key, item = args if len(args) == 2 else (str, Any)
+            return {_key(k, key, where): _conform(v, item, f"{where}.{k}") for k, v in value.items()}
     elif hint is list or origin is list:
         if isinstance(value, list):
             item = args[0] if args else Any
@@ -173,6 +199,16 @@ def _conform(value: Any, hint: Any, where: str) -> Any:
     elif hint is type(None) and value is None:
         return None
     raise RecordError(f"{where}: expected {_describe(hint)}, found {_typed(value)}")
+
+
+def _key(key: str, hint: Any, where: str) -> Any:
+    """A JSON object's key as the annotation says: a string, or an integer written as one (a run number)."""
+    if hint is int:
+        try:
+            return int(key)
+        except ValueError:
+            raise RecordError(f"{where}: expected integer keys, found {key[:40]!r}") from None
+    return key
 
 
 def now() -> str:
@@ -301,6 +337,23 @@ class ModelCall(Record):
     response: dict
 
 
+@dataclass
+class CodingStep(Record):
+    """A line of OUT/_work/NAME/trajectory.jsonl, the coding agent's log: a reply of step `step`
+    (its text and the tool calls run, `dropped_tool_calls` past the per-reply limit), or the
+    result of one of its tool calls (`tool`, `error`, `result`)."""
+    KIND = "coding_step"
+    OMIT_NONE = True
+    stage: str
+    step: int
+    text: str | None = None
+    tool_calls: list[dict] | None = None  # {"name", "arguments"}
+    dropped_tool_calls: int | None = None
+    tool: str | None = None
+    error: bool | None = None
+    result: str | None = None
+
+
 # -- level_max_rewards.json -------------------------------------------------------------------
 
 @dataclass
@@ -318,19 +371,175 @@ class LevelMaxEntry(Shape):
         return {"max_reward": value} if isinstance(value, (int, float)) and not isinstance(value, bool) else value
 
 
+# -- verify's verdict and figures (pipeline/verify/stages.py) ------------------------------------
+# Each stage's figures: what it counted, also when it rejected. Open: a folder verified by another
+# envforge may carry figures this one does not know (kept as they were). A figure a stage sets only
+# in some runs is None when it did not, and left out of the file.
+
 @dataclass
-class Verification(Record):
+class StageFigures(Shape):
+    """What every model-free stage records (and `total`, for all of them): its wall and CPU seconds
+    (pipeline.verify.context.Clock) and its warnings."""
+    OPEN = True
+    OMIT_NONE = True
+    wall_seconds: float = 0.0
+    cpu_seconds: float = 0.0
+    warnings: list[str] | None = None
+    extra: dict = field(default_factory=dict)
+
+
+@dataclass
+class ExecutionFigures(StageFigures):
+    """Random and planner rollouts on every level (pipeline/verify/execution.py)."""
+    levels: int = 0
+    episodes: int = 0
+    steps: int = 0
+    planner_nodes: int = 0
+    truncated_episodes: int = 0
+    failures_by_kind: dict[str, int] = field(default_factory=dict)
+    end_conditions: dict | None = None  # {"checked": [...], "unchecked": {condition: why}}
+
+
+@dataclass
+class LevelsFigures(StageFigures):
+    """The levels made and certified (pipeline/verify/levels.py, certify.py); level keys as in
+    level_max_rewards.json."""
+    seeds_tried: int = 0
+    generated_kept: int = 0
+    duplicates: int = 0
+    rejected_by_validator: int = 0
+    unfit: int = 0
+    shipped_levels: int = 0
+    search_nodes: int = 0
+    search_seconds: float = 0.0
+    search_workers: int = 0
+    corrected: int = 0  # max rewards corrected against the validator's bound
+    examples: list[str] = field(default_factory=list)  # why-not examples (a rejected or unfit level)
+    search_budget: dict = field(default_factory=dict)
+    stochastic: dict | bool | None = None  # where a step first drew random numbers (verify/chance.py), or False
+    stochastic_note: str | None = None
+    exact: int | None = None  # levels whose max reward is proved
+    safety_stops: int | None = None  # searches the --search-seconds safety stop cut
+    nodes_per_second: int | None = None
+    distinct_levels: int | None = None
+    validator_warnings: dict[str, list[str]] | None = None
+    validator_refuted: dict | None = None  # level -> the witness scoring above the validator's bound
+    shipped_duplicates: dict[str, str] | None = None
+    expectation_estimates: dict | None = None
+    levels_scored: list[str] | None = None
+    max_rewards: dict[str, float] | None = None
+    lower_bounds: list[str] | None = None
+    exact_levels: list[str] | None = None
+    unknown_maxima: dict[str, str] | None = None  # level -> why it has no max to divide by
+    gaps: dict[str, float] | None = None  # level -> upper bound - max reward
+    no_upper_bound: dict[str, str] | None = None  # level -> why its lower bound has no upper bound
+    generator_safety_stop: str | None = None  # a generator or validator call the --generator-seconds stop cut
+    generated_searched_until_fit: bool | None = None  # generated levels only judge the generator (searched until fit)
+    cut_by_safety_stop: list[str] | None = None
+    claims: Any = None  # the shipped level_max_rewards.json compared (pipeline/verify/claims.py)
+    written: list[str] | None = None
+
+
+@dataclass
+class LevelScores(Shape):
+    """The reliability stage's figures of one level."""
+    OPEN = True
+    OMIT_NONE = True
+    max_reward: float
+    max_certainty: str
+    random_mean_total: float
+    planner_total: float
+    random_normalized: float | None = None  # None: the level has no max to divide by (unscored says why)
+    planner_normalized: float | None = None
+    unscored: str | None = None
+    extra: dict = field(default_factory=dict)
+
+
+@dataclass
+class ReliabilityFigures(StageFigures):
+    """The search planner against the random agent and constant policies (pipeline/verify/reliability.py)."""
+    levels: int = 0
+    episodes: int = 0
+    margin: float = 0.0
+    random_agent: str = ""
+    random_episodes_per_level: int = 0
+    workers: int | None = None  # levels scored at once
+    per_level: dict[str, LevelScores] = field(default_factory=dict)
+    constant_policies: list[str] = field(default_factory=list)
+    claims: Any = None
+    corrected: int | None = None
+    unscored_levels: dict[str, str] | None = None
+    random_normalized: float | None = None
+    planner_normalized: float | None = None
+    constant_normalized: dict[str, float] | None = None
+    best_constant_policy: dict | None = None  # {"policy": name, "normalized": mean}
+    inconclusive: str | None = None  # why the figures decide nothing
+
+
+@dataclass
+class ReactFigures(Shape):
+    """verify --model: a short ReAct rollout (pipeline/verify/models.py)."""
+    OPEN = True
+    OMIT_NONE = True
+    model: str
+    ran: bool
+    level: str | None = None
+    steps: int | None = None
+    stop_reason: str | None = None
+    total_reward: float | None = None
+    format_errors: int | None = None
+    note: str | None = None
+    extra: dict = field(default_factory=dict)
+
+
+@dataclass
+class DifferentialFigures(Shape):
+    """verify --agent-models WEAK,STRONG: the differential test (pipeline/verify/models.py)."""
+    OPEN = True
+    weak: str
+    strong: str
+    runs: int
+    levels: int
+    weak_normalized: float
+    strong_normalized: float
+    per_run: dict[str, dict[str, float]] = field(default_factory=dict)
+    extra: dict = field(default_factory=dict)
+
+
+@dataclass
+class VerifyFigures(Shape):
+    """Each stage's figures, for the stages that ran; `total`: the model-free stages' wall and CPU."""
+    OPEN = True
+    OMIT_NONE = True
+    execution: ExecutionFigures | None = None
+    levels: LevelsFigures | None = None
+    reliability: ReliabilityFigures | None = None
+    total: StageFigures | None = None
+    execution_react: ReactFigures | None = None
+    reliability_models: DifferentialFigures | None = None
+    extra: dict = field(default_factory=dict)
+
+
+@dataclass
+class VerificationResult(Record):
+    """verify's verdict: what `envforge verify --out FILE` writes (its --json document) and the
+    library's verify returns."""
+    KIND = "verify_report"
+    accepted: bool
+    stage: str | None = None  # the stage that rejected it
+    reason: str = ""
+    stages: VerifyFigures = field(default_factory=VerifyFigures)
+    env_dir: str = ""
+    confinement: str = ""  # the sandbox rung its workers ran on (pipeline/sandbox/outside/capabilities.py)
+    options: dict = field(default_factory=dict)  # the options it ran with (pipeline.verify.context.Options.recorded)
+
+
+@dataclass
+class Verification(VerificationResult):
     """ENV/verification.json: verify's verdict, each stage's figures (pipeline/verify/stages.py) and
     the options it ran with (pipeline.verify.context.Options, every setting but its progress line)."""
     KIND = "verification"
     OPEN = True  # a folder verified by an older envforge may carry fields this one no longer writes
-    accepted: bool
-    stage: str | None = None  # the stage that rejected it
-    reason: str = ""
-    stages: dict = field(default_factory=dict)  # stage -> its figures
-    env_dir: str = ""
-    confinement: str = ""  # the sandbox rung its workers ran on
-    options: dict = field(default_factory=dict)  # empty in a file written before envforge recorded them
     verified_at: str = ""
     extra: dict = field(default_factory=dict)
 
@@ -383,6 +592,55 @@ class IterationLevels(Record):
     env: str
     iteration: int
     levels: list[TrainingLevel]
+
+
+@dataclass(frozen=True)
+class LearnSettings(Record):
+    """The settings of a learning study as recorded (learning.settings.Settings, which holds their
+    defaults, less `concurrency`, which is no part of what a study is): in its study.json, and in
+    a recording's learn/settings.json (a replay runs with them)."""
+    KIND = "learn_settings"
+    iterations: int
+    runs: int
+    train_levels: int
+    test_levels: int | None
+    max_parents: int
+    max_steps: int
+    signal_episodes: int
+    search_nodes: int
+    search_seconds: float
+    max_tokens: int
+    temperature: float | None
+    history: int
+
+
+@dataclass
+class Study(Record):
+    """learn's OUT/study.json: what the study is (a --resume goes on with it as it was started)."""
+    KIND = "study"
+    envs: list[str]  # the environment folders, resolved
+    methods: list[dict]  # learning.method_space.Method's fields
+    settings: LearnSettings
+    execution_model: str
+    optimizer_model: str
+
+
+@dataclass
+class LearnResults(Record):
+    """learn's report/results.json: every number of the study's report (learning/results.py)."""
+    KIND = "learn_results"
+    envs: list[str]  # environment names
+    execution_model: str
+    optimizer_model: str
+    settings: dict  # learning.settings.Settings, concurrency included
+    methods: list[dict]  # {name, label, and the Method's fields}
+    baseline: dict  # env -> {score, dollars, tokens}
+    runs: dict  # method -> env -> the run's figures (learning.results._run_figures)
+    averages: dict  # method -> mean score over the environments
+    upper_bounds: dict  # "best" | "pareto" | "all" -> {per_env, mean, methods}
+    best_single: dict
+    adaptive: dict
+    figure3: dict  # top_k_gain, bound_by_m, incremental_top_k
 
 
 @dataclass
@@ -484,6 +742,74 @@ class EpisodeRecord(Record):
 KEY_FIELDS = ("env", "level", "run", "agent", "model")
 
 
+@dataclass
+class TrajectoryLine(Record):
+    """A line of an episode's trajectory (evaluate's trajectories/...jsonl), written as the episode
+    goes: its header, a line per turn, what a user agent's run returned, and its end."""
+    KIND = "trajectory"
+    TAG = "type"
+
+
+@dataclass
+class EpisodeStart(TrajectoryLine):
+    """The header: which episode, and what it was played with."""
+    TAG_VALUE = "episode"
+    env: str
+    level: str
+    run: int
+    agent: str
+    model: str
+    split: str
+    max_reward: float | None
+    env_dir: str
+    limits: dict
+
+
+@dataclass
+class TurnLine(TrajectoryLine):
+    """One turn: what the agent saw and did (long texts capped: pipeline.evaluate.episode.capped),
+    and, when it sent an action, what the step returned."""
+    TAG_VALUE = "turn"
+    OMIT_NONE = True
+    step: int
+    observation: Any
+    last_action_result: Any
+    prompt: Any
+    reply: Any
+    thought: Any
+    action: Any
+    error: Any
+    message: Any
+    tokens_in: int
+    tokens_out: int
+    dollars: float
+    total: float
+    stop_reason: str | None
+    reward: float | None = None
+    done: bool | None = None
+    terminated: bool | None = None
+    truncated: bool | None = None
+    events: list | None = None  # the events the step emitted
+    result: Any = None
+    invalid: Any = None
+    t: int | None = None
+    state_hash: str | None = None
+
+
+@dataclass
+class AgentReturned(TrajectoryLine):
+    """What a user agent's run(env, env_info) returned (bounded)."""
+    TAG_VALUE = "agent_returned"
+    value: Any
+
+
+@dataclass
+class EpisodeEnd(TrajectoryLine):
+    """The end: the episode's record."""
+    TAG_VALUE = "end"
+    record: EpisodeRecord
+
+
 def normalize(total: float, max_reward: float | None, level: str = "",
               max_note: str = "") -> tuple[float | None, float | None, bool, str]:
     """(normalized, unclipped, clipped?, note). Normalized reward = total / the level's certified
@@ -522,34 +848,165 @@ def normalize(total: float, max_reward: float | None, level: str = "",
     return raw, raw, False, max_note
 
 
-# -- kinds whose bodies are not typed yet -----------------------------------------------------
+# -- evaluate's summary.json ------------------------------------------------------------------
 
-def untyped(kind: str, major: int = 1) -> type[Record]:
-    """A model for a kind whose body is not typed yet: every field is kept in `extra`."""
-    return dataclasses.make_dataclass(
-        "".join(p.capitalize() for p in kind.split("_")) + "Record",
-        [("extra", dict, field(default_factory=dict))], bases=(Record,),
-        namespace={"KIND": kind, "MAJOR": major, "OPEN": True, "__doc__": f"envforge.{kind}/{major}, not typed yet"})
+NO_MODEL = "-"  # the model column of agents that call none
+DIGITS = {"dollars": 6, "wall_seconds": 3, "mean_steps": 2}
+
+
+def rounded(data, digits: int = 4):
+    """`data` (summary dicts and lists) with each float rounded as it is written: DIGITS by key, else `digits`."""
+    if isinstance(data, dict):
+        return {k: rounded(v, DIGITS.get(k, digits)) for k, v in data.items()}
+    if isinstance(data, list):
+        return [rounded(v, digits) for v in data]
+    return round(data, digits) if isinstance(data, float) else data
+
+
+@dataclass
+class EnvSummary(Shape):
+    """One method's figures on one environment (pipeline/evaluate/report.py computes them)."""
+    mean_normalized: float | None
+    std: float | None
+    episodes: int  # counted (infrastructure failures left out)
+    scored: int  # ... with a normalized reward
+    mean_steps: float | None
+    runs: dict[int, float]  # run -> mean normalized over its levels
+    clipped: int
+    null_normalized: int
+    null_reasons: list[str]
+    excluded: dict[str, int]
+    stop_reasons: dict[str, int]
+    mean_total_reward: float | None
+    action_validity_rate: float | None
+    invalid_action_rate: float | None
+    recovery_rate: float | None
+    tokens_in: int
+    tokens_out: int
+    dollars: float
+    wall_seconds: float
+    tags: dict[str, str] = field(default_factory=dict)
+    max_notes: list[str] = field(default_factory=list)  # scores that divide by a max that is not certified
+
+    def to_dict(self) -> dict:
+        """As written and printed: floats rounded (see DIGITS); the object keeps them exact."""
+        return rounded(super().to_dict())
+
+
+@dataclass
+class MethodSummary(Shape):
+    """One agent and model on one split with one set of settings (episodes of different splits or
+    settings are never averaged together)."""
+    agent: str
+    model: str
+    envs: dict[str, EnvSummary]
+    overall: dict
+    split: str = "test"
+    settings: dict = field(default_factory=dict)
+    group: str = ""  # what tells it apart from the other summaries of the folder: "val", "settings 2"
+
+    @property
+    def label(self) -> str:
+        base = self.agent if self.model == NO_MODEL else f"{self.agent} {self.model}"
+        return f"{base} [{self.group}]" if self.group else base
+
+    def to_dict(self) -> dict:
+        """As written to summary.json: floats rounded (see DIGITS)."""
+        return {"agent": self.agent, "model": self.model, "split": self.split, "settings": self.settings,
+                "group": self.group, "envs": {name: s.to_dict() for name, s in self.envs.items()},
+                "overall": rounded(self.overall)}
+
+
+@dataclass
+class EvaluateSummary(Record):
+    """evaluate's summary.json: a summary per method (agent, model, split, settings)."""
+    KIND = "evaluate_summary"
+    methods: list[MethodSummary]
+
+
+# -- probe --------------------------------------------------------------------------------------
+
+@dataclass
+class ProbeStart(Shape):
+    """Where a probe item begins: reset `level` with `seed`, then play `prefix`."""
+    level: str
+    seed: int = 0
+    prefix: list[dict] = field(default_factory=list)
+
+
+@dataclass
+class ProbeItem(Record):
+    """A line of probe's items JSONL (pipeline/probe/items.py): one derived test, a shape per kind
+    (predict, plan, change). Each holds what is needed to pose it and its answer key."""
+    KIND = "probe_item"
+    TAG = "kind"
+    id: str
+    env: str  # the env folder's name
+    env_dir: str  # the folder the item was made from (plan items execute there)
+    skin: str | None  # skins/<skin>.py rendered the observations; None: the env's own skin
+    instruction: str  # agent_instruction.txt, as the agent reads it
+    start: ProbeStart
+
+    @property
+    def kind(self) -> str:
+        return self.TAG_VALUE
+
+
+@dataclass
+class PredictItem(ProbeItem):
+    """Given `observation`, after `actions` (k of them), which candidate is the next observation?"""
+    TAG_VALUE = "predict"
+    observation: str = ""
+    actions: list[dict] = field(default_factory=list)
+    k: int = 1
+    candidates: list[str] = field(default_factory=list)
+    answer: int = 0  # index of the true observation in candidates
+    # per candidate: truth | counterfactual_action | counterfactual_state
+    sources: list[str] = field(default_factory=list)
+    truth_samples: int = 1  # the truth was rendered this many times (different RNG states) and was always the same
+
+
+@dataclass
+class PlanItem(ProbeItem):
+    """From `observation`, reach a state whose semantic observation has `target` (field -> value)."""
+    TAG_VALUE = "plan"
+    observation: str = ""
+    target: dict[str, Any] = field(default_factory=dict)
+    target_text: str = ""  # the target as the agent reads it
+    target_observation: str = ""  # an observation (rendered) that meets the target
+    max_length: int = 0  # steps left in the episode
+    planner_length: int = 0
+    planner_plan: list[dict] = field(default_factory=list)
+    action_choices: list[dict] = field(default_factory=list)  # the planner's (and random agent's) actions
+    random_success: float = 0.0  # share of random plans of planner_length that reach the target
+    random_samples: int = 0
+
+
+@dataclass
+class ChangeItem(ProbeItem):
+    """The agent watches `actions` played in a changed copy of the env (`observations`, T + 1 of them)
+    and says at which step the first observation the original rules could not produce appeared."""
+    TAG_VALUE = "change"
+    # kind, description, parameters; "spec" is what pipeline.probe.variants selects (swap, state_delta),
+    # a config_constant's path and "to" are written into a private copy's config.yaml
+    mutation: dict[str, Any] = field(default_factory=dict)
+    actions: list[dict] = field(default_factory=list)
+    observations: list[str] = field(default_factory=list)  # observations[t] after t actions, in the changed env
+    t_star: int = 0  # first step whose observation differs from every one the original env produces
+    original_at_t_star: str = ""  # what the original env showed at t*, for a reader
+
+
+@dataclass
+class ProbeScores(Record):
+    """probe's probes-AGENT.json: an agent's score per environment, kind (and k), and per item."""
+    KIND = "probe_report"
+    agent: str
+    groups: list[dict]  # {env, kind, k, items, score, random[, efficiency | reported]}
+    items: list[dict]  # a row per item: {id, env, kind, skin, score, random, ...}
 
 
 MODELS: tuple[type[Record], ...] = (
-    Manifest,
-    Verification,
-    LevelMaxRewards,
-    EpisodeRecord,
-    IterationLevels,
-    LearnedAgent,
-    PoolRecord,
-    ThemeRecord,
-    Rejection,
-    ModelCall,
-    untyped("verify_report"),  # verify --out FILE
-    untyped("coding_step"),  # a line of trajectory.jsonl, the coding agent's log
-    untyped("trajectory"),  # a line of an episode's trajectory
-    untyped("evaluate_summary"),  # evaluate's summary.json
-    untyped("probe_item"),  # a line of probe's items JSONL
-    untyped("probe_report"),  # probe's probes-LABEL.json
-    untyped("study"),  # learn's study.json
-    untyped("learn_settings"),  # the settings a learn recording was made with
-    untyped("learn_results"),  # learn's report/results.json
+    Manifest, Verification, VerificationResult, LevelMaxRewards, EpisodeRecord, TrajectoryLine, EvaluateSummary,
+    IterationLevels, LearnedAgent, PoolRecord, Study, LearnSettings, LearnResults, ThemeRecord, Rejection, ModelCall,
+    CodingStep, ProbeItem, ProbeScores,
 )

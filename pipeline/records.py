@@ -131,10 +131,16 @@ def read(path: str | Path, model: type[R], missing: Any = None) -> R | Any:
     return missing if data is None else model.from_dict(data, str(path))
 
 
-def lines(path: str | Path, model: type[R], repair: bool = False) -> Iterator[tuple[int, R]]:
-    """(line number, record as `model`) of each line of a JSONL file (see read_jsonl)."""
+def lines(path: str | Path, model: type[R], repair: bool = False, unfit: str = "refuse") -> Iterator[tuple[int, R]]:
+    """(line number, record as `model`) of each line of a JSONL file (see read_jsonl). A line that
+    does not fit the model is refused (RecordError), or with `unfit="skip"` left out (a reader
+    showing what it can: review); a line of another kind or a newer major is refused either way."""
     for number, data in read_jsonl(path, model.KIND, repair):
-        yield number, model.from_dict(data, f"{path}:{number}")
+        try:
+            yield number, model.from_dict(data, f"{path}:{number}")
+        except RecordError:
+            if unfit != "skip":
+                raise
 
 
 def _read(path: Path, kind: str) -> bytes | None:
@@ -350,7 +356,7 @@ class JsonlLog:
     """An open JSONL file written line by line (a trajectory): each line flushed as it is written."""
 
     def __init__(self, path: Path, kind: str):
-        self.path, self.kind = path, kind
+        self.path, self.kind = path, kind  # each line a record of `kind` (or of one of its shapes)
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             self._file = os.fdopen(_open_log(path, os.O_TRUNC), "w", encoding="utf-8")
@@ -358,9 +364,11 @@ class JsonlLog:
             _raise_if_full(e, path)
             raise
 
-    def write(self, data: dict) -> None:
+    def write(self, record: Record) -> None:
+        if record.KIND != self.kind:
+            raise ValueError(f"{self.path}: expected a record of kind {self.kind}, found {record.KIND}")
         try:
-            self._file.write(json.dumps(stamp(self.kind, data), default=str, allow_nan=False) + "\n")
+            self._file.write(json.dumps(stamp(self.kind, record.to_dict()), default=str, allow_nan=False) + "\n")
             self._file.flush()
         except OSError as e:
             _raise_if_full(e, self.path)

@@ -85,8 +85,8 @@ def test_check_and_verify_from_python_are_the_commands(tmp_path):
     report = envforge.check(env, seed=1)
     assert report.ok and report.stats["levels"] == 15
     result = envforge.verify(env, stages="execution")
-    assert result.accepted and "execution" in result.stages and "levels" not in result.stages
-    assert result.stages["execution"]["levels"] == 15
+    assert result.accepted and result.stages.execution is not None and result.stages.levels is None
+    assert result.stages.execution.levels == 15
     with pytest.raises(
         envforge.UserError, match="envforge.verify: expected keyword options among stages, .*found stage"
     ):

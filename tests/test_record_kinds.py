@@ -223,7 +223,8 @@ def test_verify_writes_verification_json_as_its_model_and_review_reads_it_back(t
     verification = records.read(env / layout.VERIFICATION, kinds.Verification)
     assert records.KINDS["verification"] is kinds.Verification
     assert verification.accepted and verification.stage is None and verification.verified_at
-    assert verification.options["search_nodes"] > 0 and set(verification.stages) >= {"execution", "total"}
+    assert verification.options["search_nodes"] > 0 and set(verification.stages.to_dict()) >= {"execution", "total"}
+    assert verification.stages.execution.levels == 15 and verification.stages.total.wall_seconds > 0
     assert manifest.read(env).verification.verified_at == verification.verified_at
     from pipeline.review.details import _verification
-    assert _verification(env)["stages"] == verification.stages
+    assert _verification(env)["stages"] == verification.stages.to_dict()

@@ -4,6 +4,7 @@ one line with exit 2; the SQLite databases carry a schema version; a full disk l
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shutil
@@ -62,6 +63,36 @@ def test_every_json_and_jsonl_file_the_demos_write_names_its_format_and_writer(d
     assert {"envforge.manifest/1", "envforge.verification/1", "envforge.rejection/1", "envforge.episode/1",
             "envforge.trajectory/1", "envforge.evaluate_summary/1", "envforge.study/1", "envforge.pool/1",
             "envforge.probe_item/1", "envforge.probe_report/1", "envforge.model_call/1"} <= kinds
+
+
+@pytest.mark.slow
+def test_every_record_the_demos_write_reads_back_as_its_kinds_model(demos):
+    """One model per kind (pipeline/kinds.py), none left untyped: every file and line the demos
+    write reads back through records.read/lines as its kind's model, and writes back the same."""
+    from pipeline import kinds
+
+    assert all(dataclasses.is_dataclass(model) and model.KIND for model in kinds.MODELS)
+    assert len({model.KIND for model in kinds.MODELS}) == len(kinds.MODELS) == len(records.KINDS)
+    read, unfit = set(), []
+    for path, number, data in _records(demos):
+        kind = data["format"].removeprefix("envforge.").split("/")[0]
+        model = records.KINDS[kind]
+        try:
+            if number:
+                record = dict(records.lines(path, model))[number]
+            else:
+                record = records.read(path, model)
+        except kinds.RecordError as e:
+            unfit.append(str(e))
+            continue
+        assert isinstance(record, model)
+        body = {k: v for k, v in data.items() if k not in ("format", "envforge")}
+        assert json.loads(json.dumps(record.to_dict(), default=str)) == body, f"{path}:{number}"
+        read.add(kind)
+    assert not unfit, unfit[:5]
+    assert {"manifest", "verification", "rejection", "episode", "trajectory", "evaluate_summary", "study", "pool",
+            "probe_item", "probe_report", "model_call", "coding_step", "learn_results", "training_levels",
+            "theme"} <= read
 
 
 def _bump(path: Path, line: int = 0) -> str:

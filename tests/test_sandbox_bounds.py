@@ -124,10 +124,11 @@ def test_a_trajectory_line_caps_long_texts_and_says_so():
     tracker = Tracker(Limits(), max_steps=10, max_reward=1.0)
     line = trajectory_line(Turn(1, 10, big, big, []), Decision(error="format", reply=big, prompt=big), {}, tracker)
     for key in ("observation", "last_action_result", "reply", "prompt"):
-        assert len(line[key]) < TRAJECTORY_TEXT_CHARS + 100
-        assert line[key].endswith(f"[cut: {len(big) - TRAJECTORY_TEXT_CHARS} of {len(big)} characters not logged]")
+        assert len(getattr(line, key)) < TRAJECTORY_TEXT_CHARS + 100
+        cut = f"[cut: {len(big) - TRAJECTORY_TEXT_CHARS} of {len(big)} characters not logged]"
+        assert getattr(line, key).endswith(cut)
     small = trajectory_line(Turn(1, 10, "obs", None, []), Decision(error="format", reply="r"), {}, tracker)
-    assert (small["observation"], small["reply"]) == ("obs", "r")
+    assert (small.observation, small.reply) == ("obs", "r")
 
 
 HUGE_PROMPT_AGENT = '''

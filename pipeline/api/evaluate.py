@@ -26,9 +26,10 @@ from pipeline.errors import UserError, not_a_folder
 from pipeline.evaluate import Limits, ModelOptions, display_name, kind_of, make_player, register_prefix
 from pipeline.evaluate.records import EPISODES_CSV, EPISODES_JSONL, NO_MODEL, Records
 from pipeline.evaluate.registry import AgentOptions
-from pipeline.evaluate.report import mixed, plots_wanted, rounded, settings_key, summarize, write_report
+from pipeline.evaluate.report import mixed, plots_wanted, settings_key, summarize, write_report
 from pipeline.evaluate.runner import Player, Progress, RunOptions, RunOutcome
 from pipeline.evaluate.runner import evaluate as run_episodes
+from pipeline.kinds import rounded
 from pipeline.llm.client import LLMClient
 from pipeline.sandbox.outside.executor import Executor, running_on
 

@@ -22,6 +22,7 @@ from pipeline.api.evaluate import find_targets
 from pipeline.api.options import ExecutorOptions, LLMOptions, Options, group, option
 from pipeline.api.values import one_of, out_dir
 from pipeline.errors import UserError
+from pipeline.kinds import LearnSettings, Study
 from pipeline.llm import LLMClient
 from pipeline.sandbox.outside.executor import running_on
 
@@ -96,17 +97,16 @@ class LearnJob:
     async def _run(self, client: LLMClient, say: Callable[[str], None]):
         settings = self._settings(client)
         optimizer = self._optimizer_client(client)
-        description = {"envs": [str(Path(p).resolve()) for p in self.env_dirs],
-                       "methods": [vars(m) for m in self.methods], "settings": _study_settings(settings),
-                       "execution_model": client.spec, "optimizer_model": optimizer.spec}
-        description = open_study(self.out, description, self.options.resume)
-        targets = find_targets(description["envs"], "test")
-        methods = [method_space.Method(**m).check() for m in description["methods"]]
+        study = open_study(self.out, Study([str(Path(p).resolve()) for p in self.env_dirs],
+                                           [vars(m) for m in self.methods], settings.recorded(), client.spec,
+                                           optimizer.spec), self.options.resume)
+        targets = find_targets(study.envs, "test")
+        methods = [method_space.Method(**m).check() for m in study.methods]
         # How many episodes run at once is not part of what the study is: it may change on every run.
-        settings = Settings.from_dict({**description["settings"], "concurrency": settings.concurrency})
-        if (description["execution_model"], description["optimizer_model"]) != (client.spec, optimizer.spec):
-            raise UserError(f"{self.out}: the study uses {description['execution_model']} (optimizer "
-                            f"{description['optimizer_model']}); found {client.spec} (optimizer {optimizer.spec})")
+        settings = Settings.from_dict({**study.settings.to_dict(), "concurrency": settings.concurrency})
+        if (study.execution_model, study.optimizer_model) != (client.spec, optimizer.spec):
+            raise UserError(f"{self.out}: the study uses {study.execution_model} (optimizer "
+                            f"{study.optimizer_model}); found {client.spec} (optimizer {optimizer.spec})")
         sequential = any(c.config.replay_dir or c.config.record_dir for c in (client, optimizer))
         say(f"learn: {len(targets)} environment(s) x {len(methods)} method(s), {settings.iterations} iteration(s), "
             f"{settings.runs} run(s) per level, {settings.train_levels} training level(s) per iteration; "
@@ -123,11 +123,10 @@ class LearnJob:
         recorded = {}
         replay = client.config.replay_dir
         if replay is not None and (replay / RECORDED_SETTINGS).is_file():
-            recorded = files.read_json(replay / RECORDED_SETTINGS, "learn_settings")
+            recorded = files.read(replay / RECORDED_SETTINGS, LearnSettings).to_dict()
         settings = Settings.from_dict({**recorded, **given})
         if client.config.record_dir is not None:
-            files.write_json(client.config.record_dir / RECORDED_SETTINGS, "learn_settings",
-                             _study_settings(settings), indent=1)
+            files.write(client.config.record_dir / RECORDED_SETTINGS, settings.recorded(), indent=1)
         return settings
 
     def _optimizer_client(self, client: LLMClient) -> LLMClient:
@@ -139,6 +138,3 @@ class LearnJob:
                                   base_url=options.optimizer_base_url or self.llm.base_url)
         return own.client(ledger=client.ledger)
 
-
-def _study_settings(settings: Settings) -> dict:
-    return {k: v for k, v in settings.to_dict().items() if k != "concurrency"}

@@ -117,7 +117,7 @@ def write_probe_report(report: ProbeReport, out: str | Path) -> list[Path]:
     folder.mkdir(parents=True, exist_ok=True)
     label = report.agent.replace("/", "_").replace(" ", "_")
     written = [folder / f"probes-{label}.json", folder / f"probes-{label}.md"]
-    files.write_json(written[0], "probe_report", report.to_dict())
+    files.write(written[0], report.record())
     files.write_text(written[1], report.table() + "\n")
     return written
 

@@ -88,7 +88,7 @@ class VerifyJob:
                                            self.options.agent_levels)
                 asyncio.run(_verify_with_models(self.env_dir, self.checks, result, self.write))
         if self.options.out:
-            write_report(Path(self.options.out), result.to_dict())
+            write_report(Path(self.options.out), result)
         return result
 
 
@@ -141,8 +141,8 @@ def made_by_envforge(env_dir: Path) -> bool:
     return bool(manifest.read(env_dir).origin)
 
 
-def write_report(path: Path, report: dict) -> None:
+def write_report(path: Path, report: VerificationResult) -> None:
     try:
-        files.write_json(path, "verify_report", report)
+        files.write(path, report)
     except OSError as e:
         raise UserError(f"--out: expected a file envforge can write, found {e.strerror}: {path}") from None

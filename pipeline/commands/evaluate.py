@@ -157,7 +157,7 @@ def _run_probes(probes: str, options: EvaluateOptions, as_json: bool) -> int:
 
     def finish(report) -> int:
         write_probe_report(report, options.out)
-        print(json.dumps(report.to_dict(), indent=2) if as_json else report.table())
+        print(json.dumps(report.record().to_dict(), indent=2) if as_json else report.table())
         return 0
 
     if options.agent in NO_MODEL_AGENTS:

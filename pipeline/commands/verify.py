@@ -16,6 +16,14 @@ from pipeline import layout
 from pipeline.api.verify import VerifyJob, VerifyOptions
 from pipeline.commands._flags import add_executor_arguments, add_llm_arguments, add_option
 from pipeline.commands._run import print_cost_summary
+from pipeline.kinds import (
+    DifferentialFigures,
+    ExecutionFigures,
+    LevelsFigures,
+    ReactFigures,
+    ReliabilityFigures,
+    StageFigures,
+)
 from pipeline.verify import bounds_text, claims
 
 
@@ -81,67 +89,59 @@ def run(args) -> int:
     if args.json:
         print(json.dumps(result.to_dict(), indent=2))
         return 0 if result.accepted else 1
-    for stage, figures in result.stages.items():
-        print(f"{stage}: {_summary(stage, figures)}")
-    shipped_claims = (result.stages.get("reliability") or {}).get("claims") or \
-        (result.stages.get("levels") or {}).get("claims")
+    for stage, figures in result.stages.to_dict().items():
+        print(f"{stage}: {_summary(getattr(result.stages, stage, None), figures)}")
+    rel, levels = result.stages.reliability, result.stages.levels
+    shipped_claims = (rel.claims if rel else None) or (levels.claims if levels else None)
     if shipped_claims:
         print(f"claimed max rewards ({layout.LEVEL_MAX_REWARDS}): {claims.summary(shipped_claims)}")
     if not job.write:
         print(f"read-only: nothing written into {args.env_dir} (--write to record the results there)")
     if result.accepted:
-        if (result.stages.get("reliability") or {}).get("inconclusive"):
-            print(f"note: reliability inconclusive: {result.stages['reliability']['inconclusive']}")
+        if rel and rel.inconclusive:
+            print(f"note: reliability inconclusive: {rel.inconclusive}")
         print(f"accepted: {args.env_dir}")
         return 0
     print(f"REJECTED at {result.stage}: {result.reason}")
     return 1
 
 
-def _summary(stage: str, f: dict) -> str:
-    time = f"{f.get('wall_seconds', 0):g}s wall, {f.get('cpu_seconds', 0):g}s CPU"
-    if stage == "execution":
+def _summary(f, shown: dict) -> str:
+    """A stage's figures in a line (`shown`: as written, for figures of a stage this envforge does not know)."""
+    if isinstance(f, ExecutionFigures):
+        return (f"{f.episodes} episodes ({f.steps} steps) on {f.levels} levels, planner search {f.planner_nodes} "
+                f"nodes, failures {f.failures_by_kind or 'none'}; {_time(f)}")
+    if isinstance(f, LevelsFigures):
         return (
-            f"{f.get('episodes', 0)} episodes ({f.get('steps', 0)} steps) on {f.get('levels', 0)} levels, "
-            f"planner search {f.get('planner_nodes', 0)} nodes, failures {f.get('failures_by_kind') or 'none'}; {time}"
-        )
-    if stage == "levels":
-        return (
-            f"{f.get('seeds_tried', 0)} seeds tried, {f.get('generated_kept', 0)} kept, {f.get('duplicates', 0)} "
-            f"duplicates, {f.get('rejected_by_validator', 0)} rejected by the validator, {f.get('unfit', 0)} unfit; "
-            f"{len(f.get('levels_scored') or [])} levels scored, {f.get('corrected', 0)} max reward(s) corrected; "
-            f"search {f.get('search_nodes', 0)} nodes in {f.get('search_seconds', 0):g}s"
-            + (f" ({f['nodes_per_second']:,} nodes/s)" if f.get("nodes_per_second") else "")
-            + f"; {len(f.get('exact_levels') or [])} max reward(s) exact"
-            + (
-                f"; {len(f['lower_bounds'])} only a lower bound (search budget spent"
-                f"{bounds_text(f.get('gaps') or {}, f.get('no_upper_bound') or {})})"
-                if f.get("lower_bounds")
-                else ""
-            )
-            + (f"; {len(f['unknown_maxima'])} unknown" if f.get("unknown_maxima") else "")
-            + (
-                f"; {len(f['cut_by_safety_stop'])} cut by the --search-seconds safety stop (load-dependent)"
-                if f.get("cut_by_safety_stop")
-                else ""
-            )
+            f"{f.seeds_tried} seeds tried, {f.generated_kept} kept, {f.duplicates} duplicates, "
+            f"{f.rejected_by_validator} rejected by the validator, {f.unfit} unfit; "
+            f"{len(f.levels_scored or [])} levels scored, {f.corrected} max reward(s) corrected; "
+            f"search {f.search_nodes} nodes in {f.search_seconds:g}s"
+            + (f" ({f.nodes_per_second:,} nodes/s)" if f.nodes_per_second else "")
+            + f"; {len(f.exact_levels or [])} max reward(s) exact"
+            + (f"; {len(f.lower_bounds)} only a lower bound (search budget spent"
+               f"{bounds_text(f.gaps or {}, f.no_upper_bound or {})})" if f.lower_bounds else "")
+            + (f"; {len(f.unknown_maxima)} unknown" if f.unknown_maxima else "")
+            + (f"; {len(f.cut_by_safety_stop)} cut by the --search-seconds safety stop (load-dependent)"
+               if f.cut_by_safety_stop else "")
             + ("; a generator or validator call cut by the --generator-seconds safety stop (load-dependent)"
-               if f.get("generator_safety_stop") else "")
-            + (
-                f"; validator refuted on {len(f['validator_refuted'])} level(s) (a replayed witness scores where "
-                f"it rejects)"
-                if f.get("validator_refuted")
-                else ""
-            )
-            + f"; {time}"
+               if f.generator_safety_stop else "")
+            + (f"; validator refuted on {len(f.validator_refuted)} level(s) (a replayed witness scores where "
+               f"it rejects)" if f.validator_refuted else "")
+            + f"; {_time(f)}"
         )
-    if stage == "execution_react":
-        return (f"ReAct rollout with {f.get('model')}: {f.get('steps', 0)} step(s) on {f.get('level')}, "
-                f"stopped: {f.get('stop_reason')}, reward {f.get('total_reward')}")
-    if stage == "reliability_models":
-        return (f"{f.get('weak')} {f.get('weak_normalized')} vs {f.get('strong')} {f.get('strong_normalized')} "
-                f"normalized over {f.get('runs')} run(s) of {f.get('levels')} level(s)")
-    if stage == "reliability":
-        return (f"random agent {f.get('random_normalized', '?')} vs planner {f.get('planner_normalized', '?')} "
-                f"normalized (margin {f.get('margin')}), {f.get('episodes', 0)} episodes; {time}")
-    return time
+    if isinstance(f, ReactFigures):
+        return (f"ReAct rollout with {f.model}: {f.steps or 0} step(s) on {f.level}, stopped: {f.stop_reason}, "
+                f"reward {f.total_reward}")
+    if isinstance(f, DifferentialFigures):
+        return (f"{f.weak} {f.weak_normalized} vs {f.strong} {f.strong_normalized} normalized over {f.runs} run(s) "
+                f"of {f.levels} level(s)")
+    if isinstance(f, ReliabilityFigures):
+        return (f"random agent {'?' if f.random_normalized is None else f.random_normalized} vs planner "
+                f"{'?' if f.planner_normalized is None else f.planner_normalized} normalized (margin {f.margin:g}), "
+                f"{f.episodes} episodes; {_time(f)}")
+    return _time(f) if isinstance(f, StageFigures) else json.dumps(shown)[:200]
+
+
+def _time(f) -> str:
+    return f"{f.wall_seconds:g}s wall, {f.cpu_seconds:g}s CPU"

@@ -23,7 +23,7 @@ from typing import Any, Callable, Protocol
 
 from pipeline.envfolder.actions import ActionSpace
 from pipeline.envfolder.level import Level
-from pipeline.kinds import EpisodeRecord
+from pipeline.kinds import EpisodeRecord, TrajectoryLine, TurnLine
 from pipeline.sandbox import SandboxFailure
 from pipeline.sandbox.outside.client import Observation, StepResult
 
@@ -285,7 +285,7 @@ class Session(Protocol):
 
 
 async def run_episode(agent, session: Session, level: Level, tracker: Tracker, history: int = 10,
-                      log: Callable[[dict], None] = lambda line: None) -> Tracker:
+                      log: Callable[[TrajectoryLine], None] = lambda line: None) -> Tracker:
     """Run one episode of `agent` on `level`; the tracker holds its outcome."""
     try:
         first = await session.reset(level)
@@ -331,19 +331,16 @@ def capped(value: Any, limit: int = TRAJECTORY_TEXT_CHARS, cut: str = "not logge
     return text[:limit] + f"… [cut: {len(text) - limit} of {len(text)} characters {cut}]"
 
 
-def trajectory_line(turn: Turn, decision: Decision, out: StepResult | None, tracker: Tracker) -> dict:
+def trajectory_line(turn: Turn, decision: Decision, out: StepResult | None, tracker: Tracker) -> TurnLine:
     """One line of the episode's JSONL trajectory; long texts capped (see capped)."""
-    line = {"type": "turn", "step": turn.step, "observation": capped(turn.observation),
-            "last_action_result": capped(turn.last_action_result), "prompt": capped(decision.prompt),
-            "reply": capped(decision.reply),
-            "thought": capped(decision.thought), "action": decision.action, "error": decision.error,
-            "message": decision.message, "tokens_in": decision.tokens_in, "tokens_out": decision.tokens_out,
-            "dollars": decision.dollars}
+    line = TurnLine(turn.step, capped(turn.observation), capped(turn.last_action_result), capped(decision.prompt),
+                    capped(decision.reply), capped(decision.thought), decision.action, decision.error,
+                    decision.message, decision.tokens_in, decision.tokens_out, decision.dollars, tracker.total,
+                    tracker.stop_reason)
     if out:  # a StepResult; None (or {}) when the turn sent no action
-        line.update(reward=out.reward, done=out.done, terminated=out.terminated, truncated=out.truncated,
-                    events=out.events, result=capped(out.last_action_result),
-                    invalid=tracker.turn_log[-1].get("invalid"), t=out.t, state_hash=out.state_hash)
-    line.update(total=tracker.total, stop_reason=tracker.stop_reason)
+        line = dataclasses.replace(line, reward=out.reward, done=out.done, terminated=out.terminated,
+                                   truncated=out.truncated, events=out.events, result=capped(out.last_action_result),
+                                   invalid=tracker.turn_log[-1].get("invalid"), t=out.t, state_hash=out.state_hash)
     return line
 
 

@@ -21,7 +21,7 @@ from typing import Iterable
 from pipeline import layout
 from pipeline import records as files
 from pipeline.envfolder.level import Level
-from pipeline.kinds import EpisodeRecord
+from pipeline.kinds import NO_MODEL, EpisodeRecord, TrajectoryLine
 
 EPISODES_JSONL = "episodes.jsonl"
 EPISODES_CSV = "episodes.csv"
@@ -30,7 +30,6 @@ TRAJECTORIES = "trajectories"
 PROVENANCE = {"env_hash": "the environment changed", "level_hash": "the level changed",
               "max_reward": "the level's max reward changed", "split": "the split changed",
               "settings": "the settings changed"}
-NO_MODEL = "-"  # the model column of agents that call none
 
 
 def content_hash(env_dir: Path) -> str:
@@ -125,4 +124,4 @@ class Trajectory(files.JsonlLog):
     """An episode's JSONL trajectory, written and flushed line by line so a crash loses nothing."""
 
     def __init__(self, path: Path):
-        super().__init__(path, "trajectory")
+        super().__init__(path, TrajectoryLine.KIND)

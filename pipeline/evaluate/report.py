@@ -16,72 +16,17 @@ import json
 import os
 import statistics
 from collections import Counter, defaultdict
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from pipeline import records as files
 from pipeline.errors import UserError
 from pipeline.evaluate.episode import INFRASTRUCTURE, STOP_REASONS
-from pipeline.evaluate.records import NO_MODEL
-from pipeline.kinds import EpisodeRecord
+from pipeline.kinds import EnvSummary, EpisodeRecord, EvaluateSummary, MethodSummary
 
 CATEGORIES = (("reward", "binary", "Binary"), ("reward", "accumulative", "Accum."),
               ("observation", "full", "Full"), ("observation", "partial", "Partial"),
               ("semantics", "aligned", "Aligned"), ("semantics", "inverse", "Inverse"))
 REPORT_MD, PER_ENV_PNG, CATEGORIES_PNG, SUMMARY_JSON = "report.md", "per_env.png", "categories.png", "summary.json"
-
-
-@dataclass
-class EnvSummary:
-    mean_normalized: float | None
-    std: float | None
-    episodes: int  # counted (infrastructure failures left out)
-    scored: int  # ... with a normalized reward
-    mean_steps: float | None
-    runs: dict[int, float]  # run -> mean normalized over its levels
-    clipped: int
-    null_normalized: int
-    null_reasons: list[str]
-    excluded: dict[str, int]
-    stop_reasons: dict[str, int]
-    mean_total_reward: float | None
-    action_validity_rate: float | None
-    invalid_action_rate: float | None
-    recovery_rate: float | None
-    tokens_in: int
-    tokens_out: int
-    dollars: float
-    wall_seconds: float
-    tags: dict[str, str] = field(default_factory=dict)
-    max_notes: list[str] = field(default_factory=list)  # scores that divide by a max that is not certified
-
-    def to_dict(self) -> dict:
-        """As written and printed: floats rounded (see DIGITS); the object keeps them exact."""
-        return rounded(asdict(self))
-
-
-@dataclass
-class MethodSummary:
-    """One agent and model on one split with one set of settings (episodes of different splits or
-    settings are never averaged together)."""
-    agent: str
-    model: str
-    envs: dict[str, EnvSummary]
-    overall: dict
-    split: str = "test"
-    settings: dict = field(default_factory=dict)
-    group: str = ""  # what tells it apart from the other summaries of the folder: "val", "settings 2"
-
-    @property
-    def label(self) -> str:
-        base = self.agent if self.model == NO_MODEL else f"{self.agent} {self.model}"
-        return f"{base} [{self.group}]" if self.group else base
-
-    def to_dict(self) -> dict:
-        """As written to summary.json: floats rounded (see DIGITS)."""
-        return {"agent": self.agent, "model": self.model, "split": self.split, "settings": self.settings,
-                "group": self.group, "envs": {name: s.to_dict() for name, s in self.envs.items()},
-                "overall": rounded(self.overall)}
 
 
 def settings_key(settings: dict) -> str:
@@ -179,7 +124,6 @@ def _overall(envs: dict[str, EnvSummary]) -> dict:
 
 # Every figure is computed from the unrounded ones (an average of rounded means drifts: learn's
 # Avg. Acc read 9.45 where the exact mean is 9.44); rounding is for what is written and shown.
-DIGITS = {"dollars": 6, "wall_seconds": 3, "mean_steps": 2}
 
 
 def average(values) -> float | None:
@@ -200,21 +144,12 @@ def std(values) -> float | None:
         return None
 
 
-def rounded(data, digits: int = 4):
-    """`data` (summary dicts and lists) with each float rounded as it is written: DIGITS by key, else `digits`."""
-    if isinstance(data, dict):
-        return {k: rounded(v, DIGITS.get(k, digits)) for k, v in data.items()}
-    if isinstance(data, list):
-        return [rounded(v, digits) for v in data]
-    return round(data, digits) if isinstance(data, float) else data
-
-
 # -- files ------------------------------------------------------------------------------------
 def write_report(out: Path, methods: list[MethodSummary]) -> list[Path]:
     """report.md, summary.json and the two plots; returns the paths written."""
     out = Path(out)
     written = [out / REPORT_MD, out / SUMMARY_JSON]
-    files.write_json(out / SUMMARY_JSON, "evaluate_summary", {"methods": [m.to_dict() for m in methods]})
+    files.write(out / SUMMARY_JSON, EvaluateSummary(methods))
     written += plot(out, methods)
     files.write_text(out / REPORT_MD, markdown(methods, [p.name for p in written if p.suffix == ".png"]))
     return written

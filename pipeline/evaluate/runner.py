@@ -22,7 +22,7 @@ from pipeline.evaluate.context import EpisodeContext, WorkerSession
 from pipeline.evaluate.episode import INFRASTRUCTURE, RERUN_ON_RESUME, Limits, Tracker
 from pipeline.evaluate.records import Records, Trajectory, content_hash, level_hash
 from pipeline.evaluate.report import average
-from pipeline.kinds import EpisodeRecord
+from pipeline.kinds import EpisodeEnd, EpisodeRecord, EpisodeStart, TrajectoryLine
 from pipeline.sandbox import SandboxFailure, SandboxLimits, WorkerPool
 from pipeline.sandbox.outside.capabilities import ran_under
 from pipeline.sandbox.outside.client import EnvClient
@@ -30,7 +30,7 @@ from pipeline.sandbox.outside.executor import INFRASTRUCTURE_RETRIES, infrastruc
 from pipeline.terminal import shown, unfiltered
 
 # player(ctx, tracker, log) plays one episode; the tracker holds the outcome.
-Player = Callable[[EpisodeContext, Tracker, Callable[[dict], None]], Awaitable[Tracker]]
+Player = Callable[[EpisodeContext, Tracker, Callable[[TrajectoryLine], None]], Awaitable[Tracker]]
 
 
 @dataclass(frozen=True)
@@ -160,8 +160,8 @@ async def _episode(spec: EpisodeSpec, player: Player, options: RunOptions, recor
     tracker = Tracker(options.limits, turns, max_reward, spec.env.actions, max_note=spec.env.max_note(spec.level))
     path = records.trajectory_path(spec.env.name, options.agent, options.model, spec.level, spec.run)
     trajectory = Trajectory(path)
-    trajectory.write({"type": "episode", **identity, "split": options.split, "max_reward": max_reward,
-                      "env_dir": str(spec.env.dir.path), "limits": vars(options.limits)})
+    trajectory.write(EpisodeStart(**identity, split=options.split, max_reward=max_reward,
+                                  env_dir=str(spec.env.dir.path), limits=vars(options.limits)))
     lease = pool.lease(spec.env.dir.path)
     confinement = ran_under()
     try:
@@ -183,7 +183,7 @@ async def _episode(spec: EpisodeSpec, player: Player, options: RunOptions, recor
     record = tracker.record(**identity, split=options.split, trajectory=str(path.relative_to(records.out)),
                             tags=spec.env.tags, **determined)
     record.confinement = confinement
-    trajectory.write({"type": "end", "record": record.to_dict()})
+    trajectory.write(EpisodeEnd(record))
     trajectory.close()
     return record
 

@@ -29,6 +29,7 @@ from typing import Any, Callable
 from pipeline.errors import UserError
 from pipeline.evaluate.context import EpisodeContext
 from pipeline.evaluate.episode import Decision, Tracker, Turn, trajectory_line
+from pipeline.kinds import AgentReturned, TrajectoryLine
 from pipeline.sandbox import SandboxFailure
 from pipeline.sandbox.outside.client import EnvClient, Observation
 
@@ -89,7 +90,7 @@ class EnvProxy:
     """The environment as a user's agent sees it; every call goes to the sandbox worker."""
 
     def __init__(self, ctx: EpisodeContext, env: EnvClient, tracker: Tracker, first: Observation,
-                 log: Callable[[dict], None]):
+                 log: Callable[[TrajectoryLine], None]):
         self.ctx, self._env, self._tracker, self._log = ctx, env, tracker, log
         self.configs = ctx.env.config  # data only, as AutoEnv agents read env.configs
         self.max_steps = ctx.max_steps
@@ -172,7 +173,7 @@ def env_info(ctx: EpisodeContext) -> dict:
 
 
 async def play_user_agent(make: Callable[[], Any], ctx: EpisodeContext, tracker: Tracker,
-                          log: Callable[[dict], None]) -> Tracker:
+                          log: Callable[[TrajectoryLine], None]) -> Tracker:
     try:
         first = await ctx.session.reset(ctx.level)
     except SandboxFailure as f:
@@ -191,7 +192,7 @@ async def play_user_agent(make: Callable[[], Any], ctx: EpisodeContext, tracker:
 
     try:
         reported = await _on_daemon_thread(call)
-        log({"type": "agent_returned", "value": reported})
+        log(AgentReturned(reported))
     except asyncio.CancelledError:
         proxy.cancelled = True
         raise

@@ -34,6 +34,7 @@ from pipeline import records as files
 from pipeline.check import CheckReport, check_env
 from pipeline.errors import InfrastructureError
 from pipeline.generate.journal import JournaledClient
+from pipeline.kinds import CodingStep
 from pipeline.llm.messages import Message, ToolCall, ToolSpec
 from pipeline.records import DiskFull
 from pipeline.sandbox.limits import SandboxLimits
@@ -214,9 +215,9 @@ async def run_agent(llm: JournaledClient, stage: str, system: str, task: str, wo
         calls += 1
         room = min(MAX_TOOL_CALLS_PER_REPLY, max_steps - steps)
         run, dropped = reply.tool_calls[:room], len(reply.tool_calls) - min(room, len(reply.tool_calls))
-        _log(trajectory, {"stage": stage, "step": calls, "text": reply.text,
-                          "tool_calls": [{"name": c.name, "arguments": c.arguments} for c in run],
-                          **({"dropped_tool_calls": dropped} if dropped else {})})
+        files.append(trajectory, CodingStep(stage, calls, reply.text,
+                                            [{"name": c.name, "arguments": c.arguments} for c in run],
+                                            dropped or None))
         messages.append(replace(reply.to_message(), tool_calls=tuple(run)))
         if not reply.tool_calls:
             steps += 1
@@ -228,8 +229,8 @@ async def run_agent(llm: JournaledClient, stage: str, system: str, task: str, wo
             result, failed = await _execute(workspace, call)
             result = _cut(result, MAX_RESULT_CHARS)
             finished = finished or (call.name == "finish" and not failed)
-            _log(trajectory, {"stage": stage, "step": calls, "tool": shown(str(call.name), 60), "error": failed,
-                              "result": result[:4000]})
+            files.append(trajectory, CodingStep(stage, calls, tool=shown(str(call.name), 60), error=failed,
+                                                result=result[:4000]))
             messages.append(Message.tool_result(call, result, is_error=failed))
         if dropped:
             messages.append(Message.user(_dropped_note(len(reply.tool_calls), len(run), max_steps, steps)))
@@ -336,6 +337,3 @@ def _cut(text: str, limit: int) -> str:
         return text
     return text[:limit] + f"\n[... {len(text) - limit} more characters cut: a tool result is at most {limit}]"
 
-
-def _log(trajectory: Path, entry: dict) -> None:
-    files.append_jsonl(trajectory, "coding_step", entry)

@@ -6,114 +6,24 @@ executing the agent's plan in the environment (`env_dir`, `skin`); the others ne
 """
 from __future__ import annotations
 
-import dataclasses
 import json
 import math
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Iterable
 
 from pipeline import records as files
+from pipeline.kinds import ChangeItem, PlanItem, PredictItem
+from pipeline.kinds import ProbeItem as Item
+from pipeline.kinds import ProbeStart as Start
 
-KINDS = ("predict", "plan", "change")
-
-
-@dataclass
-class Start:
-    """Where an item begins: reset `level` with `seed`, then play `prefix`."""
-
-    level: str
-    seed: int = 0
-    prefix: list[dict] = field(default_factory=list)
-
-
-@dataclass
-class Item:
-    id: str
-    env: str  # the env folder's name
-    env_dir: str  # the folder the item was made from (plan items execute there)
-    skin: str | None  # skins/<skin>.py rendered the observations; None: the env's own skin
-    instruction: str  # agent_instruction.txt, as the agent reads it
-    start: Start
-
-    kind = ""
-
-    def to_dict(self) -> dict:
-        return {"kind": self.kind, **dataclasses.asdict(self)}
-
-
-@dataclass
-class PredictItem(Item):
-    """Given `observation`, after `actions` (k of them), which candidate is the next observation?"""
-
-    observation: str = ""
-    actions: list[dict] = field(default_factory=list)
-    k: int = 1
-    candidates: list[str] = field(default_factory=list)
-    answer: int = 0  # index of the true observation in candidates
-    sources: list[str] = field(
-        default_factory=list
-    )  # per candidate: truth | counterfactual_action | counterfactual_state
-    truth_samples: int = 1  # the truth was rendered this many times (different RNG states) and was always the same
-
-    kind = "predict"
-
-
-@dataclass
-class PlanItem(Item):
-    """From `observation`, reach a state whose semantic observation has `target` (field -> value)."""
-
-    observation: str = ""
-    target: dict[str, Any] = field(default_factory=dict)
-    target_text: str = ""  # the target as the agent reads it
-    target_observation: str = ""  # an observation (rendered) that meets the target
-    max_length: int = 0  # steps left in the episode
-    planner_length: int = 0
-    planner_plan: list[dict] = field(default_factory=list)
-    action_choices: list[dict] = field(default_factory=list)  # the planner's (and random agent's) actions
-    random_success: float = 0.0  # share of random plans of planner_length that reach the target
-    random_samples: int = 0
-
-    kind = "plan"
-
-
-@dataclass
-class ChangeItem(Item):
-    """The agent watches `actions` played in a changed copy of the env (`observations`, T + 1 of them)
-    and says at which step the first observation the original rules could not produce appeared."""
-
-    # kind, description, parameters; "spec" is what pipeline.probe.variants selects (swap, state_delta),
-    # a config_constant's path and "to" are written into a private copy's config.yaml
-    mutation: dict[str, Any] = field(default_factory=dict)
-    actions: list[dict] = field(default_factory=list)
-    observations: list[str] = field(default_factory=list)  # observations[t] after t actions, in the changed env
-    t_star: int = 0  # first step whose observation differs from every one the original env produces
-    original_at_t_star: str = ""  # what the original env showed at t*, for a reader
-
-    kind = "change"
-
-
-_BY_KIND = {cls.kind: cls for cls in (PredictItem, PlanItem, ChangeItem)}
-
-
-def from_dict(data: dict) -> Item:
-    kind = data.get("kind")
-    if kind not in _BY_KIND:
-        raise ValueError(f"expected kind in {', '.join(KINDS)}, found {kind!r}")
-    cls = _BY_KIND[kind]
-    names = {f.name for f in dataclasses.fields(cls)}
-    values = {k: v for k, v in data.items() if k in names}
-    values["start"] = Start(**values["start"])
-    missing = [f.name for f in dataclasses.fields(cls) if f.name not in values
-               and f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING]
-    if missing:
-        raise ValueError(f"{kind} item: expected fields {', '.join(missing)}, found none")
-    return cls(**values)
+# The items are the probe_item record kind (pipeline/kinds.py), a shape per kind.
+KINDS = tuple(shape.TAG_VALUE for shape in (PredictItem, PlanItem, ChangeItem))
+__all__ = ["KINDS", "ChangeItem", "Item", "PlanItem", "PredictItem", "Start", "read_items", "write_items"]
 
 
 def write_items(path: str | Path, items: Iterable[Item]) -> int:
     """Write items as JSONL (atomically); returns how many."""
-    lines = [json.dumps(files.stamp("probe_item", item.to_dict()), sort_keys=True) + "\n" for item in items]
+    lines = [json.dumps(files.stamp(Item.KIND, item.to_dict()), sort_keys=True) + "\n" for item in items]
     files.write_text(path, "".join(lines))
     return len(lines)
 
@@ -124,9 +34,10 @@ def read_items(path: str | Path) -> list[Item]:
         if not line.strip():
             continue
         try:
-            items.append(from_dict(files.check(json.loads(line), "probe_item", f"{path}:{number}")))
-        except (ValueError, TypeError) as e:
+            data = json.loads(line)
+        except ValueError as e:
             raise ValueError(f"{path}:{number}: {e}") from None
+        items.append(Item.from_dict(files.check(data, Item.KIND, f"{path}:{number}"), f"{path}:{number}"))
     return items
 
 

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 
 from pipeline.envfolder.spec import EnvSpec
 from pipeline.errors import LocatedError, UserError
+from pipeline.kinds import ProbeScores
 from pipeline.llm import LLMClient
 from pipeline.probe.agents import ProbeAgent, make_agent
 from pipeline.probe.items import (
@@ -61,8 +62,9 @@ class ProbeReport:
             out.append(group)
         return out
 
-    def to_dict(self) -> dict:
-        return {"agent": self.agent, "groups": self.groups(), "items": self.rows}
+    def record(self) -> ProbeScores:
+        """What probes-AGENT.json holds (and --json prints)."""
+        return ProbeScores(self.agent, self.groups(), self.rows)
 
     def table(self) -> str:
         lines = [f"agent: {self.agent}", "",

@@ -73,10 +73,10 @@ def advise(d: Details) -> Advice | None:
 
 
 def _reliability_meaning(d: Details) -> str:
-    figures = (d.figures.get("reliability") or {})
-    per_level = figures.get("per_level") or {}
-    randoms = [v.get("random_normalized") for v in per_level.values() if isinstance(v, dict)]
-    random_mean, planner_mean = figures.get("random_normalized"), figures.get("planner_normalized")
+    figures = d.figures.reliability
+    per_level = figures.per_level if figures else {}
+    randoms = [v.random_normalized for v in per_level.values()]
+    random_mean, planner_mean = (figures.random_normalized, figures.planner_normalized) if figures else (None, None)
     if "doing nothing" in (d.entry.reason or ""):
         return "doing nothing scores the maximum: the reward pays for time passing, not for what the agent does"
     if randoms and all(isinstance(r, (int, float)) and r >= 1 for r in randoms):

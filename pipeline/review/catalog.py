@@ -200,11 +200,8 @@ def read_record(path: Path, model: type[R]) -> R | None:
 def model_calls(folder: Path) -> Iterator[ModelCall]:
     """The call journal of a theme's folder, oldest first; a line that does not fit is left out
     (the report shows what it can), one a newer envforge wrote is refused."""
-    for number, data in files.read_jsonl(folder / layout.CALL_JOURNAL, ModelCall.KIND):
-        try:
-            yield ModelCall.from_dict(data, f"{folder / layout.CALL_JOURNAL}:{number}")
-        except RecordError:
-            continue
+    for _, call in files.lines(folder / layout.CALL_JOURNAL, ModelCall, unfit="skip"):
+        yield call
 
 
 def read_json(path: Path) -> dict:

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from pipeline import layout, manifest, safe_io
-from pipeline.kinds import Manifest, Rejection, ThemeRecord, Verification
+from pipeline.kinds import Manifest, RecordError, Rejection, ThemeRecord, Verification, VerifyFigures
 from pipeline.review import history
 from pipeline.review.catalog import Entry, read_record
 from pipeline.review.edits import hand_edits
@@ -56,9 +56,21 @@ class Details:
         return (self.rejection.details if self.rejection else {}).get("verification") or {}
 
     @property
-    def figures(self) -> dict:
-        """Verification figures per stage (execution, levels, reliability, total)."""
-        return (self.verification or self.verification_failure).get("stages") or {}
+    def figures(self) -> VerifyFigures:
+        """Verification figures per stage (execution, levels, reliability, total), as verify's model
+        (figures that do not read as verify's show as none)."""
+        try:
+            return VerifyFigures.from_dict((self.verification or self.verification_failure).get("stages") or {},
+                                           "verification figures")
+        except RecordError:
+            return VerifyFigures()
+
+    @property
+    def shown_figures(self) -> dict[str, dict]:
+        """Each stage's figures a reader is shown: its numbers and words (and its failures by kind),
+        not its tables."""
+        return {stage: {k: v for k, v in f.items() if not isinstance(v, (dict, list)) or k == "failures_by_kind"}
+                for stage, f in self.figures.to_dict().items() if isinstance(f, dict)}
 
     def to_dict(self) -> dict:
         return {"entry": self.entry.to_dict(), "theme": self.theme.to_dict(), "files": self.files,

@@ -8,8 +8,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Iterator
 
 from pipeline import records as files
+from pipeline.kinds import CodingStep
 
 
 @dataclass
@@ -72,19 +74,19 @@ def agent_attempts(trajectory: Path) -> list[AgentAttempt]:
     attempts: list[AgentAttempt] = []
     current: dict[str, AgentAttempt] = {}
     for entry in _entries(trajectory):
-        stage, number = str(entry.get("stage", "")), entry.get("step")
-        if "tool" in entry:  # a tool result: it belongs to the last call of that name in the step
+        stage = entry.stage
+        if entry.tool is not None:  # a tool result: it belongs to the last call of that name in the step
             step = current[stage].steps[-1] if stage in current and current[stage].steps else None
-            pending = [t for t in (step.tools if step else []) if t.name == entry["tool"] and not t.result]
+            pending = [t for t in (step.tools if step else []) if t.name == entry.tool and not t.result]
             if pending:
-                pending[0].result, pending[0].error = str(entry.get("result", "")), bool(entry.get("error"))
+                pending[0].result, pending[0].error = entry.result or "", bool(entry.error)
             continue
-        if stage not in current or number == 1:
+        if stage not in current or entry.step == 1:
             current[stage] = AgentAttempt(stage, sum(a.stage == stage for a in attempts) + 1)
             attempts.append(current[stage])
         tools = [ToolUse(str(c.get("name")), c.get("arguments") if isinstance(c.get("arguments"), dict) else {})
-                 for c in entry.get("tool_calls") or []]
-        current[stage].steps.append(HistoryStep(int(number or 0), str(entry.get("text") or ""), tools))
+                 for c in entry.tool_calls or []]
+        current[stage].steps.append(HistoryStep(entry.step, entry.text or "", tools))
     return attempts
 
 
@@ -99,8 +101,10 @@ def check_verdict(result: str) -> str:
     return lines[0].removeprefix("check ").rstrip(".") + (f"; first: {first}" if first else "")
 
 
-def _entries(trajectory: Path):
-    for _, entry in files.read_jsonl(trajectory, "coding_step"):  # a line cut by a kill is skipped
+def _entries(trajectory: Path) -> Iterator[CodingStep]:
+    """The log's lines as the model (a line cut by a kill, or one that does not fit, is left out:
+    the report shows what it can)."""
+    for _, entry in files.lines(trajectory, CodingStep, unfit="skip"):
         yield entry
 
 

@@ -106,22 +106,20 @@ def evaluation_scores(folders: list[str]) -> dict[str, list[dict]]:
 
 def _env_page(d: Details, shown: list, scores: list[dict]) -> dict:
     verification = d.verification or d.verification_failure
-    stages = verification.get("stages") or {}
-    per_level = (stages.get("reliability") or {}).get("per_level") or {}
+    reliability = d.figures.reliability
+    per_level = reliability.per_level if reliability else {}
     level_plot = plots.bars("Reliability: mean normalized reward per level", list(per_level),
-                            {"random agent": [v.get("random_normalized") for v in per_level.values()],
-                             "search planner": [v.get("planner_normalized") for v in per_level.values()]},
+                            {"random agent": [v.random_normalized for v in per_level.values()],
+                             "search planner": [v.planner_normalized for v in per_level.values()]},
                             "normalized reward") if per_level else None
     eval_plot = plots.bars("Evaluation: mean normalized reward", [r["method"] for r in scores],
                            {"mean": [r["mean"] for r in scores]}, "normalized reward") if scores else None
-    figures = {stage: {k: v for k, v in f.items() if not isinstance(v, (dict, list)) or k == "failures_by_kind"}
-               for stage, f in stages.items() if isinstance(f, dict)}
     return {
         "d": d,
         "e": d.entry,
         "advice": advise(d),
         "verification": verification,
-        "figures": figures,
+        "figures": d.shown_figures,
         "per_level": per_level,
         "level_plot": level_plot,
         "scores": scores,

@@ -62,7 +62,8 @@ def explain(d: Details, full: bool = False) -> str:
         _section(out, "verification")
         add(f"  {'accepted' if verification.get('accepted') else 'rejected at ' + str(verification.get('stage'))}: "
             f"{verification.get('reason', '')}")
-        out += _figures(verification.get("stages") or {})
+        out += [f"  {stage}: " + ", ".join(f"{k} {v}" for k, v in shown.items())
+                for stage, shown in d.shown_figures.items()]
 
     _section(out, "coding agent")
     if not d.agent:
@@ -118,13 +119,3 @@ def explain(d: Details, full: bool = False) -> str:
 
 def _section(out: list[str], title: str) -> None:
     out += ["", f"== {title} =="]
-
-
-def _figures(stages: dict) -> list[str]:
-    lines = []
-    for stage, figures in stages.items():
-        if not isinstance(figures, dict):
-            continue
-        shown = {k: v for k, v in figures.items() if not isinstance(v, (dict, list)) or k == "failures_by_kind"}
-        lines.append(f"  {stage}: " + ", ".join(f"{k} {v}" for k, v in shown.items()))
-    return lines

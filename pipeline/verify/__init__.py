@@ -21,14 +21,14 @@ What it writes into the folder:
 """
 from __future__ import annotations
 
+import dataclasses
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from pipeline import layout, manifest
 from pipeline import records as files
 from pipeline.errors import Rejected
-from pipeline.kinds import DifficultyBaseline, Verification, VerificationSummary
+from pipeline.kinds import DifficultyBaseline, Verification, VerificationResult, VerificationSummary, VerifyFigures
 from pipeline.sandbox import SandboxFailure
 from pipeline.sandbox.outside.capabilities import ran_under
 from pipeline.verify import reliability
@@ -39,21 +39,6 @@ from pipeline.verify.stages import get as get_stage
 __all__ = ["STAGES", "VERIFY_STAGES", "Options", "VerificationResult", "record", "verify_env"]
 
 
-@dataclass
-class VerificationResult:
-    env_dir: str
-    accepted: bool
-    stage: str | None  # the first failing stage
-    reason: str
-    stages: dict = field(default_factory=dict)  # stage -> figures
-    confinement: str = ""  # the sandbox rung its workers ran on (pipeline/sandbox/outside/capabilities.py)
-    options: dict = field(default_factory=dict)  # the Options it ran with (Options.recorded)
-
-    def to_dict(self) -> dict:
-        return {"accepted": self.accepted, "stage": self.stage, "reason": self.reason, "stages": self.stages,
-                "env_dir": self.env_dir, "confinement": self.confinement, "options": self.options}
-
-
 def verify_env(
     env_dir: str | Path, stages: tuple[str, ...] = STAGES, options: Options | None = None
 ) -> VerificationResult:
@@ -61,9 +46,10 @@ def verify_env(
     unknown = [s for s in stages if s not in STAGES]
     if unknown:
         raise ValueError(f"unknown stage(s) {unknown}; expected some of {list(STAGES)}")
-    result = VerificationResult(str(Path(env_dir).resolve()), True, None, "", options=options.recorded())
+    result = VerificationResult(True, env_dir=str(Path(env_dir).resolve()), options=options.recorded())
     clock = Clock()
     current = VERIFY_STAGES[0].name
+    figures: dict[str, dict] = {}  # each stage fills its own as it goes (also when it rejects)
     try:
         ctx = Context.open(env_dir, options)
         scored = None
@@ -71,7 +57,7 @@ def verify_env(
             current = stage.name
             if stage.name in stages:
                 options.say(f"{current}... ({clock.figures()['wall_seconds']:.0f}s so far)")
-            scored = stage.run(ctx, scored, result.stages.setdefault(stage.name, {}))
+            scored = stage.run(ctx, scored, figures.setdefault(stage.name, {}))
     except Rejected as rejection:
         result.accepted, result.stage, result.reason = False, current, rejection.reason
     except SandboxFailure as failure:  # one a stage did not expect; still the env's fault
@@ -79,12 +65,13 @@ def verify_env(
         result.reason = (
             f"{failure.where or layout.ENV_MAIN}: expected the {current} stage to run, found {failure_text(failure)}"
         )
-    result.stages["total"] = clock.figures()
+    figures["total"] = clock.figures()
+    result.stages = VerifyFigures.from_dict(figures, "verify's figures")
     result.confinement = ran_under()
     if not result.reason:
         result.reason = "accepted: " + ", ".join(s for s in STAGES if s in stages) + " passed"
         result.reason += _accepted_notes(result.stages)
-    took = f"after {result.stages['total']['wall_seconds']:.0f}s"
+    took = f"after {figures['total']['wall_seconds']:.0f}s"
     options.say(f"model-free stages passed {took}" if result.accepted else f"rejected at {result.stage} {took}")
     if options.write:
         record(Path(env_dir), result)
@@ -116,26 +103,24 @@ def bounds_text(gaps: dict, unbounded: dict) -> str:
     return f": {'; '.join(parts)}" if parts else ""
 
 
-def _accepted_notes(stages: dict) -> str:
+def _accepted_notes(stages: VerifyFigures) -> str:
     """What an acceptance rests on: the reliability figures (or why they could not decide), how many
     max rewards are lower bounds, and the warnings of the stages."""
-    rel, notes = stages.get("reliability") or {}, []
-    if rel.get("inconclusive"):
-        notes.append(f"reliability inconclusive: {rel['inconclusive']}")
-    elif "planner_normalized" in rel:
-        notes.append(f"reliability: planner {rel['planner_normalized']:.3f} vs random {rel['random_normalized']:.3f} "
+    rel, levels, notes = stages.reliability, stages.levels, []
+    if rel and rel.inconclusive:
+        notes.append(f"reliability inconclusive: {rel.inconclusive}")
+    elif rel and rel.planner_normalized is not None and rel.random_normalized is not None:
+        notes.append(f"reliability: planner {rel.planner_normalized:.3f} vs random {rel.random_normalized:.3f} "
                      f"of the max")
-    levels = stages.get("levels") or {}
-    lower = levels.get("lower_bounds") or []
-    if lower:
-        notes.append(f"{len(lower)} max reward(s) are lower bounds (the search was not exhaustive)"
-                     + bounds_text(levels.get("gaps") or {}, levels.get("no_upper_bound") or {}))
-    unknown = rel.get("unscored_levels") if "per_level" in rel else (stages.get("levels") or {}).get("unknown_maxima")
+    if levels and levels.lower_bounds:
+        notes.append(f"{len(levels.lower_bounds)} max reward(s) are lower bounds (the search was not exhaustive)"
+                     + bounds_text(levels.gaps or {}, levels.no_upper_bound or {}))
+    unknown = rel.unscored_levels if rel else levels.unknown_maxima if levels else None
     if unknown:
         notes.append(f"{len(unknown)} level(s) with an unknown or zero max reward, left out of normalized scores: "
                      + ", ".join(f"{k} ({v})" for k, v in list(unknown.items())[:8])
                      + (", ..." if len(unknown) > 8 else ""))
-    notes += [w for stage in STAGES for w in (stages.get(stage) or {}).get("warnings") or []]
+    notes += [w for stage in (stages.execution, levels, rel) if stage for w in stage.warnings or []]
     return f" ({'; '.join(notes)})" if notes else ""
 
 
@@ -143,13 +128,14 @@ def record(env_dir: Path, result: VerificationResult) -> None:
     """Write verification.json and the manifest's verification summary and difficulty baseline."""
     if not env_dir.is_dir():
         return
-    written = Verification(**result.to_dict(), verified_at=time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime()))
+    written = Verification(**{f.name: getattr(result, f.name) for f in dataclasses.fields(result)},
+                           verified_at=time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime()))
     files.write(env_dir / layout.VERIFICATION, written)
 
-    per_level = (result.stages.get("reliability") or {}).get("per_level")
+    rel = result.stages.reliability
     baseline = DifficultyBaseline(
-        reliability.RANDOM_AGENT, result.stages["reliability"]["random_episodes_per_level"],
-        {k: v["random_normalized"] for k, v in per_level.items() if "random_normalized" in v},
-        result.stages["reliability"]["random_normalized"]) if per_level else None
+        reliability.RANDOM_AGENT, rel.random_episodes_per_level,
+        {k: v.random_normalized for k, v in rel.per_level.items() if v.random_normalized is not None},
+        rel.random_normalized) if rel and rel.per_level else None
     manifest.verified(env_dir, VerificationSummary(result.accepted, result.stage, result.reason, written.verified_at,
                                                    result.confinement), baseline)

@@ -25,6 +25,7 @@ from pipeline.errors import Rejected, UserError
 from pipeline.evaluate import Limits, make_player
 from pipeline.evaluate.records import Records
 from pipeline.evaluate.runner import RunOptions, evaluate
+from pipeline.kinds import DifferentialFigures, ReactFigures
 from pipeline.verify import record
 
 ROLLOUT_STEPS = 10
@@ -57,10 +58,10 @@ async def verify_with_models(env_dir: str | Path, checks: ModelChecks, result, w
     stage = "execution"
     try:
         if checks.rollout is not None:
-            result.stages["execution_react"] = await react_rollout(Path(env_dir), checks.rollout)
+            result.stages.execution_react = await react_rollout(Path(env_dir), checks.rollout)
         stage = "reliability"
         if checks.weak is not None and checks.strong is not None:
-            result.stages["reliability_models"] = await differential(Path(env_dir), checks.weak, checks.strong,
+            result.stages.reliability_models = await differential(Path(env_dir), checks.weak, checks.strong,
                                                                      checks.runs, checks.levels)
     except Rejected as rejection:
         result.accepted, result.stage, result.reason = False, stage, rejection.reason
@@ -77,20 +78,19 @@ async def _play(env_dir: Path, client, runs: int, levels: int, limits: Limits) -
     return outcome.finished
 
 
-async def react_rollout(env_dir: Path, client) -> dict:
+async def react_rollout(env_dir: Path, client) -> ReactFigures:
     [record] = await _play(env_dir, client, runs=1, levels=1, limits=Limits(max_steps=ROLLOUT_STEPS)) or [None]
     if record is None:
-        return {"model": client.spec, "ran": False, "note": "no test level to play"}
-    figures = {"model": client.spec, "ran": record.stop_reason not in UNREACHABLE, "level": record.level,
-               "steps": record.steps, "stop_reason": record.stop_reason, "total_reward": record.total_reward,
-               "format_errors": record.format_errors}
+        return ReactFigures(client.spec, False, note="no test level to play")
+    figures = ReactFigures(client.spec, record.stop_reason not in UNREACHABLE, record.level, record.steps,
+                           record.stop_reason, record.total_reward, record.format_errors)
     if record.stop_reason == "env_error":
         raise Rejected(f"expected the environment to run a ReAct agent's actions ({client.spec}), found it failing "
                        f"on {record.level} after {record.steps} step(s): {record.stop_detail or 'env_error'}")
     return figures
 
 
-async def differential(env_dir: Path, weak, strong, runs: int, levels: int) -> dict:
+async def differential(env_dir: Path, weak, strong, runs: int, levels: int) -> DifferentialFigures:
     means: dict[str, dict[int, float]] = {}
     for client in (weak, strong):
         per_run: dict[int, list[float]] = defaultdict(list)
@@ -105,20 +105,13 @@ async def differential(env_dir: Path, weak, strong, runs: int, levels: int) -> d
                             f"max reward (run `envforge verify` without models first)")
         means[client.spec] = {run: statistics.fmean(scores) for run, scores in sorted(per_run.items())}
     weak_runs, strong_runs = means[weak.spec], means[strong.spec]
-    figures = {
-        "weak": weak.spec,
-        "strong": strong.spec,
-        "runs": runs,
-        "levels": levels,
-        "weak_normalized": round(statistics.fmean(weak_runs.values()), 4),
-        "strong_normalized": round(statistics.fmean(strong_runs.values()), 4),
-        "per_run": {
-            str(r): {"weak": round(weak_runs.get(r, 0.0), 4), "strong": round(strong_runs.get(r, 0.0), 4)}
-            for r in sorted(set(weak_runs) | set(strong_runs))
-        },
-    }
+    figures = DifferentialFigures(
+        weak.spec, strong.spec, runs, levels, round(statistics.fmean(weak_runs.values()), 4),
+        round(statistics.fmean(strong_runs.values()), 4),
+        {str(r): {"weak": round(weak_runs.get(r, 0.0), 4), "strong": round(strong_runs.get(r, 0.0), 4)}
+         for r in sorted(set(weak_runs) | set(strong_runs))})
     if all(weak_runs.get(r, 0.0) >= strong_runs.get(r, 0.0) for r in strong_runs):
         raise Rejected(f"expected the stronger model ({strong.spec}) to score higher than the weaker ({weak.spec}) "
-                       f"in some run, found {figures['strong_normalized']} vs {figures['weak_normalized']} with the "
+                       f"in some run, found {figures.strong_normalized} vs {figures.weak_normalized} with the "
                        f"weaker at least as high in all {runs} run(s): the reward does not measure skill")
     return figures
