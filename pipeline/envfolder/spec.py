@@ -14,9 +14,10 @@ from pathlib import Path
 from typing import Any
 
 from dsl_schema.problems import typed
-from pipeline import layout, safe_io
+from pipeline import layout, records, safe_io
 from pipeline.envfolder.level import Level
 from pipeline.errors import LocatedError, UserError, not_a_folder
+from pipeline.kinds import RecordError, Verification
 from pipeline.located import Problem
 
 DEFAULT_MAX_STEPS = 100
@@ -162,8 +163,10 @@ class EnvSpec:
         max_rewards_data = reader.json(layout.LEVEL_MAX_REWARDS)
         claimed = claimed_max_rewards(max_rewards_data, reader.name(layout.LEVEL_MAX_REWARDS))
         try:  # only notes come from it: a verification.json that cannot be read leaves them out
-            verification = reader.json(layout.VERIFICATION)
-        except LocatedError:
+            found, where = reader.json(layout.VERIFICATION), reader.name(layout.VERIFICATION)
+            verification = None if found is None else Verification.from_dict(
+                records.check(found, Verification.KIND, where), where)
+        except (LocatedError, RecordError):
             verification = None
         return cls(env, config, steps, instruction.strip(), reader.text(layout.ACTION_SPACE).strip(),
                    _strings(tags) if isinstance(tags, dict) else config_tags(config), claimed,
@@ -189,7 +192,7 @@ def parse_config(text: str, file: str = layout.CONFIG) -> dict:
     return config
 
 
-def max_reward_standing(data: Any, claimed: dict[str, float], verification: Any,
+def max_reward_standing(data: Any, claimed: dict[str, float], verification: Verification | None,
                         envforge_made: bool = False) -> dict[str, tuple[bool, str]]:
     """Per level key with a max reward: (whether it may divide a normalized score, the note that goes
     with every score on it). A max envforge's verify wrote carries its `certainty`: "unknown" (the
@@ -198,12 +201,10 @@ def max_reward_standing(data: Any, claimed: dict[str, float], verification: Any,
     nothing (it is wrong); one it could not confirm, or that no verification checked in a folder
     envforge did not make (`envforge_made`: its manifest names an origin), is noted."""
     entries = data.get("levels") if isinstance(data, dict) and isinstance(data.get("levels"), dict) else {}
-    stages = verification.get("stages") if isinstance(verification, dict) else None
-    stages = stages if isinstance(stages, dict) else {}
+    stages = verification.stages if verification else None
     compared = {}
-    for stage in ("levels", "reliability"):  # reliability's comparison, made later, wins
-        figures = stages.get(stage)
-        found = figures.get("claims") if isinstance(figures, dict) else None
+    for figures in (stages.levels, stages.reliability) if stages else ():  # reliability's comparison, made later, wins
+        found = figures.claims if figures else None
         if isinstance(found, dict):
             compared.update({layout.level_key(str(k)): v for k, v in found.items() if isinstance(v, dict)})
     out = {}
