@@ -136,11 +136,12 @@ def test_levels_are_searched_and_scored_on_every_core_with_the_same_figures_as_o
     env = write_env(tmp_path / "corridor")
     one, two = (verify_env(env, options=Options(workers=n, test_levels=2, val_levels=1)) for n in (1, 2))
     assert one.accepted and two.accepted, (one.reason, two.reason)
-    assert (one.stages["levels"]["search_workers"], two.stages["levels"]["search_workers"]) == (1, 2)
-    assert (one.stages["reliability"]["workers"], two.stages["reliability"]["workers"]) == (1, 2)
+    assert (one.stages.levels.search_workers, two.stages.levels.search_workers) == (1, 2)
+    assert (one.stages.reliability.workers, two.stages.reliability.workers) == (1, 2)
     for stage, keys in (("levels", ("max_rewards", "exact_levels", "search_nodes")),
                         ("reliability", ("per_level", "episodes", "random_normalized", "planner_normalized"))):
-        assert {k: one.stages[stage][k] for k in keys} == {k: two.stages[stage][k] for k in keys}
+        assert {k: getattr(getattr(one.stages, stage), k) for k in keys} == \
+            {k: getattr(getattr(two.stages, stage), k) for k in keys}
 
 
 def rejected(env: Path, stage: str) -> dict:

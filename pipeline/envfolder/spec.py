@@ -17,7 +17,7 @@ from dsl_schema.problems import typed
 from pipeline import layout, records, safe_io
 from pipeline.envfolder.level import Level
 from pipeline.errors import LocatedError, UserError, not_a_folder
-from pipeline.kinds import RecordError, Verification
+from pipeline.kinds import RecordError, Verification, VerifyFigures
 from pipeline.located import Problem
 
 DEFAULT_MAX_STEPS = 100
@@ -164,14 +164,14 @@ class EnvSpec:
         claimed = claimed_max_rewards(max_rewards_data, reader.name(layout.LEVEL_MAX_REWARDS))
         try:  # only notes come from it: a verification.json that cannot be read leaves them out
             found, where = reader.json(layout.VERIFICATION), reader.name(layout.VERIFICATION)
-            verification = None if found is None else Verification.from_dict(
-                records.check(found, Verification.KIND, where), where)
+            stages = records.check(found, Verification.KIND, where).get("stages") if found is not None else None
+            figures = None if stages is None else VerifyFigures.from_dict(stages, f"{where}: stages")
         except (LocatedError, RecordError):
-            verification = None
+            figures = None
         return cls(env, config, steps, instruction.strip(), reader.text(layout.ACTION_SPACE).strip(),
                    _strings(tags) if isinstance(tags, dict) else config_tags(config), claimed,
                    {split: env.levels(split) for split in layout.LEVEL_SPLITS}, manifest or {}, config_text,
-                   max_reward_standing(max_rewards_data, claimed, verification,
+                   max_reward_standing(max_rewards_data, claimed, figures,
                                        bool(isinstance(manifest, dict) and manifest.get("origin"))))
 
 
@@ -192,7 +192,7 @@ def parse_config(text: str, file: str = layout.CONFIG) -> dict:
     return config
 
 
-def max_reward_standing(data: Any, claimed: dict[str, float], verification: Verification | None,
+def max_reward_standing(data: Any, claimed: dict[str, float], stages: VerifyFigures | None,
                         envforge_made: bool = False) -> dict[str, tuple[bool, str]]:
     """Per level key with a max reward: (whether it may divide a normalized score, the note that goes
     with every score on it). A max envforge's verify wrote carries its `certainty`: "unknown" (the
@@ -201,7 +201,6 @@ def max_reward_standing(data: Any, claimed: dict[str, float], verification: Veri
     nothing (it is wrong); one it could not confirm, or that no verification checked in a folder
     envforge did not make (`envforge_made`: its manifest names an origin), is noted."""
     entries = data.get("levels") if isinstance(data, dict) and isinstance(data.get("levels"), dict) else {}
-    stages = verification.stages if verification else None
     compared = {}
     for figures in (stages.levels, stages.reliability) if stages else ():  # reliability's comparison, made later, wins
         found = figures.claims if figures else None
