@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import fcntl
 import hashlib
+import importlib.util
 import json
 import os
 import shutil
@@ -43,6 +44,17 @@ def envforge(*argv: str, cwd: Path, home: Path | None = None, env: dict | None =
     if not traceback_ok:
         assert "Traceback" not in done.stdout + done.stderr, done.stdout[-3000:] + done.stderr[-3000:]
     return done
+
+
+def require_extra(module: str, extra: str) -> None:
+    """Skip the calling test module when `module` (of envforge's `extra`) is not installed. It is
+    looked up, not imported: every test process imports every test module to collect it, `-m "not slow"`
+    or not, and importing openenv (Gradio) or inspect_ai there cost seconds of CPU a process. The tests
+    import it where they use it; one that is installed but fails to import fails there, not skips."""
+    if importlib.util.find_spec(module) is None:
+        import pytest
+
+        pytest.skip(f"the {extra} extra is not installed (pip install 'envforge[{extra}]')", allow_module_level=True)
 
 
 # -- artifacts made once per test session ---------------------------------------------------------

@@ -21,8 +21,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from cli_kit import require_extra
 
-pytest.importorskip("inspect_ai")
+require_extra("inspect_ai", "inspect")
 
 pytestmark = pytest.mark.slow  # measured: seconds to minutes a test (`-m "not slow"` leaves it out)
 

@@ -7,8 +7,9 @@ import socket
 from pathlib import Path
 
 import pytest
+from cli_kit import require_extra
 
-ray = pytest.importorskip("ray", reason="the Ray extra is not installed (pip install 'envforge[ray]')")
+require_extra("ray", "ray")
 
 from pipeline.cli import main  # noqa: E402
 
@@ -23,14 +24,15 @@ def listening():
     server.close()
 
 
-@pytest.mark.parametrize("refusal", [
-    ConnectionError("Failed to connect to GCS within 60 seconds. GCS may have been killed."),
-    ray.exceptions.AuthenticationError("RPC error: InvalidAuthToken: Authentication token is missing or incorrect"),
-])
+@pytest.mark.parametrize("refusal", ["gcs_timeout", "authentication"])
 def test_a_refused_connection_names_token_authentication_and_what_to_set(refusal, listening, monkeypatch,
                                                                          tmp_path, capsys):
+    import ray
+
     def refuse(**kwargs):
-        raise refusal
+        raise {"gcs_timeout": ConnectionError("Failed to connect to GCS within 60 seconds. GCS may have been killed."),
+               "authentication": ray.exceptions.AuthenticationError(
+                   "RPC error: InvalidAuthToken: Authentication token is missing or incorrect")}[refusal]
 
     monkeypatch.delenv("RAY_AUTH_MODE", raising=False)
     monkeypatch.setattr(ray, "init", refuse)
@@ -47,6 +49,8 @@ def test_a_refused_connection_names_token_authentication_and_what_to_set(refusal
 
 
 def test_with_token_mode_on_the_refusal_says_to_check_the_token(listening, monkeypatch, tmp_path, capsys):
+    import ray
+
     def refuse(**kwargs):
         raise ray.exceptions.AuthenticationError("RPC error: InvalidAuthToken: Authentication token is missing")
 

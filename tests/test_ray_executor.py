@@ -14,9 +14,9 @@ import pytest
 
 # Read by Ray when it is imported: a cluster of this machine talks over loopback only.
 os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
-ray = pytest.importorskip("ray", reason="the Ray extra is not installed (pip install 'envforge[ray]')")
+from cli_kit import ENVFORGE, REFERENCE, ROOT, envforge, require_extra  # noqa: E402
 
-from cli_kit import ENVFORGE, REFERENCE, ROOT, envforge  # noqa: E402
+require_extra("ray", "ray")
 
 pytestmark = pytest.mark.slow
 
@@ -126,6 +126,7 @@ def test_an_episode_whose_ray_worker_dies_is_played_again_and_says_so(cluster, t
     death; SPREAD does not promise which node an actor lands on, so the test kills the process)."""
     import shutil
 
+    import ray
     from ray._private.state import actors  # the state API needs the dashboard, which this cluster has not
 
     env = tmp_path / "envs" / "crate_dock"

@@ -19,10 +19,10 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from cli_kit import require_extra
 
-pytest.importorskip("openenv", reason="the OpenEnv extra is not installed (pip install 'envforge[openenv]')")
+require_extra("openenv", "openenv")
 
-from openenv.core import GenericEnvClient  # noqa: E402
 from websockets.exceptions import ConnectionClosed  # noqa: E402
 from websockets.sync.client import connect  # noqa: E402
 
@@ -107,7 +107,10 @@ def server():
             proc.wait()
 
 
-def client(server) -> GenericEnvClient:
+def client(server):
+    """OpenEnv's own client (imported here: see cli_kit.require_extra)."""
+    from openenv.core import GenericEnvClient
+
     return GenericEnvClient(base_url=server["url"], message_timeout_s=300).sync()
 
 
