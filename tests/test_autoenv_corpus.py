@@ -14,6 +14,7 @@ def cli(*args: str) -> subprocess.CompletedProcess:
                           timeout=600)
 
 
+@pytest.mark.slow  # measured: a whole check of each of the corpus's environments
 @pytest.mark.parametrize("name", NAMES)
 def test_check_loads_each_autoenv_env_and_scans_only_its_own_code(name, tmp_path):
     env = copy_env(name, tmp_path)

@@ -57,6 +57,7 @@ CAP = {"openai": "0.02", "anthropic": "0.10"}
 KINDS = ["negative", "nan", "string", "over_cached", "missing"]
 
 
+@pytest.mark.slow  # measured: a whole generate on the real SDK's wire, a test
 @pytest.mark.parametrize("wire", ["openai", "anthropic"])
 @pytest.mark.parametrize("kind", KINDS)
 def test_untrusted_usage_is_charged_its_reservation_and_the_run_stops_at_the_cap(llm_server, tmp_path, wire, kind):
@@ -79,6 +80,7 @@ def test_untrusted_usage_is_charged_its_reservation_and_the_run_stops_at_the_cap
     assert "$-" not in run.stderr and all(field.replace("/", "").replace(".", "").isdigit() for field in total[1:])
 
 
+@pytest.mark.slow  # measured: a whole generate on the real SDK's wire, a test
 def test_partial_usage_from_a_local_server_is_estimated_never_free(llm_server, tmp_path):
     """vLLM, Ollama or llama.cpp may send a completion count and no prompt count."""
     llm_server.rule = lambda n: Reply(DESIGN, usage=forged_usage("partial"))
@@ -91,6 +93,7 @@ def test_partial_usage_from_a_local_server_is_estimated_never_free(llm_server, t
     assert f"; {calls} call(s) with untrusted usage" not in run.stdout  # --json: the summary is JSON
 
 
+@pytest.mark.slow  # measured: a whole generate on the real SDK's wire, a test
 @pytest.mark.parametrize("wire", ["openai", "anthropic"])
 def test_billed_replies_that_cannot_be_read_are_charged(llm_server, tmp_path, wire):
     llm_server.rule = lambda n: Fault(kind="invalid_json")
@@ -105,6 +108,7 @@ def test_billed_replies_that_cannot_be_read_are_charged(llm_server, tmp_path, wi
 
 
 # --- bounded replies (issue 22, item 2) ------------------------------------------------------------
+@pytest.mark.slow  # measured: a whole generate on the real SDK's wire, a test
 @pytest.mark.parametrize("wire, chunked", [("openai", False), ("anthropic", False), ("openai", True)])
 def test_a_runaway_reply_of_tens_of_mb_is_malformed_charged_and_neither_read_stored_nor_sent_back(
         llm_server, tmp_path, wire, chunked):
@@ -130,6 +134,7 @@ def test_a_runaway_reply_of_tens_of_mb_is_malformed_charged_and_neither_read_sto
     assert run.summary["cost_usd"] >= attempts * CHEAPEST[wire]
 
 
+@pytest.mark.slow  # measured: a whole generate on the real SDK's wire, a test
 def test_a_reply_within_its_max_tokens_allowance_is_used(llm_server, tmp_path):
     """The bound has a margin: a design of 4,000 tokens at up to 32 characters a token passes."""
     llm_server.rule = lambda n: Reply(DESIGN + " " * (4000 * 32 - len(DESIGN)) if n == 1 else "not yaml: [")

@@ -8,9 +8,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import yaml
 
 from pipeline.testing.tiny_env import CONFIG, ENV_GENERATE, ENV_MAIN, write_env
+
+pytestmark = pytest.mark.slow  # measured: a whole verify (or evaluate, reskin) in each test
 
 
 def verify(env_dir: Path, *flags: str) -> subprocess.CompletedProcess:
