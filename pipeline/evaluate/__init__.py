@@ -14,12 +14,29 @@
 """
 from __future__ import annotations
 
-from typing import Protocol
+import importlib
+from typing import TYPE_CHECKING, Protocol
 
-from pipeline.evaluate.context import EpisodeContext
-from pipeline.evaluate.episode import Decision, Limits, Turn, run_episode
-from pipeline.evaluate.model_agents import ModelOptions
-from pipeline.evaluate.registry import display_name, kind_of, make_player, register_prefix
+# name -> the module defining it, imported on first use (PEP 562): `envforge check` uses the random
+# agent (agents.py) without importing the registry, the model agents and their prompts.
+_EXPORTS = {"EpisodeContext": "context", "Decision": "episode", "Limits": "episode", "Turn": "episode",
+            "run_episode": "episode", "ModelOptions": "model_agents", "display_name": "registry",
+            "kind_of": "registry", "make_player": "registry", "register_prefix": "registry"}
+
+
+def __getattr__(name: str):
+    if name not in _EXPORTS:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{_EXPORTS[name]}"), name)
+    globals()[name] = value
+    return value
+
+
+if TYPE_CHECKING:
+    from pipeline.evaluate.context import EpisodeContext
+    from pipeline.evaluate.episode import Decision, Limits, Turn, run_episode
+    from pipeline.evaluate.model_agents import ModelOptions
+    from pipeline.evaluate.registry import display_name, kind_of, make_player, register_prefix
 
 
 class Agent(Protocol):

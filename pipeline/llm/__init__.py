@@ -4,24 +4,45 @@ retries, a cost ledger and budgets, an on-disk response cache, and record/replay
     from pipeline.llm import LLMClient, Message, ToolSpec
     response = await client.complete([Message.user("hi")], theme="maze", stage="design")
 """
-from pipeline.llm.client import LLMClient
-from pipeline.llm.config import LLMConfig, resolve
-from pipeline.llm.errors import (
-    BudgetExceeded,
-    LLMError,
-    MalformedResponse,
-    ProviderError,
-    ReplayInvalid,
-    ReplayMissing,
-    RetriesExhausted,
-    TransientError,
-)
-from pipeline.llm.ledger import Ledger
-from pipeline.llm.messages import CallContext, Message, Request, Response, ToolCall, ToolSpec, Usage
-from pipeline.llm.retry import RetryPolicy
+import importlib
+from typing import TYPE_CHECKING
 
+# name -> the module defining it, imported on first use (PEP 562): a command that needs one piece of
+# the layer (a price table, an error class) does not import the SDK clients, the cache and retries.
+_EXPORTS = {
+    "LLMClient": "client", "LLMConfig": "config", "resolve": "config", "Ledger": "ledger", "RetryPolicy": "retry",
+    **dict.fromkeys(("BudgetExceeded", "LLMError", "MalformedResponse", "ProviderError", "ReplayInvalid",
+                     "ReplayMissing", "RetriesExhausted", "TransientError"), "errors"),
+    **dict.fromkeys(("CallContext", "Message", "Request", "Response", "ToolCall", "ToolSpec", "Usage"), "messages"),
+}
 __all__ = [
     "BudgetExceeded", "CallContext", "LLMClient", "LLMConfig", "LLMError", "Ledger", "MalformedResponse",
     "Message", "ProviderError", "ReplayInvalid", "ReplayMissing", "Request", "Response",
     "RetriesExhausted", "RetryPolicy", "ToolCall", "ToolSpec", "TransientError", "Usage", "resolve",
 ]
+
+
+def __getattr__(name: str):
+    if name not in _EXPORTS:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{_EXPORTS[name]}"), name)
+    globals()[name] = value
+    return value
+
+
+if TYPE_CHECKING:
+    from pipeline.llm.client import LLMClient
+    from pipeline.llm.config import LLMConfig, resolve
+    from pipeline.llm.errors import (
+        BudgetExceeded,
+        LLMError,
+        MalformedResponse,
+        ProviderError,
+        ReplayInvalid,
+        ReplayMissing,
+        RetriesExhausted,
+        TransientError,
+    )
+    from pipeline.llm.ledger import Ledger
+    from pipeline.llm.messages import CallContext, Message, Request, Response, ToolCall, ToolSpec, Usage
+    from pipeline.llm.retry import RetryPolicy
