@@ -11,7 +11,7 @@ Two kinds of record:
   * closed (the default): envforge alone writes them (episodes, learn's files); a field this
     envforge does not know, or a missing required one, is refused — never dropped, it may be what
     determined the record;
-  * open (`OPEN = True`): files other tools write too (an AutoEnv folder's level_max_rewards.json,
+  * open (`KeepsUnknown` among its bases): files other tools write too (an AutoEnv folder's level_max_rewards.json,
     a manifest.json): unknown fields are kept in `extra` and written back as they were.
 `OMIT_DEFAULTS`: a field still at its default None or empty container is left out of the file;
 `OMIT_NONE`: only a field at its default None is (an optional figure that was never set).
@@ -97,6 +97,15 @@ class Shape:
         if cls.OPEN:
             values["extra"] = {k: data[k] for k in unknown}
         return cls(**values)
+
+
+@dataclass
+class KeepsUnknown:
+    """Makes a shape open (the module docstring): unknown fields are kept in `extra` and written back
+    as they were. Listed first among a model's bases, so its OPEN wins over Shape's."""
+
+    OPEN: ClassVar[bool] = True
+    extra: dict = field(default_factory=dict, kw_only=True)
 
 
 class Record(Shape):
@@ -219,49 +228,41 @@ def now() -> str:
 # -- manifest.json ----------------------------------------------------------------------------
 
 @dataclass
-class VerificationSummary(Shape):
+class VerificationSummary(KeepsUnknown, Shape):
     """The manifest's copy of verify's verdict."""
-    OPEN = True
     accepted: bool
     stage: str | None = None
     reason: str = ""
     verified_at: str = ""
     confinement: str = ""
-    extra: dict = field(default_factory=dict)
 
 
 @dataclass
-class DifficultyBaseline(Shape):
+class DifficultyBaseline(KeepsUnknown, Shape):
     """The random agent's normalized score per level (verify's reliability stage)."""
-    OPEN = True
     agent: str
     episodes_per_level: int
     random_normalized: dict[str, float] = field(default_factory=dict)
     mean: float | None = None
-    extra: dict = field(default_factory=dict)
 
 
 @dataclass
-class Skin(Shape):
+class Skin(KeepsUnknown, Shape):
     """A skin the manifest lists (envforge reskin): its file, hash and identity check."""
-    OPEN = True
     style: str
     file: str
     sha256: str
     identity: dict = field(default_factory=dict)
-    extra: dict = field(default_factory=dict)
 
 
 @dataclass
-class HumanReview(Shape):
+class HumanReview(KeepsUnknown, Shape):
     """The decision of `envforge review accept|reject`, the earlier ones under `history`."""
-    OPEN = True
     decision: str
     reason: str = ""
     at: str = ""
     pipeline: str | None = None
     history: list[dict] = field(default_factory=list)
-    extra: dict = field(default_factory=dict)
 
 
 @dataclass
@@ -277,11 +278,10 @@ class Packaging:
 
 
 @dataclass
-class Manifest(Record):
+class Manifest(KeepsUnknown, Record):
     """ENV/manifest.json: what an environment is and what was done to it. Written only through
     pipeline.manifest's operations."""
     KIND = "manifest"
-    OPEN = True
     OMIT_DEFAULTS = True
     name: str = ""
     theme: str | None = None
@@ -298,7 +298,6 @@ class Manifest(Record):
     skins: dict[str, Skin] = field(default_factory=dict)
     files: dict[str, str] | None = None
     human_review: HumanReview | None = None
-    extra: dict = field(default_factory=dict)
 
 
 # -- generate's work and rejected folders ----------------------------------------------------
@@ -357,14 +356,12 @@ class CodingStep(Record):
 # -- level_max_rewards.json -------------------------------------------------------------------
 
 @dataclass
-class LevelMaxEntry(Shape):
+class LevelMaxEntry(KeepsUnknown, Shape):
     """One level's max reward and how it was found (AutoEnv C.1: {"max_reward": x, ...}, or x)."""
-    OPEN = True
     OMIT_DEFAULTS = True
     max_reward: float
     calculation_method: str | None = None
     notes: str | None = None
-    extra: dict = field(default_factory=dict)
 
     @classmethod
     def coerce(cls, value: Any) -> Any:
@@ -377,15 +374,13 @@ class LevelMaxEntry(Shape):
 # in some runs is None when it did not, and left out of the file.
 
 @dataclass
-class StageFigures(Shape):
+class StageFigures(KeepsUnknown, Shape):
     """What every model-free stage records (and `total`, for all of them): its wall and CPU seconds
     (pipeline.verify.context.Clock) and its warnings."""
-    OPEN = True
     OMIT_NONE = True
     wall_seconds: float = 0.0
     cpu_seconds: float = 0.0
     warnings: list[str] | None = None
-    extra: dict = field(default_factory=dict)
 
 
 @dataclass
@@ -441,9 +436,8 @@ class LevelsFigures(StageFigures):
 
 
 @dataclass
-class LevelScores(Shape):
+class LevelScores(KeepsUnknown, Shape):
     """The reliability stage's figures of one level."""
-    OPEN = True
     OMIT_NONE = True
     max_reward: float
     max_certainty: str
@@ -452,7 +446,6 @@ class LevelScores(Shape):
     random_normalized: float | None = None  # None: the level has no max to divide by (unscored says why)
     planner_normalized: float | None = None
     unscored: str | None = None
-    extra: dict = field(default_factory=dict)
 
 
 @dataclass
@@ -477,9 +470,8 @@ class ReliabilityFigures(StageFigures):
 
 
 @dataclass
-class ReactFigures(Shape):
+class ReactFigures(KeepsUnknown, Shape):
     """verify --model: a short ReAct rollout (pipeline/verify/models.py)."""
-    OPEN = True
     OMIT_NONE = True
     model: str
     ran: bool
@@ -489,13 +481,11 @@ class ReactFigures(Shape):
     total_reward: float | None = None
     format_errors: int | None = None
     note: str | None = None
-    extra: dict = field(default_factory=dict)
 
 
 @dataclass
-class DifferentialFigures(Shape):
+class DifferentialFigures(KeepsUnknown, Shape):
     """verify --agent-models WEAK,STRONG: the differential test (pipeline/verify/models.py)."""
-    OPEN = True
     weak: str
     strong: str
     runs: int
@@ -503,13 +493,11 @@ class DifferentialFigures(Shape):
     weak_normalized: float
     strong_normalized: float
     per_run: dict[str, dict[str, float]] = field(default_factory=dict)
-    extra: dict = field(default_factory=dict)
 
 
 @dataclass
-class VerifyFigures(Shape):
+class VerifyFigures(KeepsUnknown, Shape):
     """Each stage's figures, for the stages that ran; `total`: the model-free stages' wall and CPU."""
-    OPEN = True
     OMIT_NONE = True
     execution: ExecutionFigures | None = None
     levels: LevelsFigures | None = None
@@ -517,7 +505,6 @@ class VerifyFigures(Shape):
     total: StageFigures | None = None
     execution_react: ReactFigures | None = None
     reliability_models: DifferentialFigures | None = None
-    extra: dict = field(default_factory=dict)
 
 
 @dataclass
@@ -535,25 +522,22 @@ class VerificationResult(Record):
 
 
 @dataclass
-class Verification(VerificationResult):
+class Verification(KeepsUnknown, VerificationResult):
     """ENV/verification.json: verify's verdict, each stage's figures (pipeline/verify/stages.py) and
     the options it ran with (pipeline.verify.context.Options, every setting but its progress line)."""
     KIND = "verification"
-    OPEN = True  # a folder verified by an older envforge may carry fields this one no longer writes
+    # a folder verified by an older envforge may carry fields this one no longer writes
     verified_at: str = ""
-    extra: dict = field(default_factory=dict)
 
 
 @dataclass
-class LevelMaxRewards(Record):
+class LevelMaxRewards(KeepsUnknown, Record):
     """ENV/level_max_rewards.json in the AutoEnv C.1 shape (a shipped file may carry more)."""
     KIND = "level_max_rewards"
-    OPEN = True
     environment_id: str = ""
     calculation_timestamp: str = ""
     levels: dict[str, LevelMaxEntry] = field(default_factory=dict)
     summary: dict = field(default_factory=dict)
-    extra: dict = field(default_factory=dict)
 
     @classmethod
     def build(cls, environment_id: str, levels: dict[str, LevelMaxEntry], methodology: str,

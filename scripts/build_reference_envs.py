@@ -71,7 +71,7 @@ def write_reference_artifacts(env_dir: Path) -> None:
     for (folder, name), (seed, state) in levels.items():
         save_level(env_dir / folder / name, state)
         entries[name] = LevelMaxEntry(float(env_validator.max_reward(state)), method, notes,
-                                      {"split": folder, "seed": seed})
+                                      extra={"split": folder, "seed": seed})
     _write_max_rewards(env_dir, entries)
     manifest.reference(env_dir, THEMES[env_dir.name], config["meta"]["tags"])
     print(f"{env_dir.name}: {len(entries)} levels, max rewards {[e.max_reward for e in entries.values()]}")

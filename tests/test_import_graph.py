@@ -21,7 +21,8 @@ TOP_LEVEL = ("pipeline", "dsl_schema", "learning", "envforge")
 # From the floor up. A package may import its own layer and the layers below it, never one above.
 LAYERS: list[tuple[str, set[str]]] = [
     ("floor", {"pipeline", "pipeline.errors", "pipeline.located", "pipeline.paths", "pipeline.records",
-               "pipeline.kinds", "pipeline.safe_io", "pipeline.terminal", "pipeline.prompts", "pipeline.testing"}),
+               "pipeline.kinds", "pipeline.safe_io", "pipeline.lazy", "pipeline.terminal", "pipeline.prompts",
+               "pipeline.testing"}),
     ("DSL", {"dsl_schema"}),
     ("env folder and runtime", {"pipeline.envfolder", "pipeline.layout", "pipeline.manifest", "pipeline.runtime"}),
     ("sandbox", {"pipeline.sandbox"}),

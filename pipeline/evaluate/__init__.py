@@ -14,8 +14,9 @@
 """
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING, Protocol
+
+from pipeline.lazy import exports
 
 # name -> the module defining it, imported on first use (PEP 562): `envforge check` uses the random
 # agent (agents.py) without importing the registry, the model agents and their prompts.
@@ -24,12 +25,7 @@ _EXPORTS = {"EpisodeContext": "context", "Decision": "episode", "Limits": "episo
             "kind_of": "registry", "make_player": "registry", "register_prefix": "registry"}
 
 
-def __getattr__(name: str):
-    if name not in _EXPORTS:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.{_EXPORTS[name]}"), name)
-    globals()[name] = value
-    return value
+__getattr__ = exports(__name__, _EXPORTS)
 
 
 if TYPE_CHECKING:

@@ -4,8 +4,9 @@ retries, a cost ledger and budgets, an on-disk response cache, and record/replay
     from pipeline.llm import LLMClient, Message, ToolSpec
     response = await client.complete([Message.user("hi")], theme="maze", stage="design")
 """
-import importlib
 from typing import TYPE_CHECKING
+
+from pipeline.lazy import exports
 
 # name -> the module defining it, imported on first use (PEP 562): a command that needs one piece of
 # the layer (a price table, an error class) does not import the SDK clients, the cache and retries.
@@ -22,12 +23,7 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str):
-    if name not in _EXPORTS:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.{_EXPORTS[name]}"), name)
-    globals()[name] = value
-    return value
+__getattr__ = exports(__name__, _EXPORTS)
 
 
 if TYPE_CHECKING:
