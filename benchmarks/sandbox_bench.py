@@ -30,7 +30,7 @@ import yaml
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from pipeline.actions import declared_actions, random_action  # noqa: E402
+from pipeline.envfolder.actions import ActionSpace  # noqa: E402
 from pipeline.sandbox import SandboxLimits, Worker, WorkerPool, capabilities  # noqa: E402
 
 REFERENCE = ROOT / "generated_envs" / "reference" / "crate_dock"
@@ -67,9 +67,9 @@ def first_level(env: Path) -> str:
 
 
 def action_plan(env: Path, steps: int, seed: int) -> list[dict]:
-    space = declared_actions(yaml.safe_load((env / "config.yaml").read_text()))
+    space = ActionSpace.from_config(yaml.safe_load((env / "config.yaml").read_text()))
     rng = random.Random(seed)
-    return [random_action(space, rng) for _ in range(steps)]
+    return [space.sample(rng) for _ in range(steps)]
 
 
 def drive(call, level: str, plan: list[dict]) -> list[float]:
@@ -80,7 +80,7 @@ def drive(call, level: str, plan: list[dict]) -> list[float]:
         started = time.perf_counter()
         out = call("step", action=action)
         times.append(time.perf_counter() - started)
-        if out["done"]:
+        if out["terminated"] or out["capped"]:
             call("reset", level=level, seed=0)
     return times
 
