@@ -4,14 +4,14 @@ import argparse
 import pytest
 
 from pipeline.api.options import LLMOptions
-from pipeline.commands._flags import add_llm_arguments
+from pipeline.commands._flags import add_options
 from pipeline.errors import UserError
 from pipeline.llm import resolve
 
 
 def parse(*argv):
     parser = argparse.ArgumentParser()
-    add_llm_arguments(parser)
+    add_options(parser, LLMOptions)
     return parser.parse_args(argv)
 
 

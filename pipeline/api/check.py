@@ -12,8 +12,9 @@ from pipeline.sandbox.outside.executor import running_on
 
 @dataclasses.dataclass(frozen=True)
 class CheckOptions(Options):
-    seed: int = option(0, SEED)  # of the random actions
-    budget: float = option(BUDGET_SECONDS, SECONDS)  # wall clock of the whole check; past it the rest is skipped
+    seed: int = option(0, SEED, help="seed of the random actions (default {default})")
+    budget: float = option(BUDGET_SECONDS, SECONDS, metavar="SECONDS", help="wall clock for the whole check; past "
+                           "it the rest is skipped and it fails (default {default})")
     executor: ExecutorOptions = group(ExecutorOptions)
 
 

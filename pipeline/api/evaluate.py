@@ -19,7 +19,7 @@ from pathlib import Path
 from learning.export import LEARNED, learned_player
 from pipeline import layout
 from pipeline import records as files
-from pipeline.api.options import ExecutorOptions, LLMOptions, Options, group, option
+from pipeline.api.options import ExecutorOptions, LLMOptions, Options, group, option, skin_option
 from pipeline.api.values import COUNT, LIMIT, SECONDS, label, number, one_of, out_dir
 from pipeline.envfolder.spec import EnvSpec
 from pipeline.errors import UserError, not_a_folder
@@ -38,34 +38,69 @@ from pipeline.sandbox.outside.executor import Executor, running_on
 register_prefix(LEARNED, lambda path, o: learned_player(path, o.client, o.model_options))
 
 
+RESUME_HELP = ("continue the evaluation in --out, or add another agent, model or split to it: a recorded episode is "
+               "reused only when its environment, level, max reward, split and settings all match this run; the "
+               "others run again, and the command says how many and why. Without --resume, an --out that "
+               "already holds episodes is refused (as generate and learn refuse an --out holding a run)")
+AGENT_HELP = ("react (AutoEnv's ReAct agent: reasoning in <thinking_memory>, one action in <action>), "
+              "tools (each action a native tool call with typed parameters), learned:PATH (the best candidate of "
+              "envforge learn, PATH its exported folder; learned agent code runs in the sandbox), random, planner "
+              "(search over snapshots in the sandbox; no model), or your own agent as MODULE:ATTR or "
+              "path/file.py:ATTR: a class (or object, or function) with run(env, env_info), sync or async, as in "
+              "the AutoEnv benchmark. "
+              "YOUR AGENT RUNS INSIDE THE ENVFORGE PROCESS, unsandboxed, because you chose to run it; the "
+              "environment it steps still runs in the sandbox; --model then only labels its records (default: react)")
+LIMITS = ("episode limits (0 turns one off; the random agent plays every step, as verify's reliability baseline "
+          "does, so only --max-steps and --episode-seconds apply to it)")
+AGENTS = "agents"
+
+
 @dataclasses.dataclass(frozen=True)
 class EvaluateOptions(Options):
     """How to evaluate: the agent, the runs, the episode limits, the model and where to write."""
 
-    agent: str = "react"
-    agent_name: str | None = option(None, label)
-    skin: str | None = None
-    runs: int = option(3, COUNT)  # as in the paper
-    split: str = option("test", one_of(*layout.LEVEL_SPLITS))
-    max_levels: int | None = option(None, COUNT)
-    concurrency: int = option(8, COUNT)
-    out: str = option("evaluation", out_dir)
-    resume: bool = False
-    # episode limits (0 turns one off)
-    max_steps: int = option(Limits.max_steps, COUNT)
-    invalid_action_streak: int = option(Limits.invalid_action_streak, LIMIT)
-    format_error_streak: int = option(Limits.format_error_streak, LIMIT)
-    loop_visits: int = option(Limits.loop_visits, LIMIT)
-    stagnation_steps: int = option(Limits.stagnation_steps, LIMIT)
-    episode_seconds: float = option(Limits.episode_seconds, number(0.0))
-    run_seconds: float = option(RunOptions.run_seconds, number(0.0))
-    # agents
-    history: int = option(ModelOptions.history, LIMIT)
-    max_tokens: int = option(ModelOptions.max_tokens, COUNT)
-    temperature: float | None = option(None, number(0.0, 2.0))
-    planner_nodes: int = option(AgentOptions.planner_nodes, COUNT)
-    planner_seconds: float = option(AgentOptions.planner_seconds, SECONDS)
-    call_seconds: float = option(RunOptions.sandbox.call_seconds, SECONDS)
+    agent: str = option("react", metavar="AGENT", help=AGENT_HELP)
+    agent_name: str | None = option(None, label, metavar="NAME", help="how records and reports name the agent "
+                                    "(default: the built-in name, or for your own agent FILESTEM:ATTR or "
+                                    "MODULE:ATTR, never a path)")
+    skin: str | None = skin_option("; the agent label becomes AGENT@NAME")
+    runs: int = option(3, COUNT, help="runs per level (default {default}, as in the paper)")
+    split: str = option("test", one_of(*layout.LEVEL_SPLITS), help="levels/ (test, default) or val_levels/ (val)")
+    max_levels: int | None = option(None, COUNT, metavar="N", help="only the first N levels of each environment")
+    concurrency: int = option(8, COUNT, metavar="N", help="episodes at once (default {default})")
+    out: str = option("evaluation", out_dir, metavar="DIR", help="output folder (default ./{default}); several "
+                      "agents and models may share one")
+    resume: bool = option(False, help=RESUME_HELP)
+    max_steps: int = option(Limits.max_steps, COUNT, metavar="N", section=LIMITS,
+                            help="turns per episode (default: the environment's termination.max_steps)")
+    invalid_action_streak: int = option(Limits.invalid_action_streak, LIMIT, metavar="N", section=LIMITS,
+                                        help="stop after N invalid actions in a row (default {default})")
+    format_error_streak: int = option(Limits.format_error_streak, LIMIT, metavar="N", section=LIMITS,
+                                      help="stop after N replies in a row that hold no action (default {default})")
+    loop_visits: int = option(Limits.loop_visits, LIMIT, metavar="N", section=LIMITS,
+                              help="stop when the same state comes back N times (default {default})")
+    stagnation_steps: int = option(Limits.stagnation_steps, LIMIT, metavar="N", section=LIMITS,
+                                   help="stop after N steps with no new state and no reward (default {default})")
+    episode_seconds: float = option(Limits.episode_seconds, number(0.0), metavar="S", section=LIMITS,
+                                    help="stop an episode after S seconds of wall clock, model calls included; "
+                                         "every agent (default {default})")
+    run_seconds: float = option(RunOptions.run_seconds, number(0.0), metavar="S", section=LIMITS,
+                                help="start no episode after S seconds of wall clock (default {default})")
+    history: int = option(ModelOptions.history, LIMIT, metavar="N", section=AGENTS,
+                          help="recent turns shown to react/tools each step (default {default})")
+    max_tokens: int = option(ModelOptions.max_tokens, COUNT, metavar="N", section=AGENTS,
+                             help="output tokens per model call (default {default})")
+    temperature: float | None = option(None, number(0.0, 2.0), metavar="T", section=AGENTS,
+                                       help="sampling temperature (default: the provider's)")
+    planner_nodes: int = option(AgentOptions.planner_nodes, COUNT, metavar="N", section=AGENTS,
+                                help="planner search budget in nodes (environment steps): the same scores on an "
+                                     "idle and a busy machine (default {default})")
+    planner_seconds: float = option(AgentOptions.planner_seconds, SECONDS, metavar="S", section=AGENTS,
+                                    help="wall-clock safety stop of one planner search, not a budget: a plan it "
+                                         "cuts is labelled in the trajectory's thoughts (default {default})")
+    call_seconds: float = option(RunOptions.sandbox.call_seconds, SECONDS, metavar="S", section=AGENTS,
+                                 help="wall-clock limit of one environment reset or step in the sandbox "
+                                      "(default {default})")
     llm: LLMOptions = group(LLMOptions)
     executor: ExecutorOptions = group(ExecutorOptions)
 

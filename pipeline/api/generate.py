@@ -33,15 +33,24 @@ VERIFY_MODELS_VAR = "ENVFORGE_VERIFY_MODELS"
 
 @dataclasses.dataclass(frozen=True)
 class GenerateOptions(Options):
-    themes: str | None = None  # one theme per line, or a YAML list
-    demo: bool = False  # the bundled offline demo: examples/themes.txt with provider replay
-    concurrency: int = option(2, COUNT)  # themes in progress at once
-    out: str = option(str(paths.GENERATED_ENVS_DIR), out_dir)
-    resume: bool = False  # continue the run in out: finished stages are not redone
-    pause_after: str | None = option(None, one_of(*stages.PAUSABLE))
-    levels: int = option(15, COUNT)  # verified levels per environment, 2/3 test and 1/3 validation
-    seed: int = option(0, SEED)
-    verify_models: str | None = None  # MODEL or WEAK,STRONG; default $ENVFORGE_VERIFY_MODELS
+    themes: str | None = option(None, metavar="FILE", help="one theme per line (blank lines and # comments "
+                                "ignored), or a YAML list of themes or of {theme, name, tags, notes}")
+    demo: bool = option(False, help="the bundled offline demo: the themes of examples/themes.txt with --provider "
+                        "replay (works from any folder, also in an installed envforge)")
+    concurrency: int = option(2, COUNT, metavar="N", help="themes in progress at once (default {default})")
+    out: str = option(str(paths.GENERATED_ENVS_DIR), out_dir, metavar="DIR",
+                      help="output folder (default: generated_envs/)")
+    resume: bool = option(False, help="continue the run in --out: finished stages are not redone")
+    pause_after: str | None = option(None, one_of(*stages.PAUSABLE),
+                                     help="supervised mode: stop every theme after this stage so a person can edit "
+                                          "its files")
+    levels: int = option(15, COUNT, metavar="N",
+                         help="verified levels per environment, 2/3 test and 1/3 validation (default {default})")
+    seed: int = option(0, SEED, help="seed of level generation and verification (default {default})")
+    verify_models: str | None = option(None, metavar="MODEL|WEAK,STRONG",
+                                       help="also verify with models: a short ReAct rollout (with MODEL, or STRONG) "
+                                            "and, given two, the differential test of WEAK against STRONG (default: "
+                                            f"${VERIFY_MODELS_VAR}; none)")
     llm: LLMOptions = group(LLMOptions)
     executor: ExecutorOptions = group(ExecutorOptions)
 

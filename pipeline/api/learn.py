@@ -31,28 +31,55 @@ RECORDED_SETTINGS = Path("learn") / "settings.json"  # inside a record / replay 
 # learning.settings.Settings' default).
 SETTINGS = ("iterations", "runs", "train_levels", "test_levels", "max_parents", "concurrency", "max_steps",
             "signal_episodes", "max_tokens", "temperature")
+METHODS = "methods: selection x signal x component"
+STUDY = "study"
+OPTIMIZER = "optimizer model (default: the execution model, --model)"
 
 
 @dataclasses.dataclass(frozen=True)
 class LearnOptions(Options):
-    methods: str | None = None  # all (the paper's eight), names, or a YAML file of {selection, signal, component}
-    selection: str | None = option(None, one_of(*sorted(SELECTIONS)))  # one method
-    signal: str | None = None
-    component: str | None = option(None, one_of(*COMPONENTS))
-    iterations: int | None = None
-    runs: int | None = None
-    train_levels: int | None = None
-    test_levels: int | None = None
-    max_parents: int | None = None
-    concurrency: int | None = None
-    max_steps: int | None = None
-    signal_episodes: int | None = None
-    max_tokens: int | None = None
-    temperature: float | None = None
-    out: str = option("runs/learn", out_dir)
-    resume: bool = False  # continue the study in out as it was started
-    optimizer_model: str | None = None  # default: the execution model
-    optimizer_base_url: str | None = None
+    methods: str | None = option(None, metavar="WHICH", section=METHODS,
+                                 help=f"all (default: the paper's eight), names such as {method_space.ALL[0].name},"
+                                      f"{method_space.ALL[-1].name}, or a YAML file listing {{selection, signal, "
+                                      f"component}}")
+    selection: str | None = option(None, one_of(*sorted(SELECTIONS)), section=METHODS,
+                                   help="one method: best or pareto")
+    signal: str | None = option(None, metavar="NAME", section=METHODS,
+                                help=f"one method: {' or '.join(method_space.signals())} (any "
+                                     "templates/learn/signal_NAME.j2)")
+    component: str | None = option(None, one_of(*COMPONENTS), section=METHODS,
+                                   help="one method: what the rewrite changes")
+    # The study's settings: None is "not given" (see SETTINGS); the defaults named are Settings'.
+    iterations: int | None = option(None, int, metavar="N", section=STUDY,
+                                    help=f"learning iterations per environment and method (default "
+                                         f"{Settings.iterations}, as in the paper)")
+    runs: int | None = option(None, int, metavar="N", section=STUDY, help=f"runs per level, on training and test "
+                              f"levels (default {Settings.runs}, as in the paper)")
+    train_levels: int | None = option(None, int, metavar="N", section=STUDY, help=f"training levels per iteration, "
+                                      f"freshly generated (default {Settings.train_levels})")
+    test_levels: int | None = option(None, int, metavar="N", section=STUDY,
+                                     help="test levels: the first N of each environment's levels/ (default: all)")
+    max_parents: int | None = option(None, int, metavar="N", section=STUDY, help=f"Pareto selection: at most N front "
+                                     f"members optimized per iteration (default {Settings.max_parents})")
+    concurrency: int | None = option(None, int, metavar="N", section=STUDY, help=f"episodes at once (default "
+                                     f"{Settings.concurrency}; one at a time when recording or replaying)")
+    max_steps: int | None = option(None, int, metavar="N", section=STUDY,
+                                   help="turns per episode (default: the environment's termination.max_steps)")
+    signal_episodes: int | None = option(None, int, metavar="N", section=STUDY, help=f"trajectories the signal step "
+                                         f"reads (default {Settings.signal_episodes}: worst, middle, best)")
+    max_tokens: int | None = option(None, int, metavar="N", section=STUDY,
+                                    help=f"output tokens per model call (default {Settings.max_tokens})")
+    temperature: float | None = option(None, float, metavar="X", section=STUDY,
+                                       help="sampling temperature of both models (default: the provider's)")
+    out: str = option("runs/learn", out_dir, metavar="DIR", section=STUDY, help="study folder (default {default})")
+    resume: bool = option(False, section=STUDY,
+                          help="continue the study in --out as it was started (its environments, methods and "
+                               "settings); without it, an --out that holds a study is refused (as generate and "
+                               "evaluate refuse an --out holding a run)")
+    optimizer_model: str | None = option(None, metavar="SPEC", section=OPTIMIZER,
+                                         help="the model that analyzes trajectories and rewrites components")
+    optimizer_base_url: str | None = option(None, metavar="URL", section=OPTIMIZER,
+                                            help="its API base URL, if not --base-url")
     llm: LLMOptions = group(LLMOptions)
     executor: ExecutorOptions = group(ExecutorOptions)
 

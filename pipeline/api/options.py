@@ -1,12 +1,13 @@
 """The options of the library calls: typed dataclasses whose defaults are the only defaults.
 
 Each call (`pipeline.api.evaluate.evaluate`, `generate`, `verify`, ...) takes one options class.
-Its fields are named as the command's flags (`max_levels` is --max-levels), declare the default
-and the check of the value (pipeline/api/values.py), and are built two ways:
+Each option is declared once, as a field: its name (`max_levels` is the flag --max-levels), its
+default, the check of a value (pipeline/api/values.py), and what the command's help says of it
+(`option(3, COUNT, help="runs per level (default {default})")`). The command layer derives its
+flags from these fields (pipeline/commands/_flags.py); the options are built two ways:
 
-- `Options.from_args(args)`: the command layer's parsed flags (each flag's default is read from
-  the field, pipeline/commands/_flags.py; the command line's parser has checked the values with the same
-  checks);
+- `Options.from_args(args)`: the command layer's parsed flags (the parser has checked the values
+  with the same checks);
 - `Options.from_keywords(call, **kw)`: the Python API's keywords (`envforge.evaluate(...,
   max_levels=2)`): an unknown keyword is a UserError naming the known ones; a value is checked as
   its flag's would be; None (or False for a switch) is "not given", i.e. the default.
@@ -17,27 +18,38 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from typing import Any, Callable, Mapping, TypeVar
+from typing import Any, Callable, ClassVar, Mapping, TypeVar
 
-from pipeline.api.values import COUNT, SECONDS, USD, BadValue, one_of, out_dir
+from pipeline.api.values import COUNT, SECONDS, USD, BadValue, number, one_of, out_dir, whole
 from pipeline.errors import UserError
-from pipeline.llm.config import PROVIDERS
+from pipeline.llm.config import PROVIDERS, LLMConfig
 
 T = TypeVar("T", bound="Options")
 
 
-def option(default: Any = None, check: Callable[[Any], Any] | None = None) -> Any:
-    """A field: its default, and the check of a given value (also the flag's `type`)."""
-    return dataclasses.field(default=default, metadata={"check": check} if check else {})
+def option(default: Any = None, check: Callable[[Any], Any] | None = None, *, help: str = "",
+           metavar: str | None = None, flags: tuple[str, ...] = (), section: str | None = None,
+           exclusive: str | None = None) -> Any:
+    """A field: its default, the check of a given value, and how the command line shows it: `help`
+    (`{default}` in it is the default), `metavar`, its `flags` (default --NAME), the `section` of the
+    help it is listed under, and the `exclusive` set of options of which at most one may be given
+    (one must be, when the class names the set in REQUIRED)."""
+    shown = {"check": check, "help": help, "metavar": metavar, "flags": flags, "section": section,
+             "exclusive": exclusive}
+    return dataclasses.field(default=default, metadata={k: v for k, v in shown.items() if v})
 
 
 def group(cls: type) -> Any:
-    """A field holding another options class, whose fields are given flat (as flags are)."""
+    """A field holding another options class, whose fields are given flat (as flags are), listed
+    under the class's SECTION."""
     return dataclasses.field(default_factory=cls, metadata={"group": cls})
 
 
 class Options:
     """Base of the options dataclasses (see the module docstring)."""
+
+    SECTION: ClassVar[str | None] = None  # the help's section of these options, as a group of another class's
+    REQUIRED: ClassVar[tuple[str, ...]] = ()  # `exclusive` sets of which one option must be given
 
     @classmethod
     def names(cls) -> list[str]:
@@ -104,7 +116,7 @@ class Options:
             if check is not None:
                 try:
                     value = check(value)
-                except BadValue as e:
+                except (BadValue, TypeError, ValueError) as e:
                     raise UserError(f"{call}: {name}={value!r}: {e}") from None
             values[name] = value
         return cls._build(values)
@@ -114,19 +126,28 @@ class Options:
 class LLMOptions(Options):
     """Which model provider a call uses and its limits: every model-calling command's flags."""
 
-    model: str | None = None
-    provider: str | None = option(None, one_of(*PROVIDERS))
-    base_url: str | None = None
-    api_key_env: str | None = None
-    replay: str | None = None
-    record: str | None = option(None, out_dir)
-    no_cache: bool = False
-    cache: str | None = None
-    budget_usd: float | None = option(None, USD)
-    theme_budget_usd: float | None = option(None, USD)
-    prices: str | None = None
-    max_concurrency: int | None = option(None, COUNT)
-    timeout: float | None = option(None, SECONDS)
+    SECTION = "model provider"
+    model: str | None = option(None, metavar="SPEC", help="anthropic/<model> or openai/<model> (default: "
+                               "$ENVFORGE_MODEL, else from the keys set)")
+    provider: str | None = option(None, one_of(*PROVIDERS), help="provider, if SPEC does not name one")
+    base_url: str | None = option(None, metavar="URL", help="API base URL, e.g. an OpenAI-compatible server "
+                                  "(default: $OPENAI_BASE_URL / $ANTHROPIC_BASE_URL)")
+    api_key_env: str | None = option(None, metavar="VAR", help="read the API key from this environment variable "
+                                     "instead of the provider's usual one")
+    replay: str | None = option(None, metavar="DIR", help="serve recorded responses from DIR (with --provider replay)")
+    record: str | None = option(None, out_dir, metavar="DIR", help="write every call and its response to DIR")
+    no_cache: bool = option(False, help="neither read nor write the response cache")
+    cache: str | None = option(None, metavar="PATH", help="response cache file (default: $ENVFORGE_CACHE or "
+                               "~/.cache/envforge/responses.sqlite)")
+    budget_usd: float | None = option(None, USD, metavar="USD", help="stop before the run spends more than USD")
+    theme_budget_usd: float | None = option(None, USD, metavar="USD",
+                                            help="stop a theme before it spends more than USD")
+    prices: str | None = option(None, metavar="FILE",
+                                help="price table overriding the shipped one (same YAML format)")
+    max_concurrency: int | None = option(None, COUNT, metavar="N", help="model calls in flight at once "
+                                         f"(default {LLMConfig.max_concurrency})")
+    timeout: float | None = option(None, SECONDS, metavar="SECONDS",
+                                   help=f"limit for one call attempt (default {LLMConfig.timeout:g})")
 
     def config(self):
         """The resolved provider configuration (a UserError saying how to configure one)."""
@@ -150,8 +171,13 @@ class LLMOptions(Options):
 class ExecutorOptions(Options):
     """Where a call's sandboxed work runs: this machine, or a Ray cluster's nodes."""
 
-    executor: str = option("local", one_of("local", "ray"))
-    ray_address: str | None = None
+    SECTION = "executor"
+    executor: str = option("local", one_of("local", "ray"), help="where sandboxed work runs: this machine (local, "
+                           "default) or the nodes of a Ray cluster (ray; pip install 'envforge[ray]'). Model calls "
+                           "and records stay here")
+    ray_address: str | None = option(None, metavar="ADDRESS", help="the Ray cluster to join (auto, HOST:PORT or "
+                                     "ray://HOST:PORT; default $ENVFORGE_RAY_ADDRESS, else a new cluster on this "
+                                     "machine)")
 
     def start(self):
         """The executor these options name (pipeline.sandbox.outside.executor.Executor), checked and ready:
@@ -162,3 +188,31 @@ class ExecutorOptions(Options):
             raise UserError(f"--ray-address {self.ray_address}: expected --executor ray with it, found --executor "
                             f"{self.executor}")
         return Executor(self.executor, self.ray_address if self.executor == "ray" else None).start()
+
+
+def skin_option(then: str = "") -> Any:
+    """The option `skin`: render observations through one of the environment's skins (evaluate, probe)."""
+    return option(None, metavar="NAME", help="render observations with the environment's skins/NAME.py (written by "
+                                             "envforge reskin, listed in its manifest)" + then)
+
+
+@dataclasses.dataclass(frozen=True)
+class ServeOptions(Options):
+    """How `envforge serve` (pipeline/api/serve.py) bounds what clients may ask. Declared here, so that
+    the command's flags need no OpenEnv (an optional extra) to be listed."""
+
+    host: str = option("127.0.0.1", help="address to listen on (default {default}: this machine only; 0.0.0.0 "
+                       "serves the network, with no authentication)")
+    port: int = option(8000, whole(0, 65535), help="port (default {default}; 0: a free one, printed)")
+    max_sessions: int = option(8, whole(1, 1024), help="sessions (sandbox workers) at once over all environments "
+                               "(default {default})")
+    idle_seconds: float = option(300.0, number(1.0, 86_400.0), help="close a session, and its worker, after this "
+                                 "long without a message (default {default})")
+    max_message_kb: int = option(64, whole(1, 16 * 1024), help="largest WebSocket message or request body in KiB "
+                                 "(default {default})")
+    max_connections: int = 64  # open connections (sessions, health checks); more get 503
+    skin: str | None = option(None, help="serve this skin of the environments (see envforge reskin)")
+
+    @property
+    def max_message_bytes(self) -> int:
+        return self.max_message_kb * 1024

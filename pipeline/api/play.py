@@ -25,9 +25,11 @@ HELP = "Type an action (e.g. `move north`, `move direction=north` or JSON), `?` 
 
 @dataclasses.dataclass(frozen=True)
 class PlayOptions(Options):
-    level: str | None = None  # level_01, levels/level_01.yaml or val_levels/level_11 (default: the first test level)
-    seed: int | None = option(None, SEED)  # play a level generated from this seed instead
-    actions: str | None = None  # replay actions from this file, one per line, non-interactively
+    level: str | None = option(None, exclusive="level", help="level id: level_01, levels/level_01.yaml or "
+                               "val_levels/level_11 (default: the first test level)")
+    seed: int | None = option(None, SEED, exclusive="level", help="play a level generated from this seed instead")
+    actions: str | None = option(None, metavar="FILE",
+                                 help="replay actions from FILE, one per line, non-interactively")
     executor: ExecutorOptions = group(ExecutorOptions)
 
 

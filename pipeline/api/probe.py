@@ -9,7 +9,7 @@ from pathlib import Path
 
 from pipeline import records as files
 from pipeline.api.evaluate import EvaluateOptions
-from pipeline.api.options import ExecutorOptions, Options, group, option
+from pipeline.api.options import ExecutorOptions, Options, group, option, skin_option
 from pipeline.api.values import COUNT, SEED, out_file, whole
 from pipeline.errors import UserError
 from pipeline.probe import (
@@ -31,14 +31,19 @@ from pipeline.sandbox.outside.executor import running_on
 
 @dataclasses.dataclass(frozen=True)
 class ProbeOptions(Options):
-    kind: str = "predict"  # comma-separated kinds among KINDS, or all
-    n: int = option(50, COUNT)
-    seed: int = option(0, SEED)
-    out: str | None = option(None, out_file)  # default ./<env>[.<skin>].<kinds>.jsonl
-    skin: str | None = None
-    max_k: int = option(PredictOptions.max_k, COUNT)
-    choices: int = option(PredictOptions.choices, whole(4, 6))
-    samples: int = option(PredictOptions.samples, COUNT)
+    kind: str = option("predict", help=f"comma-separated kinds among {', '.join(KINDS)}, or all (default {{default}})")
+    n: int = option(50, COUNT, help="items of each kind (default {default})")
+    seed: int = option(0, SEED, help="seed of every random choice (default {default})")
+    out: str | None = option(None, out_file, metavar="FILE",
+                             help="JSONL file to write (default ./<env>[.<skin>].<kinds>.jsonl)")
+    skin: str | None = skin_option()
+    max_k: int = option(PredictOptions.max_k, COUNT, section="predict",
+                        help="actions per item: 1..K in turn (default {default})")
+    choices: int = option(PredictOptions.choices, whole(4, 6), section="predict",
+                          help="candidates per item, 4-6 (default {default})")
+    samples: int = option(PredictOptions.samples, COUNT, section="predict",
+                          help="renderings of the truth from different RNG states; items with more than one truth "
+                               "are dropped (default {default})")
     executor: ExecutorOptions = group(ExecutorOptions)
 
     def kinds(self) -> tuple[str, ...]:

@@ -17,13 +17,19 @@ from pipeline.sandbox.outside.executor import running_on
 
 @dataclasses.dataclass(frozen=True)
 class ReskinOptions(Options):
-    style: str | None = None  # json, narrative, inverse (templates) or any other style (the model)
-    check: str | None = None  # check the existing skins/NAME.py again (instead of a style)
-    name: str | None = None  # default: the style
-    hint: bool = False  # inverse: start every observation with E.3's warning
-    sequences: int = option(2, COUNT)  # random action sequences per level in the identity check
-    attempts: int = option(3, COUNT)  # model-written skins: attempts, each after the check's feedback
-    seed: int = option(0, SEED)
+    REQUIRED = ("what",)
+    style: str | None = option(None, metavar="STYLE", exclusive="what",
+                               help=f"{', '.join(TEMPLATE_STYLES)} (templates, no model) or any other style name "
+                                    "(written by the model)")
+    check: str | None = option(None, metavar="NAME", exclusive="what", help="check the existing skins/NAME.py again")
+    name: str | None = option(None, help="skin name (default: the style)")
+    hint: bool = option(False, help="inverse: start every observation with E.3's warning that semantics may be "
+                        "inverted")
+    sequences: int = option(2, COUNT, metavar="N", help="random action sequences per level in the identity check, "
+                            "besides the planner's (default {default})")
+    attempts: int = option(3, COUNT, metavar="N",
+                           help="model-written skins: attempts, each after the check's feedback (default {default})")
+    seed: int = option(0, SEED, help="seed of the random sequences (default {default})")
     llm: LLMOptions = group(LLMOptions)
     executor: ExecutorOptions = group(ExecutorOptions)
 

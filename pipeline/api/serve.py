@@ -41,6 +41,7 @@ from uvicorn.protocols.utils import ClientDisconnected
 
 from pipeline import __version__, layout
 from pipeline.api.environment import Environment, Session
+from pipeline.api.options import ServeOptions
 from pipeline.errors import UserError
 from pipeline.kinds import normalize
 from pipeline.sandbox import SandboxFailure
@@ -50,19 +51,7 @@ KEPT = ("/ws", "/schema", "/health", "/metadata")  # what a session and a client
 TEXT_CHARS = 4096  # the longest action text or parameter value a step takes
 LEVEL_CHARS = 300
 SEED_MAX = 2**31 - 1
-
-
-@dataclass(frozen=True)
-class ServeOptions:
-    """How `envforge serve` bounds what clients may ask."""
-
-    host: str = "127.0.0.1"
-    port: int = 8000
-    max_sessions: int = 8  # sandbox workers at once, over every environment served
-    idle_seconds: float = 300.0  # a session with no message for this long is closed, its worker with it
-    max_message_bytes: int = 64 * 1024  # one WebSocket message or HTTP request body
-    max_connections: int = 64  # open connections (sessions, health checks); more get 503
-    skin: str | None = None
+DEFAULTS = ServeOptions()
 
 
 class EnvforgeObservation(Observation):
@@ -300,7 +289,7 @@ def _episode_id(given: Any) -> str:
     return given
 
 
-def build_app(env_dirs: list[str], options: ServeOptions = ServeOptions()) -> tuple[FastAPI, dict[str, Served]]:
+def build_app(env_dirs: list[str], options: ServeOptions = DEFAULTS) -> tuple[FastAPI, dict[str, Served]]:
     """The server's app and what it serves, by route prefix name."""
     envs = [Environment(e.path) for d in env_dirs for e in (layout.find_envs(d) or [_missing(d)])]
     names = [e.name for e in envs]
@@ -409,7 +398,7 @@ async def _too_large(send, limit: int) -> None:
     await send({"type": "http.response.body", "body": body})
 
 
-def serve(env_dirs: list[str], options: ServeOptions = ServeOptions(), ready=None) -> None:
+def serve(env_dirs: list[str], options: ServeOptions = DEFAULTS, ready=None) -> None:
     """Run the server until interrupted. `ready(host, port, names)` is called once it listens."""
     import socket
 

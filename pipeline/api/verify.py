@@ -27,25 +27,50 @@ from pipeline.verify import Options as StageOptions
 from pipeline.verify.models import ModelChecks, verify_with_models
 
 _STAGE_DEFAULTS = StageOptions()
+MODEL_CHECKS = "model-driven checks (after the model-free stages; need a provider)"
 
 
 @dataclasses.dataclass(frozen=True)
 class VerifyOptions(Options):
-    stages: str = ",".join(STAGES)  # comma-separated, in order
-    write: bool = False  # default only for folders envforge made (a manifest.json with an origin)
-    out: str | None = option(None, out_file)  # also write the verdict and figures here
-    write_levels: bool = False  # replace levels/ and val_levels/ by the generated set (implies write)
-    margin: float = option(_STAGE_DEFAULTS.margin, number(0.0, 1.0))
-    search_nodes: int = option(_STAGE_DEFAULTS.search_nodes, COUNT)
-    search_seconds: float = option(_STAGE_DEFAULTS.search_seconds, SECONDS)
-    random_episodes: int = option(_STAGE_DEFAULTS.random_episodes, COUNT)
-    call_seconds: float = option(_STAGE_DEFAULTS.limits.call_seconds, SECONDS)
-    generator_seconds: float = option(_STAGE_DEFAULTS.limits.generator_seconds, SECONDS)  # a safety stop
-    seed: int = option(_STAGE_DEFAULTS.seed, SEED)
-    budget: float = option(_STAGE_DEFAULTS.budget_seconds, SECONDS)  # wall clock of the model-free stages
-    agent_models: str | None = None  # WEAK,STRONG: the differential test
-    agent_runs: int = option(2, COUNT)
-    agent_levels: int = option(5, COUNT)
+    stages: str = option(",".join(STAGES), help="comma-separated stages to run, in order (default {default})")
+    write: bool = option(False, help="write verification.json, manifest.json and level_max_rewards.json into the "
+                         "folder (default only for folders envforge made: a manifest.json with an origin)")
+    out: str | None = option(None, out_file, metavar="FILE",
+                             help="also write the verdict and figures (the --json document) to FILE")
+    write_levels: bool = option(False, help="replace levels/ and val_levels/ by the generated set (implies --write; "
+                                "default: verify it in the sandbox only and keep the folder's levels)")
+    margin: float = option(_STAGE_DEFAULTS.margin, number(0.0, 1.0),
+                           help="reliability: reject when the random agent's mean normalized reward is >= the "
+                                "planner's minus this (default {default})")
+    search_nodes: int = option(_STAGE_DEFAULTS.search_nodes, COUNT,
+                               help="search budget per level, in nodes (environment steps) over all its search "
+                                    "passes: the same maxima and verdicts on an idle and a busy machine (default "
+                                    "{default})")
+    search_seconds: float = option(_STAGE_DEFAULTS.search_seconds, SECONDS,
+                                   help="wall-clock safety stop of one search, not a budget: a level it cuts is "
+                                        "labelled in the result, since its figures then depend on machine load "
+                                        "(default {default})")
+    random_episodes: int = option(_STAGE_DEFAULTS.random_episodes, COUNT,
+                                  help="random-agent episodes per level (default {default})")
+    call_seconds: float = option(_STAGE_DEFAULTS.limits.call_seconds, SECONDS,
+                                 help="wall-clock limit of one call of the environment's code (its load, a reset, a "
+                                      "step); longer is a hang (default {default})")
+    generator_seconds: float = option(_STAGE_DEFAULTS.limits.generator_seconds, SECONDS,
+                                      help="wall-clock safety stop of one call of the environment's generator or "
+                                           "validator, not a call limit (they may search a level's whole space, "
+                                           "slower on a busy machine); a call it cuts is named in the verdict as "
+                                           "load-dependent (default {default})")
+    seed: int = option(_STAGE_DEFAULTS.seed, SEED, help="seed of the random agents (default {default})")
+    budget: float = option(_STAGE_DEFAULTS.budget_seconds, SECONDS, metavar="SECONDS",
+                           help="wall clock of the model-free stages; past it the environment is rejected with "
+                                "wall_clock (default {default}). The model-driven checks below are not counted: "
+                                "they are bounded by their step and call limits")
+    agent_models: str | None = option(None, metavar="WEAK,STRONG", section=MODEL_CHECKS,
+                                      help="the differential test: reject when the weaker model's ReAct agent "
+                                           "scores at least as high as the stronger's in every run")
+    agent_runs: int = option(2, COUNT, metavar="N", section=MODEL_CHECKS, help="runs per model (default {default})")
+    agent_levels: int = option(5, COUNT, metavar="N", section=MODEL_CHECKS,
+                               help="test levels each model plays (default {default})")
     llm: LLMOptions = group(LLMOptions)
     executor: ExecutorOptions = group(ExecutorOptions)
 

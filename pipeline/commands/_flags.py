@@ -1,19 +1,27 @@
 """The command layer's flags: every argparse use of envforge is in pipeline/commands/ and cli.py.
 
-A flag that sets a library option takes its default and its value check from the option's field
-(pipeline/api/options.py): `add_option(parser, EvaluateOptions, "runs", help=...)` is --runs
-with EvaluateOptions' default and check, so the command line and the Python API cannot differ.
-A check's `BadValue` becomes argparse's one line naming the flag, exit 2:
+A command's flags are derived from its library options (pipeline/api/options.py), where each
+option is declared once: `command(subparsers, "probe", run, ProbeOptions, ...)` gives `envforge
+probe` a flag per field of ProbeOptions, with the field's default, check, help, metavar and
+section, so the command line and the Python API cannot differ. A check's `BadValue` becomes
+argparse's one line naming the flag, exit 2:
 `envforge evaluate: error: argument --max-steps: expected a whole number >= 1, found '-5'`.
 """
 from __future__ import annotations
 
 import argparse
-from typing import Any, Callable
+import dataclasses
+from typing import Any, Callable, Sequence
 
-from pipeline.api.options import ExecutorOptions, LLMOptions, Options
+from pipeline.api.options import Options
 from pipeline.api.values import BadValue
-from pipeline.llm.config import LLMConfig
+
+Argument = tuple[tuple[str, ...], dict]  # a command's own argument: add_argument's flags and keywords
+
+
+def arg(*flags: str, **keywords: Any) -> Argument:
+    """A command's own argument (a positional, --json): not an option of the library call."""
+    return flags, keywords
 
 
 def flag_type(check: Callable[[Any], Any]) -> Callable[[str], Any]:
@@ -27,66 +35,76 @@ def flag_type(check: Callable[[Any], Any]) -> Callable[[str], Any]:
     return parse
 
 
-def add_option(parser, options: type[Options], name: str, *flags: str, **kwargs: Any) -> argparse.Action:
-    """--NAME (or `flags`) for the option `name` of `options`: its default and check are the
-    field's; a bool option is a switch; a check with `choices` lists them."""
-    field = options.field(name)
-    default = options.default(name)
-    check = field.metadata.get("check")
-    kwargs.setdefault("default", default)
+def command(subparsers, name: str, run: Callable[[Any], int], options: type[Options] | None = None, *,
+            arguments: Sequence[Argument] = (), json: str | None = None, without: Sequence[str] = (),
+            **parser_keywords: Any):
+    """The parser of `envforge NAME`, running `run(args)`: its own `arguments` first, then the
+    flags of `options` (add_options) but those named in `without` (an option or a group the command
+    does not offer: it keeps its default), with --json (its help `json`) after those listed in no section."""
+    parser = subparsers.add_parser(name, **parser_keywords)
+    for flags, keywords in arguments:
+        parser.add_argument(*flags, **keywords)
+    if options is not None:
+        add_options(parser, options, sectioned=False, without=without)
+    if json:
+        parser.add_argument("--json", action="store_true", help=json)
+    if options is not None:
+        add_options(parser, options, sectioned=True, without=without)
+    parser.set_defaults(func=run)
+    return parser
+
+
+def add_options(parser, options: type[Options], *, sectioned: bool | None = None, without: Sequence[str] = ()) -> None:
+    """A flag for every option of `options`, in declaration order, each option of a group (LLMOptions,
+    ExecutorOptions) under its group's section; `sectioned` True or False: only the options listed in
+    a section, or only the others."""
+    sections: dict[str, Any] = {}
+    exclusive: dict[str, Any] = {}
+
+    def where(title: str | None):
+        if title is None:
+            return parser
+        if title not in sections:
+            sections[title] = parser.add_argument_group(title)
+        return sections[title]
+
+    if options.SECTION and sectioned is not False:
+        parser = where(options.SECTION)
+        sectioned = None
+    for f in dataclasses.fields(options):
+        if f.name in without:
+            continue
+        if "group" in f.metadata:
+            if sectioned is not False:
+                add_options(parser, f.metadata["group"], sectioned=None)
+            continue
+        title = f.metadata.get("section")
+        if sectioned is not None and sectioned != (title is not None):
+            continue
+        container = where(title)
+        key = f.metadata.get("exclusive")
+        if key:
+            if key not in exclusive:
+                exclusive[key] = container.add_mutually_exclusive_group(required=key in options.REQUIRED)
+            container = exclusive[key]
+        _add_flag(container, f)
+
+
+def _add_flag(container, field: dataclasses.Field) -> argparse.Action:
+    """The flag of one option: its default and check are the field's; a bool option is a switch; a
+    check with `choices` lists them; `{default}` in the help is the default (a float as %g)."""
+    meta = field.metadata
+    default = field.default
+    check = meta.get("check")
+    shown = f"{default:g}" if isinstance(default, float) else str(default)
+    keywords: dict[str, Any] = {"default": default, "dest": field.name,
+                                "help": meta.get("help", "").replace("{default}", shown) or None}
+    if meta.get("metavar"):
+        keywords["metavar"] = meta["metavar"]
     if isinstance(default, bool):
-        kwargs.setdefault("action", "store_true")
+        keywords["action"] = "store_true"
     elif check is not None and getattr(check, "choices", None):
-        kwargs.setdefault("choices", check.choices)
+        keywords["choices"] = check.choices
     elif check is not None:
-        kwargs.setdefault("type", flag_type(check))
-    return parser.add_argument(*(flags or ("--" + name.replace("_", "-"),)), dest=name, **kwargs)
-
-
-def add_llm_arguments(parser: argparse.ArgumentParser) -> None:
-    g = parser.add_argument_group("model provider")
-    add = lambda name, **kw: add_option(g, LLMOptions, name, **kw)  # noqa: E731
-    add("model", metavar="SPEC",
-        help="anthropic/<model> or openai/<model> (default: $ENVFORGE_MODEL, else from the keys set)")
-    add("provider", help="provider, if SPEC does not name one")
-    add("base_url", metavar="URL",
-        help="API base URL, e.g. an OpenAI-compatible server (default: $OPENAI_BASE_URL / $ANTHROPIC_BASE_URL)")
-    add("api_key_env", metavar="VAR",
-        help="read the API key from this environment variable instead of the provider's usual one")
-    add("replay", metavar="DIR", help="serve recorded responses from DIR (with --provider replay)")
-    add("record", metavar="DIR", help="write every call and its response to DIR")
-    add("no_cache", help="neither read nor write the response cache")
-    add("cache", metavar="PATH",
-        help="response cache file (default: $ENVFORGE_CACHE or ~/.cache/envforge/responses.sqlite)")
-    add("budget_usd", metavar="USD", help="stop before the run spends more than USD")
-    add("theme_budget_usd", metavar="USD", help="stop a theme before it spends more than USD")
-    add("prices", metavar="FILE", help="price table overriding the shipped one (same YAML format)")
-    add("max_concurrency", metavar="N",
-        help=f"model calls in flight at once (default {LLMConfig.max_concurrency})")
-    add("timeout", metavar="SECONDS", help=f"limit for one call attempt (default {LLMConfig.timeout:g})")
-
-
-def add_executor_arguments(parser: argparse.ArgumentParser) -> None:
-    g = parser.add_argument_group("executor")
-    add_option(g, ExecutorOptions, "executor",
-               help="where sandboxed work runs: this machine (local, default) or the nodes of a Ray "
-                    "cluster (ray; pip install 'envforge[ray]'). Model calls and records stay here")
-    add_option(g, ExecutorOptions, "ray_address", metavar="ADDRESS",
-               help="the Ray cluster to join (auto, HOST:PORT or ray://HOST:PORT; default "
-                    "$ENVFORGE_RAY_ADDRESS, else a new cluster on this machine)")
-
-
-def add_run_arguments(parser: argparse.ArgumentParser, options: type[Options], *, jobs: str, out_help: str,
-                      resume_help: str) -> None:
-    """--concurrency N, --out DIR and --resume: the flags of a command that runs many jobs into one
-    output folder (evaluate, generate), with `options`' defaults."""
-    add_option(parser, options, "concurrency", metavar="N", help=f"{jobs} at once (default %(default)s)")
-    add_option(parser, options, "out", metavar="DIR", help=out_help)
-    add_option(parser, options, "resume", help=resume_help)
-
-
-def add_skin_argument(parser: argparse.ArgumentParser, options: type[Options], then: str = "") -> None:
-    """--skin NAME: render through one of the environment's skins (evaluate, probe)."""
-    add_option(parser, options, "skin", metavar="NAME",
-               help="render observations with the environment's skins/NAME.py (written by envforge reskin, listed "
-                    "in its manifest)" + then)
+        keywords["type"] = flag_type(check)
+    return container.add_argument(*(meta.get("flags") or ("--" + field.name.replace("_", "-"),)), **keywords)

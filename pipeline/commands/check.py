@@ -4,21 +4,17 @@ from __future__ import annotations
 import json
 
 from pipeline.api.check import CheckOptions, check
-from pipeline.commands._flags import add_option
+from pipeline.commands._flags import arg, command
 
 
 def register(subparsers) -> None:
-    p = subparsers.add_parser(
-        "check", help="exercise an environment folder in the sandbox and list its problems",
-        description="Import, reset on every level, step every action, run random episodes, test the "
-                    "generator, validator and determinism — all in the sandbox. Exit 0 when clean, 1 otherwise.")
-    p.add_argument("env_dir", metavar="ENV_DIR", help="environment folder (env_main.py, config.yaml, levels/)")
-    p.add_argument("--json", action="store_true", help="print the report as JSON (what the repair loop reads)")
-    add_option(p, CheckOptions, "seed", help="seed of the random actions (default %(default)s)")
-    add_option(p, CheckOptions, "budget", metavar="SECONDS",
-               help=f"wall clock for the whole check; past it the rest is skipped and it fails "
-                    f"(default {CheckOptions.budget:g})")
-    p.set_defaults(func=run)
+    command(subparsers, "check", run, CheckOptions, without=["executor"],
+            json="print the report as JSON (what the repair loop reads)",
+            help="exercise an environment folder in the sandbox and list its problems",
+            description="Import, reset on every level, step every action, run random episodes, test the "
+                        "generator, validator and determinism — all in the sandbox. Exit 0 when clean, 1 otherwise.",
+            arguments=[arg("env_dir", metavar="ENV_DIR",
+                           help="environment folder (env_main.py, config.yaml, levels/)")])
 
 
 def run(args) -> int:

@@ -16,7 +16,7 @@ from importlib import metadata
 
 from pipeline import __version__
 from pipeline.api.options import LLMOptions
-from pipeline.commands._flags import add_llm_arguments
+from pipeline.commands._flags import add_options
 from pipeline.commands._run import print_cost_summary
 from pipeline.llm.client import LLMClient
 from pipeline.llm.config import BASE_URL_VARS, KEY_VARS, environment
@@ -31,7 +31,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "doctor", help="check versions, sandbox, providers, and (with --model) one model call",
         description=__doc__.split("\n\n")[0])
-    add_llm_arguments(parser)
+    add_options(parser, LLMOptions)
     parser.set_defaults(func=run)
 
 

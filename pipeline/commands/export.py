@@ -5,17 +5,19 @@ needs envforge[verifiers] to run).
 """
 from __future__ import annotations
 
+from pipeline.commands._flags import arg, command
+
 
 def register(subparsers) -> None:
-    p = subparsers.add_parser(
-        "export", help="write environments as installable modules of another tool (verifiers)",
-        description="Write each environment as an installable verifiers environment module "
-                    "(DIR/envforge_NAME/, pyproject.toml naming envforge[verifiers]): pip install it, "
-                    "then vf-eval envforge_NAME -m MODEL -b URL.")
-    p.add_argument("format", choices=["verifiers"], help="the tool's shape (verifiers)")
-    p.add_argument("env_dirs", nargs="+", metavar="ENV_DIR", help="an environment folder, or a folder holding some")
-    p.add_argument("--out", required=True, metavar="DIR", help="where the module folders are written")
-    p.set_defaults(func=run)
+    command(subparsers, "export", run,
+            help="write environments as installable modules of another tool (verifiers)",
+            description="Write each environment as an installable verifiers environment module "
+                        "(DIR/envforge_NAME/, pyproject.toml naming envforge[verifiers]): pip install it, "
+                        "then vf-eval envforge_NAME -m MODEL -b URL.",
+            arguments=[arg("format", choices=["verifiers"], help="the tool's shape (verifiers)"),
+                       arg("env_dirs", nargs="+", metavar="ENV_DIR",
+                           help="an environment folder, or a folder holding some"),
+                       arg("--out", required=True, metavar="DIR", help="where the module folders are written")])
 
 
 def run(args) -> int:

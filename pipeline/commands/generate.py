@@ -5,8 +5,8 @@ import argparse
 import json
 import sys
 
-from pipeline.api.generate import VERIFY_MODELS_VAR, GenerateJob, GenerateOptions
-from pipeline.commands._flags import add_executor_arguments, add_llm_arguments, add_option, add_run_arguments
+from pipeline.api.generate import GenerateJob, GenerateOptions
+from pipeline.commands._flags import command
 from pipeline.commands._run import EXIT_BUDGET_EXCEEDED, print_cost_summary, run_with_client
 from pipeline.generate.interrupt import EXIT_INTERRUPTED, resume_command
 from pipeline.generate.run import print_summary
@@ -23,33 +23,12 @@ Offline demo (no key): envforge generate --themes examples/themes.txt --provider
 
 
 def register(subparsers) -> None:
-    O = GenerateOptions  # noqa: N806 - every default below is its field's
-    p = subparsers.add_parser(
-        "generate", help="turn themes into verified environments (the main job)",
-        description="Each theme goes through design, DSL, code, repair (up to 40 check-driven steps), "
-                    "verification (execution, levels, reliability) and lands in OUT/<name>/ or "
-                    "OUT/_rejected/<name>/ with the stage and reason.",
-        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
-    add_option(p, O, "themes", metavar="FILE",
-               help="one theme per line (blank lines and # comments ignored), or a YAML list of "
-                    "themes or of {theme, name, tags, notes}")
-    add_option(p, O, "demo",
-               help="the bundled offline demo: the themes of examples/themes.txt with --provider replay "
-                    "(works from any folder, also in an installed envforge)")
-    add_run_arguments(p, O, jobs="themes in progress", out_help="output folder (default: generated_envs/)",
-                      resume_help="continue the run in --out: finished stages are not redone")
-    add_option(p, O, "pause_after",
-               help="supervised mode: stop every theme after this stage so a person can edit its files")
-    add_option(p, O, "levels", metavar="N",
-               help="verified levels per environment, 2/3 test and 1/3 validation (default %(default)s)")
-    add_option(p, O, "seed", help="seed of level generation and verification (default %(default)s)")
-    add_option(p, O, "verify_models", metavar="MODEL|WEAK,STRONG",
-               help="also verify with models: a short ReAct rollout (with MODEL, or STRONG) and, given two, the "
-                    f"differential test of WEAK against STRONG (default: ${VERIFY_MODELS_VAR}; none)")
-    p.add_argument("--json", action="store_true", help="print the summary as JSON")
-    add_llm_arguments(p)
-    add_executor_arguments(p)
-    p.set_defaults(func=run)
+    command(subparsers, "generate", run, GenerateOptions, json="print the summary as JSON",
+            help="turn themes into verified environments (the main job)",
+            description="Each theme goes through design, DSL, code, repair (up to 40 check-driven steps), "
+                        "verification (execution, levels, reliability) and lands in OUT/<name>/ or "
+                        "OUT/_rejected/<name>/ with the stage and reason.",
+            epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
 
 
 def run(args) -> int:

@@ -12,30 +12,10 @@ from __future__ import annotations
 
 import sys
 
-from learning import methods as method_space
 from learning.report import TABLE_MD
-from learning.settings import Settings
 from pipeline.api.learn import LearnJob, LearnOptions
-from pipeline.commands._flags import add_executor_arguments, add_llm_arguments, add_option
+from pipeline.commands._flags import arg, command
 from pipeline.commands._run import EXIT_BUDGET_EXCEEDED, EXIT_MODEL_FAILED, run_with_client
-
-FLAGS = {  # the study's settings: option -> (type, help); each default is learning.settings.Settings'
-    "iterations": (int, f"learning iterations per environment and method (default {Settings.iterations}, as in the "
-                        f"paper)"),
-    "runs": (int, f"runs per level, on training and test levels (default {Settings.runs}, as in the paper)"),
-    "train_levels": (int, f"training levels per iteration, freshly generated (default {Settings.train_levels})"),
-    "test_levels": (int, "test levels: the first N of each environment's levels/ (default: all)"),
-    "max_parents": (int, f"Pareto selection: at most N front members optimized per iteration (default "
-                         f"{Settings.max_parents})"),
-    "concurrency": (int, f"episodes at once (default {Settings.concurrency}; one at a time when recording or "
-                         f"replaying)"),
-    "max_steps": (int, "turns per episode (default: the environment's termination.max_steps)"),
-    "signal_episodes": (int, f"trajectories the signal step reads (default {Settings.signal_episodes}: worst, "
-                             f"middle, best)"),
-    "max_tokens": (int, f"output tokens per model call (default {Settings.max_tokens})"),
-    "temperature": (float, "sampling temperature of both models (default: the provider's)"),
-}
-
 
 DESCRIPTION = """AutoEnv's component-centric learning (Algorithm 2): each method (selection x signal
 x component) improves the agent's prompt or agent code on each environment from the trajectories of
@@ -45,35 +25,10 @@ of method per environment."""
 
 
 def register(subparsers) -> None:
-    O = LearnOptions  # noqa: N806 - every default below is its field's
-    p = subparsers.add_parser(
-        "learn", description=DESCRIPTION,
-        help="agent learning over environments: eight methods, upper bounds, Table 5 and Figure 3")
-    p.add_argument("env_dirs", nargs="*", metavar="ENV_DIR",
-                   help="environment folders, or folders holding them (with --resume: the study's)")
-    m = p.add_argument_group("methods: selection x signal x component")
-    add_option(m, O, "methods", metavar="WHICH",
-               help=f"all (default: the paper's eight), names such as {method_space.ALL[0].name},"
-                    f"{method_space.ALL[-1].name}, or a YAML file listing {{selection, signal, component}}")
-    add_option(m, O, "selection", help="one method: best or pareto")
-    add_option(m, O, "signal", metavar="NAME", help=f"one method: {' or '.join(method_space.signals())} "
-                                                     "(any templates/learn/signal_NAME.j2)")
-    add_option(m, O, "component", help="one method: what the rewrite changes")
-    s = p.add_argument_group("study")
-    for name, (kind, text) in FLAGS.items():
-        add_option(s, O, name, type=kind, metavar="N" if kind is int else "X", help=text)
-    add_option(s, O, "out", metavar="DIR", help="study folder (default %(default)s)")
-    add_option(s, O, "resume",
-               help="continue the study in --out as it was started (its environments, methods and settings); "
-                    "without it, an --out that holds a study is refused (as generate and evaluate refuse an "
-                    "--out holding a run)")
-    o = p.add_argument_group("optimizer model (default: the execution model, --model)")
-    add_option(o, O, "optimizer_model", metavar="SPEC",
-               help="the model that analyzes trajectories and rewrites components")
-    add_option(o, O, "optimizer_base_url", metavar="URL", help="its API base URL, if not --base-url")
-    add_llm_arguments(p)
-    add_executor_arguments(p)
-    p.set_defaults(func=run)
+    command(subparsers, "learn", run, LearnOptions, description=DESCRIPTION,
+            help="agent learning over environments: eight methods, upper bounds, Table 5 and Figure 3",
+            arguments=[arg("env_dirs", nargs="*", metavar="ENV_DIR",
+                           help="environment folders, or folders holding them (with --resume: the study's)")])
 
 
 def run(args) -> int:

@@ -12,8 +12,7 @@ from __future__ import annotations
 import json
 
 from pipeline.api.probe import ProbeOptions, probe
-from pipeline.commands._flags import add_option, add_skin_argument
-from pipeline.probe import KINDS
+from pipeline.commands._flags import arg, command
 
 DESCRIPTION = """Make test items from an environment's simulator: predict (which of 4-6 observations
 follows k actions; distractors from counterfactual actions and previous states; exactly one right),
@@ -23,24 +22,9 @@ them with envforge evaluate --probes FILE."""
 
 
 def register(subparsers) -> None:
-    O = ProbeOptions  # noqa: N806 - every default below is its field's
-    p = subparsers.add_parser(
-        "probe", description=DESCRIPTION,
-        help="derive world-model test items (predict, plan, change) from an environment")
-    p.add_argument("env_dir", metavar="ENV_DIR", help="environment folder")
-    add_option(p, O, "kind", help=f"comma-separated kinds among {', '.join(KINDS)}, or all (default %(default)s)")
-    add_option(p, O, "n", help="items of each kind (default %(default)s)")
-    add_option(p, O, "seed", help="seed of every random choice (default %(default)s)")
-    add_option(p, O, "out", metavar="FILE", help="JSONL file to write (default ./<env>[.<skin>].<kinds>.jsonl)")
-    add_skin_argument(p, O)
-    g = p.add_argument_group("predict")
-    add_option(g, O, "max_k", help="actions per item: 1..K in turn (default %(default)s)")
-    add_option(g, O, "choices", help="candidates per item, 4-6 (default %(default)s)")
-    add_option(g, O, "samples",
-               help="renderings of the truth from different RNG states; items with more than one truth are "
-                    "dropped (default %(default)s)")
-    p.add_argument("--json", action="store_true", help="print the summary as JSON")
-    p.set_defaults(func=run)
+    command(subparsers, "probe", run, ProbeOptions, description=DESCRIPTION, without=["executor"],
+            help="derive world-model test items (predict, plan, change) from an environment",
+            arguments=[arg("env_dir", metavar="ENV_DIR", help="environment folder")], json="print the summary as JSON")
 
 
 def run(args) -> int:

@@ -12,9 +12,9 @@ from __future__ import annotations
 import json
 
 from pipeline.api.reskin import ReskinJob, ReskinOptions
-from pipeline.commands._flags import add_llm_arguments, add_option
+from pipeline.commands._flags import arg, command
 from pipeline.commands._run import run_with_client
-from pipeline.reskin import TEMPLATE_STYLES, Reskinned
+from pipeline.reskin import Reskinned
 
 DESCRIPTION = """A skin is skins/<name>.py defining render(omega, env) -> str. json, narrative and
 inverse (AutoEnv E.3 semantic inversion) are written from templates; any other style by the model.
@@ -24,27 +24,9 @@ when the skin passes, 1 when it fails."""
 
 
 def register(subparsers) -> None:
-    O = ReskinOptions  # noqa: N806 - every default below is its field's
-    p = subparsers.add_parser(
-        "reskin", description=DESCRIPTION,
-        help="write a new skin (rendering) for an environment and check its dynamics are unchanged")
-    p.add_argument("env_dir", metavar="ENV_DIR", help="environment folder")
-    which = p.add_mutually_exclusive_group(required=True)
-    add_option(which, O, "style", metavar="STYLE",
-               help=f"{', '.join(TEMPLATE_STYLES)} (templates, no model) or any other style name "
-                    "(written by the model)")
-    add_option(which, O, "check", metavar="NAME", help="check the existing skins/NAME.py again")
-    add_option(p, O, "name", help="skin name (default: the style)")
-    add_option(p, O, "hint", help="inverse: start every observation with E.3's warning that semantics may be inverted")
-    add_option(p, O, "sequences", metavar="N",
-               help="random action sequences per level in the identity check, besides the planner's "
-                    "(default %(default)s)")
-    add_option(p, O, "attempts", metavar="N",
-               help="model-written skins: attempts, each after the check's feedback (default %(default)s)")
-    add_option(p, O, "seed", help="seed of the random sequences (default %(default)s)")
-    p.add_argument("--json", action="store_true", help="print the result as JSON")
-    add_llm_arguments(p)
-    p.set_defaults(func=run)
+    command(subparsers, "reskin", run, ReskinOptions, description=DESCRIPTION, without=["executor"],
+            help="write a new skin (rendering) for an environment and check its dynamics are unchanged",
+            arguments=[arg("env_dir", metavar="ENV_DIR", help="environment folder")], json="print the result as JSON")
 
 
 def run(args) -> int:

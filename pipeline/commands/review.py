@@ -12,7 +12,7 @@ from pipeline import records as files
 from pipeline.api.options import LLMOptions
 from pipeline.api.play import PlayOptions, play
 from pipeline.api.values import LIMIT, SEED, out_dir
-from pipeline.commands._flags import add_llm_arguments, flag_type
+from pipeline.commands._flags import add_options, flag_type
 from pipeline.commands._run import run_with_client
 from pipeline.errors import UserError
 from pipeline.layout import EnvDir
@@ -75,7 +75,7 @@ def register(subparsers) -> None:
     q.add_argument("--from", dest="start", required=True, choices=actions.RETRY_STAGES,
                    help="the first stage to run again")
     q.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help="print the outcome as JSON")
-    add_llm_arguments(q)
+    add_options(q, LLMOptions)
     q.set_defaults(func=run_retry)
 
     for decision, verb in (("accepted", "accept"), ("rejected", "reject")):

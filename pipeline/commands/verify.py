@@ -14,7 +14,7 @@ import sys
 
 from pipeline import layout
 from pipeline.api.verify import VerifyJob, VerifyOptions
-from pipeline.commands._flags import add_executor_arguments, add_llm_arguments, add_option
+from pipeline.commands._flags import arg, command
 from pipeline.commands._run import print_cost_summary
 from pipeline.kinds import (
     DifferentialFigures,
@@ -28,54 +28,14 @@ from pipeline.verify import bounds_text, claims
 
 
 def register(subparsers) -> None:
-    O = VerifyOptions  # noqa: N806 - every default below is its field's
-    p = subparsers.add_parser(
-        "verify", help="verify an environment folder: execution, levels, reliability (model-free)",
-        description="Random and planner rollouts on every level; 10 + 5 distinct valid generated levels with a "
-                    "certified max reward each (validator bound and search witness); a random agent against the "
-                    "search planner. Writes verification.json and level_max_rewards.json (for the levels in the "
-                    "folder). Exit 0 when accepted, 1 when rejected.")
-    p.add_argument("env_dir", metavar="ENV_DIR", help="environment folder (generated, hand-written or AutoEnv format)")
-    add_option(p, O, "stages", help=f"comma-separated stages to run, in order (default {O.stages})")
-    p.add_argument("--json", action="store_true", help="print the verdict and figures as JSON")
-    add_option(p, O, "write",
-               help="write verification.json, manifest.json and level_max_rewards.json into the folder "
-                    "(default only for folders envforge made: a manifest.json with an origin)")
-    add_option(p, O, "out", metavar="FILE", help="also write the verdict and figures (the --json document) to FILE")
-    add_option(p, O, "write_levels",
-               help="replace levels/ and val_levels/ by the generated set (implies --write; default: verify "
-                    "it in the sandbox only and keep the folder's levels)")
-    add_option(p, O, "margin",
-               help="reliability: reject when the random agent's mean normalized reward is >= the planner's "
-                    "minus this (default %(default)s)")
-    add_option(p, O, "search_nodes",
-               help="search budget per level, in nodes (environment steps) over all its search passes: the "
-                    "same maxima and verdicts on an idle and a busy machine (default %(default)s)")
-    add_option(p, O, "search_seconds",
-               help=f"wall-clock safety stop of one search, not a budget: a level it cuts is labelled in the "
-                    f"result, since its figures then depend on machine load (default {O.search_seconds:g})")
-    add_option(p, O, "random_episodes", help="random-agent episodes per level (default %(default)s)")
-    add_option(p, O, "call_seconds",
-               help=f"wall-clock limit of one call of the environment's code (its load, a reset, a step); longer "
-                    f"is a hang (default {O.call_seconds:g})")
-    add_option(p, O, "generator_seconds",
-               help=f"wall-clock safety stop of one call of the environment's generator or validator, not a "
-                    f"call limit (they may search a level's whole space, slower on a busy machine); a call it "
-                    f"cuts is named in the verdict as load-dependent (default {O.generator_seconds:g})")
-    add_option(p, O, "seed", help="seed of the random agents (default %(default)s)")
-    add_option(p, O, "budget", metavar="SECONDS",
-               help="wall clock of the model-free stages; past it the environment is rejected with "
-                    f"wall_clock (default {O.budget:g}). The model-driven checks below are "
-                    "not counted: they are bounded by their step and call limits")
-    m = p.add_argument_group("model-driven checks (after the model-free stages; need a provider)")
-    add_option(m, O, "agent_models", metavar="WEAK,STRONG",
-               help="the differential test: reject when the weaker model's ReAct agent scores at least as high "
-                    "as the stronger's in every run")
-    add_option(m, O, "agent_runs", metavar="N", help="runs per model (default %(default)s)")
-    add_option(m, O, "agent_levels", metavar="N", help="test levels each model plays (default %(default)s)")
-    add_llm_arguments(p)
-    add_executor_arguments(p)
-    p.set_defaults(func=run)
+    command(subparsers, "verify", run, VerifyOptions, json="print the verdict and figures as JSON",
+            help="verify an environment folder: execution, levels, reliability (model-free)",
+            description="Random and planner rollouts on every level; 10 + 5 distinct valid generated levels with a "
+                        "certified max reward each (validator bound and search witness); a random agent against the "
+                        "search planner. Writes verification.json and level_max_rewards.json (for the levels in the "
+                        "folder). Exit 0 when accepted, 1 when rejected.",
+            arguments=[arg("env_dir", metavar="ENV_DIR",
+                           help="environment folder (generated, hand-written or AutoEnv format)")])
 
 
 def run(args) -> int:
