@@ -63,7 +63,7 @@ def run(ctx: Context, _: list[LevelMax] | None, figures: dict) -> list[LevelMax]
             stack.callback(certifier.pool.shutdown)
             generator_broken = None
             try:
-                generated = _generate(ctx, workers[0], certifier, figures)
+                generated = _generate(ctx, workers, certifier, figures)
             except Rejected as rejected:
                 if ctx.options.write_levels or not ctx.env.all_levels():
                     raise
@@ -149,14 +149,15 @@ def _shipped_despite(generator_broken: Rejected | None, ctx: Context, worker: En
                        else rejected.cause) from None
 
 
-def _generate(ctx: Context, worker: EnvClient, certifier: Certifier, figures: dict) -> list[LevelMax]:
-    """Seeds 1..max_seeds through the level factory; its counts go to the figures, also when it fails."""
+def _generate(ctx: Context, workers: list[EnvClient], certifier: Certifier, figures: dict) -> list[LevelMax]:
+    """Seeds 1..max_seeds through the level factory (generated on every worker); its counts go to the
+    figures, also when it fails."""
     want = ctx.options.test_levels + ctx.options.val_levels
     made = Made()
     # Kept only when written or when the folder ships none; else only whether each is fit is asked.
     kept_as_levels = ctx.options.write_levels or not ctx.env.all_levels()
     figures["generated_searched_until_fit"] = not kept_as_levels
-    factory = LevelFactory(worker, range(1, ctx.options.max_seeds + 1),
+    factory = LevelFactory(workers, range(1, ctx.options.max_seeds + 1),
                            certifier if kept_as_levels else certifier.fitness, validate=_validate)
     try:
         factory.make(want, chance=bool(figures.get("stochastic")), made=made)
