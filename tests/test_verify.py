@@ -144,6 +144,53 @@ def test_levels_are_searched_and_scored_on_every_core_with_the_same_figures_as_o
             {k: getattr(getattr(two.stages, stage), k) for k in keys}
 
 
+
+def test_levels_are_generated_on_every_core_with_the_same_seeds_and_levels_as_on_one(tmp_path):
+    """The generator and validator run on every worker, ahead of the seed being judged, yet the
+    seeds are judged in order: the same seeds tried, duplicates, rejections, kept levels and
+    examples on one worker and on two; a seed generated ahead that the run never reaches (12, whose
+    generator raises) is dropped, its failure never raised."""
+    from pipeline.verify import verify_env
+    from pipeline.verify.context import Options
+
+    generator = ENV_GENERATE.replace(
+        "    rng = random.Random(seed)\n",
+        "    if seed == 12:\n        raise RuntimeError('seed 12 is never reached')\n"
+        "    seed = seed - 1 if seed % 3 == 0 else seed  # a duplicate of the seed before\n"
+        "    rng = random.Random(seed)\n").replace(
+        '"goal": rng.randint(2, length - 1)', '"goal": 0 if seed % 4 == 0 else rng.randint(2, length - 1)')
+    envs = [write_env(tmp_path / f"corridor_{n}", replace={"env_generate.py": generator}) for n in (1, 2)]
+    runs = [verify_env(env, ("levels",), Options(workers=n, test_levels=4, val_levels=2, write_levels=True, write=True))
+            for n, env in zip((1, 2), envs)]
+    one, two = (run.stages.levels for run in runs)
+    assert runs[0].accepted and runs[1].accepted, (runs[0].reason, runs[1].reason)
+    assert (one.search_workers, two.search_workers) == (1, 2)
+    # seeds 1..11: 3, 6 and 9 repeat the seed before, 4 and 8 put the goal on the start (rejected)
+    assert (one.seeds_tried, one.duplicates, one.rejected_by_validator, one.generated_kept) == (11, 3, 2, 6)
+    keys = ("seeds_tried", "duplicates", "rejected_by_validator", "unfit", "distinct_levels", "generated_kept",
+            "examples", "levels_scored", "max_rewards", "search_nodes")
+    assert {k: getattr(one, k) for k in keys} == {k: getattr(two, k) for k in keys}
+    for env in envs:
+        entries = json.loads((env / "level_max_rewards.json").read_text())["levels"]
+        assert [entry["seed"] for entry in entries.values()] == [1, 2, 5, 7, 10, 11]
+
+
+def test_verify_budget_is_a_safety_stop_that_judges_nothing(tmp_path):
+    """--budget (wall clock of the model-free stages) cut verify: an error that says which limit cut
+    which stage and that it depends on machine load; no rejection printed or recorded, even with
+    --write (a sound env: only the budget stops it)."""
+    env = write_env(tmp_path / "corridor")
+    result = verify(env, "--budget", "0.001", "--write", "--json")
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert result.stdout == "" and "Traceback" not in result.stderr, result.stdout + result.stderr
+    assert re.search(r"^envforge verify: infrastructure failure: verify's wall-clock budget of 0\.001s \(--budget\) "
+                     r"ran out during the execution stage, after \d+s: a safety stop, not a verdict on the environment "
+                     r"\(where it cuts depends on machine load\); nothing was judged or recorded", result.stderr,
+                     re.M), result.stderr
+    assert not (env / "verification.json").exists() and not (env / "level_max_rewards.json").exists()
+    again = verify(env, "--json")  # the same env within its budget is judged
+    assert again.returncode == 0, again.stdout
+
 def rejected(env: Path, stage: str) -> dict:
     result = verify(env, "--json", "--write")
     report = json.loads(result.stdout)
