@@ -62,9 +62,10 @@ class VerifyOptions(Options):
                                            "load-dependent (default {default})")
     seed: int = option(_STAGE_DEFAULTS.seed, SEED, help="seed of the random agents (default {default})")
     budget: float = option(_STAGE_DEFAULTS.budget_seconds, SECONDS, metavar="SECONDS",
-                           help="wall clock of the model-free stages; past it the environment is rejected with "
-                                "wall_clock (default {default}). The model-driven checks below are not counted: "
-                                "they are bounded by their step and call limits")
+                           help="wall clock of the model-free stages, a safety stop: past it verify stops with an "
+                                "error naming the stage it cut, judging and recording nothing, since where it cuts "
+                                "depends on machine load (default {default}). The model-driven checks below are not "
+                                "counted: they are bounded by their step and call limits")
     agent_models: str | None = option(None, metavar="WEAK,STRONG", section=MODEL_CHECKS,
                                       help="the differential test: reject when the weaker model's ReAct agent "
                                            "scores at least as high as the stronger's in every run")

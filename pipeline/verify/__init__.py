@@ -1,7 +1,9 @@
 """`envforge verify`: the model-free verification of an environment folder (AutoEnv §3.2, Alg. 1).
 
 Three stages, in order (declared in stages.py), each a module here; the first that rejects ends
-the run, its cause typed (causes.py):
+the run, its cause typed (causes.py). The wall-clock `--budget` is a safety stop, not a verdict: a
+run it cuts ends with `BudgetRanOut` (an infrastructure error naming the stage), records nothing,
+and a rejection found after it ran out is not recorded either (a refused call may be its cause):
   1 execution   (execution.py)   random and planner rollouts on every level run cleanly;
   2 levels      (levels.py)      the generator makes 10 + 5 distinct levels the validator accepts,
                                  and every level gets a certified max reward (certify.py: validator
@@ -32,11 +34,11 @@ from pipeline.kinds import DifficultyBaseline, Verification, VerificationResult,
 from pipeline.sandbox import SandboxFailure
 from pipeline.sandbox.outside.capabilities import ran_under
 from pipeline.verify import reliability
-from pipeline.verify.context import Clock, Context, Options, failure_text
+from pipeline.verify.context import BudgetRanOut, Clock, Context, Options, failure_text
 from pipeline.verify.stages import STAGES, VERIFY_STAGES, VerifyStage
 from pipeline.verify.stages import get as get_stage
 
-__all__ = ["STAGES", "VERIFY_STAGES", "Options", "VerificationResult", "record", "verify_env"]
+__all__ = ["STAGES", "VERIFY_STAGES", "BudgetRanOut", "Options", "VerificationResult", "record", "verify_env"]
 
 
 def verify_env(
@@ -50,6 +52,7 @@ def verify_env(
     clock = Clock()
     current = VERIFY_STAGES[0].name
     figures: dict[str, dict] = {}  # each stage fills its own as it goes (also when it rejects)
+    ctx = None
     try:
         ctx = Context.open(env_dir, options)
         scored = None
@@ -66,6 +69,10 @@ def verify_env(
             f"{failure.where or layout.ENV_MAIN}: expected the {current} stage to run, found {failure_text(failure)}"
         )
     figures["total"] = clock.figures()
+    if not result.accepted and ctx is not None and ctx.over_budget():
+        # A call the budget refused may be what rejected: a safety stop, never recorded as a verdict.
+        options.say(f"stopped at {current}: the --budget of {options.budget_seconds:g}s ran out")
+        raise BudgetRanOut(options.budget_seconds, current, figures["total"]["wall_seconds"])
     result.stages = VerifyFigures.from_dict(figures, "verify's figures")
     result.confinement = ran_under()
     if not result.reason:

@@ -14,7 +14,7 @@ from typing import Callable, Iterator
 
 from pipeline import layout
 from pipeline.envfolder.spec import EnvSpec
-from pipeline.errors import LocatedError, Rejected
+from pipeline.errors import InfrastructureError, LocatedError, Rejected
 from pipeline.sandbox import SandboxFailure, SandboxLimits
 from pipeline.sandbox.outside.client import EnvClient
 from pipeline.verify.claims import read_claims
@@ -44,7 +44,8 @@ class Options:
     workers: int = field(default_factory=lambda: cores())
     seed: int = 0
     # Wall clock of the model-free stages: an env answering every call just inside its limit
-    # would otherwise stretch them for hours. Past it, each stage's next call fails (wall_clock).
+    # would otherwise stretch them for hours. A safety stop, never a verdict: past it each stage's
+    # next call fails (wall_clock) and verification ends with BudgetRanOut, judging nothing.
     # None or 0: no deadline (learn's level making, the probes: they have no --budget to name).
     budget_seconds: float | None = 3600.0
     # Each call has its wall-clock limit (searches: their own budget plus a margin); the CPU
@@ -65,12 +66,29 @@ class Options:
             self.progress(what)
 
 
+class BudgetRanOut(InfrastructureError):
+    """Verification's wall-clock budget (`Options.budget_seconds`, --budget) ran out before it could
+    judge: a safety stop that cut a stage, not a verdict on the environment (where it cuts depends on
+    machine load). Nothing is recorded; the message says which limit cut which stage."""
+
+    def __init__(self, budget: float, stage: str, elapsed: float):
+        super().__init__(
+            f"verify's wall-clock budget of {budget:g}s (--budget) ran out during the {stage} stage, after "
+            f"{elapsed:.0f}s: a safety stop, not a verdict on the environment (where it cuts depends on machine "
+            f"load); nothing was judged or recorded: run it again with a larger --budget or on a less loaded machine")
+        self.budget, self.stage = budget, stage
+
+
 @dataclass
 class Context:
     spec: EnvSpec
     options: Options
     claims: dict = field(default_factory=dict)  # the shipped level_max_rewards.json, read before any write
     deadline: tuple[float, str] | None = None  # (time.monotonic() value, what set it): see EnvClient
+
+    def over_budget(self) -> bool:
+        """Whether the wall-clock budget has run out (every call of a worker is refused past it)."""
+        return self.deadline is not None and time.monotonic() > self.deadline[0]
 
     @property
     def env(self) -> layout.EnvDir:
