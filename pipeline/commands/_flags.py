@@ -24,6 +24,16 @@ def arg(*flags: str, **keywords: Any) -> Argument:
     return flags, keywords
 
 
+def env_dir(then: str = "") -> Argument:
+    """ENV_DIR: the environment folder a command works on (`then`: what more the command says of it)."""
+    return arg("env_dir", metavar="ENV_DIR", help="environment folder" + then)
+
+
+def env_dirs(then: str = "", nargs: str = "*") -> Argument:
+    """ENV_DIR...: the environment folders a command works on, or folders holding them."""
+    return arg("env_dirs", nargs=nargs, metavar="ENV_DIR", help="environment folders, or folders holding them" + then)
+
+
 def flag_type(check: Callable[[Any], Any]) -> Callable[[str], Any]:
     """A value check as an argparse `type`: its message becomes argparse's error line."""
     def parse(text: str) -> Any:
@@ -38,9 +48,11 @@ def flag_type(check: Callable[[Any], Any]) -> Callable[[str], Any]:
 def command(subparsers, name: str, run: Callable[[Any], int], options: type[Options] | None = None, *,
             arguments: Sequence[Argument] = (), json: str | None = None, without: Sequence[str] = (),
             **parser_keywords: Any):
-    """The parser of `envforge NAME`, running `run(args)`: its own `arguments` first, then the
+    """The parser of `envforge NAME`: its own `arguments` first, then the
     flags of `options` (add_options) but those named in `without` (an option or a group the command
-    does not offer: it keeps its default), with --json (its help `json`) after those listed in no section."""
+    does not offer: it keeps its default), with --json (its help `json`) after those listed in no section.
+    The command runs `run(args, options.from_args(args))`: flags -> options -> the call (or `run(args)`
+    for a command with no options)."""
     parser = subparsers.add_parser(name, **parser_keywords)
     for flags, keywords in arguments:
         parser.add_argument(*flags, **keywords)
@@ -50,8 +62,14 @@ def command(subparsers, name: str, run: Callable[[Any], int], options: type[Opti
         parser.add_argument("--json", action="store_true", help=json)
     if options is not None:
         add_options(parser, options, sectioned=True, without=without)
-    parser.set_defaults(func=run)
+    parser.set_defaults(func=run if options is None else _given(run, options))
     return parser
+
+
+def _given(run: Callable[[Any, Any], int], options: type[Options]) -> Callable[[Any], int]:
+    def parsed(args) -> int:
+        return run(args, options.from_args(args))
+    return parsed
 
 
 def add_options(parser, options: type[Options], *, sectioned: bool | None = None, without: Sequence[str] = ()) -> None:

@@ -1,8 +1,7 @@
 """What model-calling commands share once their flags are parsed: exit statuses, the cost
 summary, and running work with a client.
 
-    def run(args) -> int:
-        options = GenerateOptions.from_args(args)
+    def run(args, options: GenerateOptions) -> int:   # the options parsed from the flags (_flags.command)
         return run_with_client(options.llm, "generate", lambda client: work(client), json=args.json)
 
 `run_with_client` builds the client before any work (so a missing provider stops the command

@@ -4,21 +4,21 @@ from __future__ import annotations
 import json
 
 from pipeline.api.check import CheckOptions, check
-from pipeline.commands._flags import arg, command
+from pipeline.commands._flags import command, env_dir
+
+DESCRIPTION = """Import, reset on every level, step every action, run random episodes, test the generator, validator
+and determinism — all in the sandbox. Exit 0 when clean, 1 otherwise."""
 
 
 def register(subparsers) -> None:
-    command(subparsers, "check", run, CheckOptions, without=["executor"],
+    command(subparsers, "check", run, CheckOptions, description=DESCRIPTION, without=["executor"],
             json="print the report as JSON (what the repair loop reads)",
             help="exercise an environment folder in the sandbox and list its problems",
-            description="Import, reset on every level, step every action, run random episodes, test the "
-                        "generator, validator and determinism — all in the sandbox. Exit 0 when clean, 1 otherwise.",
-            arguments=[arg("env_dir", metavar="ENV_DIR",
-                           help="environment folder (env_main.py, config.yaml, levels/)")])
+            arguments=[env_dir(" (env_main.py, config.yaml, levels/)")])
 
 
-def run(args) -> int:
-    report = check(args.env_dir, CheckOptions.from_args(args))
+def run(args, options: CheckOptions) -> int:
+    report = check(args.env_dir, options)
     if args.json:
         print(json.dumps(report.to_dict(), indent=2))
         return 0 if report.ok else 1

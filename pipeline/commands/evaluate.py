@@ -15,20 +15,20 @@ import sys
 
 from pipeline.api.evaluate import EvaluateOptions, Evaluation, execute, prepare
 from pipeline.api.probe import NO_MODEL_AGENTS, evaluate_probes, read_probe_items, write_probe_report
-from pipeline.commands._flags import arg, command
+from pipeline.commands._flags import arg, command, env_dirs
 from pipeline.commands._run import EXIT_BUDGET_EXCEEDED, EXIT_MODEL_FAILED, print_cost_summary, run_with_client
 from pipeline.evaluate.records import NO_MODEL
 
+DESCRIPTION = """Run an agent on every level of each environment, --runs times, concurrently, each environment step
+in a sandbox worker. Normalized reward = total / the level's certified max reward
+(level_max_rewards.json), clipped at 1. --resume continues an evaluation in --out, reusing only the
+episodes recorded with the same environment, level, split and settings."""
+
 
 def register(subparsers) -> None:
-    command(subparsers, "evaluate", run, EvaluateOptions, json="print the summary as JSON",
+    command(subparsers, "evaluate", run, EvaluateOptions, description=DESCRIPTION, json="print the summary as JSON",
             help="score an agent on environments: normalized reward, Table-3 report, plots",
-            description="Run an agent on every level of each environment, --runs times, concurrently, each "
-                        "environment step in a sandbox worker. Normalized reward = total / the level's certified max "
-                        "reward (level_max_rewards.json), clipped at 1. --resume continues an evaluation in --out, "
-                        "reusing only the episodes recorded with the same environment, level, split and settings.",
-            arguments=[arg("env_dirs", nargs="*", metavar="ENV_DIR",
-                           help="environment folders, or folders holding them (e.g. generated_envs/reference)"),
+            arguments=[env_dirs(" (e.g. generated_envs/reference)"),
                        arg("--probes", metavar="FILE",
                            help="score --agent (random, oracle, react, tools) on derived world-model test items "
                                 "(envforge probe) instead of playing episodes; the items name their environments")])
@@ -46,8 +46,7 @@ def _cause(detail: str) -> str:
     return lines[0][:300] + (f" ({where[-1]})" if where and where[-1] not in lines[0] else "")
 
 
-def run(args) -> int:
-    options = EvaluateOptions.from_args(args)
+def run(args, options: EvaluateOptions) -> int:
     if args.probes:
         return _run_probes(args.probes, options, args.json)
     job = prepare(args.env_dirs, options)

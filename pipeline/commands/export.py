@@ -5,18 +5,18 @@ needs envforge[verifiers] to run).
 """
 from __future__ import annotations
 
-from pipeline.commands._flags import arg, command
+from pipeline.commands._flags import arg, command, env_dirs
+
+DESCRIPTION = """Write each environment as an installable verifiers environment module (DIR/envforge_NAME/,
+pyproject.toml naming envforge[verifiers]): pip install it, then vf-eval envforge_NAME -m MODEL -b
+URL."""
 
 
 def register(subparsers) -> None:
-    command(subparsers, "export", run,
+    command(subparsers, "export", run, description=DESCRIPTION,
             help="write environments as installable modules of another tool (verifiers)",
-            description="Write each environment as an installable verifiers environment module "
-                        "(DIR/envforge_NAME/, pyproject.toml naming envforge[verifiers]): pip install it, "
-                        "then vf-eval envforge_NAME -m MODEL -b URL.",
             arguments=[arg("format", choices=["verifiers"], help="the tool's shape (verifiers)"),
-                       arg("env_dirs", nargs="+", metavar="ENV_DIR",
-                           help="an environment folder, or a folder holding some"),
+                       env_dirs(nargs="+"),
                        arg("--out", required=True, metavar="DIR", help="where the module folders are written")])
 
 

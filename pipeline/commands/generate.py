@@ -22,17 +22,19 @@ Offline demo (no key): envforge generate --themes examples/themes.txt --provider
 (in a checkout), or, from any folder, envforge generate --demo --out runs/demo"""
 
 
+DESCRIPTION = """Each theme goes through design, DSL, code, repair (up to 40 check-driven steps), verification \
+(execution, levels, reliability) and lands in OUT/<name>/ or OUT/_rejected/<name>/ with the stage \
+and reason."""
+
+
 def register(subparsers) -> None:
-    command(subparsers, "generate", run, GenerateOptions, json="print the summary as JSON",
+    command(subparsers, "generate", run, GenerateOptions, description=DESCRIPTION, json="print the summary as JSON",
             help="turn themes into verified environments (the main job)",
-            description="Each theme goes through design, DSL, code, repair (up to 40 check-driven steps), "
-                        "verification (execution, levels, reliability) and lands in OUT/<name>/ or "
-                        "OUT/_rejected/<name>/ with the stage and reason.",
             epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
 
 
-def run(args) -> int:
-    job = GenerateJob(GenerateOptions.from_args(args), resume_command(args))
+def run(args, options: GenerateOptions) -> int:
+    job = GenerateJob(options, resume_command(args))
     # The output folder is made only once the provider is configured: a bad flag writes nothing.
     try:
         return run_with_client(job.options.llm, "generate", lambda client: _generate(job, client, args.json),

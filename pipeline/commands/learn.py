@@ -14,7 +14,7 @@ import sys
 
 from learning.report import TABLE_MD
 from pipeline.api.learn import LearnJob, LearnOptions
-from pipeline.commands._flags import arg, command
+from pipeline.commands._flags import command, env_dirs
 from pipeline.commands._run import EXIT_BUDGET_EXCEEDED, EXIT_MODEL_FAILED, run_with_client
 
 DESCRIPTION = """AutoEnv's component-centric learning (Algorithm 2): each method (selection x signal
@@ -27,12 +27,11 @@ of method per environment."""
 def register(subparsers) -> None:
     command(subparsers, "learn", run, LearnOptions, description=DESCRIPTION,
             help="agent learning over environments: eight methods, upper bounds, Table 5 and Figure 3",
-            arguments=[arg("env_dirs", nargs="*", metavar="ENV_DIR",
-                           help="environment folders, or folders holding them (with --resume: the study's)")])
+            arguments=[env_dirs(" (with --resume: the study's)")])
 
 
-def run(args) -> int:
-    job = LearnJob(args.env_dirs, LearnOptions.from_args(args))
+def run(args, options: LearnOptions) -> int:
+    job = LearnJob(args.env_dirs, options)
     return run_with_client(job.llm, "learn", lambda client: _study(job, client))
 
 

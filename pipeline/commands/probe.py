@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 
 from pipeline.api.probe import ProbeOptions, probe
-from pipeline.commands._flags import arg, command
+from pipeline.commands._flags import command, env_dir
 
 DESCRIPTION = """Make test items from an environment's simulator: predict (which of 4-6 observations
 follows k actions; distractors from counterfactual actions and previous states; exactly one right),
@@ -24,11 +24,11 @@ them with envforge evaluate --probes FILE."""
 def register(subparsers) -> None:
     command(subparsers, "probe", run, ProbeOptions, description=DESCRIPTION, without=["executor"],
             help="derive world-model test items (predict, plan, change) from an environment",
-            arguments=[arg("env_dir", metavar="ENV_DIR", help="environment folder")], json="print the summary as JSON")
+            arguments=[env_dir()], json="print the summary as JSON")
 
 
-def run(args) -> int:
-    made = probe(args.env_dir, ProbeOptions.from_args(args))
+def run(args, options: ProbeOptions) -> int:
+    made = probe(args.env_dir, options)
     if args.json:
         print(json.dumps({"out": str(made.out), "kinds": made.summary}, indent=2))
     else:

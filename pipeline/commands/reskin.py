@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 
 from pipeline.api.reskin import ReskinJob, ReskinOptions
-from pipeline.commands._flags import arg, command
+from pipeline.commands._flags import command, env_dir
 from pipeline.commands._run import run_with_client
 from pipeline.reskin import Reskinned
 
@@ -26,11 +26,11 @@ when the skin passes, 1 when it fails."""
 def register(subparsers) -> None:
     command(subparsers, "reskin", run, ReskinOptions, description=DESCRIPTION, without=["executor"],
             help="write a new skin (rendering) for an environment and check its dynamics are unchanged",
-            arguments=[arg("env_dir", metavar="ENV_DIR", help="environment folder")], json="print the result as JSON")
+            arguments=[env_dir()], json="print the result as JSON")
 
 
-def run(args) -> int:
-    job = ReskinJob(args.env_dir, ReskinOptions.from_args(args))
+def run(args, options: ReskinOptions) -> int:
+    job = ReskinJob(args.env_dir, options)
     if not job.needs_model:
         return _print(args.json, job.run())
 

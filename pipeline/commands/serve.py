@@ -9,30 +9,30 @@ import ipaddress
 import sys
 
 from pipeline.api.options import ServeOptions
-from pipeline.commands._flags import arg, command
+from pipeline.commands._flags import command, env_dirs
 from pipeline.errors import UserError
 
 HINT = "envforge serve: expected OpenEnv to be installed, found no module {name!r}: pip install 'envforge[openenv]'"
 
 
+DESCRIPTION = """Serve environments in OpenEnv's shape: each at /NAME (/NAME/ws for a session: reset, step, state),
+each client session with its own sandbox worker. Binds to loopback unless --host says otherwise.
+Needs pip install 'envforge[openenv]'."""
+
+
 def register(subparsers) -> None:
-    command(subparsers, "serve", run, ServeOptions, without=["max_connections"],
+    command(subparsers, "serve", run, ServeOptions, description=DESCRIPTION, without=["max_connections"],
             help="serve environments to OpenEnv clients (RL trainers) over HTTP/WebSocket",
-            description="Serve environments in OpenEnv's shape: each at /NAME (/NAME/ws for a session: reset, "
-                        "step, state), each client session with its own sandbox worker. Binds to loopback "
-                        "unless --host says otherwise. Needs pip install 'envforge[openenv]'.",
-            arguments=[arg("env_dirs", nargs="+", metavar="ENV_DIR",
-                           help="an environment folder, or a folder holding some")])
+            arguments=[env_dirs(nargs="+")])
 
 
-def run(args) -> int:
+def run(args, options: ServeOptions) -> int:
     try:
         from pipeline.api.serve import serve
     except ModuleNotFoundError as e:
         if e.name and e.name.split(".")[0] in ("openenv", "fastapi", "uvicorn", "pydantic"):
             raise UserError(HINT.format(name=e.name)) from None
         raise
-    options = ServeOptions.from_args(args)
     options = dataclasses.replace(options, max_connections=max(16, 4 * options.max_sessions))
     serve(args.env_dirs, options, ready=lambda host, port, names: _announce(host, port, names, options))
     return 0

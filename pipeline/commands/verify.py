@@ -14,7 +14,7 @@ import sys
 
 from pipeline import layout
 from pipeline.api.verify import VerifyJob, VerifyOptions
-from pipeline.commands._flags import arg, command
+from pipeline.commands._flags import command, env_dir
 from pipeline.commands._run import print_cost_summary
 from pipeline.kinds import (
     DifferentialFigures,
@@ -26,20 +26,21 @@ from pipeline.kinds import (
 )
 from pipeline.verify import bounds_text, claims
 
+DESCRIPTION = """Random and planner rollouts on every level; 10 + 5 distinct valid generated levels with a certified
+max reward each (validator bound and search witness); a random agent against the search planner.
+Writes verification.json and level_max_rewards.json (for the levels in the folder). Exit 0 when
+accepted, 1 when rejected."""
+
 
 def register(subparsers) -> None:
-    command(subparsers, "verify", run, VerifyOptions, json="print the verdict and figures as JSON",
+    command(subparsers, "verify", run, VerifyOptions, description=DESCRIPTION,
+            json="print the verdict and figures as JSON",
             help="verify an environment folder: execution, levels, reliability (model-free)",
-            description="Random and planner rollouts on every level; 10 + 5 distinct valid generated levels with a "
-                        "certified max reward each (validator bound and search witness); a random agent against the "
-                        "search planner. Writes verification.json and level_max_rewards.json (for the levels in the "
-                        "folder). Exit 0 when accepted, 1 when rejected.",
-            arguments=[arg("env_dir", metavar="ENV_DIR",
-                           help="environment folder (generated, hand-written or AutoEnv format)")])
+            arguments=[env_dir(" (generated, hand-written or AutoEnv format)")])
 
 
-def run(args) -> int:
-    job = VerifyJob(args.env_dir, VerifyOptions.from_args(args),
+def run(args, options: VerifyOptions) -> int:
+    job = VerifyJob(args.env_dir, options,
                     progress=lambda what: print(f"verify {args.env_dir}: {what}", file=sys.stderr, flush=True))
     try:
         result = job.run()
