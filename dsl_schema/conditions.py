@@ -69,11 +69,6 @@ class ListOf:
 
 
 @dataclass(frozen=True)
-class Not:
-    operand: Any
-
-
-@dataclass(frozen=True)
 class BoolOp:
     op: str  # "and" | "or"
     operands: tuple[Any, ...]
@@ -94,12 +89,8 @@ class Arith:
 
 
 @dataclass(frozen=True)
-class Neg:
-    operand: Any
-
-
-@dataclass(frozen=True)
-class Len:
+class Unary:
+    op: str  # not - len
     operand: Any
 
 
@@ -108,6 +99,7 @@ _COMPARE_OPS = {
     ast.In: "in", ast.NotIn: "not in",
 }
 _ARITH_OPS = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.Mod: "%"}
+_UNARY_OPS = {ast.Not: "not", ast.USub: "-"}
 
 
 def parse_condition(text: Any) -> Any:
@@ -142,11 +134,9 @@ def _convert(node: ast.AST) -> Any:
         op = "and" if isinstance(node.op, ast.And) else "or"
         return BoolOp(op, tuple(_convert(v) for v in node.values))
     if isinstance(node, ast.UnaryOp):
-        if isinstance(node.op, ast.Not):
-            return Not(_convert(node.operand))
-        if isinstance(node.op, ast.USub):
-            return Neg(_convert(node.operand))
-        raise _reject(node, f"unsupported operator {type(node.op).__name__}")
+        if type(node.op) not in _UNARY_OPS:
+            raise _reject(node, f"unsupported operator {type(node.op).__name__}")
+        return Unary(_UNARY_OPS[type(node.op)], _convert(node.operand))
     if isinstance(node, ast.Compare):
         ops = []
         for op in node.ops:
@@ -168,7 +158,7 @@ def _convert(node: ast.AST) -> Any:
         if isinstance(node.func, ast.Name) and node.func.id == "len":
             if len(node.args) != 1 or node.keywords:
                 raise _reject(node, "len(...) takes exactly one argument")
-            return Len(_convert(node.args[0]))
+            return Unary("len", _convert(node.args[0]))
         raise _reject(node, "a function call (only len(...) is allowed)")
     if isinstance(node, (ast.Name, ast.Attribute, ast.Subscript)):
         if isinstance(node, ast.Name) and node.id in LITERAL_NAMES:
@@ -196,7 +186,7 @@ def paths(node: Any) -> Iterator[Path]:
     """Every state path a parsed condition reads, in order."""
     if isinstance(node, Path):
         yield node
-    elif isinstance(node, (Not, Neg, Len)):
+    elif isinstance(node, Unary):
         yield from paths(node.operand)
     elif isinstance(node, BoolOp):
         for operand in node.operands:
@@ -220,6 +210,7 @@ _COMPARE_FUNCS: dict[str, Callable[[Any, Any], Any]] = {
 _ARITH_FUNCS: dict[str, Callable[[Any, Any], Any]] = {
     "+": operator.add, "-": operator.sub, "*": operator.mul, "/": operator.truediv, "%": operator.mod,
 }
+_UNARY_FUNCS: dict[str, Callable[[Any], Any]] = {"not": operator.not_, "-": operator.neg, "len": len}
 
 
 def evaluate(condition: Any, state: Mapping[str, Any], names: Mapping[str, Any] | None = None) -> Any:
@@ -249,12 +240,8 @@ def _eval(node: Any, state: Mapping[str, Any], names: Mapping[str, Any]) -> Any:
         return resolve(node, state, names)
     if isinstance(node, ListOf):
         return [_eval(item, state, names) for item in node.items]
-    if isinstance(node, Not):
-        return not _eval(node.operand, state, names)
-    if isinstance(node, Neg):
-        return -_eval(node.operand, state, names)
-    if isinstance(node, Len):
-        return len(_eval(node.operand, state, names))
+    if isinstance(node, Unary):
+        return _UNARY_FUNCS[node.op](_eval(node.operand, state, names))
     if isinstance(node, BoolOp):
         if node.op == "and":
             return all(_eval(o, state, names) for o in node.operands)

@@ -659,16 +659,22 @@ class PoolRecord(Record):
 # -- evaluate ---------------------------------------------------------------------------------
 
 @dataclass
-class EpisodeRecord(Record):
-    """A line of evaluate's episodes.jsonl: one episode, identified by (env, level, run, agent,
-    model), with what determined it (its provenance)."""
-    KIND = "episode"
+class WhichEpisode:
+    """Which episode a record is of: the first fields of an episode's record and of its trajectory's
+    header. An episode's key is all but the split (KEY_FIELDS)."""
     env: str
     level: str
     run: int
     agent: str
     model: str
     split: str
+
+
+@dataclass
+class EpisodeRecord(WhichEpisode, Record):
+    """A line of evaluate's episodes.jsonl: one episode, identified by (env, level, run, agent,
+    model), with what determined it (its provenance)."""
+    KIND = "episode"
     stop_reason: str
     total_reward: float
     max_reward: float | None
@@ -735,15 +741,9 @@ class TrajectoryLine(Record):
 
 
 @dataclass
-class EpisodeStart(TrajectoryLine):
+class EpisodeStart(WhichEpisode, TrajectoryLine):
     """The header: which episode, and what it was played with."""
     TAG_VALUE = "episode"
-    env: str
-    level: str
-    run: int
-    agent: str
-    model: str
-    split: str
     max_reward: float | None
     env_dir: str
     limits: dict
