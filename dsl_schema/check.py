@@ -14,7 +14,8 @@ from typing import Any, Iterable
 import jsonschema
 import yaml
 
-from dsl_schema.problems import format_path, show, type_name, typed
+from dsl_schema.problems import format_path, rules, show, type_name, typed
+from dsl_schema.semantics import RULES as SEMANTIC_RULES
 from dsl_schema.semantics import semantic_problems
 from pipeline.located import LocatedError, Problem
 from pipeline.safe_io import parse_yaml_node  # the one bounded YAML parser
@@ -220,6 +221,7 @@ def _describe(schema: dict) -> str:
     return " or ".join(nouns.get(k, k) for k in kinds)
 
 
+@rules(("error", "<key>", "(YAML text) a key repeated in one mapping: YAML would silently keep only the last"))
 def _index_lines(node: yaml.Node, path: tuple, lines: dict, duplicates: list, source: str) -> None:
     """Map each field path to its 1-based line, and report keys repeated within a mapping."""
     lines.setdefault(path, node.start_mark.line + 1)
@@ -291,3 +293,6 @@ def _json(value: Any) -> str:
 
 def _lower_first(text: str) -> str:
     return text[:1].lower() + text[1:]
+
+
+RULES = SEMANTIC_RULES + _index_lines.rules  # every rule beyond the schema, as docs/dsl_reference.md lists them

@@ -7,9 +7,8 @@ from pathlib import Path
 from typing import Iterator
 
 from dsl_schema import conditions
-from dsl_schema.check import load_schema
+from dsl_schema.check import RULES, load_schema
 from dsl_schema.names import RESERVED_NAMES
-from dsl_schema.semantics import RULES
 
 EXAMPLE = Path(__file__).with_name("examples") / "lantern_vault.yaml"
 TYPE_WORDS = {"object": "mapping", "array": "list"}

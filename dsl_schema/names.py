@@ -11,7 +11,7 @@ import string
 from typing import Any, Iterator
 
 from dsl_schema.conditions import ConditionSyntaxError, parse_condition, paths
-from dsl_schema.problems import format_path, show, type_name
+from dsl_schema.problems import format_path, rules, show, type_name
 from pipeline.located import Problem
 
 # Names an observation may expose (and a condition or skin may use) without a state_template path.
@@ -100,6 +100,10 @@ def _path_problem(source: str, where: str, text: str, template: Any, extra_names
     )
 
 
+@rules(("error", "observation.expose[i]", "every exposed path resolves in state_template, or is a reserved name or a "
+                                         "view declared in observation.views"),
+       ("warning", "observation.expose[i]", "a path that runs into an empty list or null in state_template (filled "
+                                            "by the generator) cannot be verified"))
 def check_expose(doc: dict, source: str) -> Iterator[Problem]:
     expose = section(doc, "observation").get("expose")
     if not isinstance(expose, list):
@@ -164,6 +168,9 @@ def placeholders(template: str) -> list[str]:
     return out
 
 
+@rules(("warning", "skin.template, skins.<name>.template", "every placeholder is derivable from observation.expose, a "
+                                                            "reserved name or a declared view"),
+       ("warning", "skin.type, skins.<name>.type", "a skin type other than text, ascii, json, image"))
 def check_skins(doc: dict, source: str) -> Iterator[Problem]:
     skins: list[tuple[list, Any]] = [(["skin"], doc.get("skin"))]
     named = doc.get("skins")
@@ -211,6 +218,9 @@ def check_skins(doc: dict, source: str) -> Iterator[Problem]:
 
 # ---- conditions -----------------------------------------------------------------------------
 
+@rules(("error", "termination.conditions[i], reward.conditions[i].if", "parses in the condition syntax"),
+       ("warning", "termination.conditions[i], reward.conditions[i].if", "a path the condition reads is not in "
+                                                                         "state_template and not a reserved name"))
 def check_conditions(doc: dict, source: str) -> Iterator[Problem]:
     found: list[tuple[list, Any]] = []
     conditions = section(doc, "termination").get("conditions")

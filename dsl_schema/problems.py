@@ -3,9 +3,21 @@
 The `Problem` itself lives on the floor (pipeline.located), below every package that speaks it."""
 from __future__ import annotations
 
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable, TypeVar
 
 from pipeline.located import Problem
+
+Rule = tuple[str, str, str]  # severity, where, rule: a row of docs/dsl_reference.md's "Semantic checks"
+F = TypeVar("F", bound=Callable)
+
+
+def rules(*declared: Rule) -> Callable[[F], F]:
+    """Declares, on a check, the rules it enforces (its `rules`), so that the documentation of each
+    rule stands at the code that enforces it; the reference lists them (semantics.RULES)."""
+    def declare(check: F) -> F:
+        check.rules = declared  # type: ignore[attr-defined]
+        return check
+    return declare
 
 
 def errors(problems: Iterable[Problem]) -> list[Problem]:

@@ -1,7 +1,7 @@
-"""The rules of a DSL document that JSON Schema cannot express: the table of them (RULES, which
-docs/dsl_reference.md is generated from), the structural checks (unknown keys, reward maps,
+"""The rules of a DSL document that JSON Schema cannot express: the structural checks (unknown keys, reward maps,
 actions and their parameters, max_steps), and the composition with the checks of what names
-resolve to (names.py: observation.expose, skin placeholders, condition paths).
+resolve to (names.py: observation.expose, skin placeholders, condition paths). Each check declares
+the rules it enforces (`@rules`); RULES, which docs/dsl_reference.md lists, is made of them.
 
 Every function here takes the loaded document, which may be of any shape (the schema errors are
 reported separately), so each one looks before it leaps and never raises on odd input.
@@ -12,7 +12,7 @@ import keyword
 from typing import Any, Callable, Iterator
 
 from dsl_schema.names import check_conditions, check_expose, check_skins, section
-from dsl_schema.problems import format_path, show, type_name
+from dsl_schema.problems import format_path, rules, show, type_name
 from pipeline.located import Problem
 
 __all__ = ["RULES", "action_params", "semantic_problems"]
@@ -24,62 +24,9 @@ ACTION_KEYS = ("name", "description", "params")
 PARAM_KEYS = ("name", "type", "enum", "range", "description", "optional")
 REWARD_RULE_KEYS = ("events", "conditions")
 
-# The rules below, as documented in docs/dsl_reference.md (generated from this list).
-RULES = (
-    (
-        "error",
-        "observation.expose[i]",
-        "every exposed path resolves in state_template, or is a reserved name or a view declared in observation.views",
-    ),
-    (
-        "warning",
-        "observation.expose[i]",
-        "a path that runs into an empty list or null in state_template (filled by the generator) cannot be verified",
-    ),
-    ("error", "reward.events[i].value_key", "names a value map (a mapping) defined under reward"),
-    ("error", "reward.<map>.<outcome>", "entries of a value map named by an event are numbers"),
-    ("warning", "reward.<key>", "a value map no event refers to, or a key under reward that is not a rule or a map"),
-    ("warning", "reward.events[i].trigger", "a trigger used by two events"),
-    (
-        "error",
-        "transition.actions[i].name",
-        "action names are unique (and, by the schema, identifiers of at most 64 characters)",
-    ),
-    ("warning", "transition.actions[i].name", "an action name that is a Python keyword"),
-    (
-        "warning",
-        "transition.actions[i].<key>",
-        "keys of an action other than name, description, params (e.g. a misspelt 'parameters')",
-    ),
-    ("error", "transition.actions[i].params[j]", "parameter names are unique within an action"),
-    ("error", "...params[j].range", "range is [low, high] with low <= high, and only for integer or number parameters"),
-    ("error", "...params[j].enum[k]", "enum values have the parameter's type"),
-    ("error", "termination.max_steps", "equals state_template.globals.max_steps when that is present"),
-    ("error", "termination.conditions[i], reward.conditions[i].if", "parses in the condition syntax"),
-    (
-        "warning",
-        "termination.conditions[i], reward.conditions[i].if",
-        "a path the condition reads is not in state_template and not a reserved name",
-    ),
-    (
-        "warning",
-        "skin.template, skins.<name>.template",
-        "every placeholder is derivable from observation.expose, a reserved name or a declared view",
-    ),
-    ("warning", "skin.type, skins.<name>.type", "a skin type other than text, ascii, json, image"),
-    (
-        "warning",
-        "<top-level key>",
-        "a top-level key that is not a DSL section; meta.tags keys other than reward, observation, semantics",
-    ),
-    ("error", "<key>", "(YAML text) a key repeated in one mapping: YAML would silently keep only the last"),
-)
-
 def semantic_problems(doc: dict, source: str) -> list[Problem]:
     problems: list[Problem] = []
-    checks = {"unknown_keys": _unknown_keys, "expose": check_expose, "reward": _reward, "actions": _actions,
-              "max_steps": _max_steps, "skins": check_skins, "conditions": check_conditions}
-    for name, check in checks.items():
+    for name, check in CHECKS.items():
         try:
             problems.extend(check(doc, source))
         except Exception as exc:  # a checker bug must not hide the document's other problems
@@ -88,6 +35,8 @@ def semantic_problems(doc: dict, source: str) -> list[Problem]:
     return problems
 
 
+@rules(("warning", "<top-level key>", "a top-level key that is not a DSL section; meta.tags keys other than reward, "
+                                      "observation, semantics"))
 def _unknown_keys(doc: dict, source: str) -> Iterator[Problem]:
     for key in doc:
         if key not in TOP_LEVEL_KEYS:
@@ -103,6 +52,10 @@ def _unknown_keys(doc: dict, source: str) -> Iterator[Problem]:
 
 # ---- reward ---------------------------------------------------------------------------------
 
+@rules(("error", "reward.events[i].value_key", "names a value map (a mapping) defined under reward"),
+       ("error", "reward.<map>.<outcome>", "entries of a value map named by an event are numbers"),
+       ("warning", "reward.<key>", "a value map no event refers to, or a key under reward that is not a rule or a map"),
+       ("warning", "reward.events[i].trigger", "a trigger used by two events"))
 def _reward(doc: dict, source: str) -> Iterator[Problem]:
     reward = doc.get("reward")
     if not isinstance(reward, dict):
@@ -192,40 +145,10 @@ def action_params(action: dict) -> list[tuple[list, str, dict]]:
     return out
 
 
-def _actions(doc: dict, source: str) -> Iterator[Problem]:
-    actions = section(doc, "transition").get("actions")
-    if not isinstance(actions, list):
-        return
-    seen: dict[str, int] = {}
-    for index, action in enumerate(actions):
-        if not isinstance(action, dict):
-            continue
-        base = ["transition", "actions", index]
-        for key in action:
-            if key not in ACTION_KEYS:
-                yield Problem(source, format_path(base + [key]), "only the keys " + ", ".join(ACTION_KEYS),
-                              f"unknown key {show(key)} (ignored)", "warning")
-        name = action.get("name")
-        if isinstance(name, str):
-            if name in seen:
-                yield Problem(
-                    source,
-                    format_path(base + ["name"]),
-                    f"a name not used by another action (transition.actions[{seen[name]}] is already {name!r})",
-                    show(name),
-                )
-            seen.setdefault(name, index)
-            if keyword.iskeyword(name):
-                yield Problem(
-                    source,
-                    format_path(base + ["name"]),
-                    "a name that is not a Python keyword (generated code uses it)",
-                    show(name),
-                    "warning",
-                )
-        yield from _params(action, base, source)
-
-
+@rules(("error", "transition.actions[i].params[j]", "parameter names are unique within an action"),
+       ("error", "...params[j].range", "range is [low, high] with low <= high, and only for integer or number "
+                                       "parameters"),
+       ("error", "...params[j].enum[k]", "enum values have the parameter's type"))
 def _params(action: dict, base: list, source: str) -> Iterator[Problem]:
     names: dict[str, str] = {}
     for suffix, name, spec in action_params(action):
@@ -270,6 +193,46 @@ def _params(action: dict, base: list, source: str) -> Iterator[Problem]:
                     )
 
 
+@rules(("error", "transition.actions[i].name", "action names are unique (and, by the schema, identifiers of at "
+                                              "most 64 characters)"),
+       ("warning", "transition.actions[i].name", "an action name that is a Python keyword"),
+       ("warning", "transition.actions[i].<key>", "keys of an action other than name, description, params (e.g. a "
+                                                  "misspelt 'parameters')"),
+       *_params.rules)
+def _actions(doc: dict, source: str) -> Iterator[Problem]:
+    actions = section(doc, "transition").get("actions")
+    if not isinstance(actions, list):
+        return
+    seen: dict[str, int] = {}
+    for index, action in enumerate(actions):
+        if not isinstance(action, dict):
+            continue
+        base = ["transition", "actions", index]
+        for key in action:
+            if key not in ACTION_KEYS:
+                yield Problem(source, format_path(base + [key]), "only the keys " + ", ".join(ACTION_KEYS),
+                              f"unknown key {show(key)} (ignored)", "warning")
+        name = action.get("name")
+        if isinstance(name, str):
+            if name in seen:
+                yield Problem(
+                    source,
+                    format_path(base + ["name"]),
+                    f"a name not used by another action (transition.actions[{seen[name]}] is already {name!r})",
+                    show(name),
+                )
+            seen.setdefault(name, index)
+            if keyword.iskeyword(name):
+                yield Problem(
+                    source,
+                    format_path(base + ["name"]),
+                    "a name that is not a Python keyword (generated code uses it)",
+                    show(name),
+                    "warning",
+                )
+        yield from _params(action, base, source)
+
+
 def _is_number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
@@ -288,6 +251,7 @@ def _has_type(value: Any, kind: str) -> bool:
 
 # ---- termination.max_steps mirrors globals.max_steps ----------------------------------------
 
+@rules(("error", "termination.max_steps", "equals state_template.globals.max_steps when that is present"))
 def _max_steps(doc: dict, source: str) -> Iterator[Problem]:
     globals_ = section(doc, "state_template").get("globals")
     if not isinstance(globals_, dict) or "max_steps" not in globals_:
@@ -316,3 +280,9 @@ def _is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
+# Run in this order; each declares the rules it enforces (in docs/dsl_reference.md, with the YAML
+# text's own rule: dsl_schema.check.RULES).
+CHECKS: dict[str, Callable[[dict, str], Iterator[Problem]]] = {
+    "unknown_keys": _unknown_keys, "expose": check_expose, "reward": _reward, "actions": _actions,
+    "max_steps": _max_steps, "skins": check_skins, "conditions": check_conditions}
+RULES = tuple(rule for check in CHECKS.values() for rule in check.rules)  # type: ignore[attr-defined]
