@@ -30,6 +30,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from pipeline.kinds import LevelsFigures  # noqa: E402
 from pipeline.verify.certify import Certifier, certify, standing  # noqa: E402
 from pipeline.verify.context import Context, Options  # noqa: E402
 
@@ -47,7 +48,7 @@ def run_levels(env: Path, levels: int, nodes: int, workers: int) -> list[dict]:
             clients = [stack.enter_context(ctx.worker()) for _ in range(max(1, workers))]
             verdicts = {s: clients[0].validate(s) for s in sources}
             if workers > 1:  # as verify runs them: a pool of workers, a level each at a time
-                certifier = Certifier(ctx, clients, {"search_nodes": 0, "search_seconds": 0.0})
+                certifier = Certifier(ctx, clients, LevelsFigures())
                 stack.callback(certifier.pool.shutdown)
                 started = time.monotonic()
                 done = certifier.many([(s, verdicts[s]) for s in sources])

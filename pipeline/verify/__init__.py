@@ -30,11 +30,17 @@ from pathlib import Path
 from pipeline import layout, manifest
 from pipeline import records as files
 from pipeline.errors import Rejected
-from pipeline.kinds import DifficultyBaseline, Verification, VerificationResult, VerificationSummary, VerifyFigures
-from pipeline.sandbox import SandboxFailure
+from pipeline.kinds import (
+    DifficultyBaseline,
+    StageFigures,
+    Verification,
+    VerificationResult,
+    VerificationSummary,
+    VerifyFigures,
+)
 from pipeline.sandbox.outside.capabilities import ran_under
 from pipeline.verify import reliability
-from pipeline.verify.context import BudgetRanOut, Clock, Context, Options, failure_text
+from pipeline.verify.context import BudgetRanOut, Clock, Context, Options
 from pipeline.verify.stages import STAGES, VERIFY_STAGES, VerifyStage
 from pipeline.verify.stages import get as get_stage
 
@@ -50,35 +56,30 @@ def verify_env(
         raise ValueError(f"unknown stage(s) {unknown}; expected some of {list(STAGES)}")
     result = VerificationResult(True, env_dir=str(Path(env_dir).resolve()), options=options.recorded())
     clock = Clock()
-    current = VERIFY_STAGES[0].name
-    figures: dict[str, dict] = {}  # each stage fills its own as it goes (also when it rejects)
-    ctx = None
     try:
         ctx = Context.open(env_dir, options)
-        scored = None
-        for stage in _plan(stages):
-            current = stage.name
-            if stage.name in stages:
-                options.say(f"{current}... ({clock.figures()['wall_seconds']:.0f}s so far)")
-            scored = stage.run(ctx, scored, figures.setdefault(stage.name, {}))
-    except Rejected as rejection:
-        result.accepted, result.stage, result.reason = False, current, rejection.reason
-    except SandboxFailure as failure:  # one a stage did not expect; still the env's fault
-        result.accepted, result.stage = False, current
-        result.reason = (
-            f"{failure.where or layout.ENV_MAIN}: expected the {current} stage to run, found {failure_text(failure)}"
-        )
-    figures["total"] = clock.figures()
+    except Rejected as rejection:  # no playable folder: nothing ran
+        ctx, result.accepted, result.stage, result.reason = None, False, VERIFY_STAGES[0].name, rejection.reason
+    scored = None
+    for stage in _plan(stages) if ctx is not None else ():
+        if stage.name in stages:
+            options.say(f"{stage.name}... ({clock.wall_seconds():.0f}s so far)")
+        outcome = stage.run(ctx, scored)
+        setattr(result.stages, stage.name, outcome.figures)
+        if outcome.rejection is not None:
+            result.accepted, result.stage, result.reason = False, stage.name, outcome.rejection.reason
+            break
+        scored = outcome.levels
+    result.stages.total = clock.stamp(StageFigures())
     if not result.accepted and ctx is not None and ctx.over_budget():
         # A call the budget refused may be what rejected: a safety stop, never recorded as a verdict.
-        options.say(f"stopped at {current}: the --budget of {options.budget_seconds:g}s ran out")
-        raise BudgetRanOut(options.budget_seconds, current, figures["total"]["wall_seconds"])
-    result.stages = VerifyFigures.from_dict(figures, "verify's figures")
+        options.say(f"stopped at {result.stage}: the --budget of {options.budget_seconds:g}s ran out")
+        raise BudgetRanOut(options.budget_seconds, result.stage, result.stages.total.wall_seconds)
     result.confinement = ran_under()
     if not result.reason:
         result.reason = "accepted: " + ", ".join(s for s in STAGES if s in stages) + " passed"
         result.reason += _accepted_notes(result.stages)
-    took = f"after {figures['total']['wall_seconds']:.0f}s"
+    took = f"after {result.stages.total.wall_seconds:.0f}s"
     options.say(f"model-free stages passed {took}" if result.accepted else f"rejected at {result.stage} {took}")
     if options.write:
         record(Path(env_dir), result)

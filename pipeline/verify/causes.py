@@ -1,6 +1,7 @@
 """Why verification rejected an environment, as values a caller decides on (`Rejected.cause`).
 
-A rejection's `reason` is for a person; its cause is for code. A decision that depends on why a
+A stage returns its rejection as a `Rejection` (pipeline/verify/stages.py): a rejection's `reason`
+is for a person; its cause is for code. A decision that depends on why a
 stage rejected (the levels stage blaming the validator rather than the generator, say) reads the
 cause, never the wording of the reason.
 """
@@ -40,3 +41,23 @@ class SafetyStop:
     what decided is machine load as much as the environment, and the verdict says so (`detail`)."""
 
     detail: str
+
+
+@dataclass(frozen=True)
+class WorkerFailed:
+    """A sandbox failure the stage did not expect (an environment's fault all the same): its kind
+    (pipeline.sandbox.SandboxFailure.kind) and where it happened."""
+
+    kind: str
+    where: str
+
+
+Cause = ValidatorRejectsAll | TooFewLevels | ShippedLevelRefused | SafetyStop | WorkerFailed
+
+
+@dataclass(frozen=True)
+class Rejection:
+    """Why a stage rejected: `reason` for a person, `cause` for code (None: no decision depends on it)."""
+
+    reason: str
+    cause: Cause | None = None

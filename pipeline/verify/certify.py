@@ -48,7 +48,7 @@ from dataclasses import dataclass, field
 from pipeline import layout, planner
 from pipeline import records as files
 from pipeline.errors import Rejected
-from pipeline.kinds import LevelMaxEntry, LevelMaxRewards
+from pipeline.kinds import LevelMaxEntry, LevelMaxRewards, LevelsFigures
 from pipeline.planner import replay
 from pipeline.sandbox import SandboxFailure
 from pipeline.sandbox.outside.client import EnvClient, Verdict
@@ -135,7 +135,7 @@ class Certifier:
     again when it is kept. With `ctx.options.progress`, a line per level:
     how many are done, the max found against its bound, nodes per second and the budget left."""
 
-    def __init__(self, ctx: Context, workers: list[EnvClient], figures: dict):
+    def __init__(self, ctx: Context, workers: list[EnvClient], figures: LevelsFigures):
         self.ctx, self.figures = ctx, figures
         self.cache: dict[str, LevelMax] = {}
         self.fit_cache: dict[str, LevelMax] = {}  # certified only as fit (fit_only)
@@ -145,8 +145,8 @@ class Certifier:
         self.pool = ThreadPoolExecutor(len(workers), thread_name_prefix="certify")
         self.lock = threading.Lock()
         self.done, self.total = 0, 0
-        figures.setdefault("exact", 0)
-        figures.setdefault("safety_stops", 0)
+        figures.exact = figures.exact or 0
+        figures.safety_stops = figures.safety_stops or 0
 
     def many(self, items: list[tuple[str, Verdict]], fit_only: bool = False) -> list[LevelMax]:
         """[(source, validator verdict)] -> their certified max rewards, in order. `fit_only`: only
@@ -177,14 +177,14 @@ class Certifier:
                            f"run without failure, found {failure_text(f)}") from None
         finally:
             with self.lock:  # summed over the workers, which search at the same time
-                self.figures["search_seconds"] = round(self.figures["search_seconds"] + time.monotonic() - started, 3)
+                self.figures.search_seconds = round(self.figures.search_seconds + time.monotonic() - started, 3)
             self.free.put(worker)
         with self.lock:
             f = self.figures
-            f["search_nodes"] += lm.search_nodes
-            f["exact"] += lm.exact
-            f["safety_stops"] += lm.cut_by_clock
-            f["nodes_per_second"] = round(f["search_nodes"] / f["search_seconds"]) if f["search_seconds"] else None
+            f.search_nodes += lm.search_nodes
+            f.exact += lm.exact
+            f.safety_stops += lm.cut_by_clock
+            f.nodes_per_second = round(f.search_nodes / f.search_seconds) if f.search_seconds else None
             self.done += 1
             self.ctx.options.say(self._progress_line(lm))
         return lm
@@ -195,7 +195,7 @@ class Certifier:
         if self.ctx.deadline is not None:
             left = f", {max(0.0, self.ctx.deadline[0] - time.monotonic()):.0f}s of --budget left"
         return (f"levels: {self.done}/{self.total} certified; {lm.source}: {standing(lm)}; "
-                f"{f['search_nodes']:,} nodes at {f['nodes_per_second'] or 0:,}/s; budget "
+                f"{f.search_nodes:,} nodes at {f.nodes_per_second or 0:,}/s; budget "
                 f"{opts.search_nodes:,} nodes per level, {self.total - self.done} level(s) to go{left}")
 
 

@@ -15,6 +15,7 @@ from typing import Callable, Iterator
 from pipeline import layout
 from pipeline.envfolder.spec import EnvSpec
 from pipeline.errors import InfrastructureError, LocatedError, Rejected
+from pipeline.kinds import StageFigures
 from pipeline.sandbox import SandboxFailure, SandboxLimits
 from pipeline.sandbox.outside.client import EnvClient
 from pipeline.verify.claims import read_claims
@@ -170,8 +171,13 @@ class Clock:
     def __init__(self):
         self.wall, self.cpu = time.monotonic(), _cpu()
 
-    def figures(self) -> dict:
-        return {"wall_seconds": round(time.monotonic() - self.wall, 3), "cpu_seconds": round(_cpu() - self.cpu, 3)}
+    def wall_seconds(self) -> float:
+        return round(time.monotonic() - self.wall, 3)
+
+    def stamp(self, figures: StageFigures) -> StageFigures:
+        """`figures` with the wall and CPU seconds since this clock started."""
+        figures.wall_seconds, figures.cpu_seconds = self.wall_seconds(), round(_cpu() - self.cpu, 3)
+        return figures
 
 
 def _cpu() -> float:

@@ -23,21 +23,25 @@ from pipeline import layout, planner
 from pipeline.errors import Rejected
 from pipeline.evaluate.agents import ActionsAgent, RandomAgent
 from pipeline.evaluate.episode import Turn, run_episode_sync
+from pipeline.kinds import ExecutionFigures
 from pipeline.sandbox import SandboxFailure
 from pipeline.sandbox.outside.client import EnvClient, Level
-from pipeline.verify.context import Clock, Context, failure_text, located
+from pipeline.verify.context import Context, failure_text, located
+from pipeline.verify.outcome import Outcome, settle
 
 # Levels to roll out on when the folder has none: generated from these seeds.
 FALLBACK_SEEDS = (1, 2, 3)
 
 
-def run(ctx: Context, levels: list | None, figures: dict) -> list | None:
-    """Fills `figures` (also when it rejects) and raises Rejected on the first failure; `levels`
-    pass through (this stage rolls out on the folder's own, or generated ones)."""
-    clock = Clock()
+def run(ctx: Context, levels: list | None) -> Outcome[ExecutionFigures]:
+    """Its figures (also when it rejects) and the first failure as its rejection; `levels` pass
+    through (this stage rolls out on the folder's own, or generated ones)."""
     sources = [Level(file=f) for f in ctx.env.all_levels()] or [Level(seed=s) for s in FALLBACK_SEEDS]
-    figures.update({"levels": len(sources), "episodes": 0, "steps": 0, "planner_nodes": 0,
-                    "truncated_episodes": 0, "failures_by_kind": {}})
+    return settle("execution", ExecutionFigures(levels=len(sources)),
+                  lambda figures: _roll_out(ctx, sources, figures, levels))
+
+
+def _roll_out(ctx: Context, sources: list[Level], figures: ExecutionFigures, levels: list | None) -> list | None:
     ends = EndChecks(ctx, figures)
     rng = random.Random(ctx.options.seed)
     failures: Counter = Counter()
@@ -51,12 +55,11 @@ def run(ctx: Context, levels: list | None, figures: dict) -> list | None:
                 _episode(ctx, worker, source, "planner episode", figures, failures,
                          ActionsAgent(plan, then=RandomAgent(ctx.space, rng)), seed=0, ends=ends)
     finally:
-        figures["failures_by_kind"] = dict(failures)
-        figures.update(clock.figures())
+        figures.failures_by_kind = dict(failures)
     return levels
 
 
-def _plan(ctx: Context, env: EnvClient, source: Level, figures: dict, failures: Counter) -> list[dict]:
+def _plan(ctx: Context, env: EnvClient, source: Level, figures: ExecutionFigures, failures: Counter) -> list[dict]:
     try:
         first = env.reset(source)
         _observation(first.observation, f"after reset on {source}", failures)
@@ -66,14 +69,14 @@ def _plan(ctx: Context, env: EnvClient, source: Level, figures: dict, failures: 
         failures[f.kind] += 1
         raise Rejected(f"{located(f, layout.ENV_MAIN)}: expected the planner's search on {source} to run "
                        f"without failure, found {failure_text(f)}") from None
-    figures["planner_nodes"] += result.nodes
+    figures.planner_nodes += result.nodes
     return list(result.witness)
 
 
 class EndChecks:
     """The DSL's termination.conditions that can be checked on the states an episode passes through."""
 
-    def __init__(self, ctx: Context, figures: dict):
+    def __init__(self, ctx: Context, figures: ExecutionFigures):
         self.max_steps = ctx.max_steps
         self.conditions, self.unchecked = [], {}
         termination = ctx.config.get("termination") if isinstance(ctx.config, dict) else None
@@ -83,9 +86,9 @@ class EndChecks:
                 self.conditions.append((f"termination.conditions[{i}]", text, parse_condition(text)))
             except ConditionSyntaxError as e:
                 self.unchecked[str(text)] = f"outside the condition grammar ({e})"
-        self.figures = figures
+        self.checked = [text for _, text, _ in self.conditions]
         self.warned_never_ends = False  # the warning that done() never became true is given once
-        figures["end_conditions"] = {"checked": [text for _, text, _ in self.conditions], "unchecked": self.unchecked}
+        figures.end_conditions = {"checked": self.checked, "unchecked": self.unchecked}
 
     def holding(self, state, t: int, last_action_result) -> set[str]:
         """The conditions that hold in `state` (a condition the state cannot answer is dropped)."""
@@ -99,7 +102,7 @@ class EndChecks:
             except (ConditionError, ConditionSyntaxError) as e:
                 self.conditions.remove((where, text, parsed))
                 self.unchecked[str(text)] = f"the state cannot answer it ({e})"
-                self.figures["end_conditions"]["checked"].remove(text)
+                self.checked.remove(text)
         return out
 
     def text(self, where: str) -> str:
@@ -121,7 +124,8 @@ class _Watched:
         return decision
 
 
-def _episode(ctx: Context, env: EnvClient, source: Level, what: str, figures: dict, failures: Counter, agent,
+def _episode(ctx: Context, env: EnvClient, source: Level, what: str, figures: ExecutionFigures, failures: Counter,
+             agent,
              seed: int, ends: EndChecks) -> None:
     held: list[set[str]] = []  # the end conditions holding before the step to come
 
@@ -157,15 +161,15 @@ def _episode(ctx: Context, env: EnvClient, source: Level, what: str, figures: di
         during = f" on step {len(chosen)}, {_fmt(chosen[-1])}" if chosen else f" during '{f.op}'"
         raise Rejected(f"{located(f, layout.ENV_MAIN)}: expected a {what} on {source} to run without failure, "
                        f"found {failure_text(f)}{during}") from None
-    figures["episodes"] += 1
-    figures["steps"] += episode.steps
+    figures.episodes += 1
+    figures.steps += episode.steps
     if episode.truncated:
-        figures["truncated_episodes"] += 1
+        figures.truncated_episodes += 1
     if episode.truncated and not episode.ended_at_cap and not ends.warned_never_ends:
         ends.warned_never_ends = True
-        figures.setdefault("warnings", []).append(
+        figures.warnings = (figures.warnings or []) + [
             f"{layout.ENV_MAIN}: expected done() to become true by termination.max_steps={ctx.max_steps}, found "
-            f"still running after {ctx.max_steps} steps of a {what} on {source} (the runtime truncated it)")
+            f"still running after {ctx.max_steps} steps of a {what} on {source} (the runtime truncated it)"]
 
 
 def _observation(observation, what: str, failures: Counter) -> None:

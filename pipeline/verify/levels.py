@@ -34,6 +34,7 @@ import dataclasses
 from pipeline import layout, safe_io
 from pipeline import records as files
 from pipeline.errors import LocatedError, Rejected
+from pipeline.kinds import LevelsFigures
 from pipeline.levelfactory import EXAMPLES, GeneratorFailed, LevelFactory, Made
 from pipeline.runtime.levels import save_level
 from pipeline.sandbox import SandboxFailure
@@ -41,23 +42,24 @@ from pipeline.sandbox.outside.client import EnvClient, Level, Verdict
 from pipeline.verify import chance, claims
 from pipeline.verify.causes import SafetyStop, ShippedLevelRefused, TooFewLevels, ValidatorRejectsAll
 from pipeline.verify.certify import EPS, Certifier, LevelMax, scorable, tidy, unscored_reason, write_max_rewards
-from pipeline.verify.context import Clock, Context, failure_text, located
+from pipeline.verify.context import Context, failure_text, located
+from pipeline.verify.outcome import Outcome, settle
 
 
-def run(ctx: Context, _: list[LevelMax] | None, figures: dict) -> list[LevelMax]:
-    """The levels later stages score on, with their certified max rewards; fills `figures`."""
-    clock = Clock()
-    figures |= {"seeds_tried": 0, "generated_kept": 0, "duplicates": 0, "rejected_by_validator": 0,
-                "unfit": 0, "shipped_levels": len(ctx.env.all_levels()), "search_nodes": 0,
-                "search_seconds": 0.0, "search_workers": 0, "corrected": 0, "examples": [],
-                "search_budget": {"nodes_per_level": ctx.options.search_nodes,
-                                  "safety_seconds_per_search": ctx.options.search_seconds}}
+def run(ctx: Context, _: list[LevelMax] | None) -> Outcome[LevelsFigures]:
+    """The levels later stages score on, with their certified max rewards, and its figures."""
+    figures = LevelsFigures(shipped_levels=len(ctx.env.all_levels()), search_budget={
+        "nodes_per_level": ctx.options.search_nodes, "safety_seconds_per_search": ctx.options.search_seconds})
+    return settle("levels", figures, lambda figures: _levels(ctx, figures))
+
+
+def _levels(ctx: Context, figures: LevelsFigures) -> list[LevelMax]:
     try:
         with contextlib.ExitStack() as stack:
             # No more workers than levels to certify at once (a batch of generated ones, or the shipped).
             wanted = max(ctx.options.test_levels + ctx.options.val_levels, len(ctx.env.all_levels()))
             workers = [stack.enter_context(ctx.worker()) for _ in range(max(1, min(ctx.options.workers, wanted)))]
-            figures["search_workers"] = len(workers)
+            figures.search_workers = len(workers)
             _probe_chance(ctx, workers[0], figures)
             certifier = Certifier(ctx, workers, figures)
             stack.callback(certifier.pool.shutdown)
@@ -78,22 +80,22 @@ def run(ctx: Context, _: list[LevelMax] | None, figures: dict) -> list[LevelMax]
                 scored = _shipped_despite(generator_broken, ctx, workers[0], certifier)
             else:
                 scored = generated
-            if figures.get("stochastic") and not ctx.options.write_levels:
+            if figures.stochastic and not ctx.options.write_levels:
                 scored = _expectations(ctx, workers[0], scored, figures)
         _scored_figures(figures, scored, ctx)
         if scored and "/" in scored[0].source and ctx.options.write:
             write_max_rewards(ctx, scored)
-            figures["written"] = [layout.LEVEL_MAX_REWARDS] + (
+            figures.written = [layout.LEVEL_MAX_REWARDS] + (
                 [lm.source for lm in scored] if ctx.options.write_levels else []
             )
         if generator_broken is not None:
-            refuted = figures.get("validator_refuted") or {}
+            refuted = figures.validator_refuted or {}
             if isinstance(generator_broken.cause, ValidatorRejectsAll):
                 n = generator_broken.cause.rejected
                 raise Rejected(
                     f"{layout.ENV_VALIDATOR}: expected the validator to accept some generated levels, found it "
                     f"rejects every one ({n} of {n} distinct levels "
-                    f"from seeds 1..{figures['seeds_tried']}): generation is unusable"
+                    f"from seeds 1..{figures.seeds_tried}): generation is unusable"
                     + (f"; {refuted_text(refuted, len(scored))}" if refuted else "")
                     + f"; the {len(scored)} shipped level(s) were checked and certified by search (see the"
                       f" levels figures)"
@@ -103,32 +105,30 @@ def run(ctx: Context, _: list[LevelMax] | None, figures: dict) -> list[LevelMax]
                            + " (see the levels figures)", cause=generator_broken.cause)
     except Rejected as rejected:
         if isinstance(rejected.cause, SafetyStop):  # labelled in the figures too: the verdict depends on load
-            figures["generator_safety_stop"] = rejected.cause.detail
+            figures.generator_safety_stop = rejected.cause.detail
         raise
-    finally:
-        figures.update(clock.figures())
     return scored
 
 
-def _scored_figures(figures: dict, scored: list[LevelMax], ctx: Context) -> None:
-    figures["levels_scored"] = [lm.source for lm in scored]
-    figures["corrected"] = sum(lm.corrected for lm in scored)
-    figures["max_rewards"] = {layout.level_key(lm.source): tidy(lm.max_reward) for lm in scored}
-    figures["lower_bounds"] = [layout.level_key(lm.source) for lm in scored if lm.certainty == "lower_bound"]
-    figures["exact_levels"] = [layout.level_key(lm.source) for lm in scored if lm.exact]
+def _scored_figures(figures: LevelsFigures, scored: list[LevelMax], ctx: Context) -> None:
+    figures.levels_scored = [lm.source for lm in scored]
+    figures.corrected = sum(lm.corrected for lm in scored)
+    figures.max_rewards = {layout.level_key(lm.source): float(tidy(lm.max_reward)) for lm in scored}
+    figures.lower_bounds = [layout.level_key(lm.source) for lm in scored if lm.certainty == "lower_bound"]
+    figures.exact_levels = [layout.level_key(lm.source) for lm in scored if lm.exact]
     # every level whose max must not divide a score (unknown, or not positive), with the reason
-    figures["unknown_maxima"] = {layout.level_key(lm.source): unscored_reason(lm) for lm in scored if not scorable(lm)}
-    figures["gaps"] = {layout.level_key(lm.source): round(lm.upper_bound - lm.max_reward, 6) for lm in scored
-                       if not lm.exact and lm.upper_bound is not None}
+    figures.unknown_maxima = {layout.level_key(lm.source): unscored_reason(lm) for lm in scored if not scorable(lm)}
+    figures.gaps = {layout.level_key(lm.source): float(round(lm.upper_bound - lm.max_reward, 6)) for lm in scored
+                    if not lm.exact and lm.upper_bound is not None}
     # every lower bound with no upper bound, and why (the DSL's reward bound refuted, or none declared)
-    figures["no_upper_bound"] = {
+    figures.no_upper_bound = {
         layout.level_key(lm.source): (f"the DSL's reward bound is refuted: {lm.bound_refuted}" if lm.bound_refuted
                                       else "the DSL declares no positive reward")
         + (f"; {lm.evidence}" if lm.evidence else "")
         for lm in scored if lm.certainty == "lower_bound" and lm.upper_bound is None}
-    figures["cut_by_safety_stop"] = [layout.level_key(lm.source) for lm in scored if lm.cut_by_clock]
+    figures.cut_by_safety_stop = [layout.level_key(lm.source) for lm in scored if lm.cut_by_clock]
     if ctx.claims and scored and "/" in scored[0].source:
-        figures["claims"] = claims.compare(ctx.claims, scored)
+        figures.claims = claims.compare(ctx.claims, scored)
 
 
 def _shipped_despite(generator_broken: Rejected | None, ctx: Context, worker: EnvClient,
@@ -149,52 +149,52 @@ def _shipped_despite(generator_broken: Rejected | None, ctx: Context, worker: En
                        else rejected.cause) from None
 
 
-def _generate(ctx: Context, workers: list[EnvClient], certifier: Certifier, figures: dict) -> list[LevelMax]:
+def _generate(ctx: Context, workers: list[EnvClient], certifier: Certifier, figures: LevelsFigures) -> list[LevelMax]:
     """Seeds 1..max_seeds through the level factory (generated on every worker); its counts go to the
     figures, also when it fails."""
     want = ctx.options.test_levels + ctx.options.val_levels
     made = Made()
     # Kept only when written or when the folder ships none; else only whether each is fit is asked.
     kept_as_levels = ctx.options.write_levels or not ctx.env.all_levels()
-    figures["generated_searched_until_fit"] = not kept_as_levels
+    figures.generated_searched_until_fit = not kept_as_levels
     factory = LevelFactory(workers, range(1, ctx.options.max_seeds + 1),
                            certifier if kept_as_levels else certifier.fitness, validate=_validate)
     try:
-        factory.make(want, chance=bool(figures.get("stochastic")), made=made)
+        factory.make(want, chance=bool(figures.stochastic), made=made)
     except GeneratorFailed as e:
         raise Rejected(f"{located(e.failure, layout.ENV_GENERATE)}: expected generate_level to make a level for "
                        f"seed {e.seed}, found {failure_text(e.failure)}", cause=_safety_stop(e.failure)) from None
     finally:
-        figures.update(seeds_tried=made.seeds_tried, duplicates=made.duplicates, unfit=made.unfit,
-                       rejected_by_validator=made.rejected_by_validator)
-        figures["examples"] = (figures["examples"] + made.examples)[:EXAMPLES]
+        figures.seeds_tried, figures.duplicates, figures.unfit = made.seeds_tried, made.duplicates, made.unfit
+        figures.rejected_by_validator = made.rejected_by_validator
+        figures.examples = (figures.examples + made.examples)[:EXAMPLES]
         if made.validator_warnings:
-            figures.setdefault("validator_warnings", {}).update(made.validator_warnings)
+            figures.validator_warnings = (figures.validator_warnings or {}) | made.validator_warnings
     kept = made.kept
-    figures["generated_kept"] = len(kept)
-    figures["distinct_levels"] = made.distinct
+    figures.generated_kept = len(kept)
+    figures.distinct_levels = made.distinct
     if made.unsolvable:
         first = made.unsolvable[0]
         raise Rejected(f"{layout.ENV_VALIDATOR}: expected validate_level to reject levels that no action sequence "
                        f"can score on, found it accepted {len(made.unsolvable)} such level(s), e.g. the level of seed "
                        f"{first.seed}: {first.unfit}")
     if len(kept) < want:
-        tried = figures["seeds_tried"]
+        tried = figures.seeds_tried
         if made.distinct == 1 and tried > 1:
             raise Rejected(f"{layout.ENV_GENERATE}: expected generate_level(seed, config) to make different levels "
                            f"for different seeds, found the same level for all {tried} seeds 1..{tried} "
                            f"(the generator ignores its seed)")
-        refused = figures["rejected_by_validator"]
+        refused = figures.rejected_by_validator
         raise Rejected(f"{layout.ENV_GENERATE}: expected at least {want} distinct valid levels from seeds "
-                       f"1..{tried}, found {len(kept)} ({figures['duplicates']} duplicates, "
-                       f"{refused} rejected by the validator, {figures['unfit']} unfit"
-                       + (f"; e.g. {figures['examples'][0]}" if figures["examples"] else "") + ")",
+                       f"1..{tried}, found {len(kept)} ({figures.duplicates} duplicates, "
+                       f"{refused} rejected by the validator, {figures.unfit} unfit"
+                       + (f"; e.g. {figures.examples[0]}" if figures.examples else "") + ")",
                        cause=ValidatorRejectsAll(refused) if 0 < refused == made.distinct
-                       else TooFewLevels(want, len(kept), figures["duplicates"], refused, figures["unfit"]))
+                       else TooFewLevels(want, len(kept), figures.duplicates, refused, figures.unfit))
     return kept
 
 
-def _shipped(ctx: Context, worker: EnvClient, certifier: Certifier, figures: dict) -> list[LevelMax]:
+def _shipped(ctx: Context, worker: EnvClient, certifier: Certifier, figures: LevelsFigures) -> list[LevelMax]:
     items, refused = [], {}
     for level in ctx.env.all_levels():
         verdict = _validate(worker, level, level=level)
@@ -217,7 +217,7 @@ def _shipped(ctx: Context, worker: EnvClient, certifier: Certifier, figures: dic
                                                     "witness_reward": round(lm.search_reward, 9)}
             out[i] = dataclasses.replace(lm, notes=f"the validator rejects this level ({issues[:200]}); refuted: "
                                                    f"{lm.notes}")
-        elif lm.unfit and lm.proven_unsolvable and figures.get("stochastic"):
+        elif lm.unfit and lm.proven_unsolvable and figures.stochastic:
             out[i] = dataclasses.replace(lm, unfit="", proven_unsolvable=False, certainty="unknown",
                                          notes=f"{lm.notes}; the environment draws random numbers during step, so a "
                                                f"search over one chance outcome proves nothing: max unknown")
@@ -225,8 +225,8 @@ def _shipped(ctx: Context, worker: EnvClient, certifier: Certifier, figures: dic
             raise Rejected(f"{lm.source}: expected a level on which search scores more than doing nothing and "
                            f"doing nothing does not score the maximum, found {lm.unfit}")
     if refuted:
-        figures["validator_refuted"] = refuted
-        figures.setdefault("warnings", []).append(refuted_text(refuted, len(out)))
+        figures.validator_refuted = refuted
+        _warn(figures, refuted_text(refuted, len(out)))
     if unrefuted:  # the validator's word stands on these; on the others the witnesses refute it
         reason, source = unrefuted[0]
         raise Rejected(reason + (f"; {refuted_text(refuted, len(out))}" if refuted else ""),
@@ -234,24 +234,24 @@ def _shipped(ctx: Context, worker: EnvClient, certifier: Certifier, figures: dic
     return out
 
 
-def _probe_chance(ctx: Context, worker: EnvClient, figures: dict) -> None:
-    """figures["stochastic"]: where a step first drew random numbers (chance.py), or False."""
+def _probe_chance(ctx: Context, worker: EnvClient, figures: LevelsFigures) -> None:
+    """figures.stochastic: where a step first drew random numbers (chance.py), or False."""
     levels = [Level(file=f) for f in ctx.env.all_levels()] or [Level(seed=s) for s in (1, 2, 3)]
     try:
         found = chance.probe(ctx, worker, levels)
     except SandboxFailure as f:
         raise Rejected(f"{located(f, layout.ENV_MAIN)}: expected random actions on {levels[0]} to run without "
                        f"failure, found {failure_text(f)}") from None
-    figures["stochastic"] = found or False
+    figures.stochastic = found or False
     if found:
-        figures["stochastic_note"] = (f"the environment draws random numbers during step (first at "
+        figures.stochastic_note = (f"the environment draws random numbers during step (first at "
                                       f"{chance.where(found)}): no level is called unsolvable on one chance outcome, "
                                       f"and a level file's max reward is an expectation estimate over "
                                       f"{chance.ESTIMATE_SEEDS} seeds with its 95% confidence interval")
-        figures.setdefault("warnings", []).append(figures["stochastic_note"])
+        _warn(figures, figures.stochastic_note)
 
 
-def _expectations(ctx: Context, worker: EnvClient, scored: list[LevelMax], figures: dict) -> list[LevelMax]:
+def _expectations(ctx: Context, worker: EnvClient, scored: list[LevelMax], figures: LevelsFigures) -> list[LevelMax]:
     """A stochastic environment's level files: max reward = the witness's expected total, labelled."""
     out = []
     for lm in scored:
@@ -274,11 +274,11 @@ def _expectations(ctx: Context, worker: EnvClient, scored: list[LevelMax], figur
                 f"stochastic: expectation estimate, the search witness's mean total over {found['seeds']} seeds, "
                 f"{found['mean']:g} (95% interval {found['ci95'][0]:g} to {found['ci95'][1]:g}; one seed's best: "
                 f"{lm.max_reward:g}); {lm.notes}")))
-    figures["expectation_estimates"] = {layout.level_key(lm.source): lm.expectation for lm in out if lm.expectation}
+    figures.expectation_estimates = {layout.level_key(lm.source): lm.expectation for lm in out if lm.expectation}
     return out
 
 
-def _distinct_shipped(items: list[tuple[str, Verdict]], figures: dict) -> None:
+def _distinct_shipped(items: list[tuple[str, Verdict]], figures: LevelsFigures) -> None:
     """Shipped levels are held to what generated ones are: distinct (a duplicate is named, a warning)
     and no validation level equal to a test level (that rejects: the split would measure nothing)."""
     first: dict[str, str] = {}
@@ -290,7 +290,7 @@ def _distinct_shipped(items: list[tuple[str, Verdict]], figures: dict) -> None:
             first[verdict.state_hash] = level
     if not duplicates:
         return
-    figures["shipped_duplicates"] = {level: same for level, same in duplicates}
+    figures.shipped_duplicates = {level: same for level, same in duplicates}
     overlap = [(level, same) for level, same in duplicates
                if level.startswith(f"{layout.VAL_LEVELS}/") and same.startswith(f"{layout.LEVELS}/")]
     shown = "; ".join(f"{level} = {same}" for level, same in (overlap or duplicates)[:4])
@@ -298,9 +298,8 @@ def _distinct_shipped(items: list[tuple[str, Verdict]], figures: dict) -> None:
         raise Rejected(f"{layout.VAL_LEVELS}: expected validation levels apart from the test levels, found "
                        f"{len(overlap)} identical to a test level ({shown}); {len(first)} distinct of "
                        f"{len(items)} shipped level(s)")
-    figures.setdefault("warnings", []).append(
-        f"{layout.LEVELS}: expected distinct shipped levels, found {len(duplicates)} duplicate(s) ({shown}); "
-        f"{len(first)} distinct of {len(items)}")
+    _warn(figures, f"{layout.LEVELS}: expected distinct shipped levels, found {len(duplicates)} duplicate(s) "
+                   f"({shown}); {len(first)} distinct of {len(items)}")
 
 
 def solved(lm: LevelMax) -> bool:
@@ -328,10 +327,14 @@ def _fmt(action: dict) -> str:
     return f"{action.get('action')}({params})" if params else str(action.get("action"))
 
 
-def _warnings(figures: dict, what: str, verdict: Verdict) -> None:
+def _warn(figures: LevelsFigures, warning: str) -> None:
+    figures.warnings = (figures.warnings or []) + [warning]
+
+
+def _warnings(figures: LevelsFigures, what: str, verdict: Verdict) -> None:
     """The validator's warnings on a level it accepts: warnings, never a rejection."""
     if verdict.ok and verdict.warnings:
-        warned = figures.setdefault("validator_warnings", {})
+        warned = figures.validator_warnings = figures.validator_warnings or {}
         if len(warned) < 20:
             warned[layout.level_key(what) if "/" in what else what] = verdict.warnings[:5]
 

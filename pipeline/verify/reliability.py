@@ -36,55 +36,59 @@ from pipeline import layout
 from pipeline.errors import Rejected
 from pipeline.evaluate.agents import ActionsAgent, RandomAgent
 from pipeline.evaluate.episode import run_episode_sync
+from pipeline.kinds import LevelScores, ReliabilityFigures
 from pipeline.sandbox import SandboxFailure
 from pipeline.sandbox.outside.client import Level
 from pipeline.verify import claims
 from pipeline.verify.certify import EPS, LevelMax, scorable, tidy, unscored_reason, write_max_rewards
-from pipeline.verify.context import Clock, Context, failure_text, located
+from pipeline.verify.context import Context, failure_text, located
+from pipeline.verify.outcome import Outcome, settle
 
 RANDOM_AGENT = "uniform random declared action with sampled parameters"
 CONSTANT_PARAMS = 3  # parameter combinations per action tried as a constant policy
 
 
-def run(ctx: Context, levels: list[LevelMax], figures: dict) -> list[LevelMax]:
+def run(ctx: Context, levels: list[LevelMax]) -> Outcome[ReliabilityFigures]:
     """The levels, with any max reward a random or constant-policy episode corrected (and, when the
-    environment passes and verify writes, level_max_rewards.json rewritten with them); fills `figures`."""
-    clock = Clock()
+    environment passes and verify writes, level_max_rewards.json rewritten with them), and its figures."""
     policies = constant_policies(ctx)
-    figures |= {"levels": len(levels), "episodes": 0, "margin": ctx.options.margin, "random_agent": RANDOM_AGENT,
-               "random_episodes_per_level": ctx.options.random_episodes, "per_level": {},
-               "constant_policies": [name for name, _ in policies]}
+    figures = ReliabilityFigures(levels=len(levels), margin=float(ctx.options.margin), random_agent=RANDOM_AGENT,
+                                 random_episodes_per_level=ctx.options.random_episodes,
+                                 workers=max(1, min(ctx.options.workers, len(levels))),
+                                 constant_policies=[name for name, _ in policies])
+    return settle("reliability", figures, lambda figures: _score(ctx, levels, policies, figures))
+
+
+def _score(ctx: Context, levels: list[LevelMax], policies: list[tuple[str, dict]],
+           figures: ReliabilityFigures) -> list[LevelMax]:
     out, constant_totals = [], {}
-    figures["workers"] = max(1, min(ctx.options.workers, len(levels)))
     try:
-        for (lm, scores, totals), episodes in _each_level(ctx, levels, policies, figures["workers"]):
-            figures["episodes"] += episodes
-            figures["per_level"][layout.level_key(lm.source)] = scores
+        for (lm, scores, totals), episodes in _each_level(ctx, levels, policies, figures.workers):
+            figures.episodes += episodes
+            figures.per_level[layout.level_key(lm.source)] = scores
             constant_totals[lm.source] = totals
             out.append(lm)
     except SandboxFailure as f:
         raise Rejected(f"{located(f, layout.ENV_MAIN)}: expected the reliability episodes to run without failure, "
                        f"found {failure_text(f)}") from None
-    finally:
-        figures.update(clock.figures())
     if not out:
         raise Rejected("levels: expected levels with a certified max reward to score agents on, found none")
     if ctx.claims and "/" in out[0].source:
-        figures["claims"] = claims.compare(ctx.claims, out)
-    figures["corrected"] = sum(lm.corrected for lm in out)
+        figures.claims = claims.compare(ctx.claims, out)
+    figures.corrected = sum(lm.corrected for lm in out)
     scored = [lm for lm in out if scorable(lm)]
     unscored = [lm for lm in out if not scorable(lm)]
     if unscored:
-        figures["unscored_levels"] = {layout.level_key(lm.source): unscored_reason(lm) for lm in unscored}
+        figures.unscored_levels = {layout.level_key(lm.source): unscored_reason(lm) for lm in unscored}
     if not scored:
         raise Rejected(
             f"levels: expected levels with a known, positive max reward to score agents on, found none "
-            f"of {len(out)}: " + "; ".join(f"{k}: {v}" for k, v in list(figures["unscored_levels"].items())[:3])
+            f"of {len(out)}: " + "; ".join(f"{k}: {v}" for k, v in list(figures.unscored_levels.items())[:3])
         )
-    per_level = [figures["per_level"][layout.level_key(lm.source)] for lm in scored]
-    random_mean = round(mean(s["random_normalized"] for s in per_level), 4)
-    planner_mean = round(mean(s["planner_normalized"] for s in per_level), 4)
-    figures.update(random_normalized=random_mean, planner_normalized=planner_mean)
+    per_level = [figures.per_level[layout.level_key(lm.source)] for lm in scored]
+    random_mean = float(round(mean(s.random_normalized for s in per_level), 4))
+    planner_mean = float(round(mean(s.planner_normalized for s in per_level), 4))
+    figures.random_normalized, figures.planner_normalized = random_mean, planner_mean
     idle = [lm for lm in out if lm.idle_scores_max]
     if idle and 2 * len(idle) >= len(out):
         example = idle[0]
@@ -100,7 +104,7 @@ def run(ctx: Context, levels: list[LevelMax], figures: dict) -> list[LevelMax]:
     if planner_mean < 1 - ctx.options.margin and random_mean >= planner_mean - ctx.options.margin:
         # The planner is no skilled agent here (its search ran out of budget or candidate actions), so
         # a random agent coming close says nothing about the reward: no verdict either way.
-        figures["inconclusive"] = (f"the search planner scores only {planner_mean:.3f} of the max (its search "
+        figures.inconclusive = (f"the search planner scores only {planner_mean:.3f} of the max (its search "
                                    f"budget or candidate actions fall short), so its margin over the random agent "
                                    f"({random_mean:.3f}) does not measure the reward")
         return _corrected(ctx, out, figures)
@@ -111,9 +115,9 @@ def run(ctx: Context, levels: list[LevelMax], figures: dict) -> list[LevelMax]:
     return _corrected(ctx, out, figures)
 
 
-def _corrected(ctx: Context, levels: list[LevelMax], figures: dict) -> list[LevelMax]:
+def _corrected(ctx: Context, levels: list[LevelMax], figures: ReliabilityFigures) -> list[LevelMax]:
     """A max reward this stage corrected is written back to the folder's level_max_rewards.json."""
-    if figures["corrected"] and "/" in levels[0].source and ctx.options.write:
+    if figures.corrected and "/" in levels[0].source and ctx.options.write:
         write_max_rewards(ctx, levels)
     return levels
 
@@ -144,18 +148,18 @@ def _shown(action: dict) -> str:
 
 
 def _degenerate(ctx: Context, scored: list[LevelMax], totals: dict[str, dict[str, float]], planner_mean: float,
-                figures: dict) -> None:
+                figures: ReliabilityFigures) -> None:
     """Reject a reward that a constant-action policy nearly maxes (module docstring)."""
     means = {}
     for name, _ in constant_policies(ctx):
-        means[name] = round(mean(min(1.0, totals[lm.source][name] / lm.max_reward) for lm in scored), 4)
+        means[name] = float(round(mean(min(1.0, totals[lm.source][name] / lm.max_reward) for lm in scored), 4))
     ranked = sorted(means.items(), key=lambda kv: -kv[1])
-    figures["constant_normalized"] = dict(ranked[:10])
+    figures.constant_normalized = dict(ranked[:10])
     if not ranked:
         return
     name, best = ranked[0]
     margin = ctx.options.margin
-    figures["best_constant_policy"] = {"policy": name, "normalized": best}
+    figures.best_constant_policy = {"policy": name, "normalized": best}
     if best >= planner_mean - margin and (planner_mean >= 1 - margin or best >= 1 - margin):
         raise Rejected(f"reward: expected a reward that pays for skill, found that {name} until the episode ends "
                        f"scores {best:.2f} of the max (mean over {len(scored)} level(s); the search planner "
@@ -183,8 +187,8 @@ def _each_level(ctx: Context, levels: list[LevelMax], policies: list[tuple[str, 
         yield from pool.map(one, levels)
 
 
-def _score_level(ctx: Context, worker, lm: LevelMax, figures: dict,
-                 policies: list[tuple[str, dict]]) -> tuple[LevelMax, dict, dict[str, float]]:
+def _score_level(ctx: Context, worker, lm: LevelMax, counts: dict,
+                 policies: list[tuple[str, dict]]) -> tuple[LevelMax, LevelScores, dict[str, float]]:
     totals = []
     level = Level.parse(lm.source)
 
@@ -224,23 +228,23 @@ def _score_level(ctx: Context, worker, lm: LevelMax, figures: dict,
     for run in range(ctx.options.random_episodes):
         agent = RandomAgent.seeded(ctx.space, ctx.config, lm.source, run)
         episode = run_episode_sync(agent, worker, level, seed=run)
-        figures["episodes"] += 1
+        counts["episodes"] += 1
         totals.append(episode.total_reward)
         raise_max(episode.total_reward, episode.actions, "a random episode")
     constant = {}
     for name, action in policies:
         episode = run_episode_sync(ActionsAgent([action] * ctx.max_steps), worker, level)
-        figures["episodes"] += 1
+        counts["episodes"] += 1
         constant[name] = episode.total_reward
         raise_max(episode.total_reward, episode.actions, name)
     planner_total = run_episode_sync(ActionsAgent(lm.witness), worker, level).total_reward
-    figures["episodes"] += 1
+    counts["episodes"] += 1
     lm = dataclasses.replace(lm, best_seen=max(lm.best_seen, planner_total, *totals, *constant.values()))
-    scores = {"max_reward": tidy(lm.max_reward), "max_certainty": lm.certainty,
-              "random_mean_total": round(mean(totals), 4), "planner_total": tidy(planner_total)}
+    scores = LevelScores(float(tidy(lm.max_reward)), lm.certainty, float(round(mean(totals), 4)),
+                         float(tidy(planner_total)))
     if scorable(lm):
-        scores |= {"random_normalized": round(mean(totals) / lm.max_reward, 4),
-                   "planner_normalized": round(planner_total / lm.max_reward, 4)}
+        scores.random_normalized = float(round(mean(totals) / lm.max_reward, 4))
+        scores.planner_normalized = float(round(planner_total / lm.max_reward, 4))
     else:
-        scores["unscored"] = unscored_reason(lm)
+        scores.unscored = unscored_reason(lm)
     return lm, scores, constant

@@ -1,12 +1,13 @@
 """The stages of `envforge verify`, declared once, in the order they run (as generate's are in
 pipeline/generate/stages.py).
 
-Each stage is `run(ctx, levels, figures) -> levels`: it fills its figures (also when it rejects:
-they are what verification.json shows of a failed stage), raises `Rejected` with a typed cause
-(pipeline/verify/causes.py) when the environment is unfit, and hands the levels later stages
-score on (with their certified max rewards) to the next stage. A stage that `needs_levels` runs
-on certified levels: when it is asked for without the levels stage, the levels stage runs first.
-A new stage is one entry here.
+Each stage is `run(ctx, levels) -> Outcome` (pipeline/verify/outcome.py): its own typed figures
+(pipeline.kinds: ExecutionFigures, LevelsFigures, ReliabilityFigures; also when it rejects: they
+are what verification.json shows of a failed stage), its rejection when the environment is unfit
+(a reason and a typed cause, pipeline/verify/causes.py), and the levels later stages score on
+(with their certified max rewards). A stage that `needs_levels` runs on certified levels: when it
+is asked for without the levels stage, the levels stage runs first. A new stage is one entry here
+and a field of pipeline.kinds.VerifyFigures named after it.
 """
 from __future__ import annotations
 
@@ -16,8 +17,9 @@ from typing import Callable
 from pipeline.verify import execution, levels, reliability
 from pipeline.verify.certify import LevelMax
 from pipeline.verify.context import Context
+from pipeline.verify.outcome import Outcome
 
-Run = Callable[[Context, "list[LevelMax] | None", dict], "list[LevelMax] | None"]
+Run = Callable[[Context, "list[LevelMax] | None"], Outcome]
 
 
 @dataclass(frozen=True)

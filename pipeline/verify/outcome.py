@@ -1,0 +1,48 @@
+"""What a verification stage returns (pipeline/verify/stages.py): its own typed figures, the levels
+later stages score on, and why it rejected, if it did.
+
+A stage's body fills the figures it made (they are what verification.json shows of a stage, also
+of one that rejected) and raises `Rejected` deep inside when the environment is unfit; `settle`
+turns that into the stage's `Outcome`, times the stage, and names a sandbox failure the stage did
+not expect (still the environment's fault). No stage reads another's figures.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Callable, Generic, TypeVar
+
+from pipeline import layout
+from pipeline.errors import Rejected
+from pipeline.kinds import StageFigures
+from pipeline.sandbox import SandboxFailure
+from pipeline.verify.causes import Rejection, WorkerFailed
+from pipeline.verify.context import Clock, failure_text
+
+if TYPE_CHECKING:
+    from pipeline.verify.certify import LevelMax
+
+F = TypeVar("F", bound=StageFigures)
+
+
+@dataclass
+class Outcome(Generic[F]):
+    figures: F
+    levels: "list[LevelMax] | None" = None  # what the next stage scores on, with certified max rewards
+    rejection: Rejection | None = None  # None: the stage passed
+
+
+def settle(stage: str, figures: F, body: Callable[[F], "list[LevelMax] | None"]) -> Outcome[F]:
+    """Run a stage's `body` on its `figures`: its outcome, its wall and CPU seconds in the figures."""
+    clock = Clock()
+    try:
+        levels = body(figures)
+    except Rejected as rejected:
+        return Outcome(figures, rejection=Rejection(rejected.reason, rejected.cause))
+    except SandboxFailure as failure:
+        where = failure.where or layout.ENV_MAIN
+        return Outcome(figures, rejection=Rejection(
+            f"{where}: expected the {stage} stage to run, found {failure_text(failure)}",
+            WorkerFailed(failure.kind, where)))
+    finally:
+        clock.stamp(figures)
+    return Outcome(figures, levels)
