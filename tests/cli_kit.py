@@ -1,8 +1,10 @@
 """Running the `envforge` command as a user does, and the suite's expensive artifacts made once.
 
-`envforge(*argv, cwd=...)` runs the installed command in a subprocess, without model keys, with
-its response cache and .env beside the test's files, and (by default) asserts no traceback reached
-the user. The session fixtures in conftest.py (`generate_demo`, `learn_demo`) run the README's
+`envforge(*argv, cwd=...)` runs the command as a person without model keys does, with its
+response cache and .env beside the test's files, and (by default) asserts no traceback reached the
+user: in this test process through the command line's entry (`pipeline.cli.main`, what the
+installed `envforge` script calls), or, where a test needs a real process, as the installed
+command in a subprocess. The session fixtures in conftest.py (`generate_demo`, `learn_demo`) run the README's
 offline demos once per test session into a cache shared by the xdist workers (see `shared_artifact`).
 """
 from __future__ import annotations
@@ -10,11 +12,15 @@ from __future__ import annotations
 import fcntl
 import hashlib
 import importlib.util
+import io
 import json
+import logging
 import os
 import shutil
+import signal
 import subprocess
 import sys
+import traceback
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -35,15 +41,74 @@ def offline_environ(home: Path, **extra: str) -> dict[str, str]:
 
 
 def envforge(*argv: str, cwd: Path, home: Path | None = None, env: dict | None = None, timeout: float = 600,
-             traceback_ok: bool = False, **popen) -> subprocess.CompletedProcess:
+             traceback_ok: bool = False, process: bool = False, **popen) -> subprocess.CompletedProcess:
     """`envforge ARGV...` in `cwd` as a person without any model key runs it. `home` (default: cwd)
-    holds its cache and .env; `env` replaces the environment altogether."""
+    holds its cache and .env; `env` replaces the environment altogether.
+
+    It runs in this process (`in_process`): a command's imports cost 0.2-0.5 CPU-seconds a fresh
+    process, and the suite runs hundreds of commands; the environment code still runs in the
+    command's sandbox workers, processes of their own. `process=True` runs the installed command in
+    a subprocess instead: for a test that needs a process of its own (it sends a signal, kills it,
+    feeds its stdin, gives it another environment, or runs it while this process is busy); so do
+    `env` and any subprocess keyword (`input`, `stdin`, ...), and `timeout` is kept only there.
+    ENVFORGE_TEST_PROCESSES=1 runs every command in a subprocess (to check that a test passes both ways)."""
+    argv = tuple(map(str, argv))
     environ = env if env is not None else offline_environ(Path(home or cwd))
-    done = subprocess.run([ENVFORGE, *map(str, argv)], cwd=cwd, env=environ, capture_output=True, text=True,
-                          timeout=timeout, **popen)
+    if process or env is not None or popen or os.environ.get("ENVFORGE_TEST_PROCESSES") == "1":
+        done = subprocess.run([ENVFORGE, *argv], cwd=cwd, env=environ, capture_output=True, text=True,
+                              timeout=timeout, **popen)
+    else:
+        done = in_process(argv, cwd=Path(cwd), environ=environ)
     if not traceback_ok:
         assert "Traceback" not in done.stdout + done.stderr, done.stdout[-3000:] + done.stderr[-3000:]
     return done
+
+
+# What a command may change in the process that runs it, put back after each in-process run.
+_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGALRM)
+
+
+def in_process(argv: tuple[str, ...], cwd: Path, environ: dict[str, str]) -> subprocess.CompletedProcess:
+    """`pipeline.cli.main(argv)` in this process as the installed script runs it in its own: in `cwd`,
+    with exactly `environ` as its environment, its stdout and stderr captured; an exception that
+    escapes is printed as Python prints it (a "Traceback") and exits 1; `SystemExit` (argparse's
+    usage errors, --help, --version) gives its exit status. Afterwards the working directory, the
+    environment, the signal handlers, the streams and the root logger's handlers are as they were.
+    The root logger has no handler during the call, as in a fresh process (pytest adds its own):
+    a warning a command logs is printed on its stderr."""
+    from pipeline import cli
+
+    saved_environ, saved_cwd = dict(os.environ), os.getcwd()
+    saved_handlers = {sig: signal.getsignal(sig) for sig in _SIGNALS}
+    saved_streams = sys.stdout, sys.stderr
+    root = logging.getLogger()
+    saved_log_handlers = root.handlers[:]
+    out, err = io.StringIO(), io.StringIO()
+    try:
+        os.environ.clear()
+        os.environ.update(environ)
+        os.chdir(cwd)
+        root.handlers[:] = []
+        sys.stdout, sys.stderr = out, err
+        try:
+            code = cli.main(list(argv))
+        except SystemExit as exc:
+            code = exc.code if isinstance(exc.code, int) else 0 if exc.code is None else 1
+            if not isinstance(exc.code, (int, type(None))):
+                print(exc.code, file=err)
+        except Exception:
+            traceback.print_exc(file=err)
+            code = 1
+    finally:
+        sys.stdout, sys.stderr = saved_streams
+        root.handlers[:] = saved_log_handlers
+        os.chdir(saved_cwd)
+        os.environ.clear()
+        os.environ.update(saved_environ)
+        for sig, handler in saved_handlers.items():
+            if handler is not None:
+                signal.signal(sig, handler)
+    return subprocess.CompletedProcess([ENVFORGE, *argv], code, out.getvalue(), err.getvalue())
 
 
 def require_extra(module: str, extra: str) -> None:

@@ -50,6 +50,24 @@ def make_llm_client(llm_server, llm_env, monkeypatch):
 # --- end of LLM layer fixtures ---
 
 
+# --- bytecode: the suite starts some 3,000 Python processes (commands, sandbox workers), each
+# importing envforge's modules. Where PYTHONDONTWRITEBYTECODE is set none of them writes the
+# compiled modules, so each compiled envforge's source again: about 0.2 CPU-seconds a command and
+# 0.05 a worker. The session compiles the packages once, before any test runs (the controller under
+# xdist, before its workers start): every process then reads them, as it would after a first run
+# anywhere bytecode is written. Only envforge's own packages and the tests' kits: environment folders
+# (tests/fixtures, generated_envs) stay as they are, since their files are copied into sandboxes. ---
+def pytest_configure(config):
+    if hasattr(config, "workerinput"):  # an xdist worker: the controller did it
+        return
+    import compileall
+
+    root = _LLMPath(__file__).resolve().parent.parent
+    for package in ("pipeline", "dsl_schema", "learning", "envforge"):
+        compileall.compile_dir(root / package, quiet=2)
+    compileall.compile_dir(root / "tests", maxlevels=0, quiet=2)
+
+
 # --- plots: evaluate draws two PNGs a run (about 2 CPU-seconds, mostly importing matplotlib); the
 # suite runs evaluate some hundred times, so plots are off except where a test asks for them
 # (test_evaluate.py's report test). ---

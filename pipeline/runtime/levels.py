@@ -8,7 +8,6 @@ from typing import Any
 
 import yaml
 
-from pipeline import records as files
 from pipeline.runtime.plain import plain
 
 
@@ -33,7 +32,11 @@ def level_text(state: dict[str, Any]) -> str:
 
 
 def save_level(path: str | Path, state: dict[str, Any]) -> None:
-    files.write_text(path, level_text(state))
+    # Imported here: the record writer brings every record model (pipeline.kinds), which a sandbox
+    # worker, importing this module at each start, needs only when an env's generator saves a level.
+    from pipeline import records
+
+    records.write_text(path, level_text(state))
 
 
 def canonical_json(value: Any) -> str:

@@ -18,10 +18,22 @@ Use workers through the typed client (pipeline/sandbox/outside/client.py), which
         env.reset(Level.parse("levels/level_01.yaml"))
         env.step({"action": "move", "params": {"direction": "north"}})
 """
-from pipeline.sandbox.limits import SandboxLimits
-from pipeline.sandbox.outside.capabilities import capabilities
-from pipeline.sandbox.outside.failures import SandboxFailure, WorkerStartFailed
-from pipeline.sandbox.outside.pool import WorkerPool
-from pipeline.sandbox.outside.process import Worker
+from typing import TYPE_CHECKING
+
+from pipeline.lazy import exports
+
+if TYPE_CHECKING:
+    from pipeline.sandbox.limits import SandboxLimits
+    from pipeline.sandbox.outside.capabilities import capabilities
+    from pipeline.sandbox.outside.failures import SandboxFailure, WorkerStartFailed
+    from pipeline.sandbox.outside.pool import WorkerPool
+    from pipeline.sandbox.outside.process import Worker
+
+# name -> the module defining it, imported on first use (PEP 562): every sandbox worker imports this
+# package (its entry is pipeline.sandbox.inside.worker), and the host side (outside/: the process,
+# pool and executor code, subprocess, the capability probes) cost it about 0.05 CPU-seconds a start.
+__getattr__ = exports(__name__, {"SandboxLimits": "limits", "capabilities": "outside.capabilities",
+                                 "SandboxFailure": "outside.failures", "WorkerStartFailed": "outside.failures",
+                                 "WorkerPool": "outside.pool", "Worker": "outside.process"})
 
 __all__ = ["Worker", "WorkerPool", "SandboxLimits", "SandboxFailure", "WorkerStartFailed", "capabilities"]
