@@ -36,6 +36,11 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 REFERENCE = ROOT / "generated_envs" / "reference"
+sys.path.insert(0, str(ROOT))
+
+from pipeline import layout  # noqa: E402
+from pipeline import records as files  # noqa: E402
+from pipeline.kinds import LevelMaxEntry, LevelMaxRewards, LevelsFigures, Verification  # noqa: E402
 
 
 def children_cpu() -> float:
@@ -64,52 +69,68 @@ def bench(env: Path, verify_args: list[str]) -> dict:
     with tempfile.TemporaryDirectory(prefix="verify-bench-") as tmp:
         copy = Path(tmp) / env.name
         shutil.copytree(env, copy, ignore=shutil.ignore_patterns("__pycache__", "_generated"), symlinks=True)
+        (copy / layout.VERIFICATION).unlink(missing_ok=True)  # only this run's verdict is read back
         cpu, wall = children_cpu(), time.monotonic()
         proc = subprocess.run([sys.executable, "-m", "pipeline.cli", "verify", str(copy), "--json", "--write",
                                *verify_args], capture_output=True, text=True, cwd=ROOT)
         wall, cpu = time.monotonic() - wall, children_cpu() - cpu
-        if not proc.stdout.strip():
+        report = files.read(copy / layout.VERIFICATION, Verification)
+        if report is None:
             return {"name": env.name, "wall": wall, "cpu": cpu, "error": proc.stderr.strip()[-600:] or "no output"}
-        report = json.loads(proc.stdout)
-        maxima = copy / "level_max_rewards.json"
-        written = "level_max_rewards.json" in ((report.get("stages") or {}).get("levels") or {}).get("written", [])
-        levels = json.loads(maxima.read_text())["levels"] if written else {}  # else a shipped claim, not verify's
+        levels = written_levels(copy, report)
     return {"name": env.name, "wall": wall, "cpu": cpu, "report": report, "levels": levels,
             **classify(report, levels)}
 
 
-def classify(report: dict, levels: dict) -> dict:
+def as_json(run: dict) -> dict:
+    """A run as --json-out keeps it: the records as their files hold them."""
+    if "report" not in run:
+        return run
+    return {**run, "report": run["report"].to_dict(), "levels": {k: e.to_dict() for k, e in run["levels"].items()}}
+
+
+def written_levels(env: Path, report: Verification) -> dict[str, LevelMaxEntry]:
+    """The level_max_rewards.json entries verify wrote ({} when it wrote none: a shipped file is a
+    claim, not verify's result)."""
+    figures = report.stages.levels
+    if figures is None or layout.LEVEL_MAX_REWARDS not in (figures.written or []):
+        return {}
+    return files.read(env / layout.LEVEL_MAX_REWARDS, LevelMaxRewards).levels
+
+
+def classify(report: Verification, levels: dict[str, LevelMaxEntry]) -> dict:
     """How the max rewards stand, from level_max_rewards.json (written by verify --write) or,
     without one (no shipped levels), the levels stage's figures."""
-    figures = (report.get("stages") or {}).get("levels") or {}
+    figures = report.stages.levels or LevelsFigures()
     exact = claim_met = unknown = 0
     gaps: list[float | None] = []
     hinted: list[float] = []  # gaps to an evidence bound (a hypothesis) where no upper bound is known
     if not levels:  # only figures (verify rejected before writing): what they name
-        lower = figures.get("lower_bounds") or []
-        scored = figures.get("levels_scored") or []
-        exact = len(figures.get("exact_levels") or [])
-        unknown = len(figures.get("unknown_maxima") or [])
-        gaps = [figures.get("gaps", {}).get(key) for key in lower]
+        lower = figures.lower_bounds or []
+        scored = figures.levels_scored or []
+        exact = len(figures.exact_levels or [])
+        unknown = len(figures.unknown_maxima or [])
+        gaps = [(figures.gaps or {}).get(key) for key in lower]
         claim_met = max(0, len(scored) - len(lower) - exact - unknown)
     for entry in levels.values():
-        certainty = entry.get("certainty")
-        if entry.get("exact") or (certainty == "certified" and entry.get("search_exhaustive")):
+        # verify's certification fields: the open part of the AutoEnv C.1 entry (pipeline/verify/certify.py)
+        certified = entry.extra
+        certainty = certified.get("certainty")
+        if certified.get("exact") or (certainty == "certified" and certified.get("search_exhaustive")):
             exact += 1
         elif certainty in ("certified", "claim_met", "unconfirmed_bound"):
             claim_met += 1
         elif certainty == "unknown":
             unknown += 1
         else:
-            upper = entry.get("upper_bound")
-            gaps.append(None if upper is None else max(0.0, upper - entry["max_reward"]))
-            if upper is None and entry.get("evidence_bound") is not None:
-                hinted.append(max(0.0, entry["evidence_bound"] - entry["max_reward"]))
-    nodes = figures.get("search_nodes") or 0
-    seconds = figures.get("search_seconds") or 0.0
-    return {"scored": len(levels) or len(figures.get("levels_scored") or []), "exact": exact,
+            upper = certified.get("upper_bound")
+            gaps.append(None if upper is None else max(0.0, upper - entry.max_reward))
+            if upper is None and certified.get("evidence_bound") is not None:
+                hinted.append(max(0.0, certified["evidence_bound"] - entry.max_reward))
+    nodes, seconds = figures.search_nodes, figures.search_seconds
+    return {"scored": len(levels) or len(figures.levels_scored or []), "exact": exact,
             "claim_met": claim_met, "lower": gaps, "hinted": hinted, "unknown": unknown, "nodes": nodes,
-            "nodes_per_second": nodes / seconds if seconds else None, "cut": figures.get("safety_stops") or 0}
+            "nodes_per_second": nodes / seconds if seconds else None, "cut": figures.safety_stops or 0}
 
 
 def _gaps(gaps: list, hinted: list) -> str:
@@ -157,7 +178,7 @@ def main() -> int:
                 print(f"{env.name:<22} ERROR {run['wall']:7.1f} {run['cpu']:7.1f}  {run['error'][-200:]!r}", flush=True)
                 continue
             report = run["report"]
-            verdict = "accepted" if report["accepted"] else f"REJECTED at {report['stage']}"
+            verdict = "accepted" if report.accepted else f"REJECTED at {report.stage}"
             rate = f"{run['nodes_per_second']:8.0f}" if run["nodes_per_second"] else f"{'-':>8}"
             lower = _gaps(run["lower"], run.get("hinted") or [])
             print(f"{env.name:<22} {verdict:<22} {run['wall']:7.1f} {run['cpu']:7.1f} {run['scored']:6d} "
@@ -168,11 +189,11 @@ def main() -> int:
     print(f"median wall {statistics.median(walls):.1f}s over {len(walls)} run(s); load average at end: "
           f"{load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
     for run in runs:
-        if "report" in run and not run["report"]["accepted"]:
-            print(f"  {run['name']}: {run['report']['reason'][:300]}")
+        if "report" in run and not run["report"].accepted:
+            print(f"  {run['name']}: {run['report'].reason[:300]}")
     if args.json_out:
-        args.json_out.write_text(json.dumps(runs, indent=1, default=str))
-    return 0 if all("report" in r and r["report"]["accepted"] for r in runs) else 1
+        args.json_out.write_text(json.dumps([as_json(run) for run in runs], indent=1, default=str))
+    return 0 if all("report" in r and r["report"].accepted for r in runs) else 1
 
 
 def reprint(path: Path) -> None:
@@ -181,10 +202,13 @@ def reprint(path: Path) -> None:
         if "report" not in run:
             print(f"{run['name']:<22} ERROR {run['wall']:7.1f} {run['cpu']:7.1f}")
             continue
-        report = run["report"]
-        written = "level_max_rewards.json" in ((report.get("stages") or {}).get("levels") or {}).get("written", [])
-        run.update(classify(report, run["levels"] if written else {}))
-        verdict = "accepted" if report["accepted"] else f"REJECTED at {report['stage']}"
+        report = Verification.from_dict(run["report"], f"{path}: {run['name']}")
+        figures = report.stages.levels
+        written = figures is not None and layout.LEVEL_MAX_REWARDS in (figures.written or [])
+        levels = {key: LevelMaxEntry.from_dict(entry, f"{path}: {run['name']}: {key}")
+                  for key, entry in run["levels"].items()} if written else {}
+        run.update(classify(report, levels))
+        verdict = "accepted" if report.accepted else f"REJECTED at {report.stage}"
         rate = f"{run['nodes_per_second']:8.0f}" if run["nodes_per_second"] else f"{'-':>8}"
         lower = _gaps(run["lower"], run.get("hinted") or [])
         print(f"{run['name']:<22} {verdict:<22} {run['wall']:7.1f} {run['cpu']:7.1f} {run['scored']:6d} "
