@@ -20,7 +20,7 @@ from learning.study import open_study, run_study
 from pipeline import records as files
 from pipeline.api.evaluate import find_targets
 from pipeline.api.options import ExecutorOptions, LLMOptions, Options, group, option
-from pipeline.api.values import one_of, out_dir
+from pipeline.api.values import COUNT, LIMIT, number, one_of, out_dir
 from pipeline.errors import UserError
 from pipeline.kinds import LearnSettings, Study
 from pipeline.llm import LLMClient
@@ -50,26 +50,26 @@ class LearnOptions(Options):
     component: str | None = option(None, one_of(*COMPONENTS), section=METHODS,
                                    help="one method: what the rewrite changes")
     # The study's settings: None is "not given" (see SETTINGS); the defaults named are Settings'.
-    iterations: int | None = option(None, int, metavar="N", section=STUDY,
+    iterations: int | None = option(None, COUNT, metavar="N", section=STUDY,
                                     help=f"learning iterations per environment and method (default "
                                          f"{Settings.iterations}, as in the paper)")
-    runs: int | None = option(None, int, metavar="N", section=STUDY, help=f"runs per level, on training and test "
+    runs: int | None = option(None, COUNT, metavar="N", section=STUDY, help=f"runs per level, on training and test "
                               f"levels (default {Settings.runs}, as in the paper)")
-    train_levels: int | None = option(None, int, metavar="N", section=STUDY, help=f"training levels per iteration, "
+    train_levels: int | None = option(None, COUNT, metavar="N", section=STUDY, help=f"training levels per iteration, "
                                       f"freshly generated (default {Settings.train_levels})")
-    test_levels: int | None = option(None, int, metavar="N", section=STUDY,
+    test_levels: int | None = option(None, COUNT, metavar="N", section=STUDY,
                                      help="test levels: the first N of each environment's levels/ (default: all)")
-    max_parents: int | None = option(None, int, metavar="N", section=STUDY, help=f"Pareto selection: at most N front "
+    max_parents: int | None = option(None, COUNT, metavar="N", section=STUDY, help=f"Pareto selection: at most N front "
                                      f"members optimized per iteration (default {Settings.max_parents})")
-    concurrency: int | None = option(None, int, metavar="N", section=STUDY, help=f"episodes at once (default "
+    concurrency: int | None = option(None, COUNT, metavar="N", section=STUDY, help=f"episodes at once (default "
                                      f"{Settings.concurrency}; one at a time when recording or replaying)")
-    max_steps: int | None = option(None, int, metavar="N", section=STUDY,
+    max_steps: int | None = option(None, LIMIT, metavar="N", section=STUDY,
                                    help="turns per episode (default: the environment's termination.max_steps)")
-    signal_episodes: int | None = option(None, int, metavar="N", section=STUDY, help=f"trajectories the signal step "
+    signal_episodes: int | None = option(None, COUNT, metavar="N", section=STUDY, help=f"trajectories the signal step "
                                          f"reads (default {Settings.signal_episodes}: worst, middle, best)")
-    max_tokens: int | None = option(None, int, metavar="N", section=STUDY,
+    max_tokens: int | None = option(None, COUNT, metavar="N", section=STUDY,
                                     help=f"output tokens per model call (default {Settings.max_tokens})")
-    temperature: float | None = option(None, float, metavar="X", section=STUDY,
+    temperature: float | None = option(None, number(0.0, 2.0), metavar="X", section=STUDY,
                                        help="sampling temperature of both models (default: the provider's)")
     out: str = option("runs/learn", out_dir, metavar="DIR", section=STUDY, help="study folder (default {default})")
     resume: bool = option(False, section=STUDY,
