@@ -20,6 +20,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import traceback
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,10 +41,12 @@ def offline_environ(home: Path, **extra: str) -> dict[str, str]:
     return env
 
 
-def envforge(*argv: str, cwd: Path, home: Path | None = None, env: dict | None = None, timeout: float = 600,
-             traceback_ok: bool = False, process: bool = False, **popen) -> subprocess.CompletedProcess:
+def envforge(*argv: str, cwd: Path | None = None, home: Path | None = None, env: dict | None = None,
+             timeout: float = 600, traceback_ok: bool = False, process: bool = False,
+             **popen) -> subprocess.CompletedProcess:
     """`envforge ARGV...` in `cwd` as a person without any model key runs it. `home` (default: cwd)
-    holds its cache and .env; `env` replaces the environment altogether.
+    holds its cache and .env; `env` replaces the environment altogether. Without `cwd` it runs in an
+    empty folder made for it and removed after (for a command given only absolute paths).
 
     It runs in this process (`in_process`): a command's imports cost 0.2-0.5 CPU-seconds a fresh
     process, and the suite runs hundreds of commands; the environment code still runs in the
@@ -52,6 +55,10 @@ def envforge(*argv: str, cwd: Path, home: Path | None = None, env: dict | None =
     feeds its stdin, gives it another environment, or runs it while this process is busy); so do
     `env` and any subprocess keyword (`input`, `stdin`, ...), and `timeout` is kept only there.
     ENVFORGE_TEST_PROCESSES=1 runs every command in a subprocess (to check that a test passes both ways)."""
+    if cwd is None:
+        with tempfile.TemporaryDirectory(prefix="envforge-cwd-") as empty:
+            return envforge(*argv, cwd=Path(empty), home=home, env=env, timeout=timeout, traceback_ok=traceback_ok,
+                            process=process, **popen)
     argv = tuple(map(str, argv))
     environ = env if env is not None else offline_environ(Path(home or cwd))
     if process or env is not None or popen or os.environ.get("ENVFORGE_TEST_PROCESSES") == "1":

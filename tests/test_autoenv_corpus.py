@@ -2,16 +2,10 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import pytest
 from autoenv_corpus import NAMES, copy_env
-
-
-def cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "pipeline.cli", *args], capture_output=True, text=True,
-                          timeout=600)
+from cli_kit import envforge as cli
 
 
 @pytest.mark.slow  # measured: a whole check of each of the corpus's environments

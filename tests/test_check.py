@@ -3,10 +3,10 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from cli_kit import envforge
 
 from pipeline.testing.tiny_env import write_env
 
@@ -15,8 +15,7 @@ REFERENCE = ROOT / "generated_envs" / "reference"
 
 
 def check(env_dir: Path, *flags: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "pipeline.cli", "check", str(env_dir), *flags],
-                          capture_output=True, text=True, timeout=120)
+    return envforge("check", env_dir, *flags)
 
 
 @pytest.mark.parametrize("env_dir", [REFERENCE / "crate_dock", REFERENCE / "tide_pool",

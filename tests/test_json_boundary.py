@@ -2,10 +2,8 @@
 episode and kept in snapshots, as `random`'s is."""
 from __future__ import annotations
 
-import subprocess
-import sys
-
 import pytest
+from cli_kit import envforge
 
 from pipeline.testing.tiny_env import write_env
 
@@ -34,8 +32,7 @@ def numpy_env(path):
 
 def test_check_accepts_env_with_numpy_observation_tuple_keys_and_numpy_noise(tmp_path):
     env = numpy_env(tmp_path / "np")
-    result = subprocess.run([sys.executable, "-m", "pipeline.cli", "check", str(env)], capture_output=True,
-                            text=True, timeout=300)
+    result = envforge("check", env)
     assert result.returncode == 0, result.stdout
     assert "not_json" not in result.stdout and "determinism" not in result.stdout
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from cli_kit import envforge
 
 from pipeline.envfolder.spec import EnvSpec
 from pipeline.probe import read_items, run_probes
@@ -24,8 +24,7 @@ ENVS = ("crate_dock", "tide_pool")
 
 
 def probe(env_dir: Path, *flags: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "pipeline.cli", "probe", str(env_dir), *flags],
-                          capture_output=True, text=True, timeout=300)
+    return envforge("probe", env_dir, *flags)
 
 
 @pytest.fixture(scope="module", params=ENVS)

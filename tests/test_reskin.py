@@ -6,10 +6,10 @@ import asyncio
 import json
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from cli_kit import envforge
 
 from pipeline.envfolder.spec import EnvSpec
 from pipeline.reskin.model import reskin_with_model
@@ -24,8 +24,7 @@ REFERENCE = Path(__file__).resolve().parent.parent / "generated_envs" / "referen
 
 
 def reskin(env_dir: Path, *flags: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "pipeline.cli", "reskin", str(env_dir), "--sequences", "1", *flags],
-                          capture_output=True, text=True, timeout=300)
+    return envforge("reskin", env_dir, "--sequences", "1", *flags)
 
 
 def copy_of(name: str, tmp_path: Path) -> Path:
@@ -129,26 +128,7 @@ def test_probe_renders_its_items_with_a_skin(tmp_path):
     (env / "skins").mkdir()
     (env / "skins" / "json.py").write_text(template_source("json", "crate_dock", "json"))
     out = tmp_path / "items.jsonl"
-    result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pipeline.cli",
-            "probe",
-            str(env),
-            "--kind",
-            "predict,change",
-            "--n",
-            "3",
-            "--skin",
-            "json",
-            "--out",
-            str(out),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    result = envforge("probe", env, "--kind", "predict,change", "--n", "3", "--skin", "json", "--out", out)
     assert result.returncode == 0, result.stdout + result.stderr
     for line in out.read_text().splitlines():
         item = json.loads(line)
