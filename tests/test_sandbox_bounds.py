@@ -2,17 +2,14 @@
 from __future__ import annotations
 
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from cli_kit import envforge
 from sandbox_kit import Host, assert_no_canary
 
 from pipeline.evaluate.episode import KEEP_OBSERVATION_CHARS, kept
 from pipeline.testing.tiny_env import write_env
-
-ENVFORGE = [str(Path(sys.executable).parent / "envforge")]
 
 
 @pytest.mark.slow  # measured: a whole command waits out its budget
@@ -25,16 +22,14 @@ ENVFORGE = [str(Path(sys.executable).parent / "envforge")]
 ])
 def test_an_env_sleeping_under_the_call_limit_stops_at_the_commands_budget(host: Host, tmp_path, command, stopped):
     env_dir = host.env("sleepy_step")
-    done = subprocess.run(ENVFORGE + [command, "--budget", "8", str(env_dir)], capture_output=True, text=True,
-                          timeout=600)
+    done = envforge(command, "--budget", "8", env_dir)
     assert done.returncode == 1, done.stdout + done.stderr
     assert "Traceback" not in done.stdout + done.stderr, done.stderr
     assert re.search(stopped, done.stdout if command == "check" else done.stderr, re.M), done.stdout + done.stderr
     if command == "verify":
         assert "REJECTED" not in done.stdout and not (env_dir / "verification.json").exists(), done.stdout
     assert_no_canary(f"{command}'s output", done.stdout + done.stderr)
-    clean = subprocess.run(ENVFORGE + [command, str(write_env(tmp_path / "clean"))], capture_output=True,
-                           text=True, timeout=600)
+    clean = envforge(command, write_env(tmp_path / "clean"))
     assert clean.returncode == 0, clean.stdout + clean.stderr
 
 
@@ -44,16 +39,14 @@ def test_evaluate_stops_a_sleepy_episode_at_its_wall_clock_and_the_run_at_its_ow
 
     env_dir = host.env("sleepy_step")
     common = ["evaluate", str(env_dir), "--agent", "random", "--concurrency", "1", "--episode-seconds", "3"]
-    done = subprocess.run(ENVFORGE + common + ["--runs", "1", "--out", str(tmp_path / "episode")],
-                          capture_output=True, text=True, timeout=600)
+    done = envforge(*common, "--runs", "1", "--out", tmp_path / "episode")
     assert "Traceback" not in done.stdout + done.stderr
     (record,) = [json.loads(x) for x in (tmp_path / "episode" / "episodes.jsonl").read_text().splitlines()]
     assert (record["stop_reason"], record["normalized"]) == ("wall_clock", None), record
     assert record["stop_detail"].endswith("(limit 3s)") and record["steps"] < 100
 
     # Each episode takes at least 3s, so past a run's 1s no second one starts.
-    done = subprocess.run(ENVFORGE + common + ["--runs", "3", "--run-seconds", "1", "--out", str(tmp_path / "run")],
-                          capture_output=True, text=True, timeout=600)
+    done = envforge(*common, "--runs", "3", "--run-seconds", "1", "--out", tmp_path / "run")
     assert done.returncode == 3, done.stdout + done.stderr
     assert re.search(r"wall clock of 1s reached \(wall_clock\) \([23] episode\(s\) not started", done.stderr), (
         done.stderr
@@ -190,13 +183,11 @@ def test_an_env_that_winds_back_its_own_step_count_is_still_truncated_at_config_
     import json
 
     env_dir = host.env("endless_episode")
-    done = subprocess.run(ENVFORGE + ["evaluate", str(env_dir), "--agent", "random", "--runs", "2", "--out",
-                                      str(tmp_path / "out")], capture_output=True, text=True, timeout=600)
+    done = envforge("evaluate", env_dir, "--agent", "random", "--runs", "2", "--out", tmp_path / "out")
     assert done.returncode == 0, done.stdout + done.stderr
     records = [json.loads(x) for x in (tmp_path / "out" / "episodes.jsonl").read_text().splitlines()]
     assert [(r["steps"], r["stop_reason"], r["truncated"]) for r in records] == [(10, "max_steps", True)] * 2
-    verified = subprocess.run(ENVFORGE + ["verify", "--stages", "execution", str(env_dir)], capture_output=True,
-                              text=True, timeout=600)
+    verified = envforge("verify", "--stages", "execution", env_dir)
     assert verified.returncode == 0, verified.stdout + verified.stderr
     # 2 random and 1 planner episode on its one level, each cut at termination.max_steps: 10.
     assert verified.stdout.startswith("execution: 3 episodes (30 steps) on 1 levels"), verified.stdout

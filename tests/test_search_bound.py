@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from cli_kit import envforge
 
 from pipeline.envfolder.spec import EnvSpec
 from pipeline.planner import reward_bound, search
@@ -18,7 +18,7 @@ from pipeline.sandbox.outside.client import EnvClient
 from pipeline.testing.tiny_env import CONFIG, write_env
 from pipeline.verify.certify import evidence_bound
 
-pytestmark = pytest.mark.slow  # verify runs as a subprocess: seconds a test
+pytestmark = pytest.mark.slow  # a verify a test: seconds
 
 # Coins: `take` pays 1.0 per coin left; `wait` stirs a counter (so the states do not repeat). A level
 # with `split: true` pays 1.5 for its last coin, a value the DSL does not declare.
@@ -81,8 +81,7 @@ def coins_env(path: Path) -> Path:
 
 def verify(env: Path, *flags: str) -> tuple[subprocess.CompletedProcess, dict, dict]:
     """verify's levels stage: the process, verification.json (levels figures and its reason), the maxima."""
-    proc = subprocess.run([sys.executable, "-m", "pipeline.cli", "verify", str(env), "--stages", "levels",
-                           "--write", *flags], capture_output=True, text=True, timeout=600)
+    proc = envforge("verify", env, "--stages", "levels", "--write", *flags)
     report = json.loads((env / "verification.json").read_text())
     maxima = json.loads((env / "level_max_rewards.json").read_text())["levels"]
     return proc, {**report["stages"]["levels"], "reason": report["reason"]}, maxima
@@ -218,8 +217,7 @@ def test_an_episode_scoring_above_a_proved_max_clears_the_proof_and_refutes_the_
         "env_main.py": JACKPOT, "env_validator.py": "def validate_level(state):\n    return (True, [])\n",
         "env_generate.py": "def generate_level(seed, config):\n    return {'waits': 0, 'taken': False, 'id': seed}\n"},
         config=config, levels={"levels/level_01.yaml": {"waits": 0, "taken": False}})
-    subprocess.run([sys.executable, "-m", "pipeline.cli", "verify", str(env), "--stages", "levels,reliability",
-                    "--random-episodes", "12", "--write"], capture_output=True, text=True, timeout=600)
+    envforge("verify", env, "--stages", "levels,reliability", "--random-episodes", "12", "--write")
     entry = json.loads((env / "level_max_rewards.json").read_text())["levels"]["level_01.yaml"]
     assert entry["max_reward"] == 3.0 and entry["exact"] is False and entry["upper_bound"] is None
     assert entry["bound_refuted"].startswith("a random episode scored 3, above the upper bound 1")
@@ -231,15 +229,13 @@ def test_a_claim_above_the_dsls_bound_is_unreachable_and_one_within_it_unconfirm
     env = coins_env(tmp_path / "coins")
     claims = {"levels": {"level_01.yaml": {"max_reward": 5.0}, "level_02.yaml": {"max_reward": 9.0}}}
     (env / "level_max_rewards.json").write_text(json.dumps(claims))
-    proc = subprocess.run([sys.executable, "-m", "pipeline.cli", "verify", str(env), "--stages", "levels",
-                           "--search-nodes", "8", "--json"], capture_output=True, text=True, timeout=600)
+    proc = envforge("verify", env, "--stages", "levels", "--search-nodes", "8", "--json")
     compared = json.loads(proc.stdout)["stages"]["levels"]["claims"]
     assert compared["level_01.yaml"]["status"] == "unreachable"
     assert compared["level_01.yaml"]["why"] == "the DSL's reward bound is 4"
     # level_02 broke the bound (it paid 1.5): no bound, so its claim of 9 is only unconfirmed.
     assert compared["level_02.yaml"]["status"] == "unconfirmed" and "why" not in compared["level_02.yaml"]
-    text = subprocess.run([sys.executable, "-m", "pipeline.cli", "verify", str(env), "--stages", "levels",
-                           "--search-nodes", "8"], capture_output=True, text=True, timeout=600).stdout
+    text = envforge("verify", env, "--stages", "levels", "--search-nodes", "8").stdout
     line = next(x for x in text.splitlines() if x.startswith("claimed max rewards"))
     assert "1 unconfirmed, 1 unreachable; flagged: level_01.yaml claims 5, the DSL's reward bound is 4" in line
 

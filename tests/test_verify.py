@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from cli_kit import envforge
 
 from pipeline.testing.tiny_env import CONFIG, ENV_GENERATE, ENV_MAIN, write_env
 
@@ -24,7 +25,7 @@ def verify_cmd(env_dir: Path, *flags: str) -> list[str]:
 
 
 def verify(env_dir: Path, *flags: str) -> subprocess.CompletedProcess:
-    return subprocess.run(verify_cmd(env_dir, *flags), capture_output=True, text=True, timeout=300)
+    return envforge("verify", env_dir, *flags)
 
 
 @pytest.fixture(scope="module")
@@ -85,9 +86,7 @@ def test_verify_random_baseline_is_evaluates_random_agent(reference_runs, tmp_pa
     folder = reference_runs["crate_dock"][3]
     per_level = json.loads((folder / "verification.json").read_text())["stages"]["reliability"]["per_level"]
     out = tmp_path / "evaluation"
-    done = subprocess.run([sys.executable, "-m", "pipeline.cli", "evaluate", str(folder), "--agent", "random",
-                           "--runs", "5", "--max-levels", "3", "--out", str(out)], capture_output=True, text=True,
-                          timeout=300)
+    done = envforge("evaluate", folder, "--agent", "random", "--runs", "5", "--max-levels", "3", "--out", out)
     assert done.returncode == 0, done.stderr
     totals: dict[str, list[float]] = {}
     for line in (out / "episodes.jsonl").read_text().splitlines():

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import yaml
+from cli_kit import envforge
 
 from pipeline.testing.tiny_env import CONFIG, ENV_GENERATE, ENV_MAIN, write_env
 
@@ -17,8 +17,7 @@ pytestmark = pytest.mark.slow  # measured: a whole verify (or evaluate, reskin) 
 
 
 def verify(env_dir: Path, *flags: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "pipeline.cli", "verify", str(env_dir), *flags],
-                          capture_output=True, text=True, timeout=600)
+    return envforge("verify", env_dir, *flags)
 
 
 def snapshot(folder: Path) -> dict:
@@ -116,24 +115,7 @@ def test_evaluate_exits_nonzero_and_names_the_env_line_when_episodes_end_in_env_
             )
         },
     )
-    result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pipeline.cli",
-            "evaluate",
-            str(env),
-            "--agent",
-            "random",
-            "--runs",
-            "1",
-            "--out",
-            str(tmp_path / "out"),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    result = envforge("evaluate", env, "--agent", "random", "--runs", "1", "--out", tmp_path / "out")
     assert result.returncode == 1, result.stdout + result.stderr
     assert "episode(s) ended because the environment failed (env_error" in result.stderr
     assert "env_main.py:8: exception: ZeroDivisionError in transition(): integer division or modulo by zero" \
@@ -291,8 +273,7 @@ def test_untyped_parameter_values_come_from_the_level_the_search_plays(tmp_path)
     assert (reliability["planner_normalized"], reliability["random_normalized"]) == (1.0, 0.0)
 
     out = tmp_path / "eval"
-    result = subprocess.run([sys.executable, "-m", "pipeline.cli", "evaluate", str(env), "--agent", "planner",
-                             "--runs", "1", "--out", str(out), "--json"], capture_output=True, text=True, timeout=600)
+    result = envforge("evaluate", env, "--agent", "planner", "--runs", "1", "--out", out, "--json")
     assert result.returncode == 0, result.stderr
     episodes = [json.loads(line) for line in (out / "episodes.jsonl").read_text().splitlines()]
     assert [(e["total_reward"], e["steps"]) for e in episodes] == [(1.0, 1)] * 3  # says each level's word at once
@@ -306,8 +287,7 @@ def test_reskins_identity_search_takes_untyped_parameter_values_from_the_level_t
     env = _password_env(tmp_path, {})
     (env / "skins").mkdir()
     (env / "skins" / "loud.py").write_text("def render(omega, env):\n    return env.base_render(omega).upper()\n")
-    result = subprocess.run([sys.executable, "-m", "pipeline.cli", "reskin", str(env), "--check", "loud"],
-                            capture_output=True, text=True, timeout=600)
+    result = envforge("reskin", env, "--check", "loud")
     assert result.returncode == 0, result.stdout + result.stderr
     found = re.search(r"dynamics identical on (\d+) levels \((\d+) action sequences", result.stdout)
     assert found, result.stdout
