@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import json
 import sys
 
@@ -11,7 +12,7 @@ from pipeline import paths
 from pipeline import records as files
 from pipeline.api.options import LLMOptions
 from pipeline.api.play import PlayOptions, play
-from pipeline.api.values import LIMIT, SEED, out_dir
+from pipeline.api.values import LIMIT, out_dir
 from pipeline.commands._flags import add_options, flag_type
 from pipeline.commands._run import run_with_client
 from pipeline.errors import UserError
@@ -56,13 +57,12 @@ def register(subparsers) -> None:
     q.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help="print it as JSON")
     q.set_defaults(func=run_show)
 
-    q = sub.add_parser("play", help="play an environment in the terminal (envforge play)")
+    q = sub.add_parser("play", help="play an environment in the terminal (envforge play)",
+                       description="Play one level of an environment of the output folder, as envforge play does; "
+                                   "one with no level files yet plays a level generated from seed 0.")
     q.add_argument("name", metavar="NAME")
     _out_argument(q)
-    which = q.add_mutually_exclusive_group()
-    which.add_argument("--level", help="level id (default: the first test level, else a level from seed 0)")
-    which.add_argument("--seed", type=flag_type(SEED), help="play a level generated from this seed")
-    q.add_argument("--actions", metavar="FILE", help="replay actions from FILE, one per line")
+    add_options(q, PlayOptions, without=["executor"])
     q.set_defaults(func=run_play)
 
     q = sub.add_parser("retry", help="run an environment again from a stage, with the files as you edited them",
@@ -148,11 +148,11 @@ def run_play(args) -> int:
         entry = cat.get(args.name)
     if not entry.folder:
         raise UserError(f"{args.name}: expected its folder under {args.out}, found none")
-    seed = args.seed
-    if seed is None and args.level is None and not EnvDir.at(entry.folder).all_levels():
+    options = PlayOptions.from_args(args)
+    if options.seed is None and options.level is None and not EnvDir.at(entry.folder).all_levels():
         print(f"({args.name} has no level files yet: playing a level generated from seed 0)\n")
-        seed = 0
-    return play(entry.folder, PlayOptions(level=args.level, seed=seed, actions=args.actions))
+        options = dataclasses.replace(options, seed=0)
+    return play(entry.folder, options)
 
 
 def run_retry(args) -> int:
