@@ -174,6 +174,25 @@ def test_levels_are_generated_on_every_core_with_the_same_seeds_and_levels_as_on
         assert [entry["seed"] for entry in entries.values()] == [1, 2, 5, 7, 10, 11]
 
 
+
+def test_a_shipped_level_equal_to_a_generated_one_is_searched_once_when_its_fit_search_ended_on_a_proof(tmp_path):
+    """The generated levels only judge the generator (searched until fit); a shipped level equal to
+    one of them reuses its search when it ended on a proof (the corridor's binary reward met), so
+    each level is searched once (crate_dock: 81,686 nodes were twice 40,843), with the same maxima."""
+    from pipeline.verify import verify_env
+    from pipeline.verify.context import Options
+
+    env = write_env(tmp_path / "corridor")
+    written = verify_env(env, ("levels",), Options(test_levels=2, val_levels=1, write_levels=True, write=True))
+    assert written.accepted, written.reason
+    again = verify_env(env, ("levels",), Options(test_levels=2, val_levels=1, write=True))
+    assert again.accepted and again.stages.levels.generated_searched_until_fit, again.reason
+    entries = json.loads((env / "level_max_rewards.json").read_text())["levels"]
+    assert len(entries) == 3 and all(entry["exact"] for entry in entries.values())
+    assert again.stages.levels.search_nodes == sum(entry["search_nodes"] for entry in entries.values())
+    assert again.stages.levels.max_rewards == written.stages.levels.max_rewards
+    assert again.stages.levels.exact_levels == written.stages.levels.exact_levels
+
 def test_verify_budget_is_a_safety_stop_that_judges_nothing(tmp_path):
     """--budget (wall clock of the model-free stages) cut verify: an error that says which limit cut
     which stage and that it depends on machine load; no rejection printed or recorded, even with

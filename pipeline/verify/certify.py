@@ -30,7 +30,9 @@ A level certified only to be judged fit (`fit_only`: a generated level verify do
 since the folder ships its own) stops searching as soon as a witness beats doing nothing, which
 settles what is asked of it (fit, not proven unsolvable) exactly as the whole budget would: the
 search up to then is the same, and without such a witness it runs the whole budget anyway. Its
-max is a lower bound no one scores on, and it is never reused for a level that is kept.
+max is a lower bound no one scores on, never reused for a level that is kept, unless the search
+ended on a proof before its lowered target could stop it (then it is what the whole budget finds:
+a shipped level equal to a generated one is not searched twice; see `Certifier._whole`).
 So no agent's normalized reward (total / max) exceeds 1 unless it beats both the validator and
 the search; the reliability stage corrects the max again if a random episode ever does. A level
 whose search the `--search-seconds` safety stop cut is labelled (`cut_by_clock`): its figures
@@ -55,6 +57,7 @@ from pipeline.sandbox.outside.client import EnvClient, Verdict
 from pipeline.verify.context import Context, failure_text, located
 
 EPS = 1e-6
+FIT_MARGIN = 3 * EPS  # a fit-only search stops at a witness scoring this above doing nothing
 
 
 @dataclass
@@ -154,12 +157,25 @@ class Certifier:
         cache = self.fit_cache if fit_only else self.cache
         todo: dict[str, tuple[str, Verdict, bool]] = {}
         for source, verdict in items:
+            if not fit_only and verdict.state_hash not in self.cache and self._whole(source, verdict):
+                self.cache[verdict.state_hash] = self.fit_cache[verdict.state_hash]
             if verdict.state_hash not in self.cache and verdict.state_hash not in cache:
                 todo.setdefault(verdict.state_hash, (source, verdict, fit_only))
         self.total += len(todo)
         for digest, lm in zip(todo, self.pool.map(self._one, todo.values())):
             cache[digest] = lm
         return [dataclasses.replace(self.cache.get(v.state_hash) or cache[v.state_hash], source=s) for s, v in items]
+
+    def _whole(self, source: str, verdict: Verdict) -> bool:
+        """Whether the level's fit-only certification is the one the whole budget gives: it ended on a
+        proof (the DSL's bound met, or the space exhausted), so its lowered target stopped nothing; and
+        this level's target (validator bound, or shipped claim) is no lower than that one was. Its state
+        is the same; a stochastic env's seed is not (a generated level draws from its own seed)."""
+        lm = self.fit_cache.get(verdict.state_hash)
+        if lm is None or not lm.proof or self.figures.get("stochastic") or lm.validator_bound != verdict.max_reward:
+            return False
+        claim = self.ctx.claims.get(source.rsplit("/", 1)[-1].removesuffix(".yaml")) if "/" in source else None
+        return verdict.max_reward is not None or claim is None or claim >= lm.nothing_reward + FIT_MARGIN
 
     @property
     def fitness(self) -> "FitnessCertifier":
@@ -233,7 +249,7 @@ def certify(ctx: Context, worker: EnvClient, source: str, bound: float | None, d
     target = max([v for v in (bound, claim) if v is not None], default=None)
     nothing = _nothing(ctx, worker, source)
     if fit_only:  # a witness scoring above doing nothing (and its EPS) settles fitness: stop there
-        enough = nothing + 3 * EPS
+        enough = nothing + FIT_MARGIN
         target = enough if target is None else min(target, enough)
     worker.reset(source)
     actions = planner.candidates(ctx.space, worker)
