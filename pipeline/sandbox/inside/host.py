@@ -250,10 +250,12 @@ class EnvHost(Dispatcher):
             self.store.stop("the environment's attributes cannot be pickled")
             return copy.deepcopy(attrs), rng
 
-    def apply(self, snapshot: tuple) -> None:
-        attrs, rng = snapshot
+    def apply(self, snapshot: tuple, rng: bool = True) -> None:
+        """Back to a snapshot; `rng=False` when the global RNGs already hold its state (the search knows)."""
+        attrs, state = snapshot
         vars(self.env).update(self.store.loads(attrs) if isinstance(attrs, bytes) else self.store.copied(attrs))
-        rngs.set_state(rng)
+        if rng:
+            rngs.set_state(state)
 
     def _observation(self, want_state: bool) -> dict:
         omega = self.env.observe_semantic()

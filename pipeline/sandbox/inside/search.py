@@ -131,6 +131,17 @@ def run(host, actions: list[dict], max_steps: int, max_nodes: int = 50_000, seco
         return ahead is not None and total + ahead <= max(best, -math.inf if floor is None else floor) + EPS
 
     start_bound = to_go(t0)
+    # What the env is known to hold with no env code run since: the snapshot it was captured in or
+    # restored to (`current`), and the global RNG state it has (`rng_now`), so a restore of that
+    # same state is skipped, and setting the RNG state it already has too (same values either way).
+    current, rng_now = root, root[1]
+
+    def restore(snap: tuple) -> None:
+        nonlocal current, rng_now
+        if snap is not current:
+            host.apply(snap, rng=snap[1] is not rng_now)
+        current, rng_now = None, None  # env code runs next
+
     try:
         while frontier:
             priority, _, node, parent_snap, total, depth = heapq.heappop(frontier)
@@ -144,7 +155,12 @@ def run(host, actions: list[dict], max_steps: int, max_nodes: int = 50_000, seco
                 if hopeless(total, depth):  # the best rose since it was queued
                     pruned += 1
                     continue
-            snap = root if parent_snap is None else _remake(host, parents, node, parent_snap, actions)
+            if parent_snap is not None:
+                restore(parent_snap)
+                snap = _remake(host, parents, node, parent_snap, actions)
+                current, rng_now = snap, snap[1]  # captured from the env as it is
+            else:
+                snap = root
             children, value = [], total
             for index, action in enumerate(actions):
                 if nodes >= max_nodes:
@@ -153,7 +169,7 @@ def run(host, actions: list[dict], max_steps: int, max_nodes: int = 50_000, seco
                     raise _Budget("seconds")
                 if held > max_mb * 1024 * 1024:
                     raise _Budget("memory")
-                host.apply(snap)
+                restore(snap)
                 try:
                     out = host.op_step(action, want_hash=False)
                 except Failure as f:
@@ -188,8 +204,9 @@ def run(host, actions: list[dict], max_steps: int, max_nodes: int = 50_000, seco
                         goals = [g for g in goals if _mismatch(_at(state, g[0]), _at(state, g[1])) != 0]
                     continue
                 rng = rngs.state()
-                key = _key(host, counters, out["t"] if time_in_key else None,
-                           None if rngs.same(rng, root[1]) else rng)
+                if rngs.same(rng, root[1]):
+                    rng, rng_now = None, root[1]
+                key = _key(host, counters, out["t"] if time_in_key else None, rng)
                 if _dominated(seen, key, depth + 1, reached):
                     continue
                 if depth + 1 >= horizon:  # recorded, never expanded: the episode ends there
@@ -310,9 +327,8 @@ def _mismatch(a, b, depth: int = 0) -> int:
 
 
 def _remake(host, parents: list[tuple[int, int]], node: int, parent_snap: tuple, actions: list[dict]) -> tuple:
-    """A queued node's state, made again: its parent's snapshot restored and its action stepped
-    (the step it was reached by; not a new node). Returns its snapshot."""
-    host.apply(parent_snap)
+    """A queued node's state, made again from its parent's snapshot (the caller restored it) by
+    stepping its action (the step it was reached by; not a new node). Returns its snapshot."""
     try:
         host.op_step(actions[parents[node][1]], want_hash=False)
     except Exception as e:  # noqa: BLE001 - the same step succeeded before: the env is not repeatable
@@ -333,34 +349,36 @@ def _refutes(bound: dict, reward: float, ended: bool, total: float, start_bound:
 
 
 def _novel(atoms: set, state, counters: list) -> bool:
-    """Whether `state` holds a (path, value) pair no state before it held; records its pairs."""
-    new = False
+    """Whether `state` holds a (path, value) pair no state before it held; records its pairs: the
+    scalars in nested dicts and lists (at most MAX_ATOMS of them, MAX_DEPTH down), `counters` left out."""
     skip = set(counters)
-    for atom in _leaves(state, (), skip, [0], 0):
-        if atom not in atoms:
-            atoms.add(atom)
-            new = True
+    new = False
+    count = 0
+
+    def walk(value, path: tuple, depth: int) -> None:
+        nonlocal new, count
+        if count > MAX_ATOMS or depth > MAX_DEPTH:
+            return
+        if isinstance(value, dict):
+            for k, v in value.items():
+                if path + (k,) not in skip:
+                    walk(v, path + (k,), depth + 1)
+        elif isinstance(value, (list, tuple)):
+            for i, v in enumerate(value):
+                walk(v, path + (i,), depth + 1)
+        else:
+            count += 1
+            try:
+                hash(value)
+            except TypeError:
+                value = repr(value)
+            atom = (path, value)
+            if atom not in atoms:
+                atoms.add(atom)
+                new = True
+
+    walk(state, (), 0)
     return new
-
-
-def _leaves(value, path: tuple, skip: set, count: list, depth: int):
-    """(path, value) of the scalars in nested dicts and lists (at most MAX_ATOMS of them, MAX_DEPTH down)."""
-    if count[0] > MAX_ATOMS or depth > MAX_DEPTH:
-        return
-    if isinstance(value, dict):
-        for k, v in value.items():
-            if path + (k,) not in skip:
-                yield from _leaves(v, path + (k,), skip, count, depth + 1)
-    elif isinstance(value, (list, tuple)):
-        for i, v in enumerate(value):
-            yield from _leaves(v, path + (i,), skip, count, depth + 1)
-    else:
-        count[0] += 1
-        try:
-            hash(value)
-        except TypeError:
-            value = repr(value)
-        yield path, value
 
 
 def _dominated(seen: dict, key, depth: int, total: float) -> bool:
