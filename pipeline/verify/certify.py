@@ -172,7 +172,7 @@ class Certifier:
         this level's target (validator bound, or shipped claim) is no lower than that one was. Its state
         is the same; a stochastic env's seed is not (a generated level draws from its own seed)."""
         lm = self.fit_cache.get(verdict.state_hash)
-        if lm is None or not lm.proof or self.figures.get("stochastic") or lm.validator_bound != verdict.max_reward:
+        if lm is None or not lm.proof or self.figures.stochastic or lm.validator_bound != verdict.max_reward:
             return False
         claim = self.ctx.claims.get(source.rsplit("/", 1)[-1].removesuffix(".yaml")) if "/" in source else None
         return verdict.max_reward is not None or claim is None or claim >= lm.nothing_reward + FIT_MARGIN
