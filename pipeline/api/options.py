@@ -210,9 +210,13 @@ class ServeOptions(Options):
                                  "long without a message (default {default})")
     max_message_kb: int = option(64, whole(1, 16 * 1024), help="largest WebSocket message or request body in KiB "
                                  "(default {default})")
-    max_connections: int = 64  # open connections (sessions, health checks); more get 503
+    max_connections: int | None = None  # open connections (sessions, health checks); more get 503; None: connections()
     skin: str | None = option(None, help="serve this skin of the environments (see envforge reskin)")
 
     @property
     def max_message_bytes(self) -> int:
         return self.max_message_kb * 1024
+
+    def connections(self) -> int:
+        """The open connections allowed: max_connections, else 4 a session and at least 16."""
+        return self.max_connections or max(16, 4 * self.max_sessions)

@@ -19,7 +19,7 @@ OpenEnv's stateless HTTP /reset, /step and /state would start a worker per reque
 nobody can continue: here they answer 409 and name the session route.
 
 Bounds: at most `max_sessions` sessions (workers) at once over all environments served, at most
-`max_message_bytes` per WebSocket message or HTTP body, at most `max_connections` connections.
+`max_message_bytes` per WebSocket message or HTTP body, at most `connections()` connections.
 The environment's code runs only in the sandbox workers; this process reads its folder as data.
 """
 from __future__ import annotations
@@ -417,7 +417,7 @@ def serve(env_dirs: list[str], options: ServeOptions = DEFAULTS, ready=None) -> 
     sock.listen(128)  # connections made from here on wait for the server: `ready` may announce it
     host, port = sock.getsockname()[:2]
     config = uvicorn.Config(app, log_level="warning", ws_max_size=options.max_message_bytes,
-                            limit_concurrency=options.max_connections, ws_ping_interval=20.0,
+                            limit_concurrency=options.connections(), ws_ping_interval=20.0,
                             ws_ping_timeout=20.0, timeout_keep_alive=5, h11_max_incomplete_event_size=16 * 1024)
     server = uvicorn.Server(config)
     if ready is not None:

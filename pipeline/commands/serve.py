@@ -4,7 +4,6 @@ The server itself is pipeline.api.serve (pip install 'envforge[openenv]').
 """
 from __future__ import annotations
 
-import dataclasses
 import ipaddress
 import sys
 
@@ -33,7 +32,6 @@ def run(args, options: ServeOptions) -> int:
         if e.name and e.name.split(".")[0] in ("openenv", "fastapi", "uvicorn", "pydantic"):
             raise UserError(HINT.format(name=e.name)) from None
         raise
-    options = dataclasses.replace(options, max_connections=max(16, 4 * options.max_sessions))
     serve(args.env_dirs, options, ready=lambda host, port, names: _announce(host, port, names, options))
     return 0
 
