@@ -1,6 +1,6 @@
 """The agent-learning study of AutoEnv §5.3 (learning/): the library call under `envforge learn`.
 
-    job = LearnJob(["generated_envs/reference"], LearnOptions(iterations=2))
+    job = LearnJob(["generated_envs/reference"], LearnOptions(settings=StudySettings(iterations=2)))
     outcome = await job.run(client, say=print)     # the client of job.llm
 
 With provider replay, settings not given are those the recording was made with
@@ -27,13 +27,41 @@ from pipeline.llm import LLMClient
 from pipeline.sandbox.outside.executor import running_on
 
 RECORDED_SETTINGS = Path("learn") / "settings.json"  # inside a record / replay folder
-# The study's settings a call may give: None is "not given" (the recording's when replaying, else
-# learning.settings.Settings' default).
-SETTINGS = ("iterations", "runs", "train_levels", "test_levels", "max_parents", "concurrency", "max_steps",
-            "signal_episodes", "max_tokens", "temperature")
 METHODS = "methods: selection x signal x component"
 STUDY = "study"
 OPTIMIZER = "optimizer model (default: the execution model, --model)"
+
+
+@dataclasses.dataclass(frozen=True)
+class StudySettings(Options):
+    """The study's settings a call may give: None is "not given" (the recording's when replaying, else
+    learning.settings.Settings' default, which the help names)."""
+
+    SECTION = STUDY
+    iterations: int | None = option(None, COUNT, metavar="N",
+                                    help=f"learning iterations per environment and method (default "
+                                         f"{Settings.iterations}, as in the paper)")
+    runs: int | None = option(None, COUNT, metavar="N", help=f"runs per level, on training and test "
+                              f"levels (default {Settings.runs}, as in the paper)")
+    train_levels: int | None = option(None, COUNT, metavar="N", help=f"training levels per iteration, "
+                                      f"freshly generated (default {Settings.train_levels})")
+    test_levels: int | None = option(None, COUNT, metavar="N",
+                                     help="test levels: the first N of each environment's levels/ (default: all)")
+    max_parents: int | None = option(None, COUNT, metavar="N", help=f"Pareto selection: at most N front "
+                                     f"members optimized per iteration (default {Settings.max_parents})")
+    concurrency: int | None = option(None, COUNT, metavar="N", help=f"episodes at once (default "
+                                     f"{Settings.concurrency}; one at a time when recording or replaying)")
+    max_steps: int | None = option(None, LIMIT, metavar="N",
+                                   help="turns per episode (default: the environment's termination.max_steps)")
+    signal_episodes: int | None = option(None, COUNT, metavar="N", help=f"trajectories the signal step "
+                                         f"reads (default {Settings.signal_episodes}: worst, middle, best)")
+    max_tokens: int | None = option(None, COUNT, metavar="N",
+                                    help=f"output tokens per model call (default {Settings.max_tokens})")
+    temperature: float | None = option(None, number(0.0, 2.0), metavar="X",
+                                       help="sampling temperature of both models (default: the provider's)")
+
+    def given(self) -> dict:
+        return {name: value for name, value in self.flat().items() if value is not None}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -49,28 +77,7 @@ class LearnOptions(Options):
                                      "templates/learn/signal_NAME.j2)")
     component: str | None = option(None, one_of(*COMPONENTS), section=METHODS,
                                    help="one method: what the rewrite changes")
-    # The study's settings: None is "not given" (see SETTINGS); the defaults named are Settings'.
-    iterations: int | None = option(None, COUNT, metavar="N", section=STUDY,
-                                    help=f"learning iterations per environment and method (default "
-                                         f"{Settings.iterations}, as in the paper)")
-    runs: int | None = option(None, COUNT, metavar="N", section=STUDY, help=f"runs per level, on training and test "
-                              f"levels (default {Settings.runs}, as in the paper)")
-    train_levels: int | None = option(None, COUNT, metavar="N", section=STUDY, help=f"training levels per iteration, "
-                                      f"freshly generated (default {Settings.train_levels})")
-    test_levels: int | None = option(None, COUNT, metavar="N", section=STUDY,
-                                     help="test levels: the first N of each environment's levels/ (default: all)")
-    max_parents: int | None = option(None, COUNT, metavar="N", section=STUDY, help=f"Pareto selection: at most N front "
-                                     f"members optimized per iteration (default {Settings.max_parents})")
-    concurrency: int | None = option(None, COUNT, metavar="N", section=STUDY, help=f"episodes at once (default "
-                                     f"{Settings.concurrency}; one at a time when recording or replaying)")
-    max_steps: int | None = option(None, LIMIT, metavar="N", section=STUDY,
-                                   help="turns per episode (default: the environment's termination.max_steps)")
-    signal_episodes: int | None = option(None, COUNT, metavar="N", section=STUDY, help=f"trajectories the signal step "
-                                         f"reads (default {Settings.signal_episodes}: worst, middle, best)")
-    max_tokens: int | None = option(None, COUNT, metavar="N", section=STUDY,
-                                    help=f"output tokens per model call (default {Settings.max_tokens})")
-    temperature: float | None = option(None, number(0.0, 2.0), metavar="X", section=STUDY,
-                                       help="sampling temperature of both models (default: the provider's)")
+    settings: StudySettings = group(StudySettings)
     out: str = option("runs/learn", out_dir, metavar="DIR", section=STUDY, help="study folder (default {default})")
     resume: bool = option(False, section=STUDY,
                           help="continue the study in --out as it was started (its environments, methods and "
@@ -98,9 +105,8 @@ class LearnJob:
     """A study, checked before anything is written (a typo must not leave a study behind)."""
 
     def __init__(self, env_dirs: list[str], options: LearnOptions):
-        for name in SETTINGS:
-            value = getattr(options, name)
-            if value is not None and name != "temperature" and value < (0 if name == "max_steps" else 1):
+        for name, value in options.settings.given().items():
+            if name != "temperature" and value < (0 if name == "max_steps" else 1):
                 raise UserError(f"--{name.replace('_', '-')}: expected a positive number, found {value}")
         if not options.resume and not env_dirs:
             raise UserError("expected environment folders (or --resume to continue the study in --out)")
@@ -112,7 +118,7 @@ class LearnJob:
             find_targets(self.env_dirs, "test")
         # the execution model's client: model calls in flight at most the episodes at once
         self.llm = dataclasses.replace(options.llm, max_concurrency=options.llm.max_concurrency
-                                       or options.concurrency or Settings.concurrency)
+                                       or options.settings.concurrency or Settings.concurrency)
 
     async def run(self, client: LLMClient, say: Callable[[str], None]):
         """The study with `client` (of `self.llm`); `say` is told its progress, a line at a time.
@@ -146,7 +152,7 @@ class LearnJob:
 
     def _settings(self, client: LLMClient) -> Settings:
         """The options given, over the recording's settings when replaying, over the defaults."""
-        given = {name: getattr(self.options, name) for name in SETTINGS if getattr(self.options, name) is not None}
+        given = self.options.settings.given()
         recorded = {}
         replay = client.config.replay_dir
         if replay is not None and (replay / RECORDED_SETTINGS).is_file():

@@ -72,11 +72,12 @@ def _given(run: Callable[[Any, Any], int], options: type[Options]) -> Callable[[
     return parsed
 
 
-def add_options(parser, options: type[Options], *, sectioned: bool | None = None, without: Sequence[str] = ()) -> None:
+def add_options(parser, options: type[Options], *, sectioned: bool | None = None, without: Sequence[str] = (),
+                sections: dict[str, Any] | None = None) -> None:
     """A flag for every option of `options`, in declaration order, each option of a group (LLMOptions,
     ExecutorOptions) under its group's section; `sectioned` True or False: only the options listed in
-    a section, or only the others."""
-    sections: dict[str, Any] = {}
+    a section, or only the others. `sections`: the parser's argument groups by title, so far."""
+    sections = {} if sections is None else sections
     exclusive: dict[str, Any] = {}
 
     def where(title: str | None):
@@ -94,7 +95,7 @@ def add_options(parser, options: type[Options], *, sectioned: bool | None = None
             continue
         if "group" in f.metadata:
             if sectioned is not False:
-                add_options(parser, f.metadata["group"], sectioned=None)
+                add_options(parser, f.metadata["group"], sectioned=None, sections=sections)
             continue
         title = f.metadata.get("section")
         if sectioned is not None and sectioned != (title is not None):
