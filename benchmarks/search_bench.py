@@ -4,7 +4,7 @@
         [--workers 1] [--json-out FILE] [--compare FILE]
 
 Certifies the first N shipped levels of one environment exactly as `envforge verify`'s levels
-stage does (pipeline/verify/certify.py's `certify`, the validator's bound as its target), in
+stage does (pipeline/levelmax.py's `certify`, the validator's bound as its target), in
 sandbox workers, on a temporary copy of the folder (the worker writes level aliases into it).
 Per level it prints the wall seconds of the certification (search passes, witness replay and
 the do-nothing rollout), the nodes searched and nodes per second, the max reward and how it
@@ -31,7 +31,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from pipeline.kinds import LevelsFigures  # noqa: E402
-from pipeline.verify.certify import Certifier, certify, standing  # noqa: E402
+from pipeline.levelmax import certify  # noqa: E402
+from pipeline.verify.certify import Certifier, standing  # noqa: E402
 from pipeline.verify.context import Context, Options  # noqa: E402
 
 SAME = ("max_reward", "search_reward", "witness", "proof", "certainty", "search_nodes", "search_exhaustive")
@@ -59,7 +60,8 @@ def run_levels(env: Path, levels: int, nodes: int, workers: int) -> list[dict]:
             else:
                 for source in sources:
                     started = time.monotonic()
-                    lm = certify(ctx, clients[0], source, verdicts[source].max_reward, verdicts[source].state_hash)
+                    verdict = verdicts[source]
+                    lm = certify(ctx.search, clients[0], source, verdict.max_reward, verdict.state_hash)
                     out.append(_row(lm, time.monotonic() - started))
                     _print(out[-1])
         return out

@@ -5,8 +5,8 @@ aggregates of its episode records (normalized reward, tokens, dollars, steps).
 Training levels are made fresh for every iteration: the environment's generator with new seeds
 (SEED_BASE + SEED_STRIDE·iteration + i), each level accepted by the env's validator, unlike every
 test and validation level and every other training level, and given a max reward certified by
-search exactly as `envforge verify` certifies one (pipeline.verify.certify.certify): the level
-factory verify's levels stage makes its levels with (pipeline/levelfactory.py). All methods
+search exactly as `envforge verify` certifies one (pipeline.levelmax.certify), by the level
+factory verify's levels stage makes its levels with (pipeline/levelfactory.py, `OneByOne`). All methods
 meet the same levels at a given iteration: they are compared on equal terms, and each level is
 certified once (levels/<env>/iteration_NN.json). The test levels are the environment's levels/
 (the first --test-levels of them): fixed, never seen during learning.
@@ -26,18 +26,17 @@ from learning.candidates import CANDIDATES, Candidate, CandidateEvaluation, Metr
 from learning.settings import Settings
 from pipeline import records as files
 from pipeline.envfolder.spec import EnvSpec
-from pipeline.errors import Rejected, UserError
+from pipeline.errors import UserError
 from pipeline.evaluate import make_player
 from pipeline.evaluate.hosted import code_player, write_code
 from pipeline.evaluate.records import Records
 from pipeline.evaluate.report import summarize
 from pipeline.evaluate.runner import RunOptions, evaluate
 from pipeline.kinds import IterationLevels, TrainingLevel
-from pipeline.levelfactory import GeneratorFailed, LevelFactory
+from pipeline.levelfactory import GeneratorFailed, LevelFactory, OneByOne
+from pipeline.levelmax import Search
 from pipeline.sandbox import SandboxFailure, SandboxLimits, WorkerPool
-from pipeline.sandbox.outside.client import Level
-from pipeline.verify.certify import certify
-from pipeline.verify.context import Context, Options
+from pipeline.sandbox.outside.client import EnvClient, Level
 
 SEED_BASE, SEED_STRIDE = 100_000, 1_000
 SEEDS_PER_LEVEL = 10  # seeds tried per training level wanted before giving up
@@ -52,8 +51,8 @@ class BudgetStop(Exception):
 class TrainingLevels:
     def __init__(self, out: Path, settings: Settings):
         self.out, self.count, self.last = out, settings.train_levels, settings.iterations
-        self.options = Options(search_nodes=settings.search_nodes, search_seconds=settings.search_seconds,
-                               limits=SANDBOX, budget_seconds=None)  # bounded per search, not by verify's --budget
+        # Each search is bounded by its own nodes and safety stop: learn has no --budget (verify's).
+        self.nodes, self.seconds = settings.search_nodes, settings.search_seconds
         self._made: dict[tuple[str, int], asyncio.Future] = {}
 
     async def get(self, target: EnvSpec, iteration: int) -> EnvSpec:
@@ -77,19 +76,25 @@ class TrainingLevels:
         files.write(path, IterationLevels(target.name, iteration, levels), indent=1)
         return levels
 
+    @staticmethod
+    def worker(target: EnvSpec):
+        """The worker training levels are made and certified in: no wall-clock deadline (the
+        searches bound themselves), the sandbox limits of learn's evaluations."""
+        return EnvClient.open(target, SANDBOX)
+
     def _make(self, target: EnvSpec, iteration: int) -> list[TrainingLevel]:
-        ctx = Context.open(target.dir.path, self.options)
         first_seed = SEED_BASE + SEED_STRIDE * iteration
         seeds = range(first_seed, first_seed + self.count * SEEDS_PER_LEVEL)
         try:
-            with ctx.worker() as worker:
+            with self.worker(target) as worker:
                 shipped = {worker.reset(lv).state_hash for lv in target.dir.all_levels()}
-                made = LevelFactory(worker, seeds, _OneByOne(ctx, worker)).make(self.count, exclude=shipped)
+                certifier = OneByOne(Search(target, self.nodes, self.seconds), worker)
+                made = LevelFactory(worker, seeds, certifier).make(self.count, exclude=shipped)
         except GeneratorFailed as e:
             raise UserError(
                 f"{target.name}: expected the generator to make training levels, found {e.failure}"
             ) from None
-        except (SandboxFailure, Rejected) as e:
+        except SandboxFailure as e:
             raise UserError(f"{target.name}: expected the generator to make training levels, found {e}") from None
         kept = [TrainingLevel(str(Level(seed=lm.seed)), lm.seed, lm.state_hash, lm.max_reward, lm.calculation_method)
                 for lm in made.kept]
@@ -97,23 +102,6 @@ class TrainingLevels:
             raise UserError(f"{target.name}: expected {self.count} fit training levels from seeds {first_seed}.."
                             f"{seeds[-1]}, found {len(kept)}")
         return kept
-
-
-class _OneByOne:
-    """Certifies training levels one at a time in the factory's worker; a level whose witness does
-    not replay is no level to score on (None), not a verdict on the environment."""
-
-    def __init__(self, ctx: Context, worker):
-        self.ctx, self.worker = ctx, worker
-
-    def many(self, items: list) -> list:
-        out = []
-        for source, verdict in items:
-            try:
-                out.append(certify(self.ctx, self.worker, source, verdict.max_reward, verdict.state_hash))
-            except Rejected:
-                out.append(None)
-        return out
 
 
 def metrics_of(records: Records) -> Metrics:

@@ -9,7 +9,7 @@ from dataclasses import asdict, dataclass, fields
 
 from pipeline.evaluate import Limits, ModelOptions
 from pipeline.kinds import LearnSettings
-from pipeline.verify.context import Options as VerifyOptions
+from pipeline.levelmax import SEARCH_NODES, SEARCH_SECONDS
 
 
 @dataclass(frozen=True)
@@ -22,8 +22,8 @@ class Settings:
     concurrency: int = 8  # episodes at once (one at a time when recording or replaying)
     max_steps: int = 0  # turns per episode; 0: the environment's termination.max_steps
     signal_episodes: int = 3  # trajectories shown to the signal step
-    search_nodes: int = VerifyOptions.search_nodes  # certifying a training level's max reward, as verify does
-    search_seconds: float = VerifyOptions.search_seconds  # verify's safety stop per search
+    search_nodes: int = SEARCH_NODES  # certifying a training level's max reward, as verify does
+    search_seconds: float = SEARCH_SECONDS  # verify's safety stop per search
     max_tokens: int = 4096
     temperature: float | None = None
     history: int = 10

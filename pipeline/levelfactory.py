@@ -19,8 +19,9 @@ one worker or many. A seed generated ahead that the run does not reach is droppe
 its failure is never raised. Certification starts once no generation is in flight, so it has the
 workers to itself.
 
-Used by verify's levels stage (seeds 1..max_seeds, the environment's level set) and by learn's
-training levels (seeds from the study's seed stream, fresh each iteration). The factory decides
+Used by verify's levels stage (seeds 1..max_seeds, the environment's level set, certified on its
+pool of workers) and by learn's training levels (seeds from the study's seed stream, fresh each
+iteration, certified one by one: `OneByOne`). The factory decides
 nothing about the environment: it counts what it saw (`Made`) and the caller judges.
 """
 from __future__ import annotations
@@ -31,6 +32,8 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Callable, Generic, Iterable, Iterator, Protocol, TypeVar
 
+from pipeline.errors import Rejected
+from pipeline.levelmax import LevelMax, Search, certify
 from pipeline.sandbox import SandboxFailure
 from pipeline.sandbox.outside.client import EnvClient, Level, Observation, Verdict
 
@@ -47,7 +50,7 @@ class GeneratorFailed(Exception):
 
 
 class Certified(Protocol):
-    """What the factory reads and fills of a certified level (verify's LevelMax, a dataclass): why it
+    """What the factory reads and fills of a certified level (pipeline.levelmax.LevelMax): why it
     is unfit ("" when it is fit) and whether a search proves it unsolvable; the factory sets the seed,
     the state and the state hash it made it from (`dataclasses.replace`)."""
 
@@ -202,3 +205,21 @@ class _Ahead:
                 return seed, first, e
         finally:
             self.free.put(worker)
+
+
+class OneByOne:
+    """Certifies levels one at a time in one worker, each with the whole search of `search`
+    (pipeline.levelmax.certify, as verify certifies a level); a level whose witness does not replay
+    is no level to score on (None), not a verdict on the environment. Learn's training levels."""
+
+    def __init__(self, search: Search, worker: EnvClient):
+        self.search, self.worker = search, worker
+
+    def many(self, items: list[tuple[str, Verdict]]) -> list[LevelMax | None]:
+        out: list[LevelMax | None] = []
+        for source, verdict in items:
+            try:
+                out.append(certify(self.search, self.worker, source, verdict.max_reward, verdict.state_hash))
+            except Rejected:
+                out.append(None)
+        return out

@@ -27,7 +27,8 @@ LAYERS: list[tuple[str, set[str]]] = [
     ("env folder and runtime", {"pipeline.envfolder", "pipeline.layout", "pipeline.manifest", "pipeline.runtime"}),
     ("sandbox", {"pipeline.sandbox"}),
     ("model calls", {"pipeline.llm"}),
-    ("search", {"pipeline.planner"}),
+    # the planner, and a level's certified max reward searched with it (verify's and learn's)
+    ("search", {"pipeline.planner", "pipeline.levelmax"}),
     # evaluate holds the one episode engine; check plays its episodes through it, generate's coding
     # agent runs check, verify and learning take their levels from the one level factory.
     ("capabilities", {"pipeline.evaluate", "pipeline.check", "pipeline.levelfactory", "pipeline.verify",
@@ -173,6 +174,13 @@ def test_argparse_only_in_the_command_layer():
                      if target.split(".")[0] == "argparse" and package_of(name) not in COMMAND_LAYER)
     assert not outside, "argparse outside pipeline/commands, pipeline/cli.py and pipeline/argtypes.py:\n" + \
         "\n".join(outside)
+
+
+def test_learning_takes_its_levels_from_the_level_factory_never_from_verify():
+    """verify's context, options and stages are verify's alone (issue 24): learn makes and certifies
+    its training levels through pipeline.levelfactory and pipeline.levelmax, as verify does."""
+    borrowed = {(a, b): where for (a, b), where in EDGES.items() if a == "learning" and b == "pipeline.verify"}
+    assert not borrowed, "learning imports pipeline.verify:\n" + _show(borrowed)
 
 
 def test_the_dev_kit_is_never_imported_by_the_product():

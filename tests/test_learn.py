@@ -229,13 +229,13 @@ def test_a_study_folder_refuses_other_settings_without_resume(study, scripted, t
 
 def test_learns_level_making_has_no_verify_budget_to_run_out(tmp_path):
     """learn has no --budget: its level searches are bounded by their own nodes and seconds, so the
-    context it opens carries no deadline naming verify's flag (verify's does)."""
+    worker it makes levels in carries no deadline naming verify's flag (verify's does)."""
     from learning.evaluation import TrainingLevels
-    from learning.settings import Settings
+    from pipeline.envfolder.spec import EnvSpec
     from pipeline.testing.tiny_env import write_env
     from pipeline.verify.context import Context, Options
 
     env_dir = write_env(tmp_path / "env")
-    levels = TrainingLevels(tmp_path / "out", Settings())
-    assert Context.open(env_dir, levels.options).deadline is None
+    with TrainingLevels.worker(EnvSpec.open(env_dir)) as worker:
+        assert worker.deadline is None
     assert "(--budget)" in Context.open(env_dir, Options()).deadline[1]

@@ -13,10 +13,10 @@ import pytest
 from cli_kit import envforge
 
 from pipeline.envfolder.spec import EnvSpec
+from pipeline.levelmax import evidence_bound
 from pipeline.planner import reward_bound, search
 from pipeline.sandbox.outside.client import EnvClient
 from pipeline.testing.tiny_env import CONFIG, write_env
-from pipeline.verify.certify import evidence_bound
 
 pytestmark = pytest.mark.slow  # a verify a test: seconds
 

@@ -16,12 +16,10 @@ from pipeline import layout
 from pipeline.envfolder.spec import EnvSpec
 from pipeline.errors import InfrastructureError, LocatedError, Rejected
 from pipeline.kinds import StageFigures
+from pipeline.levelmax import SEARCH_NODES, SEARCH_SECONDS, Search, no_op
 from pipeline.sandbox import SandboxFailure, SandboxLimits
 from pipeline.sandbox.outside.client import EnvClient
 from pipeline.verify.claims import read_claims
-
-# A parameterless action with one of these names is the "do nothing" action of a level.
-NO_OP_NAMES = ("wait", "noop", "no_op", "stay", "pass", "idle", "skip", "nothing", "rest")
 
 
 @dataclass
@@ -31,10 +29,10 @@ class Options:
     val_levels: int = 5  # ... and for val_levels/
     max_seeds: int = 45  # generator attempts before the levels stage gives up
     # Search budget per level (all its passes), in environment steps: the same on an idle and a busy machine.
-    search_nodes: int = 20_000
+    search_nodes: int = SEARCH_NODES
     # Wall-clock safety stop per search, not a budget: a level it cuts is labelled (its figures
     # would depend on machine load).
-    search_seconds: float = 300.0
+    search_seconds: float = SEARCH_SECONDS
     execution_episodes: int = 2  # random episodes per level in the execution stage
     execution_nodes: int = 2_000  # planner search per level in the execution stage
     invalid_rate: float = 0.25  # share of malformed actions in execution rollouts
@@ -114,10 +112,9 @@ class Context:
         return self.spec.actions
 
     @property
-    def candidates_complete(self) -> bool:
-        """Whether the search's candidate actions are the whole action space (ActionSpace.complete).
-        Only then can a search that runs out of states be called exhaustive."""
-        return self.space.complete()
+    def search(self) -> Search:
+        """What certifying a level takes here: the search budget per level and the shipped claims."""
+        return Search(self.spec, self.options.search_nodes, self.options.search_seconds, self.claims)
 
     @property
     def max_steps(self) -> int:
@@ -125,10 +122,7 @@ class Context:
 
     @property
     def no_op(self) -> dict | None:
-        for action in self.space:
-            if action.name.lower() in NO_OP_NAMES and not [p for p in action.params if not p.optional]:
-                return {"action": action.name, "params": {}}
-        return None
+        return no_op(self.spec)
 
     @contextlib.contextmanager
     def worker(self) -> Iterator[EnvClient]:

@@ -8,7 +8,7 @@ doing nothing, and doing nothing does not already score its maximum. "Doing noth
 repeating the declared no-op action (a parameterless `wait`, `noop`, `stay`, …) until the
 episode ends; without one it is taking no step, which scores 0.
 
-The max reward of each kept level is certified by pipeline/verify/certify.py. When the folder
+The max reward of each kept level is certified by pipeline/levelmax.py (pooled by verify/certify.py). When the folder
 ships levels and `write_levels` is off, the generated ones only judge the generator: each is
 searched until a witness beats doing nothing (`fit_only`), which decides fitness as the whole
 budget would.
@@ -36,12 +36,13 @@ from pipeline import records as files
 from pipeline.errors import LocatedError, Rejected
 from pipeline.kinds import LevelsFigures
 from pipeline.levelfactory import EXAMPLES, GeneratorFailed, LevelFactory, Made
+from pipeline.levelmax import EPS, LevelMax, scorable, tidy, unscored_reason
 from pipeline.runtime.levels import save_level
 from pipeline.sandbox import SandboxFailure
 from pipeline.sandbox.outside.client import EnvClient, Level, Verdict
 from pipeline.verify import chance, claims
 from pipeline.verify.causes import SafetyStop, ShippedLevelRefused, TooFewLevels, ValidatorRejectsAll
-from pipeline.verify.certify import EPS, Certifier, LevelMax, scorable, tidy, unscored_reason, write_max_rewards
+from pipeline.verify.certify import Certifier, write_max_rewards
 from pipeline.verify.context import Context, failure_text, located
 from pipeline.verify.outcome import Outcome, settle
 

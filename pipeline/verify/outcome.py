@@ -19,7 +19,7 @@ from pipeline.verify.causes import Rejection, WorkerFailed
 from pipeline.verify.context import Clock, failure_text
 
 if TYPE_CHECKING:
-    from pipeline.verify.certify import LevelMax
+    from pipeline.levelmax import LevelMax
 
 F = TypeVar("F", bound=StageFigures)
 

@@ -37,10 +37,11 @@ from pipeline.errors import Rejected
 from pipeline.evaluate.agents import ActionsAgent, RandomAgent
 from pipeline.evaluate.episode import run_episode_sync
 from pipeline.kinds import LevelScores, ReliabilityFigures
+from pipeline.levelmax import EPS, LevelMax, scorable, tidy, unscored_reason
 from pipeline.sandbox import SandboxFailure
 from pipeline.sandbox.outside.client import Level
 from pipeline.verify import claims
-from pipeline.verify.certify import EPS, LevelMax, scorable, tidy, unscored_reason, write_max_rewards
+from pipeline.verify.certify import write_max_rewards
 from pipeline.verify.context import Context, failure_text, located
 from pipeline.verify.outcome import Outcome, settle
 

@@ -14,8 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
+from pipeline.levelmax import LevelMax
 from pipeline.verify import execution, levels, reliability
-from pipeline.verify.certify import LevelMax
 from pipeline.verify.context import Context
 from pipeline.verify.outcome import Outcome
 
