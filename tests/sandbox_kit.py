@@ -3,11 +3,14 @@ checks that nothing is left behind or leaked, and the `host` fixture (a planted 
 outside the env, a loopback listener) that hostile environments aim at."""
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import select
 import shutil
+import signal
 import socket
+import threading
 import time
 import uuid
 from dataclasses import dataclass
@@ -61,6 +64,59 @@ def _children(pid: int) -> list[int]:
         return [int(x) for x in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
     except OSError:
         return []
+
+
+def descendants(pid: int | None = None) -> list[int]:
+    """Every process below `pid` (default: this one), started by any of its threads, from /proc."""
+    found, todo = [], [pid or os.getpid()]
+    while todo:
+        parent = todo.pop()
+        for task in Path(f"/proc/{parent}/task").glob("*"):
+            try:
+                children = [int(x) for x in (task / "children").read_text().split()]
+            except OSError:
+                continue
+            found += children
+            todo += children
+    return found
+
+
+@contextlib.contextmanager
+def slowed_machine(running: float = 0.4, period: float = 0.25):
+    """A busy machine, as this process's commands and sandbox workers see it, without burning CPU to
+    make it: while inside, a thread holds every process below this one stopped (SIGSTOP) for
+    1 - `running` of each `period` seconds and lets them run (SIGCONT) for the rest, so their work
+    takes about 1/`running` times its wall-clock time, as it does on a loaded machine (0.4: what
+    four busy loops on two cores leave a process), and every clock they read runs on meanwhile.
+    Busy loops would have taken the cores from the rest of the suite; this takes nothing."""
+    done = threading.Event()
+    held: set[int] = set()
+
+    def signal_all(pids, sig) -> None:
+        for pid in pids:
+            try:
+                os.kill(pid, sig)
+            except (ProcessLookupError, PermissionError):
+                pass
+
+    def hold() -> None:
+        while not done.is_set():
+            pids = descendants(me)
+            held.update(pids)
+            signal_all(pids, signal.SIGSTOP)
+            done.wait(period * (1 - running))
+            signal_all(pids, signal.SIGCONT)
+            done.wait(period * running)
+
+    me = os.getpid()
+    holder = threading.Thread(target=hold, name="slowed_machine", daemon=True)
+    holder.start()
+    try:
+        yield
+    finally:
+        done.set()
+        holder.join()
+        signal_all(held, signal.SIGCONT)
 
 
 def processes_of_uid(uid: int) -> list[str]:

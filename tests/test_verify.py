@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from cli_kit import envforge
+from sandbox_kit import slowed_machine
 
 from pipeline.testing.tiny_env import CONFIG, ENV_GENERATE, ENV_MAIN, write_env
 
@@ -24,8 +25,8 @@ def verify_cmd(env_dir: Path, *flags: str) -> list[str]:
     return [sys.executable, "-m", "pipeline.cli", "verify", str(env_dir), *flags]
 
 
-def verify(env_dir: Path, *flags: str) -> subprocess.CompletedProcess:
-    return envforge("verify", env_dir, *flags)
+def verify(env_dir: Path, *flags: str, process: bool = False) -> subprocess.CompletedProcess:
+    return envforge("verify", env_dir, *flags, process=process)
 
 
 @pytest.fixture(scope="module")
@@ -403,28 +404,16 @@ SLOW_GENERATOR = {
 }
 
 
-@contextlib.contextmanager
-def machine_loaded(processes: int = 2):
-    """The machine loaded by busy processes (one per core here), ended when the block ends."""
-    busy = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(processes)]
-    try:
-        yield
-    finally:
-        for proc in busy:
-            proc.kill()
-            proc.wait()
-
-
 def test_a_call_limit_on_a_slow_generator_or_validator_does_not_decide_the_verdict(tmp_path):
     """Generator and validator calls have their own safety stop (--generator-seconds), not the call
     limit, and a worker's start its own limit: a call limit far below the generator's time, on a
-    machine loaded by busy processes, gives the same verdict and figures as a generous one on the
-    machine as it is."""
+    busy machine (the command and its workers running a third of the time, as two busy loops on two
+    cores leave them), gives the same verdict and figures as a generous one on the machine as it is."""
     reports = []
     for call_seconds in ("1", "60"):
         env = write_env(tmp_path / f"call{call_seconds}", replace=SLOW_GENERATOR)
-        with machine_loaded() if call_seconds == "1" else contextlib.nullcontext():
-            result = verify(env, "--stages", "levels", "--call-seconds", call_seconds, "--json")
+        with slowed_machine(running=1 / 3) if call_seconds == "1" else contextlib.nullcontext():
+            result = verify(env, "--stages", "levels", "--call-seconds", call_seconds, "--json", process=True)
         report = json.loads(result.stdout)
         assert result.returncode == 0, report["reason"]
         reports.append(report)
