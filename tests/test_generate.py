@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from cli_kit import envforge
 
 from pipeline.testing import replay_kit
 from pipeline.testing.llm_server import Fault, Reply, rate_limited
@@ -22,15 +23,30 @@ BUG = {"env_main.py": ("step = 1 if", "step = 1 / 0 if")}
 
 
 def generate(*args: str, env_extra: dict | None = None, timeout: int = 180) -> subprocess.CompletedProcess:
+    """`envforge generate ARGS` offline (cli_kit.envforge); with `env_extra`, in a process of its own
+    whose environment is this one's without keys or base URLs, plus `env_extra`."""
+    if env_extra is None:
+        return envforge("generate", *args, timeout=timeout)
     env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY") and not k.endswith("_BASE_URL")}
-    env.update(env_extra or {})
-    return subprocess.run([sys.executable, "-m", "pipeline.cli", "generate", *args], capture_output=True,
-                          text=True, timeout=timeout, env=env)
+    return envforge("generate", *args, env={**env, **env_extra}, timeout=timeout)
 
 
 @pytest.fixture
 def corridors(tmp_path):
     """Three themes played by a scripted model: sound, fixed by repair, broken beyond repair."""
+    return _corridors(tmp_path)
+
+
+@pytest.fixture(scope="module")
+def whole_corridors(tmp_path_factory):
+    """The three corridor themes generated once, whole (`--json`): (their themes and replay, the
+    output folder, the finished command). Read it; tests that resume or pause make their own."""
+    tmp = tmp_path_factory.mktemp("whole_corridors")
+    corridors = _corridors(tmp)
+    return corridors, tmp / "out", run_corridors(corridors, tmp / "out", "--json")
+
+
+def _corridors(tmp_path: Path) -> tuple[Path, Path]:
     replay = tmp_path / "replay"
     replay_kit.record_corridor(replay, "good")
     replay_kit.record_corridor(replay, "fixed", replace=BUG)
@@ -48,9 +64,8 @@ def run_corridors(corridors, out: Path, *extra: str) -> subprocess.CompletedProc
                     "--levels", "6", "--concurrency", "1", *extra)
 
 
-def test_accepts_repaired_env_and_rejects_unrepairable_one_with_located_reason(corridors, tmp_path):
-    out = tmp_path / "out"
-    result = run_corridors(corridors, out, "--json")
+def test_accepts_repaired_env_and_rejects_unrepairable_one_with_located_reason(whole_corridors):
+    _, out, result = whole_corridors
     summary = json.loads(result.stdout)
     assert result.returncode == 0, result.stderr
     assert sorted(summary["accepted"]) == ["fixed", "good"]
@@ -88,8 +103,9 @@ def test_summary_table_and_exit_status_when_nothing_is_accepted(tmp_path):
     assert "rejected broken at repair: check still fails" in result.stdout
 
 
-def test_killed_run_resumes_to_the_same_result_without_repeating_a_model_call(corridors, tmp_path):
-    whole = json.loads(run_corridors(corridors, tmp_path / "whole", "--json").stdout)
+def test_killed_run_resumes_to_the_same_result_without_repeating_a_model_call(whole_corridors, tmp_path):
+    corridors, _, whole_run = whole_corridors
+    whole = json.loads(whole_run.stdout)
     out = tmp_path / "killed"
     themes, replay = corridors
     proc = subprocess.Popen([sys.executable, "-m", "pipeline.cli", "generate", "--themes", str(themes), "--out",

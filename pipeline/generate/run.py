@@ -316,7 +316,10 @@ def prepare_output(root: Path, resume: bool) -> layout.OutputDir:
     return out
 
 
-def print_summary(summary: dict, file=sys.stdout) -> None:
+def print_summary(summary: dict, file=None) -> None:
+    """The summary table on `file` (default: sys.stdout when called, not when imported: a caller
+    that redirects stdout gets it)."""
+    file = sys.stdout if file is None else file
     rates = summary["rates"]
     pct = lambda v: "-" if v is None else f"{100 * v:.0f}%"  # noqa: E731
     print(f"\n{len(summary['accepted'])} of {summary['themes']} theme(s) accepted -> {summary['out']}", file=file)
