@@ -191,8 +191,9 @@ def test_a_run_database_of_the_earlier_schema_opens_without_its_unwritten_artifa
 @pytest.mark.slow
 @pytest.mark.parametrize("name", ["crate_dock", "tide_pool"])
 def test_rebuilding_a_reference_env_with_no_edits_rewrites_identical_files(tmp_path, name):
-    """scripts/build_reference_envs.py builds level_max_rewards.json with the one builder and the
-    manifest with its typed operation: on an unchanged env every file comes out byte for byte."""
+    """scripts/build_reference_envs.py builds the levels and level_max_rewards.json by verify's path
+    (`verify --write-levels`, the one builder) and the manifest with its typed operation: on an
+    unchanged env every file comes out byte for byte."""
     env = shutil.copytree(REFERENCE / name, tmp_path / name)
     done = subprocess.run([sys.executable, str(ROOT / "scripts" / "build_reference_envs.py"), "--in-process", str(env)],
                           capture_output=True, text=True, timeout=300)
