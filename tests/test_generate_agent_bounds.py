@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from cli_kit import envforge
 
 from pipeline.generate.agent import MAX_TOOL_CALLS_PER_REPLY, READ_CHARS, RECENT_CHARS
 from pipeline.testing import replay_kit, tiny_env
@@ -142,7 +143,7 @@ def test_config_yaml_is_frozen_after_the_dsl_stage(llm_server, tmp_path):
     assert summary["accepted"] == ["corridor"]
     config = out / "corridor" / "config.yaml"
     assert config.read_text() == dsl_written
-    check = subprocess.run(ENVFORGE + ["dsl", "check", str(config)], capture_output=True, text=True)
+    check = envforge("dsl", "check", config)
     assert check.returncode == 0, check.stdout
     refused = [e["result"] for e in steps(out / "corridor", "code") if e.get("error")]
     assert len(refused) == 2 and all("config.yaml is fixed: the DSL stage wrote it" in r for r in refused)
@@ -153,8 +154,7 @@ def test_packaging_runs_the_dsl_check_again_so_a_broken_config_cannot_be_accepte
     assert summary["rejected"]["corridor"]["stage"] == "code"
     config = out / "_rejected" / "corridor" / "config.yaml"
     config.write_text(config.read_text().replace("value_key: goal_rewards", "value_key: no_such_map"))
-    accept = subprocess.run(ENVFORGE + ["review", "--out", str(out), "accept", "corridor", "--reason", "ok"],
-                            capture_output=True, text=True)
+    accept = envforge("review", "--out", out, "accept", "corridor", "--reason", "ok")
     assert accept.returncode == 2, accept.stdout + accept.stderr
     assert "cannot be accepted" in accept.stderr and "fails `envforge dsl check`" in accept.stderr
     assert "reward.events[0].value_key" in accept.stderr
@@ -185,8 +185,7 @@ def test_hostile_file_names_are_tool_errors_not_internal_errors(llm_server, tmp_
     assert "a name of 300 bytes (at most 255)" in results[0]["result"]
     assert "unprintable character '\\x00'" in results[1]["result"]
     assert "unprintable character '\\n'" in results[2]["result"]
-    review = subprocess.run(ENVFORGE + ["review", "--out", str(out), "show", "corridor"],
-                            capture_output=True, text=True)
+    review = envforge("review", "--out", out, "show", "corridor")
     assert review.returncode == 0, review.stderr
     assert not any(line.startswith("error: forged line") for line in review.stdout.splitlines())
 
@@ -195,7 +194,7 @@ def test_the_sandbox_copy_leaves_out_a_name_with_a_control_character_and_check_p
     """The same name rule on the copy's side: a folder written by another tool is checked too."""
     env = tiny_env.write_env(tmp_path / "env")
     (env / "notes\nerror: forged line.txt").write_text("x")
-    done = subprocess.run(ENVFORGE + ["check", str(env)], capture_output=True, text=True, timeout=600)
+    done = envforge("check", env)
     assert done.returncode == 0, done.stdout + done.stderr
     assert ("warning: notes\\nerror: forged line.txt: expected a regular file or folder inside the environment "
             "folder, found a name with the unprintable character '\\n'; the sandbox's copy leaves it out"

@@ -11,6 +11,7 @@ import subprocess
 import sys
 
 import pytest
+from cli_kit import envforge
 from test_generate import BUG, generate
 
 from pipeline.generate import stages
@@ -29,8 +30,7 @@ def test_every_stage_list_is_read_from_the_one_declaration():
     assert stages.table2() == {"execution": ("input", "design", "dsl", "code", "repair", "verify", "execution"),
                                "level generation": ("levels",), "reliability": ("reliability",)}
     assert [s.name for s in stages.STAGES if s.needs_model] == ["design", "dsl", "code", "repair"]
-    help_text = subprocess.run([sys.executable, "-m", "pipeline.cli", "generate", "--help"], capture_output=True,
-                               text=True).stdout
+    help_text = envforge("generate", "--help").stdout
     assert "{design,dsl}" in help_text
 
 

@@ -48,7 +48,9 @@ def the_hint(stderr: str) -> list[str]:
 
 
 def test_ctrl_c_in_evaluate_with_the_planner_is_one_line_and_its_hint_resumes(tmp_path):
-    argv = ["evaluate", str(ROOT / "generated_envs" / "reference"), "--agent", "planner", "--out", "ev"]
+    # 24 planner episodes (both reference envs, 4 levels each, 3 runs), enough to be at work for seconds
+    argv = ["evaluate", str(ROOT / "generated_envs" / "reference"), "--agent", "planner", "--max-levels", "4",
+            "--out", "ev"]
     code, stderr = interrupt_once(argv, tmp_path, "episode(s) done")
     assert code == 130, stderr
     assert not [n for n in NOISE if n in stderr], stderr
@@ -57,7 +59,7 @@ def test_ctrl_c_in_evaluate_with_the_planner_is_one_line_and_its_hint_resumes(tm
     resumed = subprocess.run([ENVFORGE, *the_hint(stderr)], cwd=tmp_path, capture_output=True, text=True, timeout=900)
     assert resumed.returncode == 0, resumed.stderr
     done = int(resumed.stdout.split(" already done")[0].rsplit(" ", 1)[1])
-    assert done > 0 and "60 episode(s)" in resumed.stdout
+    assert done > 0 and "24 episode(s)" in resumed.stdout
 
 
 def test_the_hint_after_ctrl_c_in_generate_demo_names_the_demo_not_its_installed_files(tmp_path):

@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from cli_kit import envforge
 
 from pipeline import kinds, layout, manifest, records
 from pipeline.kinds import (
@@ -218,8 +219,7 @@ def test_a_call_journal_line_that_does_not_fit_is_refused_by_the_run_and_left_ou
 @pytest.mark.slow
 def test_verify_writes_verification_json_as_its_model_and_review_reads_it_back(tmp_path):
     env = shutil.copytree(REFERENCE / "crate_dock", tmp_path / "crate_dock")
-    done = subprocess.run([str(Path(sys.executable).parent / "envforge"), "verify", str(env), "--stages", "execution",
-                           "--write"], capture_output=True, text=True, timeout=900)
+    done = envforge("verify", env, "--stages", "execution", "--write")
     assert done.returncode == 0, done.stdout + done.stderr
     verification = records.read(env / layout.VERIFICATION, kinds.Verification)
     assert records.KINDS["verification"] is kinds.Verification
