@@ -61,7 +61,10 @@ def envforge(*argv: str, cwd: Path | None = None, home: Path | None = None, env:
                             process=process, **popen)
     argv = tuple(map(str, argv))
     environ = env if env is not None else offline_environ(Path(home or cwd))
-    if process or env is not None or popen or os.environ.get("ENVFORGE_TEST_PROCESSES") == "1":
+    # --executor ray connects the process running the command to a Ray cluster (ray.init), for good: a
+    # command that does runs in a process of its own, or every later test would talk to that cluster.
+    ray = "--executor=ray" in argv or any(a == "--executor" and b == "ray" for a, b in zip(argv, argv[1:]))
+    if process or ray or env is not None or popen or os.environ.get("ENVFORGE_TEST_PROCESSES") == "1":
         done = subprocess.run([ENVFORGE, *argv], cwd=cwd, env=environ, capture_output=True, text=True,
                               timeout=timeout, **popen)
     else:
