@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 import envforge
+from learning.settings import Settings
 from pipeline import cli
 from pipeline.api.check import CheckOptions
 from pipeline.api.evaluate import EvaluateOptions
@@ -17,6 +18,7 @@ from pipeline.api.play import PlayOptions
 from pipeline.api.probe import ProbeOptions
 from pipeline.api.reskin import ReskinOptions
 from pipeline.api.verify import VerifyOptions
+from pipeline.llm.config import LLMConfig
 
 ROOT = Path(__file__).resolve().parent.parent
 CRATE_DOCK = ROOT / "generated_envs" / "reference" / "crate_dock"
@@ -47,6 +49,19 @@ def test_every_flag_of_an_option_has_the_options_default(command):
     extra = ["--style", "json"] if command == "reskin" else []
     args = parser.parse_args([command, *positional, *extra])
     assert options.from_args(args) == options.from_keywords(command, **({"style": "json"} if extra else {}))
+
+
+def test_a_help_names_the_default_an_unset_option_stands_for():
+    """An option left at None ("not given") takes another class's default later (learn's Settings, the
+    provider's LLMConfig): `{default}` in its help is that default, declared there once."""
+    parser = cli.build_parser(["learn"])
+    learn = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices["learn"]
+    helps = {a.dest: a.help or "" for a in _actions(learn)}
+    assert helps["iterations"].endswith(f"(default {Settings.iterations}, as in the paper)")
+    assert helps["max_tokens"].endswith(f"(default {Settings.max_tokens})")
+    assert helps["timeout"].endswith(f"(default {LLMConfig.timeout:g})")
+    assert helps["max_concurrency"].endswith(f"(default {LLMConfig.max_concurrency})")
+    assert not [dest for dest, text in helps.items() if "{default}" in text]
 
 
 def test_an_unknown_keyword_is_refused_naming_the_known_ones(tmp_path):

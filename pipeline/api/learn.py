@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 from learning import methods as method_space
 from learning.candidates import COMPONENTS
@@ -32,33 +32,33 @@ STUDY = "study"
 OPTIMIZER = "optimizer model (default: the execution model, --model)"
 
 
+def setting(help: str, check: Callable[[Any], Any] = COUNT, metavar: str = "N") -> Any:
+    """A study setting: None is "not given"; `{default}` in its help is learning.settings.Settings'."""
+    return option(None, check, metavar=metavar, help=help)
+
+
 @dataclasses.dataclass(frozen=True)
 class StudySettings(Options):
     """The study's settings a call may give: None is "not given" (the recording's when replaying, else
     learning.settings.Settings' default, which the help names)."""
 
     SECTION = STUDY
-    iterations: int | None = option(None, COUNT, metavar="N",
-                                    help=f"learning iterations per environment and method (default "
-                                         f"{Settings.iterations}, as in the paper)")
-    runs: int | None = option(None, COUNT, metavar="N", help=f"runs per level, on training and test "
-                              f"levels (default {Settings.runs}, as in the paper)")
-    train_levels: int | None = option(None, COUNT, metavar="N", help=f"training levels per iteration, "
-                                      f"freshly generated (default {Settings.train_levels})")
-    test_levels: int | None = option(None, COUNT, metavar="N",
-                                     help="test levels: the first N of each environment's levels/ (default: all)")
-    max_parents: int | None = option(None, COUNT, metavar="N", help=f"Pareto selection: at most N front "
-                                     f"members optimized per iteration (default {Settings.max_parents})")
-    concurrency: int | None = option(None, COUNT, metavar="N", help=f"episodes at once (default "
-                                     f"{Settings.concurrency}; one at a time when recording or replaying)")
-    max_steps: int | None = option(None, LIMIT, metavar="N",
-                                   help="turns per episode (default: the environment's termination.max_steps)")
-    signal_episodes: int | None = option(None, COUNT, metavar="N", help=f"trajectories the signal step "
-                                         f"reads (default {Settings.signal_episodes}: worst, middle, best)")
-    max_tokens: int | None = option(None, COUNT, metavar="N",
-                                    help=f"output tokens per model call (default {Settings.max_tokens})")
-    temperature: float | None = option(None, number(0.0, 2.0), metavar="X",
-                                       help="sampling temperature of both models (default: the provider's)")
+    DEFAULTS_FROM = Settings
+    iterations: int | None = setting("learning iterations per environment and method (default {default}, as in "
+                                     "the paper)")
+    runs: int | None = setting("runs per level, on training and test levels (default {default}, as in the paper)")
+    train_levels: int | None = setting("training levels per iteration, freshly generated (default {default})")
+    test_levels: int | None = setting("test levels: the first N of each environment's levels/ (default: all)")
+    max_parents: int | None = setting("Pareto selection: at most N front members optimized per iteration "
+                                      "(default {default})")
+    concurrency: int | None = setting("episodes at once (default {default}; one at a time when recording or "
+                                      "replaying)")
+    max_steps: int | None = setting("turns per episode (default: the environment's termination.max_steps)", LIMIT)
+    signal_episodes: int | None = setting("trajectories the signal step reads (default {default}: worst, middle, "
+                                          "best)")
+    max_tokens: int | None = setting("output tokens per model call (default {default})")
+    temperature: float | None = setting("sampling temperature of both models (default: the provider's)",
+                                        number(0.0, 2.0), "X")
 
     def given(self) -> dict:
         return {name: value for name, value in self.flat().items() if value is not None}

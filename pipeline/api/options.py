@@ -50,6 +50,9 @@ class Options:
 
     SECTION: ClassVar[str | None] = None  # the help's section of these options, as a group of another class's
     REQUIRED: ClassVar[tuple[str, ...]] = ()  # `exclusive` sets of which one option must be given
+    # Where an option left at None ("not given") takes its value from another class's attribute of
+    # the same name (a configuration resolved later): that class, whose default the help's {default} names.
+    DEFAULTS_FROM: ClassVar[type | None] = None
 
     @classmethod
     def names(cls) -> list[str]:
@@ -73,6 +76,14 @@ class Options:
     def default(cls, name: str) -> Any:
         f = cls.field(name)
         return f.default_factory() if f.default is dataclasses.MISSING else f.default
+
+    @classmethod
+    def shown_default(cls, f: dataclasses.Field) -> Any:
+        """The default the help of the option `f` names as {default}: its own, or, left at None, that
+        of DEFAULTS_FROM."""
+        if f.default is None and cls.DEFAULTS_FROM is not None:
+            return getattr(cls.DEFAULTS_FROM, f.name)
+        return f.default
 
     def flat(self) -> dict[str, Any]:
         """Every option and its value, groups flattened (as `names()`)."""
@@ -127,6 +138,7 @@ class LLMOptions(Options):
     """Which model provider a call uses and its limits: every model-calling command's flags."""
 
     SECTION = "model provider"
+    DEFAULTS_FROM = LLMConfig
     model: str | None = option(None, metavar="SPEC", help="anthropic/<model> or openai/<model> (default: "
                                "$ENVFORGE_MODEL, else from the keys set)")
     provider: str | None = option(None, one_of(*PROVIDERS), help="provider, if SPEC does not name one")
@@ -144,10 +156,10 @@ class LLMOptions(Options):
                                             help="stop a theme before it spends more than USD")
     prices: str | None = option(None, metavar="FILE",
                                 help="price table overriding the shipped one (same YAML format)")
-    max_concurrency: int | None = option(None, COUNT, metavar="N", help="model calls in flight at once "
-                                         f"(default {LLMConfig.max_concurrency})")
+    max_concurrency: int | None = option(None, COUNT, metavar="N",
+                                         help="model calls in flight at once (default {default})")
     timeout: float | None = option(None, SECONDS, metavar="SECONDS",
-                                   help=f"limit for one call attempt (default {LLMConfig.timeout:g})")
+                                   help="limit for one call attempt (default {default})")
 
     def config(self):
         """The resolved provider configuration (a UserError saying how to configure one)."""

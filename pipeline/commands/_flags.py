@@ -106,18 +106,21 @@ def add_options(parser, options: type[Options], *, sectioned: bool | None = None
             if key not in exclusive:
                 exclusive[key] = container.add_mutually_exclusive_group(required=key in options.REQUIRED)
             container = exclusive[key]
-        _add_flag(container, f)
+        _add_flag(container, f, options)
 
 
-def _add_flag(container, field: dataclasses.Field) -> argparse.Action:
+def _add_flag(container, field: dataclasses.Field, options: type[Options]) -> argparse.Action:
     """The flag of one option: its default and check are the field's; a bool option is a switch; a
-    check with `choices` lists them; `{default}` in the help is the default (a float as %g)."""
+    check with `choices` lists them; `{default}` in the help is the default `options` shows
+    (Options.shown_default; a float as %g)."""
     meta = field.metadata
     default = field.default
     check = meta.get("check")
-    shown = f"{default:g}" if isinstance(default, float) else str(default)
-    keywords: dict[str, Any] = {"default": default, "dest": field.name,
-                                "help": meta.get("help", "").replace("{default}", shown) or None}
+    said = meta.get("help", "")
+    if "{default}" in said:
+        shown = options.shown_default(field)
+        said = said.replace("{default}", f"{shown:g}" if isinstance(shown, float) else str(shown))
+    keywords: dict[str, Any] = {"default": default, "dest": field.name, "help": said or None}
     if meta.get("metavar"):
         keywords["metavar"] = meta["metavar"]
     if isinstance(default, bool):
