@@ -92,7 +92,8 @@ def test_no_new_state_and_no_reward_for_n_steps_is_stagnation():
 def test_invalid_actions_in_a_row_end_the_episode_and_are_not_loops():
     bad = Decision(action={"action": "move", "params": {"direction": "up"}})
     t = episode(Scripted(bad), Limits(invalid_action_streak=3, loop_visits=2))
-    assert (t.stop_reason, t.invalid, t.error_streaks, t.recovered) == ("invalid_action_streak", 3, 1, 0)
+    assert (t.stop_reason, t.validity.invalid, t.validity.error_streaks, t.validity.recovered) == (
+        "invalid_action_streak", 3, 1, 0)
 
 
 def test_format_errors_use_up_steps_without_touching_the_environment():
@@ -105,7 +106,7 @@ def test_format_errors_use_up_steps_without_touching_the_environment():
 def test_a_valid_action_after_errors_is_a_recovery():
     t = episode(Scripted(Decision(error="format"), Decision(action={"action": "fly", "params": {}}),
                          Decision(action=NORTH), Decision(error="format"), Decision(action=NORTH)))
-    assert (t.error_streaks, t.recovered) == (2, 2)
+    assert (t.validity.error_streaks, t.validity.recovered) == (2, 2)
     record = t.record(env="e", level="levels/level_01.yaml", run=0, agent="a", model="-", split="test")
     assert record.recovery_rate == 1.0 and record.format_errors == 2 and record.invalid_actions == 1
 

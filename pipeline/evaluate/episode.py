@@ -65,8 +65,8 @@ class Limits:
 
 # Checked in this order after every turn that did not end the episode otherwise.
 STREAK_RULES: tuple[tuple[str, Callable[["Tracker", Limits], bool]], ...] = (
-    ("format_error_streak", lambda t, lim: 0 < lim.format_error_streak <= t.format_streak),
-    ("invalid_action_streak", lambda t, lim: 0 < lim.invalid_action_streak <= t.invalid_streak),
+    ("format_error_streak", lambda t, lim: 0 < lim.format_error_streak <= t.validity.format_streak),
+    ("invalid_action_streak", lambda t, lim: 0 < lim.invalid_action_streak <= t.validity.invalid_streak),
     ("loop_detected", lambda t, lim: 0 < lim.loop_visits <= t.last_visits),
     ("stagnation", lambda t, lim: 0 < lim.stagnation_steps <= t.stagnant),
 )
@@ -105,6 +105,54 @@ class Turn:
 
 
 @dataclass
+class Validity:
+    """How an episode's turns came out as actions: valid and invalid actions sent, format errors
+    (turns with no action), the current streak of each kind of error, and the runs of consecutive
+    errors, with how many of them a valid action ended."""
+
+    valid: int = 0
+    invalid: int = 0
+    format_errors: int = 0
+    format_streak: int = 0
+    invalid_streak: int = 0
+    error_streaks: int = 0  # runs of consecutive errors (format or invalid)
+    recovered: int = 0  # ... followed by a valid action
+    in_error: bool = False
+
+    def format_error(self) -> None:
+        self.format_errors += 1
+        self.format_streak += 1
+        self._error()
+
+    def sent(self, invalid: bool) -> None:
+        """An action the environment stepped, valid or not (it ends a streak of format errors)."""
+        self.format_streak = 0
+        if invalid:
+            self.invalid += 1
+            self.invalid_streak += 1
+            self._error()
+        else:
+            self.valid += 1
+            self.invalid_streak = 0
+            if self.in_error:
+                self.recovered += 1
+                self.in_error = False
+
+    def _error(self) -> None:
+        if not self.in_error:
+            self.error_streaks += 1
+            self.in_error = True
+
+    def figures(self, turns: int) -> dict[str, Any]:
+        """Its fields of the episode's record (EpisodeRecord), over `turns` turns."""
+        return {"valid_actions": self.valid, "invalid_actions": self.invalid, "format_errors": self.format_errors,
+                "action_validity_rate": _rate(turns - self.format_errors, turns),
+                "invalid_action_rate": _rate(self.invalid, self.valid + self.invalid),
+                "error_streaks": self.error_streaks, "recovered_streaks": self.recovered,
+                "recovery_rate": _rate(self.recovered, self.error_streaks)}
+
+
+@dataclass
 class Tracker:
     """Counts one episode's turns and decides when it stops."""
 
@@ -116,14 +164,7 @@ class Tracker:
     turns: int = 0
     env_steps: int = 0
     total: float = 0.0
-    valid: int = 0
-    invalid: int = 0
-    format_errors: int = 0
-    format_streak: int = 0
-    invalid_streak: int = 0
-    error_streaks: int = 0  # runs of consecutive errors (format or invalid)
-    recovered: int = 0  # ... followed by a valid action
-    in_error: bool = False
+    validity: Validity = field(default_factory=Validity)
     visits: Counter = field(default_factory=Counter)
     last_visits: int = 0
     stagnant: int = 0
@@ -149,9 +190,7 @@ class Tracker:
                  "result": None, "reward": 0.0}
         self.turn_log.append(entry)
         if decision.error == "format":
-            self.format_errors += 1
-            self.format_streak += 1
-            self._error()
+            self.validity.format_error()
             self._check()
         else:
             stopped = "solved" if self._solved() else "agent_stopped"  # e.g. the planner at the certified max
@@ -175,17 +214,7 @@ class Tracker:
         self.events.update(events)
         why = self.space.invalid_reason(action) or next((f"the environment reported {e!r}" for e in events
                                                           if e.lower().startswith("invalid")), None)
-        self.format_streak = 0
-        if why:
-            self.invalid += 1
-            self.invalid_streak += 1
-            self._error()
-        else:
-            self.valid += 1
-            self.invalid_streak = 0
-            if self.in_error:
-                self.recovered += 1
-                self.in_error = False
+        self.validity.sent(invalid=bool(why))
         # An invalid action leaves the state as it was: that is the invalid streak's business,
         # so only valid actions count as coming back to a state.
         key = out.state_hash
@@ -201,11 +230,6 @@ class Tracker:
             self.stop(self._end_reason(out))
         else:
             self._check()
-
-    def _error(self) -> None:
-        if not self.in_error:
-            self.error_streaks += 1
-            self.in_error = True
 
     def _solved(self) -> bool:
         return self.max_reward is not None and self.max_reward > 0 and self.total >= self.max_reward - 1e-9
@@ -234,7 +258,6 @@ class Tracker:
         return self.turn_log[-n:] if n > 0 else []
 
     def record(self, **identity: Any) -> EpisodeRecord:
-        sent = self.valid + self.invalid
         return EpisodeRecord.scored(
             **identity,
             total_reward=self.total,
@@ -247,14 +270,7 @@ class Tracker:
             truncated=self.truncated,
             steps=self.turns,
             env_steps=self.env_steps,
-            valid_actions=self.valid,
-            invalid_actions=self.invalid,
-            format_errors=self.format_errors,
-            action_validity_rate=_rate(self.turns - self.format_errors, self.turns),
-            invalid_action_rate=_rate(self.invalid, sent),
-            error_streaks=self.error_streaks,
-            recovered_streaks=self.recovered,
-            recovery_rate=_rate(self.recovered, self.error_streaks),
+            **self.validity.figures(self.turns),
             distinct_states=len(self.visits),
             model_calls=self.spent["calls"],
             retries=self.spent["retries"],
