@@ -36,8 +36,8 @@ def make_provider(config: LLMConfig):
 class LLMClient:
     def __init__(self, config: LLMConfig, ledger: Ledger | None = None):
         self.config = config
-        self.ledger = ledger or Ledger(PriceTable.load(config.prices_file),
-                                       config.run_budget_usd, config.theme_budget_usd)
+        budget = config.budget
+        self.ledger = ledger or Ledger(PriceTable.load(budget.prices_file), budget.run_usd, budget.theme_usd)
         self.provider = make_provider(config)
         self.cache = ResponseCache(config.cache_path) if config.cache_path else None
         self.recorder = Recorder(config.record_dir) if config.record_dir else None

@@ -43,6 +43,15 @@ def default_cache_path(env: Mapping[str, str]) -> Path:
 
 
 @dataclass(frozen=True)
+class Budget:
+    """What the ledger (pipeline.llm.ledger.Ledger) holds a client's model calls to: the run's and each
+    theme's cap in dollars (None: no cap), priced by `prices_file` (None: the shipped price table)."""
+    run_usd: float | None = None
+    theme_usd: float | None = None
+    prices_file: Path | None = None
+
+
+@dataclass(frozen=True)
 class LLMConfig:
     provider: str
     model: str
@@ -54,9 +63,7 @@ class LLMConfig:
     replay_dir: Path | None = None
     record_dir: Path | None = None
     cache_path: Path | None = None
-    run_budget_usd: float | None = None
-    theme_budget_usd: float | None = None
-    prices_file: Path | None = None
+    budget: Budget = Budget()
     retry: RetryPolicy = RetryPolicy()
 
     @property
@@ -178,11 +185,10 @@ def resolve(
 
     return LLMConfig(
         provider=provider, model=name, base_url=base_url, api_key=api_key, api_key_source=key_source,
-        timeout=timeout or _env_float(env, "ENVFORGE_TIMEOUT", 300.0),
-        max_concurrency=max_concurrency or 8,
+        timeout=timeout or _env_float(env, "ENVFORGE_TIMEOUT", LLMConfig.timeout),
+        max_concurrency=max_concurrency or LLMConfig.max_concurrency,
         replay_dir=Path(replay_dir) if replay_dir else None,
         record_dir=Path(record_dir) if record_dir else None,
         cache_path=None if no_cache or provider == "replay" else Path(cache_path or default_cache_path(env)),
-        run_budget_usd=run_budget_usd, theme_budget_usd=theme_budget_usd,
-        prices_file=Path(prices) if prices else None, retry=retry,
+        budget=Budget(run_budget_usd, theme_budget_usd, Path(prices) if prices else None), retry=retry,
     )
