@@ -23,8 +23,9 @@ EXIT_MODEL_FAILED = 1
 EXIT_BUDGET_EXCEEDED = 3
 
 
-def print_cost_summary(client: LLMClient, file=None) -> None:
-    print(client.ledger.summary(), file=file or sys.stdout)
+def print_cost_summary(client: LLMClient, *, json: bool = False) -> None:
+    """What the client's calls cost; with --json on stderr, as stdout carries only the JSON document."""
+    print(client.ledger.summary(), file=sys.stderr if json else sys.stdout)
 
 
 def run_with_client(llm: LLMOptions, command: str, work: Callable[[LLMClient], Awaitable[int]], *,
@@ -49,8 +50,8 @@ def run_with_client(llm: LLMOptions, command: str, work: Callable[[LLMClient], A
         print(f"envforge {command}: model call failed: {exc}", file=sys.stderr)
         return EXIT_MODEL_FAILED
     finally:
-        # With --json, stdout carries only the JSON document. A command refused before any model
-        # call (bad input) has no cost to show: its one error line is all it prints.
+        # A command refused before any model call (bad input) has no cost to show: its one error
+        # line is all it prints.
         spent = client.ledger.run
         if not (refused and spent.calls == 0 and spent.retries == 0 and spent.cost_usd == 0):
-            print_cost_summary(client, file=sys.stderr if json else sys.stdout)
+            print_cost_summary(client, json=json)

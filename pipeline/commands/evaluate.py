@@ -54,7 +54,7 @@ def run(args, options: EvaluateOptions) -> int:
         result = asyncio.run(execute(job))
     finally:
         if job.client is not None:
-            print_cost_summary(job.client, file=sys.stderr if args.json else sys.stdout)
+            print_cost_summary(job.client, json=args.json)
     if args.json:
         print(json.dumps(result.to_json(), indent=2))
     else:

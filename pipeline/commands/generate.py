@@ -41,7 +41,7 @@ def run(args, options: GenerateOptions) -> int:
                                json=args.json)
     finally:
         for client in job.clients():
-            print_cost_summary(client, file=sys.stderr if args.json else sys.stdout)
+            print_cost_summary(client, json=args.json)
 
 
 async def _generate(job: GenerateJob, client, as_json: bool) -> int:

@@ -46,7 +46,7 @@ def run(args, options: VerifyOptions) -> int:
         result = job.run()
     finally:
         for client in job.clients():
-            print_cost_summary(client, file=sys.stderr if args.json else sys.stdout)
+            print_cost_summary(client, json=args.json)
     if args.json:
         print(json.dumps(result.to_dict(), indent=2))
         return 0 if result.accepted else 1
