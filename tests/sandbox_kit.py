@@ -3,6 +3,7 @@ checks that nothing is left behind or leaked, and the `host` fixture (a planted 
 outside the env, a loopback listener) that hostile environments aim at."""
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import os
 import re
@@ -59,9 +60,10 @@ class RecordingWorker(Worker):
         return self.pids()[-1]
 
 
-def _children(pid: int) -> list[int]:
+def _children(pid: int, thread: int | None = None) -> list[int]:
+    """The running processes that thread `thread` (a native id; default: the main thread) of `pid` started."""
     try:
-        return [int(x) for x in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+        return [int(x) for x in Path(f"/proc/{pid}/task/{thread or pid}/children").read_text().split()]
     except OSError:
         return []
 
@@ -83,12 +85,15 @@ def descendants(pid: int | None = None) -> list[int]:
 
 @contextlib.contextmanager
 def slowed_machine(running: float = 0.4, period: float = 0.25):
-    """A busy machine, as this process's commands and sandbox workers see it, without burning CPU to
-    make it: while inside, a thread holds every process below this one stopped (SIGSTOP) for
-    1 - `running` of each `period` seconds and lets them run (SIGCONT) for the rest, so their work
-    takes about 1/`running` times its wall-clock time, as it does on a loaded machine (0.4: what
-    four busy loops on two cores leave a process), and every clock they read runs on meanwhile.
-    Busy loops would have taken the cores from the rest of the suite; this takes nothing."""
+    """A busy machine, as the commands this thread starts and their sandbox workers see it, without
+    burning CPU to make it: while inside, a thread holds every process the calling thread started, and
+    every process below those, stopped (SIGSTOP) for 1 - `running` of each `period` seconds and lets
+    them run (SIGCONT) for the rest, so their work takes about 1/`running` times its wall-clock time,
+    as it does on a loaded machine (0.4: what four busy loops on two cores leave a process), and every
+    clock they read runs on meanwhile. Busy loops would have taken the cores from the rest of the
+    suite; this takes nothing. Only the calling thread's processes: another thread of the test may run
+    the same commands at full speed at the same time (a quiet run beside a loaded one). It gives the
+    set of every process it held (filled as they start)."""
     done = threading.Event()
     held: set[int] = set()
 
@@ -99,24 +104,43 @@ def slowed_machine(running: float = 0.4, period: float = 0.25):
             except (ProcessLookupError, PermissionError):
                 pass
 
+    def started_here() -> list[int]:
+        found = _children(me, thread)
+        return found + [pid for child in found for pid in descendants(child)]
+
     def hold() -> None:
         while not done.is_set():
-            pids = descendants(me)
+            pids = started_here()
             held.update(pids)
             signal_all(pids, signal.SIGSTOP)
             done.wait(period * (1 - running))
             signal_all(pids, signal.SIGCONT)
             done.wait(period * running)
 
-    me = os.getpid()
+    me, thread = os.getpid(), threading.get_native_id()
     holder = threading.Thread(target=hold, name="slowed_machine", daemon=True)
     holder.start()
     try:
-        yield
+        yield held
     finally:
         done.set()
         holder.join()
         signal_all(held, signal.SIGCONT)
+
+
+def side_by_side(quiet, loaded, running: float):
+    """(quiet(), loaded()), run at the same time: `loaded` in a thread of its own under
+    `slowed_machine(running)`, so only the commands it starts are held, `quiet` in this one at full
+    speed. What an idle and a busy machine give, in the time of the busy run alone."""
+    def slowed():
+        with slowed_machine(running=running) as held:
+            result = loaded()
+        assert held, "slowed_machine held none of the loaded run's processes: the run was not slowed"
+        return result
+
+    with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="loaded") as pool:
+        later = pool.submit(slowed)
+        return quiet(), later.result()
 
 
 def processes_of_uid(uid: int) -> list[str]:

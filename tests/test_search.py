@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from sandbox_kit import slowed_machine
+from sandbox_kit import side_by_side
 
 from pipeline.envfolder.spec import EnvSpec
 from pipeline.planner import candidates, end_goals, replay, reward_bound
@@ -152,10 +152,10 @@ def _verify_and_plan(tmp: Path, name: str) -> dict:
 def test_verify_and_the_planner_give_the_same_numbers_on_an_idle_and_a_busy_machine(tmp_path, name):
     """Budgets in nodes: a busy machine (the commands and their workers running 40% of the time, as
     four busy loops on two cores leave them) changes the time a search takes, not what it finds. (With
-    the old 20-30 s budgets the maxima and the planner's scores moved with the load.)"""
-    quiet = _verify_and_plan(tmp_path / "quiet", name)
-    with slowed_machine(running=0.4):
-        loaded = _verify_and_plan(tmp_path / "loaded", name)
+    the old 20-30 s budgets the maxima and the planner's scores moved with the load.) The quiet run
+    goes beside the loaded one, at full speed, while the loaded one is held stopped."""
+    quiet, loaded = side_by_side(lambda: _verify_and_plan(tmp_path / "quiet", name),
+                                 lambda: _verify_and_plan(tmp_path / "loaded", name), running=0.4)
     assert quiet["verdict"][:2] == (0, True)
     assert quiet["cut"] == [] == loaded["cut"]  # the node budget, not the safety stop, bounded every search
     assert loaded == quiet

@@ -1,7 +1,6 @@
 """`envforge verify`: what a user sees for the reference environments and for each kind of broken one."""
 from __future__ import annotations
 
-import contextlib
 import json
 import re
 import shutil
@@ -11,7 +10,7 @@ from pathlib import Path
 
 import pytest
 from cli_kit import envforge
-from sandbox_kit import slowed_machine
+from sandbox_kit import side_by_side
 
 from pipeline.testing.tiny_env import CONFIG, ENV_GENERATE, ENV_MAIN, write_env
 
@@ -409,15 +408,14 @@ def test_a_call_limit_on_a_slow_generator_or_validator_does_not_decide_the_verdi
     limit, and a worker's start its own limit: a call limit far below the generator's time, on a
     busy machine (the command and its workers running a third of the time, as two busy loops on two
     cores leave them), gives the same verdict and figures as a generous one on the machine as it is."""
-    reports = []
-    for call_seconds in ("1", "60"):
+    def run(call_seconds: str) -> dict:
         env = write_env(tmp_path / f"call{call_seconds}", replace=SLOW_GENERATOR)
-        with slowed_machine(running=1 / 3) if call_seconds == "1" else contextlib.nullcontext():
-            result = verify(env, "--stages", "levels", "--call-seconds", call_seconds, "--json", process=True)
+        result = verify(env, "--stages", "levels", "--call-seconds", call_seconds, "--json", process=True)
         report = json.loads(result.stdout)
         assert result.returncode == 0, report["reason"]
-        reports.append(report)
-    tight, generous = reports
+        return report
+
+    generous, tight = side_by_side(lambda: run("60"), lambda: run("1"), running=1 / 3)
     assert tight["reason"] == generous["reason"] and tight["reason"].startswith("accepted: levels passed")
     for figure in ("seeds_tried", "generated_kept", "max_rewards", "exact_levels"):
         assert tight["stages"]["levels"][figure] == generous["stages"]["levels"][figure], figure
