@@ -113,20 +113,19 @@ def classify(report: Verification, levels: dict[str, LevelMaxEntry]) -> dict:
         gaps = [(figures.gaps or {}).get(key) for key in lower]
         claim_met = max(0, len(scored) - len(lower) - exact - unknown)
     for entry in levels.values():
-        # verify's certification fields: the open part of the AutoEnv C.1 entry (pipeline/verify/certify.py)
-        certified = entry.extra
-        certainty = certified.get("certainty")
-        if certified.get("exact") or (certainty == "certified" and certified.get("search_exhaustive")):
+        # verify's certification fields of the AutoEnv C.1 entry (pipeline.kinds.LevelMaxEntry)
+        certainty = entry.certainty
+        if entry.exact or (certainty == "certified" and entry.search_exhaustive):
             exact += 1
         elif certainty in ("certified", "claim_met", "unconfirmed_bound"):
             claim_met += 1
         elif certainty == "unknown":
             unknown += 1
         else:
-            upper = certified.get("upper_bound")
+            upper = entry.upper_bound
             gaps.append(None if upper is None else max(0.0, upper - entry.max_reward))
-            if upper is None and certified.get("evidence_bound") is not None:
-                hinted.append(max(0.0, certified["evidence_bound"] - entry.max_reward))
+            if upper is None and entry.evidence_bound is not None:
+                hinted.append(max(0.0, entry.evidence_bound - entry.max_reward))
     nodes, seconds = figures.search_nodes, figures.search_seconds
     return {"scored": len(levels) or len(figures.levels_scored or []), "exact": exact,
             "claim_met": claim_met, "lower": gaps, "hinted": hinted, "unknown": unknown, "nodes": nodes,

@@ -357,15 +357,53 @@ class CodingStep(Record):
 
 @dataclass
 class LevelMaxEntry(KeepsUnknown, Shape):
-    """One level's max reward and how it was found (AutoEnv C.1: {"max_reward": x, ...}, or x)."""
+    """One level's max reward and how it was found (AutoEnv C.1: {"max_reward": x, ...}, or x), and,
+    in an entry envforge's verify wrote, its certification (pipeline/levelmax.py's LevelMax.entry):
+    the fields after `notes`, all None in a foreign entry. An entry is verify's when it carries
+    `certainty` ("certified", "lower_bound", "unconfirmed_bound", "unknown", "estimate"); verify
+    writes every certification field, a null bound included (`to_dict`)."""
     OMIT_DEFAULTS = True
     max_reward: float
     calculation_method: str | None = None
     notes: str | None = None
+    validator_bound: float | None = None  # the validator's analytic bound (a hypothesis)
+    search_reward: float | None = None  # what the search's replayed witness scores
+    search_exhaustive: bool | None = None
+    search_nodes: int | None = None
+    witness: list[dict] | None = None  # the actions that score search_reward (or the corrected max)
+    corrected: bool | None = None  # the max differs from the validator's bound or an earlier max
+    nothing_reward: float | None = None  # what doing nothing scores
+    certainty: str | None = None
+    best_seen: float | None = None  # the best total of any rollout seen on the level
+    proof: str | None = None  # why the max is exact: "exhausted", "upper_bound"; "" when it is not proved
+    upper_bound: float | None = None  # the best proved or declared upper bound
+    cut_by_clock: bool | None = None  # the --search-seconds safety stop cut a search
+    bound_refuted: str | None = None  # how a step broke the DSL's reward bound ("" when none did)
+    evidence_bound: float | None = None  # what the search's steps suggest (a hypothesis, never a proof)
+    exact: bool | None = None  # the max is proved (`proof`)
+    split: str | None = None  # "levels" or "val_levels"
+    seed: int | None = None  # a generated level's seed
+    expectation: dict | None = None  # a stochastic level: the witness's mean total over seeds, its 95% interval
+
+    NULLS_WRITTEN: ClassVar[tuple[str, ...]] = ("validator_bound", "upper_bound", "evidence_bound")
 
     @classmethod
     def coerce(cls, value: Any) -> Any:
         return {"max_reward": value} if isinstance(value, (int, float)) and not isinstance(value, bool) else value
+
+    @property
+    def verified(self) -> bool:
+        """Whether envforge's verify certified this max (else it is a claim of whoever wrote the file)."""
+        return self.certainty is not None
+
+    def to_dict(self) -> dict:
+        out = super().to_dict()
+        if not self.verified:
+            return out
+        # verify's entry names a bound it does not have (null), in the order of the fields
+        ordered = {f.name: out[f.name] if f.name in out else None for f in fields(self)
+                   if f.name in out or f.name in self.NULLS_WRITTEN}
+        return ordered | {k: v for k, v in out.items() if k not in ordered}
 
 
 # -- verify's verdict and figures (pipeline/verify/stages.py) ------------------------------------
@@ -507,6 +545,270 @@ class VerifyFigures(KeepsUnknown, Shape):
     reliability_models: DifferentialFigures | None = None
 
 
+# -- why verify rejected (pipeline/verify/causes.py) ---------------------------------------------
+# A rejection's `reason` is for a person; its cause is for code: a typed value naming the failure
+# mode and the figures a program decides on. verification.json records it as {"kind": ..., fields}.
+# A new failure mode is a new shape here (with its TAG_VALUE); a field an old reader must not
+# misread is a new MAJOR of Verification.
+
+@dataclass(frozen=True)
+class RejectionCause(Shape):
+    """Why a verification stage rejected, by kind (`TAG`): the subclasses below."""
+    TAG = "kind"
+
+
+@dataclass(frozen=True)
+class WorkerFailed(RejectionCause):
+    """A sandbox failure the stage did not expect (an environment's fault all the same): its kind
+    (pipeline.sandbox.SandboxFailure.kind) and where it happened."""
+    TAG_VALUE = "worker_failed"
+    failure: str
+    where: str
+
+
+@dataclass(frozen=True)
+class UnreadableFolder(RejectionCause):
+    """The folder does not read as a playable environment (a file missing or malformed): nothing ran."""
+    TAG_VALUE = "unreadable_folder"
+    file: str
+    expected: str
+    found: str
+    path: str = ""  # the field of a structured file, when it is one
+    line: int | None = None
+
+
+@dataclass(frozen=True)
+class EnvDoesNotLoad(RejectionCause):
+    """env_main.py does not import, or its SkinEnv subclass does not instantiate, in a worker."""
+    TAG_VALUE = "env_does_not_load"
+    failure: str  # SandboxFailure.kind
+    where: str
+    detail: str = ""
+
+
+@dataclass(frozen=True)
+class EnvCrashed(RejectionCause):
+    """The environment failed (raised, hung, overran its CPU, replied out of shape) while envforge
+    played a level: `activity` says what it was doing (a random episode, the planner's search, ...)."""
+    TAG_VALUE = "env_crashed"
+    failure: str  # SandboxFailure.kind: exception, timeout, cpu, crash, bad_reply, ...
+    where: str  # the env's file:line when known, else the file at fault
+    activity: str
+    level: str = ""  # "" when the failing level is not known
+    step: int | None = None  # the step that failed (1-based); None: during reset or a search call
+    action: str | None = None  # that step's action, as shown in the reason
+    op: str | None = None  # the worker call that failed when no step is known
+
+
+@dataclass(frozen=True)
+class EmptyObservation(RejectionCause):
+    """An observation that is None or blank, after reset (`step` 0) or a step."""
+    TAG_VALUE = "empty_observation"
+    level: str
+    step: int
+    activity: str
+    action: str | None = None
+
+
+@dataclass(frozen=True)
+class EndConditionIgnored(RejectionCause):
+    """A DSL termination condition became true before the step cap while done() stayed false."""
+    TAG_VALUE = "end_condition_ignored"
+    condition: str  # where it is declared: "termination.conditions[0]"
+    text: str  # the condition as written
+    step: int
+    action: str
+    level: str
+    activity: str
+
+
+@dataclass(frozen=True)
+class GeneratorCrashed(RejectionCause):
+    """generate_level failed for a seed (not by its wall-clock safety stop: SafetyStop)."""
+    TAG_VALUE = "generator_crashed"
+    seed: int
+    failure: str
+    where: str
+
+
+@dataclass(frozen=True)
+class ValidatorCrashed(RejectionCause):
+    """validate_level failed on a level (not by its wall-clock safety stop: SafetyStop)."""
+    TAG_VALUE = "validator_crashed"
+    level: str
+    failure: str
+    where: str
+
+
+@dataclass(frozen=True)
+class SafetyStop(RejectionCause):
+    """A call of the generator or validator ran past its wall-clock safety stop (generator_seconds):
+    what decided is machine load as much as the environment, and the verdict says so (`detail`)."""
+    TAG_VALUE = "safety_stop"
+    detail: str
+
+
+@dataclass(frozen=True)
+class GeneratorIgnoresSeed(RejectionCause):
+    """generate_level made the same level for every seed tried."""
+    TAG_VALUE = "generator_ignores_seed"
+    seeds: int
+
+
+@dataclass(frozen=True)
+class ValidatorRejectsAll(RejectionCause):
+    """The validator refused every distinct level the generator made (`rejected` of them), and with
+    `shipped_refused` the shipped levels too."""
+    TAG_VALUE = "validator_rejects_all"
+    rejected: int
+    shipped_refused: bool = False
+
+
+@dataclass(frozen=True)
+class TooFewLevels(RejectionCause):
+    """The generator made fewer distinct, valid, fit levels than wanted within its seeds."""
+    TAG_VALUE = "too_few_levels"
+    wanted: int
+    kept: int
+    duplicates: int
+    rejected_by_validator: int
+    unfit: int
+
+
+@dataclass(frozen=True)
+class ValidatorAcceptsUnsolvable(RejectionCause):
+    """The validator accepted generated levels on which an exhaustive search scores nothing."""
+    TAG_VALUE = "validator_accepts_unsolvable"
+    levels: int
+    seed: int | None  # the first such level's seed
+    why: str
+
+
+@dataclass(frozen=True)
+class BadGeneratedLevel(RejectionCause):
+    """A generated level that cannot be written as a level file (not YAML, or not a mapping)."""
+    TAG_VALUE = "bad_generated_level"
+    seed: int | None
+    expected: str
+    found: str
+
+
+@dataclass(frozen=True)
+class ShippedLevelRefused(RejectionCause):
+    """The validator refuses a shipped level, and no replayed search witness scores on it."""
+    TAG_VALUE = "shipped_level_refused"
+    source: str
+    refuted: int = 0  # shipped levels it refuses on which a witness does score (refuted there)
+
+
+@dataclass(frozen=True)
+class UnfitLevel(RejectionCause):
+    """A shipped level on which search scores no more than doing nothing (proved when the search was
+    exhaustive), or on which doing nothing already scores the max."""
+    TAG_VALUE = "unfit_level"
+    source: str
+    search_reward: float
+    nothing_reward: float
+    search_exhaustive: bool
+    why: str
+
+
+@dataclass(frozen=True)
+class ValTestOverlap(RejectionCause):
+    """Shipped validation levels identical to test levels (`pairs`: validation level -> test level)."""
+    TAG_VALUE = "val_test_overlap"
+    overlapping: int
+    distinct: int
+    shipped: int
+    pairs: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class WitnessNotReplayed(RejectionCause):
+    """A search witness scores differently when replayed from a fresh reset: the environment does not
+    behave the same after a snapshot is restored."""
+    TAG_VALUE = "witness_not_replayed"
+    source: str
+    actions: int
+    expected: float
+    found: float
+    steps: int
+
+
+@dataclass(frozen=True)
+class NoScorableLevels(RejectionCause):
+    """No level has a known, positive max reward to divide normalized scores by (`unscored`: why each
+    does not, up to three shown)."""
+    TAG_VALUE = "no_scorable_levels"
+    levels: int
+    unscored: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class DoingNothingScoresMax(RejectionCause):
+    """Doing nothing (the no-op repeated, or taking no step) scores the max on at least half the
+    levels: the reward pays for time passing."""
+    TAG_VALUE = "doing_nothing_scores_max"
+    levels: int  # levels where it does
+    of: int
+    level: str  # an example
+    nothing_reward: float
+    max_reward: float
+    no_op: str | None = None  # the no-op action's name; None: taking no step
+
+
+@dataclass(frozen=True)
+class DegeneratePolicy(RejectionCause):
+    """A constant-action policy (`policy`: "repeating RESEARCH", "doing nothing (repeating wait)")
+    scores `normalized` of the max on average, within `margin` of the search planner."""
+    TAG_VALUE = "degenerate_policy"
+    policy: str
+    action: dict
+    normalized: float
+    planner_normalized: float
+    margin: float
+    levels: int
+
+
+@dataclass(frozen=True)
+class PlannerScoresNothing(RejectionCause):
+    """The search planner scores nothing on average although some search was exhaustive."""
+    TAG_VALUE = "planner_scores_nothing"
+    planner_normalized: float
+    levels: int
+
+
+@dataclass(frozen=True)
+class NoBetterThanRandom(RejectionCause):
+    """The search planner's mean normalized reward exceeds the random agent's by no more than the margin."""
+    TAG_VALUE = "no_better_than_random"
+    planner_normalized: float
+    random_normalized: float
+    margin: float
+    levels: int
+
+
+@dataclass(frozen=True)
+class ReactRolloutFailed(RejectionCause):
+    """verify --model: the environment failed on a ReAct agent's actions."""
+    TAG_VALUE = "react_rollout_failed"
+    model: str
+    level: str
+    steps: int
+    detail: str
+
+
+@dataclass(frozen=True)
+class ModelsNotSeparated(RejectionCause):
+    """verify --agent-models: the weaker model scored at least as high as the stronger in every run."""
+    TAG_VALUE = "models_not_separated"
+    weak: str
+    strong: str
+    weak_normalized: float
+    strong_normalized: float
+    runs: int
+
+
 @dataclass
 class VerificationResult(Record):
     """verify's verdict: what `envforge verify --out FILE` writes (its --json document) and the
@@ -519,6 +821,7 @@ class VerificationResult(Record):
     env_dir: str = ""
     confinement: str = ""  # the sandbox rung its workers ran on (pipeline/sandbox/outside/capabilities.py)
     options: dict = field(default_factory=dict)  # the options it ran with (pipeline.verify.context.Options.recorded)
+    cause: RejectionCause | None = None  # why the rejecting stage rejected, for code (None: accepted)
 
 
 @dataclass

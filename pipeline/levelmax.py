@@ -46,6 +46,7 @@ from dataclasses import dataclass, field
 from pipeline import planner
 from pipeline.envfolder.spec import EnvSpec
 from pipeline.errors import Rejected
+from pipeline.kinds import LevelMaxEntry, WitnessNotReplayed
 from pipeline.planner import replay
 from pipeline.sandbox.outside.client import EnvClient
 
@@ -117,20 +118,13 @@ class LevelMax:
     def exact(self) -> bool:
         return bool(self.proof)
 
-    def entry(self) -> dict:
+    def entry(self) -> LevelMaxEntry:
         """Its level_max_rewards.json entry."""
-        out = {k: tidy(getattr(self, k)) for k in (
+        return LevelMaxEntry(**{k: tidy(getattr(self, k)) for k in (
             "max_reward", "calculation_method", "validator_bound", "search_reward", "search_exhaustive",
             "search_nodes", "witness", "corrected", "notes", "nothing_reward", "certainty", "best_seen", "proof",
-            "upper_bound", "cut_by_clock", "bound_refuted", "evidence_bound")}
-        out["exact"] = self.exact
-        if "/" in self.source:
-            out["split"] = self.source.split("/")[0]
-        if self.seed is not None:
-            out["seed"] = self.seed
-        if self.expectation is not None:
-            out["expectation"] = self.expectation
-        return out
+            "upper_bound", "cut_by_clock", "bound_refuted", "evidence_bound", "seed", "expectation")},
+            exact=self.exact, split=self.source.split("/")[0] if "/" in self.source else None)
 
 
 def scorable(lm: LevelMax) -> bool:
@@ -194,7 +188,9 @@ def certify(search: Search, worker: EnvClient, source: str, bound: float | None,
         raise Rejected(f"{source}: expected the search's witness ({len(result.witness)} actions) to score "
                        f"{result.best_reward:g} again when replayed from a fresh reset, found {achieved:g} after "
                        f"{steps} step(s): the environment does not behave the same after a snapshot is restored "
-                       f"(state kept outside _state and the env's attributes, or another random source?)")
+                       f"(state kept outside _state and the env's attributes, or another random source?)",
+                       cause=WitnessNotReplayed(source, len(result.witness), float(tidy(result.best_reward)),
+                                                float(tidy(achieved)), steps))
     lm = LevelMax(source, digest, achieved, "", bound, achieved, exhaustive, nodes, list(result.witness),
                   nothing_reward=nothing)
     lm.cut_by_clock, lm.bound_refuted = cut_by_clock, refuted or ""

@@ -229,3 +229,35 @@ def test_verify_writes_verification_json_as_its_model_and_review_reads_it_back(t
     assert manifest.read(env).verification.verified_at == verification.verified_at
     from pipeline.review.details import _verification
     assert _verification(env)["stages"] == verification.stages.to_dict()
+
+
+def test_verify_certification_of_a_level_reads_back_as_typed_fields_and_foreign_entries_still_load(tmp_path):
+    """level_max_rewards.json as verify writes it (the references): its certification fields are the
+    entry's declared fields (not an open `extra`); every twelve AutoEnv files (plain numbers, or
+    {"max_reward": x} with the authors' own fields) still read, as claims with no certification."""
+    crate = records.read(REFERENCE / "crate_dock" / layout.LEVEL_MAX_REWARDS, LevelMaxRewards).levels
+    entry = crate["level_01.yaml"]
+    assert entry.extra == {} and entry.verified
+    assert (entry.certainty, entry.exact, entry.proof, entry.split) == ("certified", True, "upper_bound", "levels")
+    assert entry.search_nodes > 0 and entry.witness and all(isinstance(a, dict) for a in entry.witness)
+    assert entry.evidence_bound is None and "evidence_bound" in entry.to_dict()  # verify writes its null bounds
+    tide = records.read(REFERENCE / "tide_pool" / layout.LEVEL_MAX_REWARDS, LevelMaxRewards).levels
+    assert {e.certainty for e in tide.values()} == {"certified"} and not any(e.exact for e in tide.values())
+    assert {e.upper_bound for e in tide.values()} == {50.0}
+    corpus = Path("/work/shared/autoenv-dev")
+    for path in sorted(corpus.glob("*/level_max_rewards.json")) if corpus.is_dir() else []:
+        read = LevelMaxRewards.from_dict(json.loads(path.read_text()), str(path)).levels
+        assert read and not any(e.verified for e in read.values()), path
+    # A foreign tool using verify's names for its own values: its max is a claim, and the folder still opens.
+    env = shutil.copytree(REFERENCE / "crate_dock", tmp_path / "crate_dock")
+    shipped = json.loads((env / layout.LEVEL_MAX_REWARDS).read_text())
+    shipped["levels"] = {"level_01.yaml": {"max_reward": 1.0, "certainty": "unknown", "witness": "go north"},
+                         "level_02.yaml": {"max_reward": 1.0, "certainty": "unknown"}, "level_03.yaml": 1.0}
+    (env / layout.LEVEL_MAX_REWARDS).write_text(json.dumps(shipped))
+    (env / layout.MANIFEST).unlink()  # a folder envforge did not make: its unchecked claims are noted
+    from pipeline.envfolder.spec import EnvSpec
+    spec = EnvSpec.open(env)
+    assert spec.scoring_max("level_01.yaml") == (1.0, "the max reward of level_01.yaml (1) is the environment's own "
+                                                      "claim, not checked by envforge verify")
+    assert spec.scoring_max("level_02.yaml") == (None, "the max reward of level_02.yaml is unknown (verify's search "
+                                                       "found no reward); left out of normalized scores")

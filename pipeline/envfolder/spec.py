@@ -17,7 +17,7 @@ from dsl_schema.problems import typed
 from pipeline import layout, records, safe_io
 from pipeline.envfolder.level import Level
 from pipeline.errors import LocatedError, UserError, not_a_folder
-from pipeline.kinds import RecordError, Verification, VerifyFigures
+from pipeline.kinds import LevelMaxEntry, RecordError, Verification, VerifyFigures
 from pipeline.located import Problem
 
 DEFAULT_MAX_STEPS = 100
@@ -211,7 +211,7 @@ def max_reward_standing(data: Any, claimed: dict[str, float], stages: VerifyFigu
         key = layout.level_key(str(raw_key))
         if key not in claimed:
             continue
-        value, certainty = claimed[key], entry.get("certainty") if isinstance(entry, dict) else None
+        value, certainty = claimed[key], _certainty(entry)
         if certainty == "unknown":
             out[key] = (False, f"the max reward of {key} is unknown (verify's search found no reward); "
                                f"left out of normalized scores")
@@ -236,6 +236,16 @@ def max_reward_standing(data: Any, claimed: dict[str, float], stages: VerifyFigu
                 out[key] = (True, f"the max reward of {key} ({value:g}) is the environment's own claim, not "
                                   f"checked by envforge verify")
     return out
+
+
+def _certainty(entry: Any) -> str | None:
+    """verify's certainty of a level_max_rewards.json entry, read as its model (LevelMaxEntry); None for
+    a claim (no certainty), and for an entry that does not fit the model (another tool using verify's
+    field names for its own values: its max is a claim, never verify's certification)."""
+    try:
+        return LevelMaxEntry.from_dict(entry, layout.LEVEL_MAX_REWARDS).certainty
+    except RecordError:
+        return None
 
 
 def config_tags(config: Any) -> dict[str, str]:

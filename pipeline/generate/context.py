@@ -8,7 +8,7 @@ from typing import Callable
 from pipeline import records as files
 from pipeline.generate.journal import JournaledClient
 from pipeline.generate.themes import Theme
-from pipeline.verify.context import Options as VerifyOptions
+from pipeline.levelmax import SEARCH_NODES
 from pipeline.verify.models import ModelChecks
 
 
@@ -22,7 +22,7 @@ class Options:
     # reply that runs none; so they bound the model calls and the tool calls alike (agent.py).
     code_steps: int = 30  # steps to write the files
     repair_steps: int = 40  # steps to make `check` pass (paper: up to 40)
-    verify_search_nodes: int = VerifyOptions.search_nodes  # verify's search budget per level, in nodes
+    verify_search_nodes: int = SEARCH_NODES  # verify's search budget per level, in nodes (verify's default)
     model: str = ""
 
 

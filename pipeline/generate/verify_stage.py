@@ -24,5 +24,5 @@ async def run(ctx: ThemeContext) -> StageReport:
         await verify_with_models(ctx.work, ctx.verifiers, result)
     if not result.accepted:
         # Named after the paper's Table 2 columns: execution, levels, reliability.
-        raise Rejected(result.reason, result.stage or "verify", {"verification": result.to_dict()})
+        raise Rejected(result.reason, result.stage or "verify", {"verification": result.to_dict()}, cause=result.cause)
     return StageReport("accepted", figures=result.to_dict())

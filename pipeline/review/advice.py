@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 from pipeline import layout
 from pipeline.generate import stages
+from pipeline.kinds import DegeneratePolicy, DoingNothingScoresMax
 from pipeline.review.details import Details
 
 VERIFY_CHECKS = tuple(name for name, _ in stages.get("verify").checks)
@@ -77,13 +78,15 @@ def _reliability_meaning(d: Details) -> str:
     per_level = figures.per_level if figures else {}
     randoms = [v.random_normalized for v in per_level.values()]
     random_mean, planner_mean = (figures.random_normalized, figures.planner_normalized) if figures else (None, None)
-    if "doing nothing" in (d.entry.reason or ""):
+    cause = d.cause
+    if isinstance(cause, DoingNothingScoresMax):
         return "doing nothing scores the maximum: the reward pays for time passing, not for what the agent does"
     if randoms and all(isinstance(r, (int, float)) and r >= 1 for r in randoms):
         return (f"the random agent scored the max on every level ({len(randoms)}): the reward does not measure "
                 f"skill")
-    if "one action repeated" in (d.entry.reason or ""):
-        return "repeating one action until the episode ends earns nearly the max: the reward does not measure skill"
+    if isinstance(cause, DegeneratePolicy):
+        return (f"{cause.policy} until the episode ends earns {cause.normalized:.0%} of the max (the search planner "
+                f"{cause.planner_normalized:.0%}): the reward does not measure skill")
     if isinstance(random_mean, (int, float)) and isinstance(planner_mean, (int, float)):
         if planner_mean <= 0:
             return "the search planner scored nothing: no action sequence it found earns any reward"

@@ -6,7 +6,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from pipeline import layout, manifest, safe_io
-from pipeline.kinds import Manifest, RecordError, Rejection, ThemeRecord, Verification, VerifyFigures
+from pipeline.kinds import (
+    Manifest,
+    RecordError,
+    Rejection,
+    RejectionCause,
+    ThemeRecord,
+    Verification,
+    VerifyFigures,
+)
 from pipeline.review import history
 from pipeline.review.catalog import Entry, read_record
 from pipeline.review.edits import hand_edits
@@ -64,6 +72,16 @@ class Details:
                                            "verification figures")
         except RecordError:
             return VerifyFigures()
+
+    @property
+    def cause(self) -> RejectionCause | None:
+        """Why verification rejected it, as verify's typed cause (None: no cause recorded, e.g. by an
+        older envforge, or one that does not read as a known kind)."""
+        found = (self.verification or self.verification_failure).get("cause")
+        try:
+            return RejectionCause.from_dict(found, "verification cause") if found is not None else None
+        except RecordError:
+            return None
 
     @property
     def shown_figures(self) -> dict[str, dict]:

@@ -11,7 +11,8 @@ and a rejection found after it ran out is not recorded either (a refused call ma
   3 reliability (reliability.py) the search planner outscores a random agent by a margin.
 
 What it writes into the folder:
-  * verification.json — always: {accepted, stage, reason, stages: {stage: figures}, options: the
+  * verification.json — always: {accepted, stage, reason, cause: the rejecting stage's typed cause
+    ({"kind": ..., fields}, causes.py; null when accepted), stages: {stage: figures}, options: the
     Options it ran with};
   * level_max_rewards.json — for the levels in the folder: the shipped ones, or, with
     `write_levels`, the generated set, which then replaces levels/ and val_levels/ (the
@@ -60,6 +61,7 @@ def verify_env(
         ctx = Context.open(env_dir, options)
     except Rejected as rejection:  # no playable folder: nothing ran
         ctx, result.accepted, result.stage, result.reason = None, False, VERIFY_STAGES[0].name, rejection.reason
+        result.cause = rejection.cause
     scored = None
     for stage in _plan(stages) if ctx is not None else ():
         if stage.name in stages:
@@ -68,6 +70,7 @@ def verify_env(
         setattr(result.stages, stage.name, outcome.figures)
         if outcome.rejection is not None:
             result.accepted, result.stage, result.reason = False, stage.name, outcome.rejection.reason
+            result.cause = outcome.rejection.cause
             break
         scored = outcome.levels
     result.stages.total = clock.stamp(StageFigures())

@@ -1,63 +1,77 @@
 """Why verification rejected an environment, as values a caller decides on (`Rejected.cause`).
 
 A stage returns its rejection as a `Rejection` (pipeline/verify/stages.py): a rejection's `reason`
-is for a person; its cause is for code. A decision that depends on why a
-stage rejected (the levels stage blaming the validator rather than the generator, say) reads the
-cause, never the wording of the reason.
+is for a person; its cause is for code, one typed shape per failure mode with the figures a
+program decides on (the shapes are pipeline.kinds' `RejectionCause` kinds, so verification.json
+records the cause as {"kind": ..., fields} and reads it back as its shape). A decision that depends
+on why a stage rejected (the levels stage blaming the validator rather than the generator, review's
+advice on a reliability rejection) reads the cause, never the wording of the reason.
+
+Raised where (every `raise Rejected` of verify carries one):
+  context     UnreadableFolder, EnvDoesNotLoad
+  execution   EnvCrashed, EmptyObservation, EndConditionIgnored; WorkerFailed (outcome.settle)
+  levels      GeneratorCrashed, ValidatorCrashed, SafetyStop, GeneratorIgnoresSeed, ValidatorRejectsAll,
+              TooFewLevels, ValidatorAcceptsUnsolvable, BadGeneratedLevel, ShippedLevelRefused,
+              UnfitLevel, ValTestOverlap, EnvCrashed (certify.py, chance); WitnessNotReplayed (levelmax.py)
+  reliability EnvCrashed, NoScorableLevels, DoingNothingScoresMax, DegeneratePolicy, PlannerScoresNothing,
+              NoBetterThanRandom
+  models      ReactRolloutFailed, ModelsNotSeparated
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from pipeline.kinds import (
+    BadGeneratedLevel,
+    DegeneratePolicy,
+    DoingNothingScoresMax,
+    EmptyObservation,
+    EndConditionIgnored,
+    EnvCrashed,
+    EnvDoesNotLoad,
+    GeneratorCrashed,
+    GeneratorIgnoresSeed,
+    ModelsNotSeparated,
+    NoBetterThanRandom,
+    NoScorableLevels,
+    PlannerScoresNothing,
+    ReactRolloutFailed,
+    RejectionCause,
+    SafetyStop,
+    ShippedLevelRefused,
+    TooFewLevels,
+    UnfitLevel,
+    UnreadableFolder,
+    ValidatorAcceptsUnsolvable,
+    ValidatorCrashed,
+    ValidatorRejectsAll,
+    ValTestOverlap,
+    WitnessNotReplayed,
+    WorkerFailed,
+)
 
-@dataclass(frozen=True)
-class ValidatorRejectsAll:
-    """The validator refused every distinct level the generator made (`rejected` of them)."""
-
-    rejected: int
-
-
-@dataclass(frozen=True)
-class TooFewLevels:
-    """The generator made fewer distinct, valid, fit levels than wanted within its seeds."""
-
-    wanted: int
-    kept: int
-    duplicates: int
-    rejected_by_validator: int
-    unfit: int
-
-
-@dataclass(frozen=True)
-class ShippedLevelRefused:
-    """The validator refuses a shipped level, and no replayed search witness scores on it."""
-
-    source: str
-
-
-@dataclass(frozen=True)
-class SafetyStop:
-    """A call of the generator or validator ran past its wall-clock safety stop (generator_seconds):
-    what decided is machine load as much as the environment, and the verdict says so (`detail`)."""
-
-    detail: str
-
-
-@dataclass(frozen=True)
-class WorkerFailed:
-    """A sandbox failure the stage did not expect (an environment's fault all the same): its kind
-    (pipeline.sandbox.SandboxFailure.kind) and where it happened."""
-
-    kind: str
-    where: str
-
-
-Cause = ValidatorRejectsAll | TooFewLevels | ShippedLevelRefused | SafetyStop | WorkerFailed
+__all__ = [
+    "BadGeneratedLevel", "DegeneratePolicy", "DoingNothingScoresMax", "EmptyObservation", "EndConditionIgnored",
+    "EnvCrashed", "EnvDoesNotLoad", "GeneratorCrashed", "GeneratorIgnoresSeed", "ModelsNotSeparated",
+    "NoBetterThanRandom", "NoScorableLevels", "PlannerScoresNothing", "ReactRolloutFailed", "Rejection",
+    "RejectionCause", "SafetyStop", "ShippedLevelRefused", "TooFewLevels", "UnfitLevel", "UnreadableFolder",
+    "ValTestOverlap", "ValidatorAcceptsUnsolvable", "ValidatorCrashed", "ValidatorRejectsAll",
+    "WitnessNotReplayed", "WorkerFailed", "crashed",
+]
 
 
 @dataclass(frozen=True)
 class Rejection:
-    """Why a stage rejected: `reason` for a person, `cause` for code (None: no decision depends on it)."""
+    """Why a stage rejected: `reason` for a person, `cause` for code (every rejection of verify has
+    one: tests/test_verify_causes.py holds each `raise Rejected` to it)."""
 
     reason: str
-    cause: Cause | None = None
+    cause: RejectionCause | None
+
+
+def crashed(failure, default_where: str, activity: str, level: object = "", step: int | None = None,
+            action: str | None = None) -> EnvCrashed:
+    """The cause of a rejection for a sandbox failure (pipeline.sandbox.SandboxFailure) of the
+    environment while envforge was `activity` on `level`."""
+    return EnvCrashed(failure.kind, failure.where or default_where, activity, str(level or ""), step, action,
+                      None if step is not None else (getattr(failure, "op", None) or None))

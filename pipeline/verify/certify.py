@@ -11,10 +11,11 @@ from concurrent.futures import ThreadPoolExecutor
 from pipeline import layout
 from pipeline import records as files
 from pipeline.errors import Rejected
-from pipeline.kinds import LevelMaxEntry, LevelMaxRewards, LevelsFigures
+from pipeline.kinds import LevelMaxRewards, LevelsFigures
 from pipeline.levelmax import FIT_MARGIN, LevelMax, certify
 from pipeline.sandbox import SandboxFailure
 from pipeline.sandbox.outside.client import EnvClient, Verdict
+from pipeline.verify.causes import crashed
 from pipeline.verify.context import Context, failure_text, located
 
 
@@ -78,7 +79,8 @@ class Certifier:
             lm = certify(self.ctx.search, worker, source, verdict.max_reward, verdict.state_hash, fit_only=fit_only)
         except SandboxFailure as f:
             raise Rejected(f"{located(f, layout.ENV_MAIN)}: expected the search for the max reward of {source} to "
-                           f"run without failure, found {failure_text(f)}") from None
+                           f"run without failure, found {failure_text(f)}",
+                           cause=crashed(f, layout.ENV_MAIN, "the search for the max reward", source)) from None
         finally:
             with self.lock:  # summed over the workers, which search at the same time
                 self.figures.search_seconds = round(self.figures.search_seconds + time.monotonic() - started, 3)
@@ -133,6 +135,6 @@ def write_max_rewards(ctx: Context, levels: list[LevelMax]) -> None:
     """level_max_rewards.json in the AutoEnv C.1 shape, plus our per-level certification fields."""
     methods = sorted({lm.calculation_method for lm in levels})
     files.write(ctx.env.file(layout.LEVEL_MAX_REWARDS), LevelMaxRewards.build(
-        ctx.env.name, {layout.level_key(lm.source): LevelMaxEntry.from_dict(lm.entry()) for lm in levels},
+        ctx.env.name, {layout.level_key(lm.source): lm.entry() for lm in levels},
         "envforge verify: validator bound and breadth-first search over snapshots with a replayed witness; "
         "methods used: " + ", ".join(methods), corrected_levels=sum(lm.corrected for lm in levels)))

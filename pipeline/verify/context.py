@@ -15,7 +15,7 @@ from typing import Callable, Iterator
 from pipeline import layout
 from pipeline.envfolder.spec import EnvSpec
 from pipeline.errors import InfrastructureError, LocatedError, Rejected
-from pipeline.kinds import StageFigures
+from pipeline.kinds import EnvDoesNotLoad, StageFigures, UnreadableFolder
 from pipeline.levelmax import SEARCH_NODES, SEARCH_SECONDS, Search, no_op
 from pipeline.sandbox import SandboxFailure, SandboxLimits
 from pipeline.sandbox.outside.client import EnvClient
@@ -102,7 +102,8 @@ class Context:
         try:
             spec = EnvSpec.open(env_dir, full_paths=False).playable()
         except LocatedError as e:
-            raise Rejected(str(e)) from None
+            p = e.problem
+            raise Rejected(str(e), cause=UnreadableFolder(p.file, p.expected, p.found, p.path, p.line)) from None
         budget = options.budget_seconds
         deadline = (time.monotonic() + budget, f"verify's budget of {budget:g}s ran out (--budget)") if budget else None
         return cls(spec, options, read_claims(spec), deadline)
@@ -132,7 +133,8 @@ class Context:
                                   deadline=self.deadline)
         except SandboxFailure as f:
             raise Rejected(f"{located(f, layout.ENV_MAIN)}: expected env_main.py to import and its SkinEnv "
-                           f"subclass to instantiate, found {f.kind}: {f.detail}") from None
+                           f"subclass to instantiate, found {f.kind}: {f.detail}",
+                           cause=EnvDoesNotLoad(f.kind, located(f, layout.ENV_MAIN), str(f.detail)[:500])) from None
         try:
             yield env
         finally:

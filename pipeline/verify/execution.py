@@ -26,6 +26,7 @@ from pipeline.evaluate.episode import Turn, run_episode_sync
 from pipeline.kinds import ExecutionFigures
 from pipeline.sandbox import SandboxFailure
 from pipeline.sandbox.outside.client import EnvClient, Level
+from pipeline.verify.causes import EmptyObservation, EndConditionIgnored, crashed
 from pipeline.verify.context import Context, failure_text, located
 from pipeline.verify.outcome import Outcome, settle
 
@@ -62,13 +63,15 @@ def _roll_out(ctx: Context, sources: list[Level], figures: ExecutionFigures, lev
 def _plan(ctx: Context, env: EnvClient, source: Level, figures: ExecutionFigures, failures: Counter) -> list[dict]:
     try:
         first = env.reset(source)
-        _observation(first.observation, f"after reset on {source}", failures)
+        _observation(first.observation, f"after reset on {source}", failures,
+                     EmptyObservation(str(source), 0, "the planner's search"))
         result = planner.search(env, ctx.spec, actions=planner.candidates(ctx.space, env),
                                 max_nodes=ctx.options.execution_nodes, seconds=ctx.options.search_seconds)
     except SandboxFailure as f:
         failures[f.kind] += 1
         raise Rejected(f"{located(f, layout.ENV_MAIN)}: expected the planner's search on {source} to run "
-                       f"without failure, found {failure_text(f)}") from None
+                       f"without failure, found {failure_text(f)}",
+                       cause=crashed(f, layout.ENV_MAIN, "the planner's search", source)) from None
     figures.planner_nodes += result.nodes
     return list(result.witness)
 
@@ -130,7 +133,7 @@ def _episode(ctx: Context, env: EnvClient, source: Level, what: str, figures: Ex
     held: list[set[str]] = []  # the end conditions holding before the step to come
 
     def first_turn(observation):
-        _observation(observation, f"after reset on {source}", failures)
+        _observation(observation, f"after reset on {source}", failures, EmptyObservation(str(source), 0, what))
         if ends.conditions:
             held.append(ends.holding(env.observe(want_state=True).state, 0, None))
 
@@ -139,7 +142,7 @@ def _episode(ctx: Context, env: EnvClient, source: Level, what: str, figures: Ex
 
     def on_step(action, result):
         _observation(result.observation, f"after step {len(chosen)} ({_fmt(action)}) of a {what} on {source}",
-                     failures)
+                     failures, EmptyObservation(str(source), len(chosen), what, _fmt(action)))
         if not held:
             return
         step = len(chosen)
@@ -150,7 +153,9 @@ def _episode(ctx: Context, env: EnvClient, source: Level, what: str, figures: Ex
             where = became[0]
             raise Rejected(f"{layout.ENV_MAIN}: expected the episode to end when {layout.CONFIG} {where} "
                            f"({ends.text(where)!r}) holds, found done() false and the episode going on after step "
-                           f"{step} ({_fmt(action)}) of a {what} on {source}, where it holds")
+                           f"{step} ({_fmt(action)}) of a {what} on {source}, where it holds",
+                           cause=EndConditionIgnored(where, str(ends.text(where)), step, _fmt(action), str(source),
+                                                     what))
 
     try:
         episode = run_episode_sync(watched, env, source, seed=seed, on_step=on_step,
@@ -160,7 +165,9 @@ def _episode(ctx: Context, env: EnvClient, source: Level, what: str, figures: Ex
         # An action chosen means the reset went through: the failure came with that step.
         during = f" on step {len(chosen)}, {_fmt(chosen[-1])}" if chosen else f" during '{f.op}'"
         raise Rejected(f"{located(f, layout.ENV_MAIN)}: expected a {what} on {source} to run without failure, "
-                       f"found {failure_text(f)}{during}") from None
+                       f"found {failure_text(f)}{during}",
+                       cause=crashed(f, layout.ENV_MAIN, what, source, len(chosen) if chosen else None,
+                                     _fmt(chosen[-1]) if chosen else None)) from None
     figures.episodes += 1
     figures.steps += episode.steps
     if episode.truncated:
@@ -172,10 +179,11 @@ def _episode(ctx: Context, env: EnvClient, source: Level, what: str, figures: Ex
             f"still running after {ctx.max_steps} steps of a {what} on {source} (the runtime truncated it)"]
 
 
-def _observation(observation, what: str, failures: Counter) -> None:
+def _observation(observation, what: str, failures: Counter, cause: EmptyObservation) -> None:
     if observation is None or (isinstance(observation, str) and not observation.strip()):
         failures["empty_observation"] += 1
-        raise Rejected(f"{layout.ENV_MAIN}: expected a non-empty observation {what}, found {observation!r}")
+        raise Rejected(f"{layout.ENV_MAIN}: expected a non-empty observation {what}, found {observation!r}",
+                       cause=cause)
 
 
 def _fmt(action: dict) -> str:

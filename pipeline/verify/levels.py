@@ -41,7 +41,20 @@ from pipeline.runtime.levels import save_level
 from pipeline.sandbox import SandboxFailure
 from pipeline.sandbox.outside.client import EnvClient, Level, Verdict
 from pipeline.verify import chance, claims
-from pipeline.verify.causes import SafetyStop, ShippedLevelRefused, TooFewLevels, ValidatorRejectsAll
+from pipeline.verify.causes import (
+    BadGeneratedLevel,
+    GeneratorCrashed,
+    GeneratorIgnoresSeed,
+    SafetyStop,
+    ShippedLevelRefused,
+    TooFewLevels,
+    UnfitLevel,
+    ValidatorAcceptsUnsolvable,
+    ValidatorCrashed,
+    ValidatorRejectsAll,
+    ValTestOverlap,
+    crashed,
+)
 from pipeline.verify.certify import Certifier, write_max_rewards
 from pipeline.verify.context import Context, failure_text, located
 from pipeline.verify.outcome import Outcome, settle
@@ -99,7 +112,7 @@ def _levels(ctx: Context, figures: LevelsFigures) -> list[LevelMax]:
                     f"from seeds 1..{figures.seeds_tried}): generation is unusable"
                     + (f"; {refuted_text(refuted, len(scored))}" if refuted else "")
                     + f"; the {len(scored)} shipped level(s) were checked and certified by search (see the"
-                      f" levels figures)"
+                      f" levels figures)", cause=ValidatorRejectsAll(n)
                 )
             raise Rejected(f"{generator_broken.reason}; the {len(scored)} shipped level(s) were checked and "
                            f"certified anyway" + (f" ({refuted_text(refuted, len(scored))})" if refuted else "")
@@ -144,7 +157,8 @@ def _shipped_despite(generator_broken: Rejected | None, ctx: Context, worker: En
             # Every level, generated or shipped, is refused: the validator is at fault, not the generator.
             raise Rejected(f"{layout.ENV_VALIDATOR}: expected the validator to accept some levels, found it rejects "
                            f"every one, all {generator_broken.cause.rejected} generated and the shipped ones, e.g. "
-                           f"{rejected.reason}", cause=ValidatorRejectsAll(generator_broken.cause.rejected)) from None
+                           f"{rejected.reason}", cause=ValidatorRejectsAll(generator_broken.cause.rejected,
+                                                                            shipped_refused=True)) from None
         raise Rejected(f"{generator_broken.reason}; and the shipped levels: {rejected.reason}",
                        cause=generator_broken.cause if isinstance(generator_broken.cause, SafetyStop)
                        else rejected.cause) from None
@@ -164,7 +178,10 @@ def _generate(ctx: Context, workers: list[EnvClient], certifier: Certifier, figu
         factory.make(want, chance=bool(figures.stochastic), made=made)
     except GeneratorFailed as e:
         raise Rejected(f"{located(e.failure, layout.ENV_GENERATE)}: expected generate_level to make a level for "
-                       f"seed {e.seed}, found {failure_text(e.failure)}", cause=_safety_stop(e.failure)) from None
+                       f"seed {e.seed}, found {failure_text(e.failure)}",
+                       cause=_safety_stop(e.failure) or GeneratorCrashed(e.seed, e.failure.kind,
+                                                                         located(e.failure, layout.ENV_GENERATE))
+                       ) from None
     finally:
         figures.seeds_tried, figures.duplicates, figures.unfit = made.seeds_tried, made.duplicates, made.unfit
         figures.rejected_by_validator = made.rejected_by_validator
@@ -178,13 +195,14 @@ def _generate(ctx: Context, workers: list[EnvClient], certifier: Certifier, figu
         first = made.unsolvable[0]
         raise Rejected(f"{layout.ENV_VALIDATOR}: expected validate_level to reject levels that no action sequence "
                        f"can score on, found it accepted {len(made.unsolvable)} such level(s), e.g. the level of seed "
-                       f"{first.seed}: {first.unfit}")
+                       f"{first.seed}: {first.unfit}",
+                       cause=ValidatorAcceptsUnsolvable(len(made.unsolvable), first.seed, first.unfit))
     if len(kept) < want:
         tried = figures.seeds_tried
         if made.distinct == 1 and tried > 1:
             raise Rejected(f"{layout.ENV_GENERATE}: expected generate_level(seed, config) to make different levels "
                            f"for different seeds, found the same level for all {tried} seeds 1..{tried} "
-                           f"(the generator ignores its seed)")
+                           f"(the generator ignores its seed)", cause=GeneratorIgnoresSeed(tried))
         refused = figures.rejected_by_validator
         raise Rejected(f"{layout.ENV_GENERATE}: expected at least {want} distinct valid levels from seeds "
                        f"1..{tried}, found {len(kept)} ({figures.duplicates} duplicates, "
@@ -224,14 +242,16 @@ def _shipped(ctx: Context, worker: EnvClient, certifier: Certifier, figures: Lev
                                                f"search over one chance outcome proves nothing: max unknown")
         elif lm.unfit:
             raise Rejected(f"{lm.source}: expected a level on which search scores more than doing nothing and "
-                           f"doing nothing does not score the maximum, found {lm.unfit}")
+                           f"doing nothing does not score the maximum, found {lm.unfit}",
+                           cause=UnfitLevel(lm.source, float(tidy(lm.search_reward)), float(tidy(lm.nothing_reward)),
+                                            lm.search_exhaustive, lm.unfit))
     if refuted:
         figures.validator_refuted = refuted
         _warn(figures, refuted_text(refuted, len(out)))
     if unrefuted:  # the validator's word stands on these; on the others the witnesses refute it
         reason, source = unrefuted[0]
         raise Rejected(reason + (f"; {refuted_text(refuted, len(out))}" if refuted else ""),
-                       cause=ShippedLevelRefused(source))
+                       cause=ShippedLevelRefused(source, len(refuted)))
     return out
 
 
@@ -242,7 +262,8 @@ def _probe_chance(ctx: Context, worker: EnvClient, figures: LevelsFigures) -> No
         found = chance.probe(ctx, worker, levels)
     except SandboxFailure as f:
         raise Rejected(f"{located(f, layout.ENV_MAIN)}: expected random actions on {levels[0]} to run without "
-                       f"failure, found {failure_text(f)}") from None
+                       f"failure, found {failure_text(f)}",
+                       cause=crashed(f, layout.ENV_MAIN, "random actions probing for randomness")) from None
     figures.stochastic = found or False
     if found:
         figures.stochastic_note = (f"the environment draws random numbers during step (first at "
@@ -263,7 +284,9 @@ def _expectations(ctx: Context, worker: EnvClient, scored: list[LevelMax], figur
             found = chance.estimate(worker, lm.source, lm.witness)
         except SandboxFailure as f:
             raise Rejected(f"{located(f, layout.ENV_MAIN)}: expected the witness of {lm.source} to replay under "
-                           f"other seeds without failure, found {failure_text(f)}") from None
+                           f"other seeds without failure, found {failure_text(f)}",
+                           cause=crashed(f, layout.ENV_MAIN, "the witness replayed under other seeds",
+                                         lm.source)) from None
         if found["mean"] <= EPS:
             out.append(dataclasses.replace(lm, certainty="unknown", expectation=found, notes=(
                 f"{lm.notes}; stochastic: the witness scores {found['mean']:g} on average over {found['seeds']} "
@@ -298,7 +321,8 @@ def _distinct_shipped(items: list[tuple[str, Verdict]], figures: LevelsFigures) 
     if overlap:
         raise Rejected(f"{layout.VAL_LEVELS}: expected validation levels apart from the test levels, found "
                        f"{len(overlap)} identical to a test level ({shown}); {len(first)} distinct of "
-                       f"{len(items)} shipped level(s)")
+                       f"{len(items)} shipped level(s)",
+                       cause=ValTestOverlap(len(overlap), len(first), len(items), dict(overlap)))
     _warn(figures, f"{layout.LEVELS}: expected distinct shipped levels, found {len(duplicates)} duplicate(s) "
                    f"({shown}); {len(first)} distinct of {len(items)}")
 
@@ -353,10 +377,12 @@ def _write_levels(ctx: Context, generated: list[LevelMax]) -> list[LevelMax]:
             try:
                 level = safe_io.parse_yaml(lm.state, f"the level of seed {lm.seed}")
             except LocatedError as e:
-                raise Rejected(f"{layout.ENV_GENERATE}: {e}") from None
+                raise Rejected(f"{layout.ENV_GENERATE}: {e}", cause=BadGeneratedLevel(
+                    lm.seed, e.problem.expected, e.problem.found)) from None
             if not isinstance(level, dict):
                 raise Rejected(f"{layout.ENV_GENERATE}: expected the level of seed {lm.seed} to be a mapping (the "
-                               f"level's state), found another YAML document")
+                               f"level's state), found another YAML document", cause=BadGeneratedLevel(
+                                   lm.seed, "a mapping (the level's state)", "another YAML document"))
             files.write_text(ctx.env.path / source, lm.state)
         else:
             save_level(ctx.env.path / source, lm.state)
@@ -370,7 +396,9 @@ def _validate(worker: EnvClient, what: str, **where) -> Verdict:
         return worker.validate(**where)
     except SandboxFailure as f:
         raise Rejected(f"{located(f, layout.ENV_VALIDATOR)}: expected the validator to run on {what}, "
-                       f"found {failure_text(f)}", cause=_safety_stop(f)) from None
+                       f"found {failure_text(f)}",
+                       cause=_safety_stop(f) or ValidatorCrashed(str(what), f.kind, located(f, layout.ENV_VALIDATOR))
+                       ) from None
 
 
 def _safety_stop(failure: SandboxFailure) -> SafetyStop | None:

@@ -27,6 +27,7 @@ from pipeline.evaluate.records import Records
 from pipeline.evaluate.runner import RunOptions, evaluate
 from pipeline.kinds import DifferentialFigures, ReactFigures
 from pipeline.verify import record
+from pipeline.verify.causes import ModelsNotSeparated, ReactRolloutFailed
 
 ROLLOUT_STEPS = 10
 UNREACHABLE = ("model_error", "budget")
@@ -64,7 +65,7 @@ async def verify_with_models(env_dir: str | Path, checks: ModelChecks, result, w
             result.stages.reliability_models = await differential(Path(env_dir), checks.weak, checks.strong,
                                                                      checks.runs, checks.levels)
     except Rejected as rejection:
-        result.accepted, result.stage, result.reason = False, stage, rejection.reason
+        result.accepted, result.stage, result.reason, result.cause = False, stage, rejection.reason, rejection.cause
     if write:
         record(Path(env_dir), result)
 
@@ -86,7 +87,9 @@ async def react_rollout(env_dir: Path, client) -> ReactFigures:
                            record.stop_reason, record.total_reward, record.format_errors)
     if record.stop_reason == "env_error":
         raise Rejected(f"expected the environment to run a ReAct agent's actions ({client.spec}), found it failing "
-                       f"on {record.level} after {record.steps} step(s): {record.stop_detail or 'env_error'}")
+                       f"on {record.level} after {record.steps} step(s): {record.stop_detail or 'env_error'}",
+                       cause=ReactRolloutFailed(client.spec, str(record.level), record.steps,
+                                                str(record.stop_detail or "env_error")[:500]))
     return figures
 
 
@@ -113,5 +116,7 @@ async def differential(env_dir: Path, weak, strong, runs: int, levels: int) -> D
     if all(weak_runs.get(r, 0.0) >= strong_runs.get(r, 0.0) for r in strong_runs):
         raise Rejected(f"expected the stronger model ({strong.spec}) to score higher than the weaker ({weak.spec}) "
                        f"in some run, found {figures.strong_normalized} vs {figures.weak_normalized} with the "
-                       f"weaker at least as high in all {runs} run(s): the reward does not measure skill")
+                       f"weaker at least as high in all {runs} run(s): the reward does not measure skill",
+                       cause=ModelsNotSeparated(weak.spec, strong.spec, figures.weak_normalized,
+                                                figures.strong_normalized, runs))
     return figures

@@ -41,6 +41,14 @@ from pipeline.levelmax import EPS, LevelMax, scorable, tidy, unscored_reason
 from pipeline.sandbox import SandboxFailure
 from pipeline.sandbox.outside.client import Level
 from pipeline.verify import claims
+from pipeline.verify.causes import (
+    DegeneratePolicy,
+    DoingNothingScoresMax,
+    NoBetterThanRandom,
+    NoScorableLevels,
+    PlannerScoresNothing,
+    crashed,
+)
 from pipeline.verify.certify import write_max_rewards
 from pipeline.verify.context import Context, failure_text, located
 from pipeline.verify.outcome import Outcome, settle
@@ -71,9 +79,11 @@ def _score(ctx: Context, levels: list[LevelMax], policies: list[tuple[str, dict]
             out.append(lm)
     except SandboxFailure as f:
         raise Rejected(f"{located(f, layout.ENV_MAIN)}: expected the reliability episodes to run without failure, "
-                       f"found {failure_text(f)}") from None
+                       f"found {failure_text(f)}",
+                       cause=crashed(f, layout.ENV_MAIN, "the reliability episodes")) from None
     if not out:
-        raise Rejected("levels: expected levels with a certified max reward to score agents on, found none")
+        raise Rejected("levels: expected levels with a certified max reward to score agents on, found none",
+                       cause=NoScorableLevels(0))
     if ctx.claims and "/" in out[0].source:
         figures.claims = claims.compare(ctx.claims, out)
     figures.corrected = sum(lm.corrected for lm in out)
@@ -84,7 +94,8 @@ def _score(ctx: Context, levels: list[LevelMax], policies: list[tuple[str, dict]
     if not scored:
         raise Rejected(
             f"levels: expected levels with a known, positive max reward to score agents on, found none "
-            f"of {len(out)}: " + "; ".join(f"{k}: {v}" for k, v in list(figures.unscored_levels.items())[:3])
+            f"of {len(out)}: " + "; ".join(f"{k}: {v}" for k, v in list(figures.unscored_levels.items())[:3]),
+            cause=NoScorableLevels(len(out), dict(list(figures.unscored_levels.items())[:3]))
         )
     per_level = [figures.per_level[layout.level_key(lm.source)] for lm in scored]
     random_mean = float(round(mean(s.random_normalized for s in per_level), 4))
@@ -97,11 +108,15 @@ def _score(ctx: Context, levels: list[LevelMax], policies: list[tuple[str, dict]
         raise Rejected(f"reward: expected a reward that pays for skill, found that doing nothing ({doing}) scores "
                        f"the maximum on {len(idle)} of {len(out)} level(s) (e.g. {layout.level_key(example.source)}: "
                        f"{example.nothing_reward:g} of {example.max_reward:g}): the reward pays for time passing, "
-                       f"not for what the agent does")
+                       f"not for what the agent does",
+                       cause=DoingNothingScoresMax(len(idle), len(out), layout.level_key(example.source),
+                                                   float(tidy(example.nothing_reward)), float(tidy(example.max_reward)),
+                                                   ctx.no_op["action"] if ctx.no_op else None))
     _degenerate(ctx, scored, constant_totals, planner_mean, figures)
     if planner_mean <= 0 and any(lm.search_exhaustive for lm in out):
         raise Rejected(f"reward: expected the search planner to score on the levels, found a mean normalized "
-                       f"reward of {planner_mean:g} over {len(scored)} level(s)")
+                       f"reward of {planner_mean:g} over {len(scored)} level(s)",
+                       cause=PlannerScoresNothing(planner_mean, len(scored)))
     if planner_mean < 1 - ctx.options.margin and random_mean >= planner_mean - ctx.options.margin:
         # The planner is no skilled agent here (its search ran out of budget or candidate actions), so
         # a random agent coming close says nothing about the reward: no verdict either way.
@@ -112,7 +127,8 @@ def _score(ctx: Context, levels: list[LevelMax], policies: list[tuple[str, dict]
     if random_mean >= planner_mean - ctx.options.margin:
         raise Rejected(f"reward: expected the search planner's mean normalized reward ({planner_mean:.3f}) to exceed "
                        f"the random agent's ({random_mean:.3f}) by more than the margin {ctx.options.margin:g}, found "
-                       f"a difference of {planner_mean - random_mean:.3f}: the reward does not measure skill")
+                       f"a difference of {planner_mean - random_mean:.3f}: the reward does not measure skill",
+                       cause=NoBetterThanRandom(planner_mean, random_mean, float(ctx.options.margin), len(scored)))
     return _corrected(ctx, out, figures)
 
 
@@ -151,8 +167,9 @@ def _shown(action: dict) -> str:
 def _degenerate(ctx: Context, scored: list[LevelMax], totals: dict[str, dict[str, float]], planner_mean: float,
                 figures: ReliabilityFigures) -> None:
     """Reject a reward that a constant-action policy nearly maxes (module docstring)."""
-    means = {}
-    for name, _ in constant_policies(ctx):
+    means, actions = {}, {}
+    for name, action in constant_policies(ctx):
+        actions[name] = action
         means[name] = float(round(mean(min(1.0, totals[lm.source][name] / lm.max_reward) for lm in scored), 4))
     ranked = sorted(means.items(), key=lambda kv: -kv[1])
     figures.constant_normalized = dict(ranked[:10])
@@ -164,7 +181,8 @@ def _degenerate(ctx: Context, scored: list[LevelMax], totals: dict[str, dict[str
     if best >= planner_mean - margin and (planner_mean >= 1 - margin or best >= 1 - margin):
         raise Rejected(f"reward: expected a reward that pays for skill, found that {name} until the episode ends "
                        f"scores {best:.2f} of the max (mean over {len(scored)} level(s); the search planner "
-                       f"{planner_mean:.2f}, margin {margin:g}): one action repeated, not skill, earns the reward")
+                       f"{planner_mean:.2f}, margin {margin:g}): one action repeated, not skill, earns the reward",
+                       cause=DegeneratePolicy(name, actions[name], best, planner_mean, float(margin), len(scored)))
 
 
 def _each_level(ctx: Context, levels: list[LevelMax], policies: list[tuple[str, dict]], count: int):
