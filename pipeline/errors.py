@@ -36,7 +36,7 @@ class Rejected(Exception):
     expected, what was found, where), the stage that found it, and details for review.
 
     A verification stage raises it with the reason alone; whoever runs the stage names it.
-    `cause`: what a caller may decide on (a typed value, e.g. pipeline.verify.stages' causes), never
+    `cause`: what a caller may decide on (a typed value, e.g. pipeline.verify.causes), never
     the wording of `reason`.
     """
 

@@ -548,28 +548,34 @@ class VerifyFigures(KeepsUnknown, Shape):
 # -- why verify rejected (pipeline/verify/causes.py) ---------------------------------------------
 # A rejection's `reason` is for a person; its cause is for code: a typed value naming the failure
 # mode and the figures a program decides on. verification.json records it as {"kind": ..., fields}.
-# A new failure mode is a new shape here (with its TAG_VALUE); a field an old reader must not
+# A new failure mode is a new shape here (`_cause(its kind)`); a field an old reader must not
 # misread is a new MAJOR of Verification.
 
 @dataclass(frozen=True)
 class RejectionCause(Shape):
-    """Why a verification stage rejected, by kind (`TAG`): the subclasses below."""
+    """Why a verification stage rejected, by kind (`TAG`): the shapes below."""
     TAG = "kind"
 
 
-@dataclass(frozen=True)
+def _cause(kind: str):
+    """Declares a RejectionCause shape recorded as {"kind": kind, its fields}."""
+    def declare(cls: type) -> type:
+        cls.TAG_VALUE = kind  # type: ignore[attr-defined]
+        return dataclass(frozen=True)(cls)
+    return declare
+
+
+@_cause("worker_failed")
 class WorkerFailed(RejectionCause):
-    """A sandbox failure the stage did not expect (an environment's fault all the same): its kind
-    (pipeline.sandbox.SandboxFailure.kind) and where it happened."""
-    TAG_VALUE = "worker_failed"
-    failure: str
+    """A sandbox failure the stage did not expect (an environment's fault all the same)."""
+    failure: str  # pipeline.sandbox.SandboxFailure.kind
     where: str
 
 
-@dataclass(frozen=True)
+@_cause("unreadable_folder")
 class UnreadableFolder(RejectionCause):
-    """The folder does not read as a playable environment (a file missing or malformed): nothing ran."""
-    TAG_VALUE = "unreadable_folder"
+    """The folder does not read as a playable environment (a file missing or malformed): nothing ran.
+    The fields are the located problem's (pipeline.located.Problem)."""
     file: str
     expected: str
     found: str
@@ -577,97 +583,90 @@ class UnreadableFolder(RejectionCause):
     line: int | None = None
 
 
-@dataclass(frozen=True)
+@_cause("env_does_not_load")
 class EnvDoesNotLoad(RejectionCause):
     """env_main.py does not import, or its SkinEnv subclass does not instantiate, in a worker."""
-    TAG_VALUE = "env_does_not_load"
     failure: str  # SandboxFailure.kind
     where: str
-    detail: str = ""
+    detail: str = ""  # its first 500 characters
 
 
-@dataclass(frozen=True)
+@_cause("env_crashed")
 class EnvCrashed(RejectionCause):
     """The environment failed (raised, hung, overran its CPU, replied out of shape) while envforge
-    played a level: `activity` says what it was doing (a random episode, the planner's search, ...)."""
-    TAG_VALUE = "env_crashed"
+    played a level: `activity` says what envforge was doing (a random episode, the planner's
+    search, the search for a level's max reward, the reliability episodes, ...)."""
     failure: str  # SandboxFailure.kind: exception, timeout, cpu, crash, bad_reply, ...
     where: str  # the env's file:line when known, else the file at fault
     activity: str
     level: str = ""  # "" when the failing level is not known
     step: int | None = None  # the step that failed (1-based); None: during reset or a search call
-    action: str | None = None  # that step's action, as shown in the reason
-    op: str | None = None  # the worker call that failed when no step is known
+    action: str | None = None  # that step's action, as the reason shows it
+    op: str | None = None  # the worker call that failed, when no step is known
 
 
-@dataclass(frozen=True)
+@_cause("empty_observation")
 class EmptyObservation(RejectionCause):
-    """An observation that is None or blank, after reset (`step` 0) or a step."""
-    TAG_VALUE = "empty_observation"
+    """An observation that is None or blank, after reset (`step` 0) or after a step."""
     level: str
     step: int
     activity: str
     action: str | None = None
 
 
-@dataclass(frozen=True)
+@_cause("end_condition_ignored")
 class EndConditionIgnored(RejectionCause):
     """A DSL termination condition became true before the step cap while done() stayed false."""
-    TAG_VALUE = "end_condition_ignored"
-    condition: str  # where it is declared: "termination.conditions[0]"
+    condition: str  # where config.yaml declares it: "termination.conditions[0]"
     text: str  # the condition as written
-    step: int
-    action: str
+    step: int  # the step after which it holds
+    action: str  # that step's action
     level: str
-    activity: str
+    activity: str  # the episode: "random episode 1", "planner episode"
 
 
-@dataclass(frozen=True)
+@_cause("generator_crashed")
 class GeneratorCrashed(RejectionCause):
     """generate_level failed for a seed (not by its wall-clock safety stop: SafetyStop)."""
-    TAG_VALUE = "generator_crashed"
     seed: int
     failure: str
     where: str
 
 
-@dataclass(frozen=True)
+@_cause("validator_crashed")
 class ValidatorCrashed(RejectionCause):
-    """validate_level failed on a level (not by its wall-clock safety stop: SafetyStop)."""
-    TAG_VALUE = "validator_crashed"
+    """validate_level failed on a level (not by its wall-clock safety stop: SafetyStop); `level`
+    is a level file or "the level of seed N"."""
     level: str
     failure: str
     where: str
 
 
-@dataclass(frozen=True)
+@_cause("safety_stop")
 class SafetyStop(RejectionCause):
     """A call of the generator or validator ran past its wall-clock safety stop (generator_seconds):
     what decided is machine load as much as the environment, and the verdict says so (`detail`)."""
-    TAG_VALUE = "safety_stop"
     detail: str
 
 
-@dataclass(frozen=True)
+@_cause("generator_ignores_seed")
 class GeneratorIgnoresSeed(RejectionCause):
-    """generate_level made the same level for every seed tried."""
-    TAG_VALUE = "generator_ignores_seed"
+    """generate_level made the same level for all `seeds` seeds tried."""
     seeds: int
 
 
-@dataclass(frozen=True)
+@_cause("validator_rejects_all")
 class ValidatorRejectsAll(RejectionCause):
     """The validator refused every distinct level the generator made (`rejected` of them), and with
-    `shipped_refused` the shipped levels too."""
-    TAG_VALUE = "validator_rejects_all"
+    `shipped_refused` the shipped levels too (then it, not the generator, is at fault)."""
     rejected: int
     shipped_refused: bool = False
 
 
-@dataclass(frozen=True)
+@_cause("too_few_levels")
 class TooFewLevels(RejectionCause):
-    """The generator made fewer distinct, valid, fit levels than wanted within its seeds."""
-    TAG_VALUE = "too_few_levels"
+    """The generator made fewer distinct, valid, fit levels than `wanted` within its seeds; the
+    others were duplicates, refused by the validator, or unfit (counts)."""
     wanted: int
     kept: int
     duplicates: int
@@ -675,133 +674,124 @@ class TooFewLevels(RejectionCause):
     unfit: int
 
 
-@dataclass(frozen=True)
+@_cause("validator_accepts_unsolvable")
 class ValidatorAcceptsUnsolvable(RejectionCause):
-    """The validator accepted generated levels on which an exhaustive search scores nothing."""
-    TAG_VALUE = "validator_accepts_unsolvable"
+    """The validator accepted `levels` generated levels on which an exhaustive search scores nothing
+    (the first: the level of `seed`, and why it is unfit)."""
     levels: int
-    seed: int | None  # the first such level's seed
+    seed: int | None
     why: str
 
 
-@dataclass(frozen=True)
+@_cause("bad_generated_level")
 class BadGeneratedLevel(RejectionCause):
     """A generated level that cannot be written as a level file (not YAML, or not a mapping)."""
-    TAG_VALUE = "bad_generated_level"
     seed: int | None
     expected: str
     found: str
 
 
-@dataclass(frozen=True)
+@_cause("shipped_level_refused")
 class ShippedLevelRefused(RejectionCause):
-    """The validator refuses a shipped level, and no replayed search witness scores on it."""
-    TAG_VALUE = "shipped_level_refused"
+    """The validator refuses the shipped level `source`, and no replayed search witness scores on it
+    (`refuted`: shipped levels it refuses on which a witness does score)."""
     source: str
-    refuted: int = 0  # shipped levels it refuses on which a witness does score (refuted there)
+    refuted: int = 0
 
 
-@dataclass(frozen=True)
+@_cause("unfit_level")
 class UnfitLevel(RejectionCause):
     """A shipped level on which search scores no more than doing nothing (proved when the search was
     exhaustive), or on which doing nothing already scores the max."""
-    TAG_VALUE = "unfit_level"
     source: str
-    search_reward: float
-    nothing_reward: float
+    search_reward: float  # what the search's replayed witness scores
+    nothing_reward: float  # what doing nothing scores
     search_exhaustive: bool
     why: str
 
 
-@dataclass(frozen=True)
+@_cause("val_test_overlap")
 class ValTestOverlap(RejectionCause):
-    """Shipped validation levels identical to test levels (`pairs`: validation level -> test level)."""
-    TAG_VALUE = "val_test_overlap"
-    overlapping: int
-    distinct: int
-    shipped: int
-    pairs: dict[str, str] = field(default_factory=dict)
+    """Shipped validation levels identical to test levels: the split would measure nothing."""
+    overlapping: int  # validation levels equal to a test level
+    distinct: int  # distinct levels shipped
+    shipped: int  # levels shipped
+    pairs: dict[str, str] = field(default_factory=dict)  # validation level -> the test level it equals
 
 
-@dataclass(frozen=True)
+@_cause("witness_not_replayed")
 class WitnessNotReplayed(RejectionCause):
-    """A search witness scores differently when replayed from a fresh reset: the environment does not
-    behave the same after a snapshot is restored."""
-    TAG_VALUE = "witness_not_replayed"
+    """A search witness of `actions` actions scores differently replayed from a fresh reset: the
+    environment does not behave the same after a snapshot is restored."""
     source: str
     actions: int
-    expected: float
-    found: float
-    steps: int
+    expected: float  # what the search found it scores
+    found: float  # what the replay scored
+    steps: int  # steps the replay took
 
 
-@dataclass(frozen=True)
+@_cause("no_scorable_levels")
 class NoScorableLevels(RejectionCause):
-    """No level has a known, positive max reward to divide normalized scores by (`unscored`: why each
-    does not, up to three shown)."""
-    TAG_VALUE = "no_scorable_levels"
+    """None of `levels` levels has a known, positive max reward to divide normalized scores by
+    (`unscored`: why not, for up to three)."""
     levels: int
     unscored: dict[str, str] = field(default_factory=dict)
 
 
-@dataclass(frozen=True)
+@_cause("doing_nothing_scores_max")
 class DoingNothingScoresMax(RejectionCause):
-    """Doing nothing (the no-op repeated, or taking no step) scores the max on at least half the
-    levels: the reward pays for time passing."""
-    TAG_VALUE = "doing_nothing_scores_max"
-    levels: int  # levels where it does
+    """Doing nothing (the no-op repeated, or taking no step) scores the max on `levels` of `of`
+    levels (at least half): the reward pays for time passing."""
+    levels: int
     of: int
-    level: str  # an example
-    nothing_reward: float
-    max_reward: float
+    level: str  # an example level,
+    nothing_reward: float  # ... what doing nothing scores there,
+    max_reward: float  # ... and its max
     no_op: str | None = None  # the no-op action's name; None: taking no step
 
 
-@dataclass(frozen=True)
+@_cause("degenerate_policy")
 class DegeneratePolicy(RejectionCause):
-    """A constant-action policy (`policy`: "repeating RESEARCH", "doing nothing (repeating wait)")
-    scores `normalized` of the max on average, within `margin` of the search planner."""
-    TAG_VALUE = "degenerate_policy"
-    policy: str
-    action: dict
-    normalized: float
+    """A constant-action policy nearly maxes the reward: its mean normalized score is within
+    `margin` of the search planner's, and one of them within `margin` of the max."""
+    policy: str  # "repeating RESEARCH", "doing nothing (repeating wait)"
+    action: dict  # the action it repeats
+    normalized: float  # its mean share of the max over the scored levels ("scores 0.93 of the max")
     planner_normalized: float
     margin: float
-    levels: int
+    levels: int  # levels scored
 
 
-@dataclass(frozen=True)
+@_cause("planner_scores_nothing")
 class PlannerScoresNothing(RejectionCause):
-    """The search planner scores nothing on average although some search was exhaustive."""
-    TAG_VALUE = "planner_scores_nothing"
+    """The search planner scores nothing on average although some level's search was exhaustive."""
     planner_normalized: float
     levels: int
 
 
-@dataclass(frozen=True)
+@_cause("no_better_than_random")
 class NoBetterThanRandom(RejectionCause):
-    """The search planner's mean normalized reward exceeds the random agent's by no more than the margin."""
-    TAG_VALUE = "no_better_than_random"
+    """The search planner's mean normalized reward exceeds the random agent's by no more than
+    `margin` (the planner a skilled agent: it scores at least 1 - margin of the max)."""
     planner_normalized: float
     random_normalized: float
     margin: float
-    levels: int
+    levels: int  # levels scored
 
 
-@dataclass(frozen=True)
+@_cause("react_rollout_failed")
 class ReactRolloutFailed(RejectionCause):
-    """verify --model: the environment failed on a ReAct agent's actions."""
-    TAG_VALUE = "react_rollout_failed"
+    """verify --model: the environment failed on a ReAct agent's actions (`detail`: how)."""
     model: str
     level: str
     steps: int
     detail: str
 
 
-@dataclass(frozen=True)
+@_cause("models_not_separated")
 class ModelsNotSeparated(RejectionCause):
-    """verify --agent-models: the weaker model scored at least as high as the stronger in every run."""
-    TAG_VALUE = "models_not_separated"
+    """verify --agent-models: the weaker model scored at least as high as the stronger one in every
+    one of `runs` runs (their mean normalized rewards)."""
     weak: str
     strong: str
     weak_normalized: float

@@ -85,26 +85,29 @@ def _rejected(env: Path, stage: str, *flags: str) -> tuple[dict, Verification]:
     return report, records.read(env / layout.VERIFICATION, Verification)
 
 
-def test_an_env_whose_done_stays_false_on_its_goal_is_rejected_naming_the_condition_and_step(tmp_path):
-    env = write_env(tmp_path / "e", replace={"env_main.py": (
-        'return self._state["pos"] == self._state["goal"] or self._t >= self.max_steps',
-        "return self._t >= self.max_steps")})
+def _execution_rejected(folder: Path, old: str, new: str) -> tuple[dict, RejectionCause]:
+    """verify --stages execution on the corridor with `old` in env_main.py replaced by `new`: its
+    report, and the cause verification.json records."""
+    env = write_env(folder, replace={"env_main.py": (old, new)})
     report, recorded = _rejected(env, "execution", "--stages", "execution")
-    cause = recorded.cause
+    return report, recorded.cause
+
+
+def test_an_env_whose_done_stays_false_on_its_goal_is_rejected_naming_the_condition_and_step(tmp_path):
+    report, cause = _execution_rejected(
+        tmp_path / "e", 'return self._state["pos"] == self._state["goal"] or self._t >= self.max_steps',
+        "return self._t >= self.max_steps")
     assert isinstance(cause, EndConditionIgnored)
     assert (cause.condition, cause.text, cause.level) == ("termination.conditions[0]", "pos == goal",
                                                           "levels/level_01.yaml")
     assert 1 <= cause.step < 12 and cause.action.startswith("move(direction=")
     assert f"after step {cause.step} ({cause.action})" in report["reason"]
-    assert report["cause"] == recorded.cause.to_dict() | {"kind": "end_condition_ignored"}
+    assert report["cause"] == cause.to_dict() | {"kind": "end_condition_ignored"}
 
 
 def test_an_env_that_crashes_on_a_step_is_rejected_with_the_failure_step_and_action(tmp_path):
-    env = write_env(tmp_path / "e", replace={"env_main.py": (
-        'step = 1 if params["direction"] == "right" else -1',
-        'step = 1 if params["direction"] == "right" else -1 // 0')})
-    report, recorded = _rejected(env, "execution", "--stages", "execution")
-    cause = recorded.cause
+    report, cause = _execution_rejected(tmp_path / "e", 'step = 1 if params["direction"] == "right" else -1',
+                                        'step = 1 if params["direction"] == "right" else -1 // 0')
     assert isinstance(cause, EnvCrashed)
     assert (cause.failure, cause.where, cause.activity, cause.level, cause.action) == (
         "exception", "env_main.py:8", "random episode 1", "levels/level_01.yaml", "move(direction='left')")
