@@ -1,7 +1,8 @@
 """Ctrl-C is clean (issue 23 item 3): `evaluate --agent planner` printed 4-5 tracebacks ("Task
 exception was never retrieved") blaming "a CPU or memory limit"; the resume hint after an
 interrupted `generate --demo` pointed into the installed package. Each test sends SIGINT once the
-command is at work (a line it prints says so) and asserts what the user sees, then runs the hint."""
+command is at work (a line it prints says so) and asserts what the user sees, then runs the hint
+(in this process, cli_kit.envforge, but where the hint needs the model server's environment)."""
 from __future__ import annotations
 
 import dataclasses
@@ -14,6 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
+from cli_kit import envforge
 
 from pipeline.testing.llm_server import Reply
 
@@ -56,7 +58,7 @@ def test_ctrl_c_in_evaluate_with_the_planner_is_one_line_and_its_hint_resumes(tm
     assert not [n for n in NOISE if n in stderr], stderr
     assert f"envforge evaluate: interrupted; `{shlex.join(['envforge', *argv, '--resume'])}` continues where it " \
            f"stopped" in stderr
-    resumed = subprocess.run([ENVFORGE, *the_hint(stderr)], cwd=tmp_path, capture_output=True, text=True, timeout=900)
+    resumed = envforge(*the_hint(stderr), cwd=tmp_path)
     assert resumed.returncode == 0, resumed.stderr
     done = int(resumed.stdout.split(" already done")[0].rsplit(" ", 1)[1])
     assert done > 0 and "24 episode(s)" in resumed.stdout
@@ -69,7 +71,7 @@ def test_the_hint_after_ctrl_c_in_generate_demo_names_the_demo_not_its_installed
     assert not [n for n in NOISE if n in stderr], stderr
     hint = the_hint(stderr)
     assert hint == [*argv, "--resume"] and "--themes" not in hint
-    resumed = subprocess.run([ENVFORGE, *hint], cwd=tmp_path, capture_output=True, text=True, timeout=900)
+    resumed = envforge(*hint, cwd=tmp_path)
     assert resumed.returncode == 0, resumed.stderr
     assert "theme(s) accepted" in resumed.stdout
 
@@ -135,6 +137,7 @@ def test_ctrl_c_in_evaluate_with_a_model_agent_is_one_line_and_its_hint_resumes(
     assert f"envforge evaluate: interrupted; `{shlex.join(['envforge', *argv, '--resume'])}` continues where it " \
            f"stopped" in stderr
     llm_server.rule = lambda n: reply
+    # a process of its own: the hint runs with the model server's environment (its dummy key)
     resumed = subprocess.run([ENVFORGE, *the_hint(stderr)], cwd=tmp_path, capture_output=True, text=True,
                              timeout=900, env=env)
     assert resumed.returncode == 0, resumed.stderr
@@ -163,21 +166,23 @@ def test_ctrl_c_in_evaluate_with_a_users_agent_does_not_wait_for_it_and_its_hint
         "    env.reset(mode='load', world_id=env_info['world_id'])\n"
         "    while not env.done():\n"
         "        env.step({'action': 'move', 'params': {'direction': 'up'}})\n")
-    resumed = subprocess.run([ENVFORGE, *the_hint(stderr)], cwd=tmp_path, capture_output=True, text=True, timeout=900)
+    resumed = envforge(*the_hint(stderr), cwd=tmp_path)
     assert resumed.returncode == 0, resumed.stderr
     assert "1 episode(s) planned, 0 already done, 1 to run now" in resumed.stderr
 
 
 def test_ctrl_c_in_learn_is_one_line_and_its_hint_finishes_the_study(tmp_path):
-    envs = sorted(str(p) for p in (ROOT / "generated_envs" / "reference").iterdir() if p.is_dir())
-    argv = ["learn", *envs, "--provider", "replay", "--methods", "all", "--iterations", "2", "--out", "study"]
+    # one environment, one method, one iteration on the learn demo's replayed calls: its baseline's
+    # pool.json comes seconds before the method's iteration and the test levels are done
+    argv = ["learn", str(ROOT / "generated_envs" / "reference" / "crate_dock"), "--provider", "replay", "--methods",
+            "best-dynamics-prompt", "--iterations", "1", "--out", "study"]
     code, stderr = interrupt_when(argv, tmp_path, lambda *_: (tmp_path / "study" / "runs").is_dir()
                                   and any((tmp_path / "study" / "runs").rglob("pool.json")))
     assert code == 130, stderr
     assert not [n for n in NOISE if n in stderr], stderr
     assert f"envforge learn: interrupted; `{shlex.join(['envforge', *argv, '--resume'])}` continues where it " \
            f"stopped" in stderr
-    resumed = subprocess.run([ENVFORGE, *the_hint(stderr)], cwd=tmp_path, capture_output=True, text=True, timeout=1800)
+    resumed = envforge(*the_hint(stderr), cwd=tmp_path)
     assert resumed.returncode == 0, resumed.stderr
     assert (tmp_path / "study" / "report" / "table5.md").is_file()
 
