@@ -1,6 +1,6 @@
 """Why verification rejected an environment, as values a caller decides on (`Rejected.cause`).
 
-A stage returns its rejection as a `Rejection` (pipeline/verify/stages.py): a rejection's `reason`
+A stage returns its rejection as a `StageRejection` (pipeline/verify/stages.py): a rejection's `reason`
 is for a person; its cause is for code, one typed shape per failure mode with the figures a
 program decides on (the shapes are pipeline.kinds' `RejectionCause` kinds, so verification.json
 records the cause as {"kind": ..., fields} and reads it back as its shape). A decision that depends
@@ -53,7 +53,7 @@ from pipeline.kinds import (
 __all__ = [
     "BadGeneratedLevel", "DegeneratePolicy", "DoingNothingScoresMax", "EmptyObservation", "EndConditionIgnored",
     "EnvCrashed", "EnvDoesNotLoad", "GeneratorCrashed", "GeneratorIgnoresSeed", "ModelsNotSeparated",
-    "NoBetterThanRandom", "NoScorableLevels", "PlannerScoresNothing", "ReactRolloutFailed", "Rejection",
+    "NoBetterThanRandom", "NoScorableLevels", "PlannerScoresNothing", "ReactRolloutFailed", "StageRejection",
     "RejectionCause", "SafetyStop", "ShippedLevelRefused", "TooFewLevels", "UnfitLevel", "UnreadableFolder",
     "ValTestOverlap", "ValidatorAcceptsUnsolvable", "ValidatorCrashed", "ValidatorRejectsAll",
     "WitnessNotReplayed", "WorkerFailed", "crashed",
@@ -61,9 +61,10 @@ __all__ = [
 
 
 @dataclass(frozen=True)
-class Rejection:
-    """Why a stage rejected: `reason` for a person, `cause` for code (every rejection of verify has
-    one: tests/test_verify_causes.py holds each `raise Rejected` to it)."""
+class StageRejection:
+    """Why a stage rejected (not rejection.json's record, pipeline.kinds.Rejection): `reason` for a
+    person, `cause` for code (every rejection of verify has one: tests/test_verify_causes.py holds
+    each `raise Rejected` to it)."""
 
     reason: str
     cause: RejectionCause | None

@@ -15,7 +15,7 @@ from pipeline import layout
 from pipeline.errors import Rejected
 from pipeline.kinds import StageFigures
 from pipeline.sandbox import SandboxFailure
-from pipeline.verify.causes import Rejection, WorkerFailed
+from pipeline.verify.causes import StageRejection, WorkerFailed
 from pipeline.verify.context import Clock, failure_text
 
 if TYPE_CHECKING:
@@ -28,7 +28,7 @@ F = TypeVar("F", bound=StageFigures)
 class Outcome(Generic[F]):
     figures: F
     levels: "list[LevelMax] | None" = None  # what the next stage scores on, with certified max rewards
-    rejection: Rejection | None = None  # None: the stage passed
+    rejection: StageRejection | None = None  # None: the stage passed
 
 
 def settle(stage: str, figures: F, body: Callable[[F], "list[LevelMax] | None"]) -> Outcome[F]:
@@ -37,10 +37,10 @@ def settle(stage: str, figures: F, body: Callable[[F], "list[LevelMax] | None"])
     try:
         levels = body(figures)
     except Rejected as rejected:
-        return Outcome(figures, rejection=Rejection(rejected.reason, rejected.cause))
+        return Outcome(figures, rejection=StageRejection(rejected.reason, rejected.cause))
     except SandboxFailure as failure:
         where = failure.where or layout.ENV_MAIN
-        return Outcome(figures, rejection=Rejection(
+        return Outcome(figures, rejection=StageRejection(
             f"{where}: expected the {stage} stage to run, found {failure_text(failure)}",
             WorkerFailed(failure.kind, where)))
     finally:
