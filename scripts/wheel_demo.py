@@ -1,14 +1,18 @@
 """Does an installed envforge give the same offline demo as the checkout?
 
-Builds a wheel from a copy of the checkout, installs it into a fresh virtual environment, runs
+Builds a wheel from a copy of the checkout, installs it into a fresh virtual environment (with
+this interpreter's pip, `pip --python`: the new environment needs no pip of its own), runs
 `envforge generate --demo --out runs/demo` there from an empty folder, runs README's first command
 (`envforge generate --themes examples/themes.txt --provider replay`) with the editable install
-that runs this script, and compares which themes were accepted and which were rejected, at which
-stage. Prints one line per side and `same demo result` or the difference; exit 0 when the same.
+that runs this script, and compares which themes each run accepted and which it rejected, at which
+stage, as their output folders record them. Prints one line per side and `same demo result` or the
+difference; exit 0 when the same.
 
     python scripts/wheel_demo.py                 # the wheel's dependencies installed from the index (CI)
     python scripts/wheel_demo.py --reuse-deps    # offline: the wheel alone, its dependencies taken
                                                  # from this interpreter's site-packages (the tests)
+    python scripts/wheel_demo.py --editable-out DIR   # README's command already run by the editable
+                                                 # install into DIR (the tests' session demo): not run again
 """
 from __future__ import annotations
 
@@ -40,35 +44,42 @@ def build_wheel(tmp: Path) -> Path:
 
 
 def install(wheel: Path, target: Path, reuse_deps: bool) -> Path:
-    venv.EnvBuilder(with_pip=True).create(target)
+    venv.EnvBuilder().create(target)
     python = target / "bin" / "python"
-    pip = [str(python), "-m", "pip", "install", "-q", str(wheel)]
+    pip = [sys.executable, "-m", "pip", "--python", str(python), "install", "-q", str(wheel)]
     if reuse_deps:  # this interpreter's site-packages after the new venv's own: its packages, not its checkout
         own = subprocess.run([str(python), "-c", "import site; print(site.getsitepackages()[0])"], check=True,
                              capture_output=True, text=True).stdout.strip()
         Path(own, "envforge_test_deps.pth").write_text("\n".join(site.getsitepackages()) + "\n")
-        pip.insert(4, "--no-deps")
+        pip.insert(6, "--no-deps")
     subprocess.run(pip, check=True)
     return target / "bin"
 
 
-def demo(envforge: Path, cwd: Path, args: list[str], home: Path) -> dict:
+def demo(envforge: Path, cwd: Path, args: list[str], home: Path) -> None:
     env = {k: v for k, v in os.environ.items() if k not in SECRETS}
     env.update(ENVFORGE_CACHE=str(home / "cache.sqlite"), ENVFORGE_DOTENV=str(home / ".env"))
-    done = subprocess.run([str(envforge), "generate", *args, "--json"], cwd=cwd, env=env, capture_output=True,
-                          text=True, timeout=900)
+    done = subprocess.run([str(envforge), "generate", *args], cwd=cwd, env=env, capture_output=True, text=True,
+                          timeout=900)
     if done.returncode != 0:
         raise SystemExit(
             f"{envforge} generate {' '.join(args)} in {cwd}: exit {done.returncode}\n{done.stderr[-2000:]}"
         )
-    summary = json.loads(done.stdout)
-    return {"accepted": sorted(summary["accepted"]),
-            "rejected": {name: r["stage"] for name, r in sorted(summary["rejected"].items())}}
+
+
+def verdicts(out: Path) -> dict:
+    """The themes a generate run's output folder holds as accepted, and those it rejected with the stage."""
+    rejected = out / "_rejected"
+    return {"accepted": sorted(p.name for p in out.iterdir() if (p / "manifest.json").is_file()),
+            "rejected": {p.name: json.loads((p / "rejection.json").read_text())["stage"]
+                         for p in sorted(rejected.iterdir())} if rejected.is_dir() else {}}
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--reuse-deps", action="store_true", help="install the wheel alone (offline)")
+    parser.add_argument("--editable-out", type=Path, metavar="DIR",
+                        help="the output folder of README's command already run by this editable install")
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="envforge-wheel-") as name:
         tmp = Path(name)
@@ -78,13 +89,14 @@ def main(argv: list[str] | None = None) -> int:
         if not located.startswith(str(tmp / "venv")):
             raise SystemExit(f"expected the installed envforge to read its data from {tmp / 'venv'}, found {located}")
         (tmp / "empty").mkdir()
-        wheel = demo(installed / "envforge", tmp / "empty", ["--demo", "--out", "runs/demo"], tmp / "empty")
-        editable = demo(
-            Path(sys.executable).parent / "envforge",
-            ROOT,
-            ["--themes", "examples/themes.txt", "--provider", "replay", "--out", str(tmp / "editable")],
-            tmp,
-        )
+        demo(installed / "envforge", tmp / "empty", ["--demo", "--out", "runs/demo"], tmp / "empty")
+        wheel = verdicts(tmp / "empty" / "runs" / "demo")
+        editable_out = args.editable_out
+        if editable_out is None:
+            editable_out = tmp / "editable"
+            demo(Path(sys.executable).parent / "envforge", ROOT,
+                 ["--themes", "examples/themes.txt", "--provider", "replay", "--out", str(editable_out)], tmp)
+        editable = verdicts(editable_out)
     print(f"installed wheel, from an empty folder: {json.dumps(wheel)}")
     print(f"editable install, README's command:    {json.dumps(editable)}")
     if wheel != editable:
