@@ -649,6 +649,14 @@ class SafetyStop(RejectionCause):
     detail: str
 
 
+@_cause("generator_and_shipped_levels_fail")
+class GeneratorAndShippedLevelsFail(RejectionCause):
+    """The generator failed (`generator`: why) and so did the shipped levels checked after it
+    (`shipped`: why): both are named, neither hides the other."""
+    generator: RejectionCause
+    shipped: RejectionCause
+
+
 @_cause("generator_ignores_seed")
 class GeneratorIgnoresSeed(RejectionCause):
     """generate_level made the same level for all `seeds` seeds tried."""

@@ -19,9 +19,12 @@ from pipeline.kinds import (
     DegeneratePolicy,
     EndConditionIgnored,
     EnvCrashed,
+    GeneratorAndShippedLevelsFail,
     GeneratorIgnoresSeed,
     RejectionCause,
+    SafetyStop,
     UnreadableFolder,
+    ValTestOverlap,
     Verification,
 )
 from pipeline.testing.tiny_env import write_env
@@ -55,6 +58,9 @@ def _example(cls: type) -> RejectionCause:
         if isinstance(hint, types.UnionType):  # X | None: an X
             hint = next(a for a in typing.get_args(hint) if a is not type(None))
         base = typing.get_origin(hint) or hint
+        if base is RejectionCause:  # a cause made of causes: each part its own kind
+            values[name] = SafetyStop(f"{name} detail")
+            continue
         values[name] = {str: f"{name} text", int: 3, float: 0.93, bool: True, dict: {"action": "RESEARCH"},
                         list: []}[base]
     return cls(**values)
@@ -71,7 +77,7 @@ def test_every_cause_kind_is_recorded_in_verification_json_and_reads_back_as_its
         read = records.read(path, Verification)
         assert type(read.cause) is cls and read.cause == cause
         kinds_seen.add(cls.TAG_VALUE)
-    assert len(kinds_seen) == len(RejectionCause.__subclasses__()) >= 24  # one kind each, none shared
+    assert len(kinds_seen) == len(RejectionCause.__subclasses__()) >= 26  # one kind each, none shared
     written["cause"] = {"kind": "no_such_kind"}
     path.write_text(json.dumps(written))
     with pytest.raises(kinds.RecordError, match=r"cause: expected kind .*'degenerate_policy'.*found 'no_such_kind'"):
@@ -122,11 +128,21 @@ def test_an_unreadable_folder_is_rejected_naming_the_file(tmp_path):
     assert recorded.cause.line is not None or recorded.cause.path
 
 
-def test_a_generator_ignoring_its_seed_is_rejected_with_the_seeds_tried(tmp_path):
-    env = write_env(tmp_path / "e", replace={"env_generate.py": (
-        "rng = random.Random(seed)", "seed = 42\n    rng = random.Random(seed)")})
-    _, recorded = _rejected(env, "levels", "--stages", "levels")
+def test_a_generator_ignoring_its_seed_is_rejected_with_the_seeds_tried_and_a_failure_of_the_shipped_levels_too(
+        tmp_path):
+    ignores_seed = {"env_generate.py": ("rng = random.Random(seed)", "seed = 42\n    rng = random.Random(seed)")}
+    _, recorded = _rejected(write_env(tmp_path / "e", replace=ignores_seed), "levels", "--stages", "levels")
     assert recorded.cause == GeneratorIgnoresSeed(45)
+    # ... and shipping a validation level equal to a test level: both causes, neither hiding the other
+    same = {"pos": 0, "goal": 3, "length": 6}
+    overlap = write_env(tmp_path / "both", replace=ignores_seed, levels={
+        "levels/level_01.yaml": same, "levels/level_02.yaml": {"pos": 7, "goal": 2, "length": 8},
+        "val_levels/level_03.yaml": same})
+    report, recorded = _rejected(overlap, "levels", "--stages", "levels")
+    assert recorded.cause == GeneratorAndShippedLevelsFail(
+        GeneratorIgnoresSeed(45), ValTestOverlap(1, 2, 3, {"val_levels/level_03.yaml": "levels/level_01.yaml"}))
+    assert report["cause"]["generator"]["kind"] == "generator_ignores_seed"
+    assert report["cause"]["shipped"]["kind"] == "val_test_overlap"
 
 
 def test_a_reward_one_repeated_action_earns_names_the_policy_in_the_cause(tmp_path):

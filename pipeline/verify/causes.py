@@ -12,7 +12,8 @@ Raised where (every `raise Rejected` of verify carries one):
   execution   EnvCrashed, EmptyObservation, EndConditionIgnored; WorkerFailed (outcome.settle)
   levels      GeneratorCrashed, ValidatorCrashed, SafetyStop, GeneratorIgnoresSeed, ValidatorRejectsAll,
               TooFewLevels, ValidatorAcceptsUnsolvable, BadGeneratedLevel, ShippedLevelRefused,
-              UnfitLevel, ValTestOverlap, EnvCrashed (certify.py, chance); WitnessNotReplayed (levelmax.py)
+              UnfitLevel, ValTestOverlap, GeneratorAndShippedLevelsFail (both, each with its cause),
+              EnvCrashed (certify.py, chance); WitnessNotReplayed (levelmax.py)
   reliability EnvCrashed, NoScorableLevels, DoingNothingScoresMax, DegeneratePolicy, PlannerScoresNothing,
               NoBetterThanRandom
   models      ReactRolloutFailed, ModelsNotSeparated
@@ -29,6 +30,7 @@ from pipeline.kinds import (
     EndConditionIgnored,
     EnvCrashed,
     EnvDoesNotLoad,
+    GeneratorAndShippedLevelsFail,
     GeneratorCrashed,
     GeneratorIgnoresSeed,
     ModelsNotSeparated,
@@ -52,10 +54,10 @@ from pipeline.kinds import (
 
 __all__ = [
     "BadGeneratedLevel", "DegeneratePolicy", "DoingNothingScoresMax", "EmptyObservation", "EndConditionIgnored",
-    "EnvCrashed", "EnvDoesNotLoad", "GeneratorCrashed", "GeneratorIgnoresSeed", "ModelsNotSeparated",
-    "NoBetterThanRandom", "NoScorableLevels", "PlannerScoresNothing", "ReactRolloutFailed", "StageRejection",
-    "RejectionCause", "SafetyStop", "ShippedLevelRefused", "TooFewLevels", "UnfitLevel", "UnreadableFolder",
-    "ValTestOverlap", "ValidatorAcceptsUnsolvable", "ValidatorCrashed", "ValidatorRejectsAll",
+    "EnvCrashed", "EnvDoesNotLoad", "GeneratorAndShippedLevelsFail", "GeneratorCrashed", "GeneratorIgnoresSeed",
+    "ModelsNotSeparated", "NoBetterThanRandom", "NoScorableLevels", "PlannerScoresNothing", "ReactRolloutFailed",
+    "RejectionCause", "SafetyStop", "ShippedLevelRefused", "StageRejection", "TooFewLevels", "UnfitLevel",
+    "UnreadableFolder", "ValTestOverlap", "ValidatorAcceptsUnsolvable", "ValidatorCrashed", "ValidatorRejectsAll",
     "WitnessNotReplayed", "WorkerFailed", "crashed",
 ]
 

@@ -43,6 +43,7 @@ from pipeline.sandbox.outside.client import EnvClient, Level, Verdict
 from pipeline.verify import chance, claims
 from pipeline.verify.causes import (
     BadGeneratedLevel,
+    GeneratorAndShippedLevelsFail,
     GeneratorCrashed,
     GeneratorIgnoresSeed,
     SafetyStop,
@@ -118,8 +119,11 @@ def _levels(ctx: Context, figures: LevelsFigures) -> list[LevelMax]:
                            f"certified anyway" + (f" ({refuted_text(refuted, len(scored))})" if refuted else "")
                            + " (see the levels figures)", cause=generator_broken.cause)
     except Rejected as rejected:
-        if isinstance(rejected.cause, SafetyStop):  # labelled in the figures too: the verdict depends on load
-            figures.generator_safety_stop = rejected.cause.detail
+        both = rejected.cause if isinstance(rejected.cause, GeneratorAndShippedLevelsFail) else None
+        for cause in (both.generator, both.shipped) if both else (rejected.cause,):
+            if isinstance(cause, SafetyStop):  # labelled in the figures too: the verdict depends on load
+                figures.generator_safety_stop = cause.detail
+                break
         raise
     return scored
 
@@ -160,8 +164,7 @@ def _shipped_despite(generator_broken: Rejected | None, ctx: Context, worker: En
                            f"{rejected.reason}", cause=ValidatorRejectsAll(generator_broken.cause.rejected,
                                                                             shipped_refused=True)) from None
         raise Rejected(f"{generator_broken.reason}; and the shipped levels: {rejected.reason}",
-                       cause=generator_broken.cause if isinstance(generator_broken.cause, SafetyStop)
-                       else rejected.cause) from None
+                       cause=GeneratorAndShippedLevelsFail(generator_broken.cause, rejected.cause)) from None
 
 
 def _generate(ctx: Context, workers: list[EnvClient], certifier: Certifier, figures: LevelsFigures) -> list[LevelMax]:
