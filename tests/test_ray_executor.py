@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -43,9 +44,17 @@ def episodes(out: Path) -> list[dict]:
 EVALUATE = ["evaluate", str(REFERENCE), "--agent", "random", "--runs", "2", "--max-levels", "3"]
 
 
-def test_evaluate_on_ray_writes_the_same_episode_records_as_local(cluster, tmp_path):
-    local = envforge(*EVALUATE, "--out", "local", cwd=tmp_path, timeout=900)
-    assert local.returncode == 0, local.stderr
+@pytest.fixture(scope="module")
+def local(tmp_path_factory) -> Path:
+    """EVALUATE run by the local executor, once for the module's tests: the records Ray's must equal."""
+    tmp = tmp_path_factory.mktemp("local")
+    done = envforge(*EVALUATE, "--out", "local", cwd=tmp, timeout=900)
+    assert done.returncode == 0, done.stderr
+    return tmp / "local"
+
+
+def test_evaluate_on_ray_writes_the_same_episode_records_as_local(cluster, local, tmp_path):
+    shutil.copytree(local, tmp_path / "local")
     remote = envforge(*EVALUATE, "--out", "ray", "--executor", "ray", "--ray-address", cluster.address, cwd=tmp_path,
                       timeout=900)
     assert remote.returncode == 0, remote.stderr
@@ -59,9 +68,7 @@ def test_evaluate_on_ray_writes_the_same_episode_records_as_local(cluster, tmp_p
         assert {r["confinement"] for r in rows} == {capabilities()["mode"]}, where
 
 
-def test_a_killed_driver_resumes_on_ray_with_nothing_repeated_or_lost(cluster, tmp_path):
-    local = envforge(*EVALUATE, "--out", "local", cwd=tmp_path, timeout=900)
-    assert local.returncode == 0, local.stderr
+def test_a_killed_driver_resumes_on_ray_with_nothing_repeated_or_lost(cluster, local, tmp_path):
     argv = [ENVFORGE, *EVALUATE, "--out", "ray", "--executor", "ray", "--ray-address", cluster.address,
             "--concurrency", "1"]
     driver = subprocess.Popen(argv, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
@@ -82,20 +89,29 @@ def test_a_killed_driver_resumes_on_ray_with_nothing_repeated_or_lost(cluster, t
                        cwd=tmp_path, timeout=900)
     assert resumed.returncode == 0, resumed.stderr
     assert f"{done_before} already done" in resumed.stdout
-    assert episodes(tmp_path / "ray") == episodes(tmp_path / "local")  # nothing repeated, nothing lost
+    assert episodes(tmp_path / "ray") == episodes(local)  # nothing repeated, nothing lost
 
 
 def test_generate_demo_on_ray_accepts_what_local_accepts(cluster, tmp_path, generate_demo):
-    themes = str(ROOT / "examples" / "themes.txt")
-    local = generate_demo  # the session's one local run of the demo (conftest.py)
-    remote = envforge("generate", "--themes", themes, "--provider", "replay", "--out", "ray",
+    # two of the demo's themes: one the local run accepts, one it rejects
+    lines = (ROOT / "examples" / "themes.txt").read_text().splitlines()
+    themes = tmp_path / "themes.txt"
+    themes.write_text(f"{lines[0]}\n{lines[2]}\n")
+    local = generate_demo  # the session's one local run of the whole demo (conftest.py)
+    remote = envforge("generate", "--themes", str(themes), "--provider", "replay", "--out", "ray",
                       "--executor", "ray", "--ray-address", cluster.address, cwd=tmp_path, timeout=900)
     assert (remote.returncode, local.returncode) == (0, 0), remote.stderr + local.stderr
 
     def accepted(out: Path) -> list[str]:
         return sorted(p.name for p in out.iterdir() if p.is_dir() and not p.name.startswith("_"))
 
-    assert accepted(tmp_path / "ray") == accepted(local.out) != []
+    def rejected(out: Path) -> list[str]:
+        return sorted(p.name for p in (out / "_rejected").iterdir())
+
+    ran = accepted(tmp_path / "ray") + rejected(tmp_path / "ray")
+    assert len(ran) == 2
+    assert accepted(tmp_path / "ray") == [n for n in accepted(local.out) if n in ran] != []
+    assert rejected(tmp_path / "ray") == [n for n in rejected(local.out) if n in ran] != []
 
 
 def test_ray_without_the_cluster_is_a_clear_error(tmp_path):
@@ -124,8 +140,6 @@ CrateDockEnv.step = _slow_step
 def test_an_episode_whose_ray_worker_dies_is_played_again_and_says_so(cluster, tmp_path):
     """A Ray worker process killed mid-episode, as when its node dies (Ray reports both as the actor's
     death; SPREAD does not promise which node an actor lands on, so the test kills the process)."""
-    import shutil
-
     import ray
     from ray._private.state import actors  # the state API needs the dashboard, which this cluster has not
 
