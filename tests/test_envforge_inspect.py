@@ -2,13 +2,15 @@
 package's `inspect_ai` entry point, run offline with Inspect's mockllm model: once through Inspect's
 own command line, exactly as README.md shows it, and through `inspect_ai.eval` from Python.
 
-Every run is a separate process with the network out of reach (its HTTP proxy is a closed loopback
-port) and a fresh temp folder, so tiktoken's cache starts empty: mockllm counts tokens with
-tiktoken's o200k_base, which envforge provides from the `inspect` extra (envforge/_tokenizer.py)
-instead of tiktoken's download. The Python runs start in an empty folder, as a user runs Inspect:
-in the repository root, the build's envforge.egg-info (on sys.path through the current folder)
-would hide that envforge is an installed package, which Inspect checks before it names a task
-after it. They give mockllm its replies (tool calls) with fixed token counts.
+The runs are processes apart from this one with the network out of reach (their HTTP proxy is a
+closed loopback port) and a fresh temp folder, so tiktoken's cache starts empty: mockllm counts
+tokens with tiktoken's o200k_base, which envforge provides from the `inspect` extra
+(envforge/_tokenizer.py) instead of tiktoken's download. The command line runs in a process of its
+own; the Python runs share one (importing inspect_ai costs seconds of CPU a process), each in an
+empty folder of its own, as a user runs Inspect: in the repository root, the build's
+envforge.egg-info (on sys.path through the current folder) would hide that envforge is an
+installed package, which Inspect checks before it names a task after it. They give mockllm its
+replies (tool calls) with fixed token counts.
 """
 from __future__ import annotations
 
@@ -16,6 +18,7 @@ import hashlib
 import json
 import os
 import shlex
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -33,49 +36,61 @@ O200K_SHA256 = "446a9538cb6c348e3516120d7c08b09f57c36495e2acfffe59a5bf8b0cfb1a2d
 CRATE_DOCK = ROOT / "generated_envs" / "reference" / "crate_dock"
 SOLUTION = ROOT / "examples" / "crate_dock_level_01.actions"
 
-RUN = """
-import json, sys
+# The Python runs, made together in one process (importing inspect_ai costs seconds of CPU a
+# process): each in an empty folder of its own, `moves` its model: the stock mockllm (no tool call,
+# forever) when empty, else one `move` tool call a reply; "go": a `go` tool call a reply, forever.
+RUNS = """
+import itertools, json, os, sys
 from inspect_ai import eval as inspect_eval
 from inspect_ai.model import ModelOutput, ModelUsage, get_model
-
-moves, task_args, name = json.loads(sys.argv[1]), json.loads(sys.argv[2]), sys.argv[3]
 
 def usage(output):
     output.usage = ModelUsage(input_tokens=10, output_tokens=5, total_tokens=15)
     return output
 
-if moves:  # tool calls, one action each
-    model = get_model("mockllm/model", custom_outputs=(
-        usage(ModelOutput.for_tool_call("mockllm", "move", {"direction": d})) for d in moves))
-else:  # the stock mockllm: its fixed text and no tool call, forever
-    model = "mockllm/model"
-(log,) = inspect_eval(name, model=model, task_args=task_args, display="none")
-print(json.dumps({"status": log.status, "error": str(log.error or ""), "location": log.location}))
+for run in json.loads(sys.argv[1]):
+    os.chdir(run["work"])
+    if run["moves"] == "go":
+        model = get_model("mockllm/model", custom_outputs=(
+            ModelOutput.for_tool_call("mockllm", "go", {}) for _ in itertools.count()))
+    elif run["moves"]:  # tool calls, one action each
+        model = get_model("mockllm/model", custom_outputs=(
+            usage(ModelOutput.for_tool_call("mockllm", "move", {"direction": d})) for d in run["moves"]))
+    else:  # the stock mockllm: its fixed text and no tool call, forever
+        model = "mockllm/model"
+    (log,) = inspect_eval(run["task"], model=model, task_args=run["task_args"], display="none")
+    print(json.dumps({"status": log.status, "error": str(log.error or ""), "location": log.location}), flush=True)
 """
+SOLUTION_MOVES = [ln.split("=")[1] for ln in SOLUTION.read_text().splitlines() if ln.startswith("move")]
 
 
-def _run(tmp_path: Path, moves: list[str], task: str = "envforge/env", **task_args):
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory) -> dict:
+    """name -> the Inspect log of each Python run (RUNS), all made in one process with no network."""
+    tmp = tmp_path_factory.mktemp("inspect")
+    envs = tmp / "envs"  # an env whose rewards overflow beside crate_dock
+    shutil.copytree(ROOT / "tests" / "hostile" / "overflow_reward", envs / "overflow_reward")
+    shutil.copytree(CRATE_DOCK, envs / "crate_dock")
+    plan = {
+        "every_level": ([], "envforge/env", {"path": str(CRATE_DOCK)}),
+        "tool_calls": (SOLUTION_MOVES, "envforge/env", {"path": str(CRATE_DOCK), "max_levels": 1}),
+        "folder": ([], "envforge/reference", {"max_levels": 1, "split": "val"}),  # the bundled reference envs
+        "overflow": ("go", "envforge/env", {"path": str(envs), "max_levels": 1}),
+    }
+    jobs = []
+    for name, (moves, task, task_args) in plan.items():
+        (tmp / name).mkdir()
+        jobs.append({"work": str(tmp / name), "moves": moves, "task": task, "task_args": task_args})
+    done = subprocess.run([sys.executable, "-c", RUNS, json.dumps(jobs)], cwd=tmp, env=_offline_env(tmp),
+                          capture_output=True, text=True, timeout=1200)
+    assert done.returncode == 0, done.stderr[-3000:]
+    results = [json.loads(line) for line in done.stdout.strip().splitlines()[-len(plan):]]
+    return {name: _log(tmp / name, result) for name, result in zip(plan, results)}
+
+
+def _log(work: Path, result: dict):
     from inspect_ai.log import read_eval_log
 
-    work = tmp_path / "work"
-    work.mkdir()
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-c",
-            RUN,
-            json.dumps(moves),
-            json.dumps({"path": str(CRATE_DOCK), **task_args} if task == "envforge/env" else task_args),
-            task,
-        ],
-        cwd=work,
-        env=_offline_env(tmp_path),
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    result = json.loads(done.stdout.strip().splitlines()[-1])
     assert result["status"] == "success", result["error"]
     files = list((work / "logs").glob("*.eval"))
     assert [str(f) for f in files] == [result["location"]]  # Inspect's default log folder, where `inspect view` looks
@@ -126,8 +141,8 @@ def test_the_readme_command_runs_offline_one_sample_per_level(tmp_path):
     assert log.stats.model_usage["mockllm/model"].input_tokens > 0
 
 
-def test_every_level_is_a_sample_scored_in_0_1(tmp_path):
-    log = _run(tmp_path, [])
+def test_every_level_is_a_sample_scored_in_0_1(runs):
+    log = runs["every_level"]
     levels = sorted(p.name for p in (CRATE_DOCK / "levels").glob("*.yaml"))
     assert sorted(s.id for s in log.samples) == [f"crate_dock/{name}" for name in levels]
     for sample in log.samples:
@@ -142,9 +157,9 @@ def test_every_level_is_a_sample_scored_in_0_1(tmp_path):
                                                                        "solved": ["mean", "stderr"]}
 
 
-def test_tool_calls_are_the_actions_and_a_solved_level_scores_1(tmp_path):
-    moves = [ln.split("=")[1] for ln in SOLUTION.read_text().splitlines() if ln.startswith("move")]
-    log = _run(tmp_path, moves, max_levels=1)
+def test_tool_calls_are_the_actions_and_a_solved_level_scores_1(runs):
+    moves = SOLUTION_MOVES
+    log = runs["tool_calls"]
     (sample,) = log.samples
     score = sample.scores["normalized_reward"]
     assert score.value == {"normalized": 1.0, "solved": 1.0} and score.answer == "solved"
@@ -160,8 +175,8 @@ def test_tool_calls_are_the_actions_and_a_solved_level_scores_1(tmp_path):
     assert score.metadata["env_steps"] == len(moves) and score.metadata["tokens_in"] == 10 * len(moves)
 
 
-def test_a_folder_of_environments_is_one_task(tmp_path):
-    log = _run(tmp_path, [], "envforge/reference", max_levels=1, split="val")  # the bundled reference envs
+def test_a_folder_of_environments_is_one_task(runs):
+    log = runs["folder"]
     assert sorted(s.id for s in log.samples) == ["crate_dock/level_11.yaml", "tide_pool/level_11.yaml"]
     assert {s.metadata["level"] for s in log.samples} == {"val_levels/level_11.yaml"}
 
@@ -195,37 +210,12 @@ def test_a_full_disk_under_the_tokenizer_cache_leaves_the_download_to_tiktoken(t
     assert list((tmp_path / "cache").iterdir()) == []  # no partial file left behind
 
 
-RUN_GO = """
-import itertools, json, sys
-from inspect_ai import eval as inspect_eval
-from inspect_ai.model import ModelOutput, get_model
-
-model = get_model("mockllm/model", custom_outputs=(
-    ModelOutput.for_tool_call("mockllm", "go", {}) for _ in itertools.count()))
-(log,) = inspect_eval("envforge/env", model=model, task_args={"path": sys.argv[1], "max_levels": 1}, display="none")
-print(json.dumps({"status": log.status, "error": str(log.error or ""), "location": log.location}))
-"""
-
-
-def test_an_episode_whose_rewards_overflow_is_unscored_as_evaluate_leaves_it_out(tmp_path):
+def test_an_episode_whose_rewards_overflow_is_unscored_as_evaluate_leaves_it_out(runs):
     """Issue 22 item 5: Inspect averaged -inf. The overflowing env's sample is unscored (Inspect's
     NaN sentinel, left out of the means and counted), the other env's sample is scored."""
     import math
-    import shutil
 
-    from inspect_ai.log import read_eval_log
-
-    envs = tmp_path / "envs"
-    shutil.copytree(ROOT / "tests" / "hostile" / "overflow_reward", envs / "overflow_reward")
-    shutil.copytree(CRATE_DOCK, envs / "crate_dock")
-    work = tmp_path / "work"
-    work.mkdir()
-    done = subprocess.run([sys.executable, "-c", RUN_GO, str(envs)], cwd=work, env=_offline_env(tmp_path),
-                          capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stderr[-3000:]
-    result = json.loads(done.stdout.strip().splitlines()[-1])
-    assert result["status"] == "success", result["error"]
-    log = read_eval_log(result["location"])
+    log = runs["overflow"]
     scores = {s.id: s.scores["normalized_reward"] for s in log.samples}
     overflow = scores["overflow_reward/level_01.yaml"]
     assert math.isnan(overflow.value) and overflow.answer == "invalid_reward"
