@@ -1,7 +1,7 @@
 """Hostile environment folders on the host side (issue 15 groups 1 and 5, issue 13 item 1).
 
 A config that `check` reports must not make `evaluate`, `verify` or `play` crash: each command,
-run as a real subprocess, ends with one located line `file[:line]: expected …, found …`, its
+run as a user runs it (cli_kit.envforge), ends with one located line `file[:line]: expected …, found …`, its
 usual exit code and no traceback. A linked file is never followed: the canary it points at
 appears in no output and no file written.
 """
@@ -11,15 +11,13 @@ import json
 import os
 import socket
 import subprocess
-import sys
 import uuid
 from pathlib import Path
 
 import pytest
+from cli_kit import envforge
 
 from pipeline.testing.tiny_env import write_env
-
-ENVFORGE = [sys.executable, "-m", "pipeline.cli"]
 
 
 def alias_bomb() -> str:
@@ -120,8 +118,7 @@ COMMANDS = {
 def run(command: str, env: Path, tmp: Path) -> subprocess.CompletedProcess:
     args, _ = COMMANDS[command]
     extra = ["--out", str(tmp / "out")] if command == "evaluate" else []
-    return subprocess.run(ENVFORGE + [command, str(env), *args, *extra], capture_output=True, text=True,
-                          timeout=300, cwd=tmp)
+    return envforge(command, str(env), *args, *extra, cwd=tmp, traceback_ok=True)  # asserted by each test
 
 
 @pytest.mark.parametrize("command", sorted(COMMANDS))
@@ -223,7 +220,7 @@ def test_a_file_or_folder_name_with_a_line_break_forges_no_line(tmp_path):
     write_env(runs / "twin\nFAILED: forged twin")
     for args in (["check", str(env)], ["evaluate", str(runs), "--agent", "random", "--runs", "1", "--out",
                                        str(tmp_path / "out")]):
-        done = subprocess.run(ENVFORGE + args, capture_output=True, text=True, timeout=300, cwd=tmp_path)
+        done = envforge(*args, cwd=tmp_path, traceback_ok=True)  # asserted below
         output = done.stdout + done.stderr
         assert done.returncode == 0, output
         # The name may be named (escaped, on one line: a warning says it is left out), never printed raw.

@@ -5,19 +5,17 @@ that fails validation writes nothing."""
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from cli_kit import envforge
 
 from pipeline.cli import main
 
 ROOT = Path(__file__).resolve().parent.parent
 REFERENCE = ROOT / "generated_envs" / "reference"
-ENVFORGE = str(Path(sys.executable).parent / "envforge")
 ONE = ("--max-levels", "1", "--runs", "1")
 
 
@@ -110,9 +108,7 @@ def test_an_out_holding_episodes_needs_resume(tmp_path, capsys):
 
 
 def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
-    env.update(ENVFORGE_CACHE=str(cwd / "cache.sqlite"), ENVFORGE_DOTENV=str(cwd / ".env"))
-    return subprocess.run([ENVFORGE, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
+    return envforge(*args, cwd=cwd, traceback_ok=True)
 
 
 def test_learn_on_a_missing_environment_writes_nothing(tmp_path):
@@ -165,21 +161,21 @@ def test_a_broken_env_exits_1_with_its_file_and_line_and_once_fixed_is_scored_on
     assert records(out)[-1]["stop_reason"] == "solved" and records(out)[-1]["normalized"] == 1.0
 
 
+TWO_LEVELS = ["evaluate", str(REFERENCE / "crate_dock"), "--max-levels", "2", "--runs", "1", "--agent", "random"]
+
+
 def test_a_record_cut_short_is_set_aside_with_a_warning_and_its_episode_runs_again_once(tmp_path):
     """Issue 23 item 5: episodes.jsonl ending mid-line (a kill, a full disk) had --resume append
     onto the partial line; that episode became unreadable and ran again on every resume, silently."""
     out = tmp_path / "ev"
-    first = subprocess.run([ENVFORGE, "evaluate", str(REFERENCE / "crate_dock"), "--max-levels", "2", "--runs", "1",
-                            "--agent", "random", "--out", str(out)], capture_output=True, text=True, timeout=600)
+    first = envforge(*TWO_LEVELS, "--out", str(out))
     assert first.returncode == 0, first.stderr
     jsonl = out / "episodes.jsonl"
     whole, last = jsonl.read_text().splitlines(keepends=True)
     jsonl.write_text(whole + last[: len(last) // 2])  # the run was killed while writing the second record
     cut = last[: len(last) // 2]
 
-    resumed = subprocess.run([ENVFORGE, "evaluate", str(REFERENCE / "crate_dock"), "--max-levels", "2", "--runs", "1",
-                              "--agent", "random", "--out", str(out), "--resume"], capture_output=True, text=True,
-                             timeout=600)
+    resumed = envforge(*TWO_LEVELS, "--out", str(out), "--resume")
     assert resumed.returncode == 0, resumed.stderr
     assert (f"envforge: warning: {jsonl}: its last line was cut short (a killed run or a full disk); its "
             f"{len(cut.encode())} byte(s) were moved to episodes.jsonl.torn and the file goes on from the line before"
@@ -189,9 +185,7 @@ def test_a_record_cut_short_is_set_aside_with_a_warning_and_its_episode_runs_aga
     rows = records(out)  # every line whole JSON again
     assert len(rows) == 2 and {r["level"] for r in rows} == {"levels/level_01.yaml", "levels/level_02.yaml"}
 
-    again = subprocess.run([ENVFORGE, "evaluate", str(REFERENCE / "crate_dock"), "--max-levels", "2", "--runs", "1",
-                            "--agent", "random", "--out", str(out), "--resume"], capture_output=True, text=True,
-                           timeout=600)
+    again = envforge(*TWO_LEVELS, "--out", str(out), "--resume")
     assert "2 episode(s), 2 already done, 0 run now" in again.stdout
     assert "warning" not in again.stderr
 

@@ -7,16 +7,15 @@ from __future__ import annotations
 import json
 import re
 import shutil
-import subprocess
-import sys
 from pathlib import Path
+
+from cli_kit import envforge as cli
 
 import envforge
 from pipeline.evaluate.report import summarize, write_report
 from pipeline.kinds import EpisodeRecord
 
 ROOT = Path(__file__).resolve().parents[1]
-ENVFORGE = str(Path(sys.executable).parent / "envforge")
 OVERFLOW = ROOT / "tests" / "hostile" / "overflow_reward"
 TIDE_POOL = ROOT / "generated_envs" / "reference" / "tide_pool"
 
@@ -37,25 +36,8 @@ def _envs(tmp_path: Path) -> Path:
 
 def test_an_overflowing_env_ends_invalid_reward_and_the_clean_env_of_the_run_is_scored(tmp_path):
     out = tmp_path / "out"
-    done = subprocess.run(
-        [
-            ENVFORGE,
-            "evaluate",
-            str(_envs(tmp_path)),
-            "--agent",
-            "random",
-            "--runs",
-            "1",
-            "--max-levels",
-            "2",
-            "--out",
-            str(out),
-            "--json",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    done = cli("evaluate", str(_envs(tmp_path)), "--agent", "random", "--runs", "1", "--max-levels", "2",
+               "--out", str(out), "--json", traceback_ok=True)  # asserted below
     assert "Traceback" not in done.stderr, done.stderr
     assert done.returncode == 1  # an environment failed: as for env_error
     assert re.search(

@@ -2,8 +2,9 @@
 from __future__ import annotations
 
 import subprocess
-import sys
 from pathlib import Path
+
+from cli_kit import envforge
 
 from pipeline.testing.tiny_env import write_env
 
@@ -11,8 +12,10 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def play(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "pipeline.cli", "play", *args], input=stdin,
-                          capture_output=True, text=True, timeout=60)
+    """`envforge play ARGS` in this process; with `stdin`, in a process of its own that reads it."""
+    if stdin is None:
+        return envforge("play", *args, traceback_ok=True)  # a test asserts what it prints
+    return envforge("play", *args, input=stdin, traceback_ok=True)
 
 
 def test_replayed_solution_solves_the_reference_level():
