@@ -29,6 +29,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from cli_kit import envforge
 from sandbox_kit import CANARY, HOSTILE, LEVEL
 
 from pipeline.sandbox.outside.capabilities import ladder
@@ -255,8 +256,7 @@ def test_check_says_which_confinement_the_env_ran_under(tmp_path):
     from pipeline.testing.tiny_env import write_env
 
     env = write_env(tmp_path / "corridor")
-    done = subprocess.run([sys.executable, "-m", "pipeline.cli", "check", str(env)], capture_output=True, text=True,
-                          timeout=900, cwd=ROOT)
+    done = envforge("check", str(env), cwd=ROOT)
     last = done.stdout.strip().splitlines()[-1]
     assert last.startswith("ok: ") and f", sandbox: {capabilities()['mode']} (" in last, done.stdout + done.stderr
     done = _no_rung("-m", "pipeline.cli", "check", str(env), "--unconfined")

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from cli_kit import envforge
 
 from pipeline.cli import main
 
@@ -85,6 +86,7 @@ def test_every_episode_has_a_csv_row_and_a_trajectory(baselines):
 
 
 def test_plots_are_left_out_when_turned_off_and_a_bad_setting_is_named(tmp_path):
+    # processes of their own: each runs with its own ENVFORGE_PLOTS
     off = dict(os.environ, ENVFORGE_PLOTS="off")
     done = subprocess.run(evaluate_cmd(tmp_path / "off", "--agent", "random", "--max-levels", "1"), env=off,
                           capture_output=True, text=True, timeout=300)
@@ -222,8 +224,7 @@ def test_a_theme_named_like_a_reserved_folder_gets_a_folder_name_that_is_not_and
 def test_a_log_gets_the_plan_first_then_plain_progress_lines(tmp_path):
     """Issue 23: with stderr not a terminal (a log, CI, Jupyter) evaluate printed nothing, and its
     plan line came only after the run."""
-    done = subprocess.run([sys.executable, "-m", "pipeline.cli", "evaluate", str(REFERENCE), *FAST, "--agent", "random",
-                           "--out", str(tmp_path / "out")], capture_output=True, text=True, timeout=600)
+    done = envforge("evaluate", str(REFERENCE), *FAST, "--agent", "random", "--out", str(tmp_path / "out"))
     assert done.returncode == 0, done.stderr
     lines = [line for line in done.stderr.splitlines() if line.startswith("evaluate: random: ")]
     assert lines[0] == "evaluate: random: 12 episode(s) planned, 0 already done, 12 to run now"
