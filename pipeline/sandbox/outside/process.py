@@ -6,6 +6,7 @@ behind a `Worker`.
 from __future__ import annotations
 
 import atexit
+import functools
 import itertools
 import json
 import os
@@ -48,6 +49,23 @@ def _sweep_stale_dirs() -> None:
         pid = path.name[len(DIR_PREFIX):].split("-")[0]
         if pid.isdigit() and not _pid_alive(int(pid)):
             remove_tree(str(path))
+
+
+@functools.cache
+def _compile_worker_code() -> None:
+    """Write the bytecode of envforge's modules that only a worker imports (sandbox/inside/, the
+    runtime), once a process. A worker writes none (PYTHONDONTWRITEBYTECODE, a read-only view of the
+    package), and envforge's own process never imports them, so without this an install that
+    compiles nothing (an editable one) has every worker start compile them again from source. Like
+    Python's own caching: skipped where this process may not write bytecode, and a file it cannot
+    write is left as it is."""
+    if sys.dont_write_bytecode:
+        return
+    import compileall
+
+    package = Path(__file__).resolve().parents[2]
+    for folder in (package / "sandbox" / "inside", package / "runtime"):
+        compileall.compile_dir(folder, quiet=2)
 
 
 def _pid_alive(pid: int) -> bool:
@@ -128,6 +146,7 @@ class Worker:
         request_r, request_w = os.pipe()
         reply_r, reply_w = os.pipe()
         output_r, output_w = os.pipe()
+        _compile_worker_code()
         prefix = list(LAUNCHERS.get(self.mode, ()))
         # A namespaced worker's /tmp is private; elsewhere its tmp is the folder made for it.
         tmp = "/tmp" if namespaced(self.mode) else os.path.join(self.base, "tmp")
