@@ -14,6 +14,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
+from cli_kit import envforge
 from sandbox_kit import (
     CANARY,
     LEVEL,
@@ -104,8 +105,7 @@ def test_a_file_its_owner_cannot_read_is_left_out(host: Host):
 def test_check_says_what_the_copy_left_out(host: Host):
     env_dir = host.env("read_linked_files")
     plant_links(host, env_dir)
-    done = subprocess.run(ENVFORGE + ["check", str(env_dir)], capture_output=True, text=True, timeout=300)
-    assert "Traceback" not in done.stderr, done.stderr
+    done = envforge("check", str(env_dir))
     for name, what in EXPECTED_DROPS.items():
         line = (f"warning: {name}: expected a regular file or folder inside the environment folder, found "
                 f"{what.format(planted=host.planted)}; the sandbox's copy leaves it out")

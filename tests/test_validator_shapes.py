@@ -2,9 +2,9 @@
 from __future__ import annotations
 
 import subprocess
-import sys
 
 import pytest
+from cli_kit import envforge
 
 from pipeline.testing.tiny_env import write_env
 
@@ -37,8 +37,7 @@ SHAPES = {
 
 
 def check(env) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "pipeline.cli", "check", str(env)], capture_output=True,
-                          text=True, timeout=300)
+    return envforge("check", str(env))
 
 
 @pytest.mark.parametrize("shape", sorted(SHAPES))
