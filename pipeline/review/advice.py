@@ -7,9 +7,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from pipeline import layout
+from pipeline import layout, terminal
 from pipeline.generate import stages
-from pipeline.kinds import DegeneratePolicy, DoingNothingScoresMax
+from pipeline.kinds import DegeneratePolicy, DoingNothingScoresMax, NoBetterThanRandom, PlannerScoresNothing
+from pipeline.review.catalog import shorten
 from pipeline.review.details import Details
 
 VERIFY_CHECKS = tuple(name for name, _ in stages.get("verify").checks)
@@ -74,10 +75,11 @@ def advise(d: Details) -> Advice | None:
 
 
 def _reliability_meaning(d: Details) -> str:
+    """What a reliability rejection says, from verify's cause; a figure is quoted only when the cause
+    names it (or, for a record written before causes, when the recorded figures show it)."""
     figures = d.figures.reliability
     per_level = figures.per_level if figures else {}
     randoms = [v.random_normalized for v in per_level.values()]
-    random_mean, planner_mean = (figures.random_normalized, figures.planner_normalized) if figures else (None, None)
     cause = d.cause
     if isinstance(cause, DoingNothingScoresMax):
         return "doing nothing scores the maximum: the reward pays for time passing, not for what the agent does"
@@ -85,11 +87,26 @@ def _reliability_meaning(d: Details) -> str:
         return (f"the random agent scored the max on every level ({len(randoms)}): the reward does not measure "
                 f"skill")
     if isinstance(cause, DegeneratePolicy):
-        return (f"{cause.policy} until the episode ends earns {cause.normalized:.0%} of the max (the search planner "
-                f"{cause.planner_normalized:.0%}): the reward does not measure skill")
-    if isinstance(random_mean, (int, float)) and isinstance(planner_mean, (int, float)):
-        if planner_mean <= 0:
+        return (f"{_quoted(cause.policy)} until the episode ends earns {cause.normalized:.0%} of the max (the search "
+                f"planner {cause.planner_normalized:.0%}): the reward does not measure skill")
+    if isinstance(cause, PlannerScoresNothing):
+        return "the search planner scored nothing: no action sequence it found earns any reward"
+    if isinstance(cause, NoBetterThanRandom):
+        return _no_better_than_random(cause.random_normalized, cause.planner_normalized)
+    if cause is None and figures and isinstance(figures.random_normalized, (int, float)) \
+            and isinstance(figures.planner_normalized, (int, float)):  # written before causes: the figures decide
+        if figures.planner_normalized <= 0:
             return "the search planner scored nothing: no action sequence it found earns any reward"
-        return (f"the random agent scored {random_mean:.0%} of the max and the search planner {planner_mean:.0%}: "
-                f"random play does about as well as search, so the reward does not measure skill")
-    return "the reward does not separate skilled play from random play (see the reliability figures)"
+        if figures.random_normalized >= figures.planner_normalized - figures.margin:
+            return _no_better_than_random(figures.random_normalized, figures.planner_normalized)
+    return "the reliability check found the reward does not measure skill (see the reason and the reliability figures)"
+
+
+def _no_better_than_random(random_mean: float, planner_mean: float) -> str:
+    return (f"the random agent scored {random_mean:.0%} of the max and the search planner {planner_mean:.0%}: "
+            f"random play does about as well as search, so the reward does not measure skill")
+
+
+def _quoted(text: str, width: int = 80) -> str:
+    """Text from the environment's record on one line, cut to `width`, every control character escaped."""
+    return terminal.shown(shorten(text, width))
