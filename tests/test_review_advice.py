@@ -3,7 +3,6 @@ verification.json as review reads it (pipeline/review/details.py): a figure is q
 verify's cause names it, or, in a record written before causes, when the recorded figures show it."""
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from pipeline import records
