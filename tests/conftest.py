@@ -68,6 +68,20 @@ def pytest_configure(config):
     compileall.compile_dir(root / "tests", maxlevels=0, quiet=2)
 
 
+# --- scheduling under xdist (`--dist loadgroup`, pyproject.toml): tests go to the processes one by
+# one, so a module of long tests no longer holds one process while the others wait at the end. A test
+# that uses a fixture made once per module or class (a Ray cluster, verify runs, the records demos)
+# stays with its module's other such tests in one process (xdist_group), so that fixture is made once;
+# the session's artifacts (the demos below) are shared through a file lock and need no group. ---
+@_llm_pytest.hookimpl(tryfirst=True)  # before xdist's own hook, which turns the groups into node ids
+def pytest_collection_modifyitems(items):
+    for item in items:
+        info = getattr(item, "_fixtureinfo", None)
+        scopes = {d.scope for defs in (info.name2fixturedefs.values() if info else ()) for d in defs}
+        if scopes & {"module", "class", "package"}:
+            item.add_marker(_llm_pytest.mark.xdist_group(item.module.__name__))
+
+
 # --- plots: evaluate draws two PNGs a run (about 2 CPU-seconds, mostly importing matplotlib); the
 # suite runs evaluate some hundred times, so plots are off except where a test asks for them
 # (test_evaluate.py's report test). ---
