@@ -553,8 +553,30 @@ class VerifyFigures(KeepsUnknown, Shape):
 
 @dataclass(frozen=True)
 class RejectionCause(Shape):
-    """Why a verification stage rejected, by kind (`TAG`): the shapes below."""
+    """Why a verification stage rejected, by kind (`TAG`): the shapes below. A cause that reads as
+    none of them (a kind a newer envforge wrote, or fields that do not fit) reads as an UnknownCause,
+    kept as written: the verdict and figures beside it still read."""
     TAG = "kind"
+
+    @classmethod
+    def from_dict(cls, data: Any, where: str = "record") -> Any:
+        try:
+            return super().from_dict(data, where)
+        except RecordError:
+            if cls is not RejectionCause or not isinstance(data, dict) or not isinstance(data.get(cls.TAG), str):
+                raise
+            return UnknownCause(data[cls.TAG], {k: v for k, v in data.items() if k != cls.TAG})
+
+
+@dataclass(frozen=True)
+class UnknownCause(RejectionCause):
+    """A cause this envforge cannot read as one of its kinds: `kind` as written, and its other fields
+    (`written`), written back as they were. Code deciding on a cause treats it as no known cause."""
+    kind: str
+    written: dict = field(default_factory=dict)
+
+    def to_dict(self) -> dict:
+        return {self.TAG: self.kind, **self.written}
 
 
 def _cause(kind: str):
@@ -653,8 +675,8 @@ class SafetyStop(RejectionCause):
 class GeneratorAndShippedLevelsFail(RejectionCause):
     """The generator failed (`generator`: why) and so did the shipped levels checked after it
     (`shipped`: why): both are named, neither hides the other."""
-    generator: RejectionCause
-    shipped: RejectionCause
+    generator: RejectionCause | None  # None: a failure that named no cause
+    shipped: RejectionCause | None
 
 
 @_cause("generator_ignores_seed")

@@ -69,3 +69,21 @@ def test_a_no_better_than_random_cause_quotes_its_own_figures(tmp_path):
     means = _means(_folder(tmp_path, cause))
     assert means == ("means:  the random agent scored 40% of the max and the search planner 50%: random play does "
                      "about as well as search, so the reward does not measure skill")
+
+
+def test_a_cause_of_a_kind_this_envforge_does_not_know_keeps_the_figures_shown(tmp_path):
+    """A newer envforge's cause kind: the verdict, figures and the kind are shown; no claim is made."""
+    out = show.explain(gather(_folder(tmp_path, {"kind": "from_a_newer_envforge", "x": 1})))
+    assert f"== verification ==\n  rejected at reliability: {REASON}\n" \
+           "  cause: from_a_newer_envforge (a kind this envforge does not know)\n" in out
+    assert "random_normalized 0.12, planner_normalized 1.0" in out
+    assert "means:  the reliability check found the reward does not measure skill (see the reason and the " \
+           "reliability figures)" in out
+
+
+def test_a_cause_naming_both_failures_reads_back_when_one_part_named_no_cause(tmp_path):
+    cause = {"kind": "generator_and_shipped_levels_fail", "generator": None,
+             "shipped": {"kind": "val_test_overlap", "overlapping": 1, "distinct": 3, "shipped": 4}}
+    out = show.explain(gather(_folder(tmp_path, cause)))
+    assert "  cause: generator_and_shipped_levels_fail\n" in out
+    assert "random_normalized 0.12, planner_normalized 1.0" in out

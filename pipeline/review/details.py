@@ -76,7 +76,8 @@ class Details:
     @property
     def cause(self) -> RejectionCause | None:
         """Why verification rejected it, as verify's typed cause (None: no cause recorded, e.g. by an
-        older envforge, or one that does not read as a known kind)."""
+        older envforge, or not a JSON object with a kind; a kind this envforge does not know reads as
+        an UnknownCause)."""
         found = (self.verification or self.verification_failure).get("cause")
         try:
             return RejectionCause.from_dict(found, "verification cause") if found is not None else None

@@ -6,6 +6,7 @@ import shutil
 import sys
 import time
 
+from pipeline.kinds import UnknownCause
 from pipeline.review.advice import advise
 from pipeline.review.catalog import Entry, count_labels, shorten
 from pipeline.review.details import Details
@@ -62,6 +63,11 @@ def explain(d: Details, full: bool = False) -> str:
         _section(out, "verification")
         add(f"  {'accepted' if verification.get('accepted') else 'rejected at ' + str(verification.get('stage'))}: "
             f"{verification.get('reason', '')}")
+        cause = d.cause
+        if isinstance(cause, UnknownCause):
+            add(f"  cause: {shorten(cause.kind, 60)} (a kind this envforge does not know)")
+        elif cause is not None:
+            add(f"  cause: {cause.TAG_VALUE}")
         out += [f"  {stage}: " + ", ".join(f"{k} {v}" for k, v in shown.items())
                 for stage, shown in d.shown_figures.items()]
 
