@@ -386,6 +386,7 @@ class LevelMaxEntry(KeepsUnknown, Shape):
     expectation: dict | None = None  # a stochastic level: the witness's mean total over seeds, its 95% interval
 
     NULLS_WRITTEN: ClassVar[tuple[str, ...]] = ("validator_bound", "upper_bound", "evidence_bound")
+    CERTAINTIES: ClassVar[tuple[str, ...]] = ("certified", "lower_bound", "unconfirmed_bound", "unknown", "estimate")
 
     @classmethod
     def coerce(cls, value: Any) -> Any:
@@ -394,7 +395,7 @@ class LevelMaxEntry(KeepsUnknown, Shape):
     @property
     def verified(self) -> bool:
         """Whether envforge's verify certified this max (else it is a claim of whoever wrote the file)."""
-        return self.certainty is not None
+        return self.certainty in self.CERTAINTIES
 
     def to_dict(self) -> dict:
         out = super().to_dict()

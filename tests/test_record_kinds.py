@@ -257,7 +257,52 @@ def test_verify_certification_of_a_level_reads_back_as_typed_fields_and_foreign_
     (env / layout.MANIFEST).unlink()  # a folder envforge did not make: its unchecked claims are noted
     from pipeline.envfolder.spec import EnvSpec
     spec = EnvSpec.open(env)
-    assert spec.scoring_max("level_01.yaml") == (1.0, "the max reward of level_01.yaml (1) is the environment's own "
-                                                      "claim, not checked by envforge verify")
+    # an entry saying its max is unknown is taken at its word, whatever else in it does not fit
+    assert spec.scoring_max("level_01.yaml") == (None, "the max reward of level_01.yaml is unknown (verify's search "
+                                                       "found no reward); left out of normalized scores")
     assert spec.scoring_max("level_02.yaml") == (None, "the max reward of level_02.yaml is unknown (verify's search "
                                                        "found no reward); left out of normalized scores")
+
+
+def test_only_a_certainty_verify_writes_in_an_entry_that_fits_is_verify_s_certification(tmp_path):
+    """An entry saying its max is uncertain is taken at its word even when another field does not fit;
+    "certified" in an entry that does not fit, or a certainty verify never writes, is a claim, noted as
+    not checked, also in a folder envforge made."""
+    from pipeline.envfolder.spec import EnvSpec
+
+    env = shutil.copytree(REFERENCE / "crate_dock", tmp_path / "crate_dock")
+    shipped = json.loads((env / layout.LEVEL_MAX_REWARDS).read_text())
+    shipped["levels"] = {"level_01.yaml": {"max_reward": 2.0, "certainty": "lower_bound", "witness": "go north"},
+                         "level_02.yaml": {"max_reward": 2.0, "certainty": "certified", "witness": "go north"},
+                         "level_03.yaml": {"max_reward": 2.0, "certainty": "guessed"},
+                         "level_04.yaml": {"max_reward": 2.0, "certainty": "certified", "exact": True}}
+    (env / layout.LEVEL_MAX_REWARDS).write_text(json.dumps(shipped))
+    spec = EnvSpec.open(env)  # its manifest names an origin: a folder envforge made
+    assert spec.scoring_max("level_01.yaml") == (2.0, "the max reward of level_01.yaml (2) is lower bound: not "
+                                                      "certified")
+    for key in ("level_02.yaml", "level_03.yaml"):
+        assert spec.scoring_max(key) == (2.0, f"the max reward of {key} (2) is the environment's own claim, not "
+                                              f"checked by envforge verify")
+    assert spec.scoring_max("level_04.yaml") == (2.0, "")
+
+
+@pytest.mark.parametrize("certainty", kinds.LevelMaxEntry.CERTAINTIES)
+def test_every_entry_verify_writes_reads_back_as_a_level_max_entry_with_its_certainty(certainty):
+    """verify's writer (LevelMax.entry, written as JSON) against the reader (LevelMaxEntry, and the
+    scoring's certainty), for every certainty it writes; and every entry of the references (which
+    verify's path rebuilds byte for byte) reads back as it was written."""
+    from pipeline.envfolder.spec import _certainty
+    from pipeline.levelmax import LevelMax
+
+    lm = LevelMax("levels/level_01.yaml", "h", 3.0, "bfs", None, 3.0, certainty != "lower_bound", 41,
+                  witness=[{"action": "push", "params": {"dir": "north"}}], notes="n", certainty=certainty,
+                  seed=None if certainty != "estimate" else 7,
+                  expectation={"mean": 3.0, "seeds": 8, "ci95": [2.5, 3.5]} if certainty == "estimate" else None)
+    written = json.loads(json.dumps(lm.entry().to_dict()))
+    read = kinds.LevelMaxEntry.from_dict(written, "entry")
+    assert read.to_dict() == written and read.verified and read.certainty == certainty == _certainty(written)
+    for name in ("crate_dock", "tide_pool"):
+        shipped = json.loads((REFERENCE / name / layout.LEVEL_MAX_REWARDS).read_text())
+        for key, raw in shipped["levels"].items():
+            entry = kinds.LevelMaxEntry.from_dict(raw, f"{name} {key}")
+            assert entry.to_dict() == raw and _certainty(raw) == raw["certainty"] == "certified", (name, key)

@@ -22,6 +22,7 @@ from pipeline.located import Problem
 
 DEFAULT_MAX_STEPS = 100
 SMALLEST_MAX_REWARD = 1e-6  # a positive claimed maximum below this makes normalised scores explode
+UNCERTAIN = ("unknown", "lower_bound", "unconfirmed_bound")  # verify's certainties of a max it did not certify
 
 
 def max_steps(config: Any, file: str = layout.CONFIG) -> int:
@@ -212,6 +213,7 @@ def max_reward_standing(data: Any, claimed: dict[str, float], stages: VerifyFigu
         if key not in claimed:
             continue
         value, certainty = claimed[key], _certainty(entry)
+        says_certainty = isinstance(entry, dict) and entry.get("certainty") is not None
         if certainty == "unknown":
             out[key] = (False, f"the max reward of {key} is unknown (verify's search found no reward); "
                                f"left out of normalized scores")
@@ -232,20 +234,28 @@ def max_reward_standing(data: Any, claimed: dict[str, float], stages: VerifyFigu
             elif status == "unconfirmed":
                 out[key] = (True, f"the claimed max reward of {key} ({value:g}) is unconfirmed: envforge verify "
                                   f"reached only {check.get('found')}")
-            elif status != "confirmed" and not envforge_made:
+            elif status != "confirmed" and (not envforge_made or says_certainty):  # a certainty not verify's
                 out[key] = (True, f"the max reward of {key} ({value:g}) is the environment's own claim, not "
                                   f"checked by envforge verify")
     return out
 
 
 def _certainty(entry: Any) -> str | None:
-    """verify's certainty of a level_max_rewards.json entry, read as its model (LevelMaxEntry); None for
-    a claim (no certainty), and for an entry that does not fit the model (another tool using verify's
-    field names for its own values: its max is a claim, never verify's certification)."""
+    """verify's certainty of a level_max_rewards.json entry; None for a claim. An entry saying its max is
+    uncertain ("unknown", "lower_bound", "unconfirmed_bound") is taken at its word whatever else it
+    says; "certified" or "estimate" counts only in an entry that reads as verify's (LevelMaxEntry);
+    any other value, or an entry that does not fit (another tool using verify's field names for its
+    own values), is a claim, never verify's certification."""
+    raw = entry.get("certainty") if isinstance(entry, dict) else None
+    if raw in UNCERTAIN:
+        return raw
+    if raw not in LevelMaxEntry.CERTAINTIES:
+        return None
     try:
-        return LevelMaxEntry.from_dict(entry, layout.LEVEL_MAX_REWARDS).certainty
+        LevelMaxEntry.from_dict(entry, layout.LEVEL_MAX_REWARDS)
     except RecordError:
         return None
+    return raw
 
 
 def config_tags(config: Any) -> dict[str, str]:
