@@ -300,9 +300,25 @@ def test_every_entry_verify_writes_reads_back_as_a_level_max_entry_with_its_cert
                   expectation={"mean": 3.0, "seeds": 8, "ci95": [2.5, 3.5]} if certainty == "estimate" else None)
     written = json.loads(json.dumps(lm.entry().to_dict()))
     read = kinds.LevelMaxEntry.from_dict(written, "entry")
-    assert read.to_dict() == written and read.verified and read.certainty == certainty == _certainty(written)
+    assert read.to_dict() == written and read.verified and read.certainty == certainty == _certainty(written, True)
     for name in ("crate_dock", "tide_pool"):
         shipped = json.loads((REFERENCE / name / layout.LEVEL_MAX_REWARDS).read_text())
         for key, raw in shipped["levels"].items():
             entry = kinds.LevelMaxEntry.from_dict(raw, f"{name} {key}")
-            assert entry.to_dict() == raw and _certainty(raw) == raw["certainty"] == "certified", (name, key)
+            assert entry.to_dict() == raw and _certainty(raw, True) == raw["certainty"] == "certified", (name, key)
+
+
+def test_a_certified_entry_in_a_file_envforge_did_not_write_is_a_claim(tmp_path):
+    """verify's certification is honoured only in a file with envforge's format stamp: the same
+    entries, the stamp removed (a foreign or hand-edited file), are claims noted as not checked."""
+    from pipeline.envfolder.spec import EnvSpec
+
+    env = shutil.copytree(REFERENCE / "crate_dock", tmp_path / "crate_dock")
+    assert EnvSpec.open(env).scoring_max("level_01.yaml") == (1.0, "")  # the reference: certified
+    shipped = json.loads((env / layout.LEVEL_MAX_REWARDS).read_text())
+    for stamp in ({}, {"format": "envforge.level_max_rewards/9"}, {"format": "autoenv.level_max_rewards/1"}):
+        (env / layout.LEVEL_MAX_REWARDS).write_text(json.dumps(
+            {**{k: v for k, v in shipped.items() if k not in ("format", "envforge")}, **stamp}))
+        assert EnvSpec.open(env).scoring_max("level_01.yaml") == (
+            1.0, "the max reward of level_01.yaml (1) is the environment's own claim, not checked by envforge "
+                 "verify"), stamp

@@ -17,7 +17,7 @@ from dsl_schema.problems import typed
 from pipeline import layout, records, safe_io
 from pipeline.envfolder.level import Level
 from pipeline.errors import LocatedError, UserError, not_a_folder
-from pipeline.kinds import LevelMaxEntry, RecordError, Verification, VerifyFigures
+from pipeline.kinds import LevelMaxEntry, LevelMaxRewards, RecordError, Verification, VerifyFigures
 from pipeline.located import Problem
 
 DEFAULT_MAX_STEPS = 100
@@ -197,11 +197,15 @@ def max_reward_standing(data: Any, claimed: dict[str, float], stages: VerifyFigu
                         envforge_made: bool = False) -> dict[str, tuple[bool, str]]:
     """Per level key with a max reward: (whether it may divide a normalized score, the note that goes
     with every score on it). A max envforge's verify wrote carries its `certainty`: "unknown" (the
-    search found no reward) divides nothing; a lower bound or an unconfirmed bound divides, noted.
+    search found no reward) divides nothing; a lower bound or an unconfirmed bound divides, noted;
+    "certified" counts only in a file with envforge's format stamp (`_certainty`).
     A shipped claim (no certainty) that verification.json found beaten or unreachable divides
     nothing (it is wrong); one it could not confirm, or that no verification checked in a folder
     envforge did not make (`envforge_made`: its manifest names an origin), is noted."""
     entries = data.get("levels") if isinstance(data, dict) and isinstance(data.get("levels"), dict) else {}
+    # verify's certification counts only in a file envforge wrote (its format stamp): elsewhere a
+    # "certified" entry is a foreign or hand-edited claim
+    stamped = isinstance(data, dict) and data.get(records.FORMAT) == records.format_of(LevelMaxRewards.KIND)
     compared = {}
     for figures in (stages.levels, stages.reliability) if stages else ():  # reliability's comparison, made later, wins
         found = figures.claims if figures else None
@@ -212,7 +216,7 @@ def max_reward_standing(data: Any, claimed: dict[str, float], stages: VerifyFigu
         key = layout.level_key(str(raw_key))
         if key not in claimed:
             continue
-        value, certainty = claimed[key], _certainty(entry)
+        value, certainty = claimed[key], _certainty(entry, stamped)
         says_certainty = isinstance(entry, dict) and entry.get("certainty") is not None
         if certainty == "unknown":
             out[key] = (False, f"the max reward of {key} is unknown (verify's search found no reward); "
@@ -240,16 +244,17 @@ def max_reward_standing(data: Any, claimed: dict[str, float], stages: VerifyFigu
     return out
 
 
-def _certainty(entry: Any) -> str | None:
+def _certainty(entry: Any, stamped: bool) -> str | None:
     """verify's certainty of a level_max_rewards.json entry; None for a claim. An entry saying its max is
     uncertain ("unknown", "lower_bound", "unconfirmed_bound") is taken at its word whatever else it
-    says; "certified" or "estimate" counts only in an entry that reads as verify's (LevelMaxEntry);
-    any other value, or an entry that does not fit (another tool using verify's field names for its
-    own values), is a claim, never verify's certification."""
+    says; "certified" or "estimate" counts only in a file envforge wrote (`stamped`: its format) and
+    an entry that reads as verify's (LevelMaxEntry); any other value, or an entry that does not fit
+    (another tool using verify's field names for its own values), is a claim, never verify's
+    certification."""
     raw = entry.get("certainty") if isinstance(entry, dict) else None
     if raw in UNCERTAIN:
         return raw
-    if raw not in LevelMaxEntry.CERTAINTIES:
+    if not stamped or raw not in LevelMaxEntry.CERTAINTIES:
         return None
     try:
         LevelMaxEntry.from_dict(entry, layout.LEVEL_MAX_REWARDS)
