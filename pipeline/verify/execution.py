@@ -63,8 +63,7 @@ def _roll_out(ctx: Context, sources: list[Level], figures: ExecutionFigures, lev
 def _plan(ctx: Context, env: EnvClient, source: Level, figures: ExecutionFigures, failures: Counter) -> list[dict]:
     try:
         first = env.reset(source)
-        _observation(first.observation, f"after reset on {source}", failures,
-                     EmptyObservation(str(source), 0, "the planner's search"))
+        _observation(first.observation, failures, source, "the planner's search")
         result = planner.search(env, ctx.spec, actions=planner.candidates(ctx.space, env),
                                 max_nodes=ctx.options.execution_nodes, seconds=ctx.options.search_seconds)
     except SandboxFailure as f:
@@ -133,7 +132,7 @@ def _episode(ctx: Context, env: EnvClient, source: Level, what: str, figures: Ex
     held: list[set[str]] = []  # the end conditions holding before the step to come
 
     def first_turn(observation):
-        _observation(observation, f"after reset on {source}", failures, EmptyObservation(str(source), 0, what))
+        _observation(observation, failures, source, what)
         if ends.conditions:
             held.append(ends.holding(env.observe(want_state=True).state, 0, None))
 
@@ -141,8 +140,7 @@ def _episode(ctx: Context, env: EnvClient, source: Level, what: str, figures: Ex
     chosen = watched.chosen
 
     def on_step(action, result):
-        _observation(result.observation, f"after step {len(chosen)} ({_fmt(action)}) of a {what} on {source}",
-                     failures, EmptyObservation(str(source), len(chosen), what, _fmt(action)))
+        _observation(result.observation, failures, source, what, len(chosen), action)
         if not held:
             return
         step = len(chosen)
@@ -179,11 +177,16 @@ def _episode(ctx: Context, env: EnvClient, source: Level, what: str, figures: Ex
             f"still running after {ctx.max_steps} steps of a {what} on {source} (the runtime truncated it)"]
 
 
-def _observation(observation, what: str, failures: Counter, cause: EmptyObservation) -> None:
-    if observation is None or (isinstance(observation, str) and not observation.strip()):
-        failures["empty_observation"] += 1
-        raise Rejected(f"{layout.ENV_MAIN}: expected a non-empty observation {what}, found {observation!r}",
-                       cause=cause)
+def _observation(observation, failures: Counter, source: Level, what: str, step: int = 0,
+                 action: dict | None = None) -> None:
+    """Reject an observation that is None or blank, after reset (`step` 0) or after step `step` of a
+    `what` (the reason and the cause are made only then: this runs on every step)."""
+    if observation is not None and not (isinstance(observation, str) and not observation.strip()):
+        return
+    failures["empty_observation"] += 1
+    at = f"after reset on {source}" if action is None else f"after step {step} ({_fmt(action)}) of a {what} on {source}"
+    raise Rejected(f"{layout.ENV_MAIN}: expected a non-empty observation {at}, found {observation!r}",
+                   cause=EmptyObservation(str(source), step, what, None if action is None else _fmt(action)))
 
 
 def _fmt(action: dict) -> str:
