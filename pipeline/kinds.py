@@ -463,6 +463,7 @@ class LevelsFigures(StageFigures):
     levels_scored: list[str] | None = None
     max_rewards: dict[str, float] | None = None
     lower_bounds: list[str] | None = None
+    stopped_at_claim: list[str] | None = None  # lower bounds whose search stopped on reaching a claim (no proof)
     exact_levels: list[str] | None = None
     unknown_maxima: dict[str, str] | None = None  # level -> why it has no max to divide by
     gaps: dict[str, float] | None = None  # level -> upper bound - max reward

@@ -109,6 +109,7 @@ class LevelMax:
     proof: str = ""
     upper_bound: float | None = None  # the best proved or declared upper bound, when there is one
     cut_by_clock: bool = False  # the --search-seconds safety stop cut a search: figures depend on load
+    stopped_at_claim: bool = False  # the search stopped on reaching the validator's or shipped claim (no proof)
     bound_refuted: str = ""  # how a step broke the DSL's reward bound (then there is no upper bound from it)
     # A lower bound with no upper bound: what the search's steps suggest (`evidence_bound`), never a proof
     evidence_bound: float | None = None
@@ -193,7 +194,7 @@ def certify(search: Search, worker: EnvClient, source: str, bound: float | None,
                                                 float(tidy(achieved)), steps))
     lm = LevelMax(source, digest, achieved, "", bound, achieved, exhaustive, nodes, list(result.witness),
                   nothing_reward=nothing)
-    lm.cut_by_clock, lm.bound_refuted = cut_by_clock, refuted or ""
+    lm.cut_by_clock, lm.bound_refuted, lm.stopped_at_claim = cut_by_clock, refuted or "", at_claim and not proof
     lm.proof = proof or ""
     lm.upper_bound = achieved if proof else upper
     searched = f"{'exhaustive ' if exhaustive else ''}search over {nodes} nodes" + (

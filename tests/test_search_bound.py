@@ -248,3 +248,9 @@ def test_a_search_that_stops_at_a_claim_it_reaches_says_that_is_no_proof(tmp_pat
     entry = maxima["level_02.yaml"]
     assert (entry["max_reward"], entry["exact"], entry["certainty"]) == (2.5, False, "lower_bound")
     assert "(a lower bound: the search stopped on reaching the claimed max, which proves nothing)" in entry["notes"]
+    # The claim is reached, not confirmed (nothing proves more is impossible), and the summary says why
+    # the search ended short of a proof: not its budget.
+    assert levels["stopped_at_claim"] == ["level_02.yaml"]
+    assert levels["claims"]["level_02.yaml"]["status"] == "reached"
+    line = next(line for line in proc.stdout.splitlines() if line.startswith("levels:"))
+    assert "the search stopped on reaching the validator's or shipped claim, which proves nothing" in line

@@ -364,3 +364,18 @@ def test_a_stochastic_env_gets_expectation_estimates_not_certified_maxima(tmp_pa
         )
         assert 0 < entry["max_reward"] <= 1 and entry["notes"].startswith("stochastic: expectation estimate")
         assert levels["expectation_estimates"][key] == entry["expectation"]
+
+
+def test_a_claim_verify_reached_but_did_not_prove_divides_scores_with_a_note():
+    """A shipped claim that a witness scores is a lower bound unless a proof backs it: it divides
+    normalized scores, noted as not proved; one equal to a proved max divides with no note."""
+    from pipeline.envfolder.spec import max_reward_standing
+    from pipeline.kinds import VerifyFigures
+
+    data = {"levels": {"level_01.yaml": {"max_reward": 1.2}, "level_02.yaml": {"max_reward": 1.0}}}
+    stages = VerifyFigures.from_dict({"levels": {"claims": {
+        "level_01.yaml": {"claimed": 1.2, "found": 1.2, "exhaustive": False, "exact": False, "status": "reached"},
+        "level_02.yaml": {"claimed": 1.0, "found": 1.0, "exhaustive": True, "exact": True, "status": "confirmed"}}}})
+    standing = max_reward_standing(data, {"level_01.yaml": 1.2, "level_02.yaml": 1.0}, stages)
+    assert standing == {"level_01.yaml": (True, "the claimed max reward of level_01.yaml (1.2) is reached by envforge "
+                                                "verify's search, not proved: a lower bound")}

@@ -80,7 +80,7 @@ def _summary(f, shown: dict) -> str:
             f"search {f.search_nodes} nodes in {f.search_seconds:g}s"
             + (f" ({f.nodes_per_second:,} nodes/s)" if f.nodes_per_second else "")
             + f"; {len(f.exact_levels or [])} max reward(s) exact"
-            + (f"; {len(f.lower_bounds)} only a lower bound (search budget spent"
+            + (f"; {len(f.lower_bounds)} only a lower bound ({_why_lower(f)}"
                f"{bounds_text(f.gaps or {}, f.no_upper_bound or {})})" if f.lower_bounds else "")
             + (f"; {len(f.unknown_maxima)} unknown" if f.unknown_maxima else "")
             + (f"; {len(f.cut_by_safety_stop)} cut by the --search-seconds safety stop (load-dependent)"
@@ -102,6 +102,15 @@ def _summary(f, shown: dict) -> str:
                 f"{'?' if f.planner_normalized is None else f.planner_normalized} normalized (margin {f.margin:g}), "
                 f"{f.episodes} episodes; {_time(f)}")
     return _time(f) if isinstance(f, StageFigures) else json.dumps(shown)[:200]
+
+
+def _why_lower(f: LevelsFigures) -> str:
+    """Why a search ended short of a proof: its budget ran out, or it stopped on reaching a claim."""
+    at_claim, spent = len(f.stopped_at_claim or []), len(f.lower_bounds) - len(f.stopped_at_claim or [])
+    claim = "the search stopped on reaching the validator's or shipped claim, which proves nothing"
+    if not at_claim:
+        return "search budget spent"
+    return claim if not spent else f"search budget spent on {spent}; {claim} on {at_claim}"
 
 
 def _time(f) -> str:

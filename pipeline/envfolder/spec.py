@@ -235,6 +235,9 @@ def max_reward_standing(data: Any, claimed: dict[str, float], stages: VerifyFigu
                 out[key] = (False, f"the claimed max reward of {key} ({value:g}) is unreachable: "
                                    f"{why or 'an exhaustive search scores only ' + str(check.get('found'))}; "
                                    f"left out of normalized scores")
+            elif status == "reached":
+                out[key] = (True, f"the claimed max reward of {key} ({value:g}) is reached by envforge verify's "
+                                  f"search, not proved: a lower bound")
             elif status == "unconfirmed":
                 out[key] = (True, f"the claimed max reward of {key} ({value:g}) is unconfirmed: envforge verify "
                                   f"reached only {check.get('found')}")

@@ -2,7 +2,9 @@
 
 Per level: the claimed max reward, the max envforge found (search, doing nothing and every other
 rollout it saw on the level) and a status:
-  * "confirmed"   — they agree;
+  * "confirmed"   — they agree, and the max is proved (an exhaustive search, or a declared bound met);
+  * "reached"     — a replayed witness scores the claim, but nothing proves more is impossible: the
+    claim is a lower bound (the search stops on reaching it, which proves nothing);
   * "beaten"      — envforge scored more than the claim: normalized scores against it exceed 1;
   * "unreachable" — a proved max is less (an exhaustive search, or a declared bound met), or the
     claim is above the DSL's reward bound (which no step the search took broke): no action
@@ -38,7 +40,7 @@ def compare(claims: dict[str, float], found: list) -> dict[str, dict]:
         if best_seen > claimed + EPS:
             status = "beaten"
         elif best_seen >= claimed - EPS:
-            status = "confirmed"
+            status = "confirmed" if lm.exact else "reached"
         else:
             status = "unreachable" if lm.search_exhaustive or lm.exact else "unconfirmed"
         why = None

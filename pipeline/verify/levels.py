@@ -132,7 +132,9 @@ def _scored_figures(figures: LevelsFigures, scored: list[LevelMax], ctx: Context
     figures.levels_scored = [lm.source for lm in scored]
     figures.corrected = sum(lm.corrected for lm in scored)
     figures.max_rewards = {layout.level_key(lm.source): float(tidy(lm.max_reward)) for lm in scored}
-    figures.lower_bounds = [layout.level_key(lm.source) for lm in scored if lm.certainty == "lower_bound"]
+    lower = [lm for lm in scored if lm.certainty == "lower_bound"]
+    figures.lower_bounds = [layout.level_key(lm.source) for lm in lower]
+    figures.stopped_at_claim = [key for key, lm in zip(figures.lower_bounds, lower) if lm.stopped_at_claim]
     figures.exact_levels = [layout.level_key(lm.source) for lm in scored if lm.exact]
     # every level whose max must not divide a score (unknown, or not positive), with the reason
     figures.unknown_maxima = {layout.level_key(lm.source): unscored_reason(lm) for lm in scored if not scorable(lm)}
