@@ -317,6 +317,7 @@ class ThemeRecord(Record):
 class Rejection(Record):
     """OUT/_rejected/NAME/rejection.json: the stage that rejected a theme, why, and the evidence."""
     KIND = "rejection"
+    OMIT_NONE = True
     name: str
     stage: str
     reason: str
@@ -324,6 +325,7 @@ class Rejection(Record):
     stages: dict = field(default_factory=dict)  # the latest attempt of each stage (RunDB.stage_record)
     log_excerpt: list[str] = field(default_factory=list)
     rejected_at: str = ""
+    cause: RejectionCause | None = None  # why, for code (pipeline.errors.Rejected.cause); None: none named
 
 
 @dataclass
@@ -829,6 +831,20 @@ class ModelsNotSeparated(RejectionCause):
     weak_normalized: float
     strong_normalized: float
     runs: int
+
+
+# -- why generate rejected a theme without a finding (pipeline/generate/run.py) ---------------------
+
+@_cause("budget_stop")
+class BudgetStop(RejectionCause):
+    """A budget cap refused a stage's next model call (pipeline.llm.ledger's BudgetExceeded): nothing
+    was found wrong with the theme. `scope`: "run" (--budget-usd; `--resume` goes on from the stage)
+    or "theme" (--theme-budget-usd: what the theme may cost). The dollars are None in a cause read
+    from a run database written before causes (its stage attempt's exit status said a cap stopped it)."""
+    scope: str
+    cap_usd: float | None = None
+    spent_usd: float | None = None  # spent or committed when the call was refused
+    estimate_usd: float | None = None  # what the refused call could have cost
 
 
 @dataclass

@@ -52,7 +52,7 @@ LOCK_FILE = ".envforge.lock"
 # kind -> its model (pipeline/kinds.py), which carries the current major version. Bump the major
 # when a reader of the old one would misread.
 KINDS: dict[str, type[Record]] = {model.KIND: model for model in kinds.MODELS}
-SQLITE_SCHEMAS = {"run_db": 2, "response_cache": 1}  # database -> PRAGMA user_version
+SQLITE_SCHEMAS = {"run_db": 3, "response_cache": 1}  # database -> PRAGMA user_version
 _FORMAT = re.compile(r"envforge\.([a-z_]+)/(\d+)")
 
 

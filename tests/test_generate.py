@@ -245,6 +245,11 @@ def test_run_budget_stops_before_the_cap_and_says_so(llm_server, llm_env, tmp_pa
     assert summary["skipped"], "themes after the cap are not started"
     assert "run budget" in result.stderr
     stopped = [name for name, r in summary["rejected"].items() if "budget exceeded" in r["reason"]]
+    for name in stopped:  # the run database records the cap that stopped it, and review reads that
+        cause, means, nxt = _budget_advice(tmp_path / "out", name)
+        assert (cause.scope, cause.cap_usd) == ("run", 0.01) and cause.spent_usd + cause.estimate_usd > 0.01
+        assert means.startswith("means:  the run's budget cap (--budget-usd) stopped its model calls")
+        assert "`envforge generate --resume`" in nxt
 
     # A budget stop is not a finding about the theme: --resume with a bigger budget goes on from there.
     resumed = generate("--themes", str(themes), "--out", str(tmp_path / "out"), "--model", "openai/gpt-4o-mini",
@@ -269,11 +274,32 @@ def test_a_theme_stopped_by_its_own_budget_stays_rejected_on_resume(llm_server, 
     env = {"OPENAI_API_KEY": "test-key", "ENVFORGE_CACHE": str(llm_env / "c.sqlite"), "NO_PROXY": "127.0.0.1"}
     first = generate(*argv, env_extra=env)
     assert [r["reason"] for r in json.loads(first.stdout)["rejected"].values()][0].startswith("budget exceeded")
+    [name] = json.loads(first.stdout)["rejected"]
+    cause, means, nxt = _budget_advice(tmp_path / "out", name)
+    assert (cause.scope, cause.cap_usd) == ("theme", 0.005)
+    assert means == ("means:  its model calls reached a budget cap before the stage finished; nothing is wrong with "
+                     "it yet")
+    assert nxt.endswith("with a model and a larger --theme-budget-usd")
     calls = len(llm_server.requests)
     again = generate(*argv, "--resume", env_extra=env)
     rejected = json.loads(again.stdout)["rejected"]
     assert [r["reason"] for r in rejected.values()][0].startswith("budget exceeded"), again.stderr
     assert "stopped by the run budget" not in again.stderr and len(llm_server.requests) == calls
+
+
+def _budget_advice(out: Path, name: str):
+    """The typed cause review reads for `name` (a BudgetStop), and what `review show` says it means."""
+    from pipeline.kinds import BudgetStop
+    from pipeline.review import show
+    from pipeline.review.catalog import Catalog
+    from pipeline.review.details import gather
+
+    with Catalog.open(out) as catalog:
+        entry = catalog.get(name)
+        lines = show.explain(gather(entry)).splitlines()
+    assert isinstance(entry.cause, BudgetStop), entry.cause
+    said = {ln.split(":", 1)[0]: ln for ln in lines if ln.startswith(("means:", "next:"))}
+    return entry.cause, said["means"], said["next"]
 
 
 def test_resume_refuses_themes_made_with_other_settings(corridors, tmp_path):

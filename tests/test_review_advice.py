@@ -3,6 +3,7 @@ verification.json as review reads it (pipeline/review/details.py): a figure is q
 verify's cause names it, or, in a record written before causes, when the recorded figures show it."""
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 from pipeline import records
@@ -87,3 +88,150 @@ def test_a_cause_naming_both_failures_reads_back_when_one_part_named_no_cause(tm
     out = show.explain(gather(_folder(tmp_path, cause)))
     assert "  cause: generator_and_shipped_levels_fail\n" in out
     assert "random_normalized 0.12, planner_normalized 1.0" in out
+
+
+# -- a theme a budget cap stopped: the run database's typed cause, not the reason's words ---------------
+
+BUDGET_REASON = ("budget exceeded: budget exceeded: theme 'a maze' has a cap of $0.0050, $0.0049 is spent or "
+                 "committed, and the next call (design) could cost up to $0.0400; it was not made")
+OLD_RUN_DB = """
+    CREATE TABLE runs (id INTEGER PRIMARY KEY, started REAL, finished REAL, status TEXT, args TEXT, summary TEXT);
+    CREATE TABLE themes (name TEXT PRIMARY KEY, theme TEXT, source TEXT, status TEXT, stage TEXT, reason TEXT,
+                         run_id INTEGER, updated REAL, determined_by TEXT);
+    CREATE TABLE stage_attempts (id INTEGER PRIMARY KEY, run_id INTEGER, theme TEXT, stage TEXT, started REAL,
+        ended REAL, status TEXT, error TEXT, input_tokens INTEGER, output_tokens INTEGER, usd REAL, steps INTEGER,
+        exit_status TEXT);
+    PRAGMA user_version = 2;
+"""
+
+
+def _rejected_by_the_writer(tmp_path: Path, rejection) -> Path:
+    """An output folder where generate's one writer of a rejection recorded `rejection`."""
+    from pipeline import layout
+    from pipeline.generate import package
+    from pipeline.generate.rundb import RunDB
+    from pipeline.generate.themes import Theme
+
+    out = layout.OutputDir(tmp_path / "out")
+    out.root.mkdir()
+    db = RunDB(out.db)
+    run = db.start_run({"command": "generate"})
+    attempt = db.start_stage(run, "a_maze", rejection.stage)
+    db.end_stage(attempt, "rejected", rejection.reason, usd=0.0049, exit_status="budget")
+    package.reject(out.work("a_maze"), out, Theme("a_maze", "a maze", "themes.txt:1"), rejection, db, run)
+    db.close()
+    return out.root
+
+
+def _old_run_db(tmp_path: Path, stage: str, reason: str, exit_status: str | None) -> Path:
+    """An output folder whose run database an envforge before causes wrote (schema 2: no cause)."""
+    import sqlite3
+
+    root = tmp_path / "out"
+    (root / "_rejected" / "a_maze").mkdir(parents=True)
+    db = sqlite3.connect(root / "envforge.sqlite")
+    db.executescript(OLD_RUN_DB)
+    db.execute("INSERT INTO themes VALUES ('a_maze', 'a maze', 'themes.txt:1', 'rejected', ?, ?, 1, 0, '{}')",
+               (stage, reason))
+    db.execute("INSERT INTO stage_attempts (run_id, theme, stage, started, ended, status, error, exit_status) "
+               "VALUES (1, 'a_maze', ?, 0, 1, 'rejected', ?, ?)", (stage, reason, exit_status))
+    db.commit()
+    db.close()
+    return root
+
+
+def _advice(root: Path) -> tuple[str, str]:
+    from pipeline.review.catalog import Catalog
+
+    with Catalog.open(root) as catalog:
+        out = show.explain(gather(catalog.get("a_maze")))
+    lines = out.splitlines()
+    return next(ln for ln in lines if ln.startswith("means:")), next(ln for ln in lines if ln.startswith("next:"))
+
+
+def test_a_theme_a_budget_cap_stopped_is_advised_from_the_cause_its_rejection_recorded(tmp_path):
+    from pipeline.errors import Rejected
+    from pipeline.generate.rundb import RunDB
+    from pipeline.kinds import BudgetStop, Rejection
+
+    cause = BudgetStop("theme", 0.005, 0.0049, 0.04)
+    root = _rejected_by_the_writer(tmp_path, Rejected(BUDGET_REASON, "design", cause=cause))
+    assert _advice(root) == (
+        "means:  its model calls reached a budget cap before the stage finished; nothing is wrong with it yet",
+        "next:   `envforge review retry a_maze --from design` with a model and a larger --theme-budget-usd")
+    db = RunDB(root / "envforge.sqlite")
+    assert db.theme("a_maze")["cause"] == cause  # read back as its shape
+    db.close()
+    rejection = records.read(root / "_rejected" / "a_maze" / "rejection.json", Rejection)
+    assert rejection.cause == cause and rejection.reason == BUDGET_REASON
+
+
+def test_a_theme_the_run_budget_stopped_is_sent_to_resume(tmp_path):
+    from pipeline.errors import Rejected
+    from pipeline.kinds import BudgetStop
+
+    root = _rejected_by_the_writer(tmp_path, Rejected(BUDGET_REASON.replace("theme 'a maze' has a cap of",
+                                                                            "the run cap is"), "code",
+                                                      cause=BudgetStop("run", 0.01, 0.0099, 0.03)))
+    assert _advice(root) == (
+        "means:  the run's budget cap (--budget-usd) stopped its model calls before the stage finished; nothing is "
+        "wrong with it yet",
+        "next:   `envforge generate --resume` with the same --themes and --out and a larger --budget-usd goes on "
+        "from code")
+
+
+def test_a_reason_quoting_budget_words_is_not_taken_for_a_budget_stop(tmp_path):
+    """The environment's own message says "budget exceeded": the cause (a crash) decides, not the words."""
+    from pipeline.errors import Rejected
+    from pipeline.kinds import EnvCrashed
+
+    reason = "env_main.py: expected step() to return, found RuntimeError('budget exceeded') on levels/test_1.yaml"
+    root = _rejected_by_the_writer(tmp_path, Rejected(reason, "execution",
+                                                      cause=EnvCrashed("crash", "env_main.py", "playing", "")))
+    means, _ = _advice(root)
+    assert means.startswith("means:  the environment's code fails when it is played")
+
+
+def test_a_budget_stop_in_a_run_database_written_before_causes_is_known_by_its_exit_status(tmp_path):
+    """Schema 2 recorded no cause: the rejecting attempt's exit status (a name, not words) tells a
+    budget stop; opening the database upgrades it (its rows keep no cause)."""
+    assert _advice(_old_run_db(tmp_path, "design", BUDGET_REASON, "budget")) == (
+        "means:  its model calls reached a budget cap before the stage finished; nothing is wrong with it yet",
+        "next:   `envforge review retry a_maze --from design` with a model and a larger --theme-budget-usd")
+    import sqlite3
+
+    db = sqlite3.connect(tmp_path / "out" / "envforge.sqlite")
+    assert db.execute("PRAGMA user_version").fetchone()[0] == records.SQLITE_SCHEMAS["run_db"] == 3
+    assert db.execute("SELECT cause FROM themes").fetchall() == [(None,)]
+    db.close()
+
+
+def test_an_old_run_budget_stop_is_sent_to_resume(tmp_path):
+    means, nxt = _advice(_old_run_db(tmp_path, "code", BUDGET_REASON, "run_budget"))
+    assert means.startswith("means:  the run's budget cap (--budget-usd) stopped")
+    assert nxt.endswith("a larger --budget-usd goes on from code")
+
+
+def test_an_old_record_whose_words_say_budget_but_whose_exit_status_does_not_is_no_budget_stop(tmp_path):
+    """Before causes, and before stages named how they ended: the reason's words alone claim nothing."""
+    for exit_status in ("rejected", None):
+        shutil.rmtree(tmp_path / "out", ignore_errors=True)
+        means, nxt = _advice(_old_run_db(tmp_path, "design", BUDGET_REASON, exit_status))
+        assert means == "means:  the model's design stage did not produce usable files (see the reason)", exit_status
+        assert "budget" not in means + nxt
+
+
+def test_a_cause_in_the_run_database_this_envforge_cannot_read_claims_nothing(tmp_path):
+    import sqlite3
+
+    root = _old_run_db(tmp_path, "design", BUDGET_REASON, "rejected")
+    from pipeline.generate.rundb import RunDB
+
+    RunDB(root / "envforge.sqlite").close()  # upgraded: the cause column exists
+    db = sqlite3.connect(root / "envforge.sqlite")
+    for written in ('{"kind": "a_newer_kind", "x": 1}', "not json", '["budget_stop"]'):
+        db.execute("UPDATE themes SET cause=?", (written,))
+        db.commit()
+        means, _ = _advice(root)
+        assert means == "means:  the model's design stage did not produce usable files (see the reason)", written
+    db.close()

@@ -166,7 +166,7 @@ def test_review_advice_reads_the_cause_not_the_wording_of_the_reason():
     from pipeline.review.advice import advise
 
     entry = SimpleNamespace(status="rejected", name="e", folder="out/e", by_hand=False, stage="reliability",
-                            source="themes.txt", reason="reworded: no phrase review could match")
+                            source="themes.txt", reason="reworded: no phrase review could match", cause=None)
     policy = DegeneratePolicy("repeating RESEARCH", {"action": "RESEARCH"}, 0.93, 1.0, 0.2, 15)
     advice = advise(SimpleNamespace(entry=entry, cause=policy, figures=kinds.VerifyFigures()))
     assert advice.meaning == ("repeating RESEARCH until the episode ends earns 93% of the max (the search planner "

@@ -14,7 +14,9 @@ from pipeline.envfolder.spec import config_tags, read_config
 from pipeline.errors import LocatedError, Rejected, UserError
 from pipeline.generate.context import ThemeContext
 from pipeline.generate.dsl import config_errors
-from pipeline.kinds import HumanReview, Packaging, Rejection
+from pipeline.generate.rundb import RunDB
+from pipeline.generate.themes import Theme
+from pipeline.kinds import HumanReview, Packaging, Rejection, RejectionCause
 
 LOG_EXCERPT_LINES = 12
 
@@ -39,12 +41,19 @@ def gate(work: Path) -> None:
                        f"first: {problems[0]}", "dsl", {"problems": [str(p) for p in problems]})
 
 
-def reject(work: Path, out: layout.OutputDir, name: str, rejection: Rejected, record: dict) -> Path:
+def reject(work: Path, out: layout.OutputDir, theme: Theme, rejection: Rejected, db: RunDB, run_id: int) -> Path:
+    """The one writer of a rejection (the pipeline's, or a reviewer's): rejection.json in the work
+    folder, the folder moved to OUT/_rejected/<name>, then the theme's row in the run database; both
+    records carry the rejection's typed cause (`Rejected.cause`, when it is one) beside its reason."""
+    cause = rejection.cause if isinstance(rejection.cause, RejectionCause) else None
     work.mkdir(parents=True, exist_ok=True)
-    files.write(work / layout.REJECTION, Rejection(name, rejection.stage, rejection.reason, rejection.details or {},
-                                                   record.get("stages", {}), _log_excerpt(work / layout.TRAJECTORY),
-                                                   time.strftime("%Y-%m-%d %H:%M:%S")))
-    return _move(work, out.rejected(name))
+    files.write(work / layout.REJECTION, Rejection(theme.name, rejection.stage, rejection.reason,
+                                                   rejection.details or {}, db.stage_record(theme.name)["stages"],
+                                                   _log_excerpt(work / layout.TRAJECTORY),
+                                                   time.strftime("%Y-%m-%d %H:%M:%S"), cause))
+    path = _move(work, out.rejected(theme.name))
+    db.set_theme(run_id, theme.name, theme.text, theme.where, "rejected", rejection.stage, rejection.reason, cause)
+    return path
 
 
 def back_to_work(folder: Path, out: layout.OutputDir, name: str) -> Path:

@@ -25,12 +25,11 @@ from pipeline.generate.context import Options, StageReport, ThemeContext
 from pipeline.generate.journal import JournaledClient
 from pipeline.generate.rundb import RunDB
 from pipeline.generate.themes import Theme
+from pipeline.kinds import BudgetStop
 from pipeline.llm.client import LLMClient
 from pipeline.llm.errors import BudgetExceeded, LLMError, ReplayInvalid, ReplayMissing
 from pipeline.sandbox.outside.executor import INFRASTRUCTURE_RETRIES, infrastructure_errors
 from pipeline.verify.models import ModelChecks
-
-RUN_BUDGET = "run_budget"  # how a stage stopped by the run's cap (--budget-usd) ended
 
 # Faults of the installation or of the recordings, not of the environment being made.
 INFRASTRUCTURE = (ReplayMissing, ReplayInvalid, jinja2.TemplateError, UserError)
@@ -158,8 +157,9 @@ class Run:
             # The theme's own cap is a verdict on what the theme cost (the ledger starts empty on each
             # resume, so reopening it would give the theme a fresh cap every time).
             status, error = "rejected", f"budget exceeded: {exc}"
-            report.exit_status = RUN_BUDGET if exc.scope == "run" else "budget"
-            raise Rejected(error, stage.name) from None
+            report.exit_status = stages.RUN_BUDGET if exc.scope == "run" else stages.THEME_BUDGET
+            raise Rejected(error, stage.name, cause=BudgetStop(exc.scope, exc.cap_usd, exc.spent_usd,
+                                                               exc.estimate_usd)) from None
         except INFRASTRUCTURE as exc:
             status, error = "error", _infrastructure(ctx.theme, exc)
             raise Broken(stage.name, error) from None
@@ -182,10 +182,7 @@ class Run:
                               round(after[0] - before[0], 6), report.steps, report.exit_status)
 
     def _reject(self, theme: Theme, work: Path, rejection: Rejected) -> Outcome:
-        path = package.reject(work, self.out, theme.name, rejection, self._record(theme.name))
-        self.db.set_theme(
-            self.run_id, theme.name, theme.text, theme.where, "rejected", rejection.stage, rejection.reason
-        )
+        path = package.reject(work, self.out, theme, rejection, self.db, self.run_id)
         self.say(theme.name, f"rejected at {rejection.stage}: {rejection.reason}")
         return self._finish(Outcome(theme.name, "rejected", rejection.stage, rejection.reason, str(path)))
 
@@ -195,7 +192,7 @@ class Run:
             return Outcome(name, "accepted", path=str(self.out.accepted(name)))
         if self.out.rejected(name).is_dir() and row.get("status") == "rejected":
             attempts = self.db.attempts(name)
-            if not attempts or attempts[-1].get("exit_status") != RUN_BUDGET:
+            if not attempts or attempts[-1].get("exit_status") != stages.RUN_BUDGET:
                 return Outcome(
                     name, "rejected", row.get("stage", ""), row.get("reason", ""), str(self.out.rejected(name))
                 )

@@ -6,7 +6,11 @@ sha256, are listed in its manifest.json, not here.
 
 Schema versions (PRAGMA user_version, pipeline/records.py SQLITE_SCHEMAS["run_db"]):
   1  runs, themes, stage_attempts, and an `artifacts` table nothing wrote;
-  2  the `artifacts` table is dropped (a version-1 database is upgraded when opened).
+  2  the `artifacts` table is dropped (a version-1 database is upgraded when opened);
+  3  themes.cause: why a rejected theme was rejected, as a typed cause (pipeline.kinds.RejectionCause,
+     its JSON), written with the status it explains by `set_theme` and cleared by every other status.
+     An envforge reading version 2 would update a theme's status and leave its cause stale, so it
+     refuses version 3; a version-2 database is upgraded when opened (its rejections have no cause).
 """
 from __future__ import annotations
 
@@ -15,18 +19,21 @@ import time
 from pathlib import Path
 
 from pipeline import records as files
+from pipeline.kinds import RecordError, RejectionCause
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
     id INTEGER PRIMARY KEY, started REAL, finished REAL, status TEXT, args TEXT, summary TEXT);
 CREATE TABLE IF NOT EXISTS themes (
     name TEXT PRIMARY KEY, theme TEXT, source TEXT, status TEXT, stage TEXT, reason TEXT,
-    run_id INTEGER, updated REAL);
+    run_id INTEGER, updated REAL, cause TEXT);
 CREATE TABLE IF NOT EXISTS stage_attempts (
     id INTEGER PRIMARY KEY, run_id INTEGER, theme TEXT, stage TEXT, started REAL, ended REAL,
     status TEXT, error TEXT, input_tokens INTEGER, output_tokens INTEGER, usd REAL, steps INTEGER,
     exit_status TEXT);
 """
+
+THEME_COLUMNS = ("name", "theme", "source", "status", "stage", "reason", "cause")
 
 
 class RunDB:
@@ -38,8 +45,11 @@ class RunDB:
         columns = {row[1] for row in self.conn.execute("PRAGMA table_info(stage_attempts)")}
         if "exit_status" not in columns:  # a database written before stages named how they ended
             self.conn.execute("ALTER TABLE stage_attempts ADD COLUMN exit_status TEXT")
-        if "determined_by" not in {row[1] for row in self.conn.execute("PRAGMA table_info(themes)")}:
+        theme_columns = {row[1] for row in self.conn.execute("PRAGMA table_info(themes)")}
+        if "determined_by" not in theme_columns:
             self.conn.execute("ALTER TABLE themes ADD COLUMN determined_by TEXT")  # a database of an earlier envforge
+        if "cause" not in theme_columns:  # a database written before rejections named their cause
+            self.conn.execute("ALTER TABLE themes ADD COLUMN cause TEXT")
 
     def close(self) -> None:
         self.conn.close()
@@ -56,18 +66,20 @@ class RunDB:
 
     # -- themes ------------------------------------------------------------------------
     def set_theme(self, run_id: int, name: str, theme: str, source: str, status: str,
-                  stage: str = "", reason: str = "") -> None:
+                  stage: str = "", reason: str = "", cause: RejectionCause | None = None) -> None:
+        """The theme's status; `cause`: why it was rejected, for code (a status without one clears it)."""
+        written = json.dumps(cause.to_dict()) if cause is not None else None
         self.conn.execute(
-            "INSERT INTO themes (name, theme, source, status, stage, reason, run_id, updated) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT(name) DO UPDATE SET theme=excluded.theme, "
+            "INSERT INTO themes (name, theme, source, status, stage, reason, run_id, updated, cause) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT(name) DO UPDATE SET theme=excluded.theme, "
             "source=excluded.source, status=excluded.status, stage=excluded.stage, reason=excluded.reason, "
-            "run_id=excluded.run_id, updated=excluded.updated",
-            (name, theme, source, status, stage, reason, run_id, time.time()))
+            "run_id=excluded.run_id, updated=excluded.updated, cause=excluded.cause",
+            (name, theme, source, status, stage, reason, run_id, time.time(), written))
 
     def theme(self, name: str) -> dict | None:
-        row = self.conn.execute("SELECT name, theme, source, status, stage, reason FROM themes WHERE name=?",
-                                (name,)).fetchone()
-        return dict(zip(("name", "theme", "source", "status", "stage", "reason"), row)) if row else None
+        """The theme's row ("cause" read back as its RejectionCause, None when none was recorded)."""
+        row = self.conn.execute(f"SELECT {', '.join(THEME_COLUMNS)} FROM themes WHERE name=?", (name,)).fetchone()
+        return _theme_row(row) if row else None
 
     def set_determined_by(self, name: str, determined_by: dict) -> None:
         """What a theme's stages are about to be run with (generate.run.determined_by)."""
@@ -107,8 +119,8 @@ class RunDB:
         return out
 
     def themes(self) -> list[dict]:
-        rows = self.conn.execute("SELECT name, theme, source, status, stage, reason FROM themes ORDER BY name")
-        return [dict(zip(("name", "theme", "source", "status", "stage", "reason"), r)) for r in rows]
+        rows = self.conn.execute(f"SELECT {', '.join(THEME_COLUMNS)} FROM themes ORDER BY name")
+        return [_theme_row(r) for r in rows]
 
     # -- stage attempts ----------------------------------------------------------------
     def start_stage(self, run_id: int, theme: str, stage: str) -> int:
@@ -163,3 +175,20 @@ class RunDB:
                                       "exit_status": a["exit_status"] or a["status"],
                                       "seconds": round((a["ended"] or a["started"]) - a["started"], 2)}
         return {"stages": stages}
+
+
+def _theme_row(row: tuple) -> dict:
+    out = dict(zip(THEME_COLUMNS, row))
+    out["cause"] = _cause(out["cause"])
+    return out
+
+
+def _cause(written: str | None) -> RejectionCause | None:
+    """A recorded cause as its shape (a kind this envforge does not know reads as an UnknownCause);
+    None when none was recorded, or what is there is not a cause at all."""
+    if not written:
+        return None
+    try:
+        return RejectionCause.from_dict(json.loads(written), "themes.cause")
+    except (ValueError, RecursionError, RecordError):
+        return None

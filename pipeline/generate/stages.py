@@ -19,6 +19,9 @@ from pipeline.generate.context import StageReport, ThemeContext
 EXECUTION, LEVEL_GENERATION, RELIABILITY = "execution", "level generation", "reliability"
 INPUT = "input"  # a theme rejected before any stage runs (too long, a duplicate)
 HAND = ("review", "package")  # where a person's decision, and a finished theme, sort after the stages
+# How a stage a budget cap stopped ended (a stage attempt's exit status in the run database):
+# the theme's own cap (--theme-budget-usd), or the run's (--budget-usd; `--resume` goes on from it).
+THEME_BUDGET, RUN_BUDGET = "budget", "run_budget"
 
 
 @dataclass(frozen=True)

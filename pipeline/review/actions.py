@@ -69,22 +69,23 @@ def decide(catalog: Catalog, name: str, decision: str, reason: str) -> Entry:
     previous = db.run_args(name)
     run_id = db.start_run({"command": f"review {decision[:-2]}", "name": name, "reason": reason.strip(),
                            "levels": previous.get("levels"), "seed": previous.get("seed")})
-    record = db.stage_record(name)
     if decision == "accepted":
+        record = db.stage_record(name)
         if undo:
             (work / layout.REJECTION).unlink(missing_ok=True)  # it was the hand rejection
         ctx = ThemeContext(theme, work, None, Options(seed=int(previous.get("seed") or 0),
                                                        model=manifest.read(work).model or _model(work)))
         package.accept(ctx, out, record, human_review=review)
         stage, why = (entry.stage, f"accepted by hand: {reason.strip()}") if not undo else ("package", "accepted")
+        db.set_theme(run_id, name, theme.text, theme.where, decision, stage, why)
     else:
         if undo:  # the pipeline's rejection, kept when it was accepted by hand
             machine = read_record(work / layout.REJECTION, Rejection)
-            stage, why, details = (machine.stage, machine.reason, machine.details) if machine else (entry.stage, "", {})
+            rejection = Rejected(machine.reason, machine.stage, machine.details, machine.cause) if machine \
+                else Rejected("", entry.stage)
         else:
-            stage, why, details = "review", f"rejected by hand: {reason.strip()}", {}
-        package.reject(work, out, name, Rejected(why, stage, details), record)
-    db.set_theme(run_id, name, theme.text, theme.where, decision, stage, why)
+            rejection = Rejected(f"rejected by hand: {reason.strip()}", "review")
+        package.reject(work, out, theme, rejection, db, run_id)
     attempt = db.start_stage(run_id, name, "review")
     db.end_stage(attempt, f"{decision} by hand" if not undo else f"{decision} (override undone)", reason.strip())
     db.finish_run(run_id, "finished", {"name": name, "decision": decision, "undo": undo})

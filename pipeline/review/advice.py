@@ -9,7 +9,13 @@ from dataclasses import dataclass
 
 from pipeline import layout, terminal
 from pipeline.generate import stages
-from pipeline.kinds import DegeneratePolicy, DoingNothingScoresMax, NoBetterThanRandom, PlannerScoresNothing
+from pipeline.kinds import (
+    BudgetStop,
+    DegeneratePolicy,
+    DoingNothingScoresMax,
+    NoBetterThanRandom,
+    PlannerScoresNothing,
+)
 from pipeline.review.catalog import shorten
 from pipeline.review.details import Details
 
@@ -33,14 +39,11 @@ def advise(d: Details) -> Advice | None:
     name, folder = e.name, e.folder or "its folder"
     retry_verify = f"`envforge review retry {name} --from verify`"
     fix_then_verify = f"after fixing it in {folder}, run {retry_verify} (no model needed)"
-    reason = e.reason or ""
     if e.by_hand:
         return Advice("a reviewer rejected it by hand (see the human review)",
                       f"to reverse that, `envforge review accept {name} --reason TEXT`")
-    if "budget exceeded" in reason:
-        return Advice("its model calls reached a budget cap before the stage finished; nothing is wrong with it yet",
-                      f"`envforge review retry {name} --from {e.stage if e.stage in stages.NAMES else 'design'}` "
-                      f"with a model and a larger --theme-budget-usd")
+    if isinstance(e.cause, BudgetStop):
+        return _budget_stop(e.cause, name, e.stage if e.stage in stages.NAMES else "design")
     if e.stage == "input":
         return Advice("the theme line itself was refused before any model call",
                       f"edit the theme in {e.source or 'the themes file'} and run `envforge generate` again")
@@ -72,6 +75,16 @@ def advise(d: Details) -> Advice | None:
                       f"and retry from a later stage")
     return Advice(f"it was rejected at {e.stage or 'an unknown stage'} (see the reason)",
                   f"fix it in {folder}, then {retry_verify}")
+
+
+def _budget_stop(cause: BudgetStop, name: str, stage: str) -> Advice:
+    if cause.scope == "run":
+        return Advice("the run's budget cap (--budget-usd) stopped its model calls before the stage finished; "
+                      "nothing is wrong with it yet",
+                      f"`envforge generate --resume` with the same --themes and --out and a larger --budget-usd goes "
+                      f"on from {stage}")
+    return Advice("its model calls reached a budget cap before the stage finished; nothing is wrong with it yet",
+                  f"`envforge review retry {name} --from {stage}` with a model and a larger --theme-budget-usd")
 
 
 def _reliability_meaning(d: Details) -> str:

@@ -15,7 +15,7 @@ from pipeline import records as files
 from pipeline.errors import LocatedError, UserError, not_a_folder
 from pipeline.generate import stages
 from pipeline.generate.rundb import RunDB
-from pipeline.kinds import HumanReview, ModelCall, Record, RecordError
+from pipeline.kinds import BudgetStop, HumanReview, ModelCall, Record, RecordError, RejectionCause
 from pipeline.review import history
 
 R = TypeVar("R", bound=Record)
@@ -43,6 +43,7 @@ class Entry:
     cost_usd: float = 0.0  # every attempt of every stage, superseded ones too: money spent is spent
     retried_by_hand: bool = False  # a person ran `review retry` on it: its verdict is not the pipeline's alone
     attempts: list[dict] = field(default_factory=list, repr=False)
+    cause: RejectionCause | None = None  # why it was rejected, for code (see `rejection_cause`)
 
     @property
     def by_hand(self) -> bool:
@@ -72,6 +73,7 @@ class Entry:
         data = asdict(self)
         data.pop("attempts")
         data["human"] = self.human.to_dict() if self.human else None
+        data["cause"] = self.cause.to_dict() if self.cause else None
         data.update(label=self.label, by_hand=self.by_hand, machine_status=self.machine_status)
         return data
 
@@ -137,7 +139,23 @@ class Catalog:
                      stage=row["stage"] or "", reason=row["reason"] or "", folder=str(path) if path else "",
                      place=place, human=human, repair_steps=_repair_steps(path, attempts),
                      cost_usd=round(sum(a["usd"] or 0.0 for a in attempts), 6), attempts=attempts,
-                     retried_by_hand="review retry" in self.db.commands(row["name"]))
+                     retried_by_hand="review retry" in self.db.commands(row["name"]),
+                     cause=rejection_cause(row, attempts))
+
+
+def rejection_cause(row: dict, attempts: list[dict]) -> RejectionCause | None:
+    """Why a rejected theme was rejected, as the run database records it beside the reason. A row
+    written before causes has none; what its reason's words say is not taken (they quote model and
+    environment text), but a budget stop is known all the same: the attempt that rejected it (the
+    theme's latest) ended with a budget exit status, a name envforge wrote, not words."""
+    if row["status"] != "rejected":
+        return None
+    if row.get("cause") is not None:
+        return row["cause"]
+    last = attempts[-1] if attempts else {}
+    if last.get("status") == "rejected" and last.get("exit_status") in (stages.THEME_BUDGET, stages.RUN_BUDGET):
+        return BudgetStop("run" if last["exit_status"] == stages.RUN_BUDGET else "theme")
+    return None
 
 
 def select(entries: list[Entry], status: str | None = None, stage: str | None = None, reason: str | None = None,
