@@ -178,7 +178,9 @@ def _conform(value: Any, hint: Any, where: str) -> Any:
         if value is None and type(None) in args:
             return None
         options = [a for a in args if a is not type(None)]
-        if len(options) == 1 and isinstance(options[0], type) and issubclass(options[0], Shape):
+        if len(options) == 1 and (isinstance(options[0], type) and issubclass(options[0], Shape)
+                                  or typing.get_origin(options[0]) in (dict, list)
+                                  and isinstance(value, typing.get_origin(options[0]))):
             return _conform(value, options[0], where)  # a nested object: which of its fields does not fit
         for option in options:
             try:
@@ -437,6 +439,21 @@ class ExecutionFigures(StageFigures):
 
 
 @dataclass
+class ClaimCheck(KeepsUnknown, Shape):
+    """A level's shipped max reward (level_max_rewards.json) set beside what verification found
+    (pipeline/verify/claims.py, whose docstring says what each `status` means). `exact` and `why` are
+    None in a verification.json written before verify proved maxima; `exhaustive` in one another
+    tool wrote."""
+    OMIT_NONE = True
+    claimed: float
+    found: float  # the best score verification saw on the level
+    exhaustive: bool | None = field(default=None, kw_only=True)  # the search visited every state
+    exact: bool | None = field(default=None, kw_only=True)  # the found max is proved
+    status: str  # confirmed | reached | beaten | unreachable | unconfirmed
+    why: str | None = None  # what makes an unreachable claim unreachable
+
+
+@dataclass
 class LevelsFigures(StageFigures):
     """The levels made and certified (pipeline/verify/levels.py, certify.py); level keys as in
     level_max_rewards.json."""
@@ -473,7 +490,7 @@ class LevelsFigures(StageFigures):
     generator_safety_stop: str | None = None  # a generator or validator call the --generator-seconds stop cut
     generated_searched_until_fit: bool | None = None  # generated levels only judge the generator (searched until fit)
     cut_by_safety_stop: list[str] | None = None
-    claims: Any = None  # the shipped level_max_rewards.json compared (pipeline/verify/claims.py)
+    claims: dict[str, ClaimCheck] | None = None  # the shipped level_max_rewards.json compared (verify/claims.py)
     written: list[str] | None = None
 
 
@@ -491,6 +508,14 @@ class LevelScores(KeepsUnknown, Shape):
 
 
 @dataclass
+class ConstantPolicyScore(KeepsUnknown, Shape):
+    """The constant policy scoring best (pipeline/verify/reliability.py): its name and its mean
+    normalized reward over the scored levels."""
+    policy: str
+    normalized: float
+
+
+@dataclass
 class ReliabilityFigures(StageFigures):
     """The search planner against the random agent and constant policies (pipeline/verify/reliability.py)."""
     levels: int = 0
@@ -501,13 +526,13 @@ class ReliabilityFigures(StageFigures):
     workers: int | None = None  # levels scored at once
     per_level: dict[str, LevelScores] = field(default_factory=dict)
     constant_policies: list[str] = field(default_factory=list)
-    claims: Any = None
+    claims: dict[str, ClaimCheck] | None = None
     corrected: int | None = None
     unscored_levels: dict[str, str] | None = None
     random_normalized: float | None = None
     planner_normalized: float | None = None
     constant_normalized: dict[str, float] | None = None
-    best_constant_policy: dict | None = None  # {"policy": name, "normalized": mean}
+    best_constant_policy: ConstantPolicyScore | None = None
     inconclusive: str | None = None  # why the figures decide nothing
 
 

@@ -216,6 +216,71 @@ def test_a_call_journal_line_that_does_not_fit_is_refused_by_the_run_and_left_ou
     assert [(c.stage, c.index, c.response["model"]) for c in model_calls(tmp_path)] == [("design", 1, "m1")]
 
 
+# verification.json figures as an envforge before `exact` and `why` wrote them (claims: level -> a dict)
+OLD_FIGURES = {
+    "levels": {"claims": {"level_01.yaml": {"claimed": 5, "found": 7.5, "exhaustive": False, "status": "beaten"}}},
+    "reliability": {"levels": 2, "best_constant_policy": {"policy": "repeating WAIT", "normalized": 0.25},
+                    "claims": {"level_02.yaml": {"claimed": 3.0, "found": 1.0, "exhaustive": True,
+                                                 "status": "unreachable"}}},
+}
+
+
+def test_claims_and_the_best_constant_policy_of_an_older_verification_json_read_as_their_shapes(tmp_path):
+    from pipeline.envfolder.spec import max_reward_standing
+    from pipeline.review.details import _verification
+
+    (tmp_path / layout.VERIFICATION).write_text(records.dumps("verification", {
+        "accepted": False, "stage": "reliability", "reason": "reward: ...", "stages": OLD_FIGURES}))
+    stages = records.read(tmp_path / layout.VERIFICATION, kinds.Verification).stages
+    beaten = stages.levels.claims["level_01.yaml"]
+    assert isinstance(beaten, kinds.ClaimCheck)
+    assert (beaten.claimed, beaten.found, beaten.exhaustive, beaten.status, beaten.exact, beaten.why) == \
+        (5.0, 7.5, False, "beaten", None, None)
+    assert stages.reliability.best_constant_policy == kinds.ConstantPolicyScore("repeating WAIT", 0.25)
+    written = stages.to_dict()  # read back as written: nothing added to a claim, nothing lost
+    assert written["levels"]["claims"] == OLD_FIGURES["levels"]["claims"]
+    assert written["reliability"]["claims"] == OLD_FIGURES["reliability"]["claims"]
+    assert _verification(tmp_path)["stages"]["reliability"]["best_constant_policy"] == {
+        "policy": "repeating WAIT", "normalized": 0.25}  # as review shows it
+    # the typed claims still decide which shipped max rewards divide scores
+    standing = max_reward_standing({"levels": {"level_01.yaml": {"max_reward": 5}, "level_02.yaml": {"max_reward": 3}}},
+                                   {"level_01.yaml": 5.0, "level_02.yaml": 3.0}, stages)
+    assert standing == {
+        "level_01.yaml": (False, "the claimed max reward of level_01.yaml (5) is beaten: envforge verify scored 7.5; "
+                                 "left out of normalized scores"),
+        "level_02.yaml": (False, "the claimed max reward of level_02.yaml (3) is unreachable: an exhaustive search "
+                                 "scores only 1.0; left out of normalized scores")}
+
+
+def test_claims_verify_compares_read_back_as_written_and_one_that_does_not_fit_is_refused_naming_it():
+    from types import SimpleNamespace
+
+    from pipeline.verify import claims
+
+    found = [SimpleNamespace(source="levels/level_01.yaml", best_seen=2.0, exact=True, search_exhaustive=False,
+                             upper_bound=None),
+             SimpleNamespace(source="levels/level_02.yaml", best_seen=1.0, exact=False, search_exhaustive=False,
+                             upper_bound=2.0)]
+    compared = claims.compare({"level_01": 3.0, "level_02": 4.0}, found)  # as read_claims keys them
+    figures = kinds.VerifyFigures(levels=kinds.LevelsFigures(claims=compared))
+    assert figures.to_dict()["levels"]["claims"] == {
+        "level_01.yaml": {"claimed": 3.0, "found": 2.0, "exhaustive": False, "exact": True, "status": "unreachable",
+                          "why": "the proved max is 2"},
+        "level_02.yaml": {"claimed": 4.0, "found": 1.0, "exhaustive": False, "exact": False, "status": "unreachable",
+                          "why": "the DSL's reward bound is 2"}}
+    assert kinds.VerifyFigures.from_dict(json.loads(json.dumps(figures.to_dict()))) == figures
+    assert claims.summary(compared) == ("2 unreachable; flagged: level_01.yaml claims 3, the proved max is 2; "
+                                        "level_02.yaml claims 4, the DSL's reward bound is 2")
+    another_tools = {"claimed": 1.0, "found": 1.0, "status": "confirmed", "checked_by": "other-tool"}
+    kept = kinds.VerifyFigures.from_dict({"levels": {"claims": {"level_03.yaml": another_tools}}})
+    assert kept.levels.claims["level_03.yaml"].exhaustive is None
+    assert kept.to_dict()["levels"]["claims"]["level_03.yaml"] == another_tools  # its own field kept
+    with pytest.raises(RecordError, match=r"claims\.level_03\.yaml: expected the fields of ClaimCheck, found no "
+                                          r"status"):
+        kinds.VerifyFigures.from_dict({"levels": {"claims": {"level_03.yaml": {"claimed": 1.0, "found": 1.0}}}},
+                                      "verification.json: stages")
+
+
 @pytest.mark.slow
 def test_verify_writes_verification_json_as_its_model_and_review_reads_it_back(tmp_path):
     env = shutil.copytree(REFERENCE / "crate_dock", tmp_path / "crate_dock")

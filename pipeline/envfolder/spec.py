@@ -17,7 +17,7 @@ from dsl_schema.problems import typed
 from pipeline import layout, records, safe_io
 from pipeline.envfolder.level import Level
 from pipeline.errors import LocatedError, UserError, not_a_folder
-from pipeline.kinds import LevelMaxEntry, LevelMaxRewards, RecordError, Verification, VerifyFigures
+from pipeline.kinds import ClaimCheck, LevelMaxEntry, LevelMaxRewards, RecordError, Verification, VerifyFigures
 from pipeline.located import Problem
 
 DEFAULT_MAX_STEPS = 100
@@ -206,11 +206,10 @@ def max_reward_standing(data: Any, claimed: dict[str, float], stages: VerifyFigu
     # verify's certification counts only in a file envforge wrote (its format stamp): elsewhere a
     # "certified" entry is a foreign or hand-edited claim
     stamped = isinstance(data, dict) and data.get(records.FORMAT) == records.format_of(LevelMaxRewards.KIND)
-    compared = {}
+    compared: dict[str, ClaimCheck] = {}
     for figures in (stages.levels, stages.reliability) if stages else ():  # reliability's comparison, made later, wins
-        found = figures.claims if figures else None
-        if isinstance(found, dict):
-            compared.update({layout.level_key(str(k)): v for k, v in found.items() if isinstance(v, dict)})
+        if figures and figures.claims:
+            compared.update({layout.level_key(str(k)): v for k, v in figures.claims.items()})
     out = {}
     for raw_key, entry in entries.items():
         key = layout.level_key(str(raw_key))
@@ -226,21 +225,20 @@ def max_reward_standing(data: Any, claimed: dict[str, float], stages: VerifyFigu
                               f"not certified")
         elif certainty is None:
             check = compared.get(key)
-            status = check.get("status") if check and check.get("claimed") == value else None
+            status = check.status if check and check.claimed == value else None
             if status == "beaten":
                 out[key] = (False, f"the claimed max reward of {key} ({value:g}) is beaten: envforge verify "
-                                   f"scored {check.get('found')}; left out of normalized scores")
+                                   f"scored {check.found}; left out of normalized scores")
             elif status == "unreachable":
-                why = check.get("why") if isinstance(check.get("why"), str) else None
                 out[key] = (False, f"the claimed max reward of {key} ({value:g}) is unreachable: "
-                                   f"{why or 'an exhaustive search scores only ' + str(check.get('found'))}; "
+                                   f"{check.why or 'an exhaustive search scores only ' + str(check.found)}; "
                                    f"left out of normalized scores")
             elif status == "reached":
                 out[key] = (True, f"the claimed max reward of {key} ({value:g}) is reached by envforge verify's "
                                   f"search, not proved: a lower bound")
             elif status == "unconfirmed":
                 out[key] = (True, f"the claimed max reward of {key} ({value:g}) is unconfirmed: envforge verify "
-                                  f"reached only {check.get('found')}")
+                                  f"reached only {check.found}")
             elif status != "confirmed" and (not envforge_made or says_certainty):  # a certainty not verify's
                 out[key] = (True, f"the max reward of {key} ({value:g}) is the environment's own claim, not "
                                   f"checked by envforge verify")

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from pipeline import layout
 from pipeline.envfolder.spec import EnvSpec
+from pipeline.kinds import ClaimCheck
 
 EPS = 1e-6
 FLAGGED = ("beaten", "unreachable")
@@ -28,8 +29,8 @@ def read_claims(spec: EnvSpec) -> dict[str, float]:
     return {key.removesuffix(".yaml"): value for key, value in spec.max_rewards.items()}
 
 
-def compare(claims: dict[str, float], found: list) -> dict[str, dict]:
-    """Per shipped level (a LevelMax): {claimed, found, exhaustive, status}."""
+def compare(claims: dict[str, float], found: list) -> dict[str, ClaimCheck]:
+    """Per shipped level (a LevelMax) with a claim, by level key: the claim checked."""
     out = {}
     for lm in found:
         name = lm.source.rsplit("/", 1)[-1].removesuffix(".yaml")
@@ -49,21 +50,20 @@ def compare(claims: dict[str, float], found: list) -> dict[str, dict]:
                    f"the proved max is {best_seen:g}")
         elif status == "unconfirmed" and lm.upper_bound is not None and claimed > lm.upper_bound + EPS:
             status, why = "unreachable", f"the DSL's reward bound is {lm.upper_bound:g}"
-        out[layout.level_key(lm.source)] = {"claimed": claimed, "found": round(best_seen, 6),
-                                            "exhaustive": lm.search_exhaustive, "exact": lm.exact, "status": status,
-                                            **({"why": why} if why else {})}
+        out[layout.level_key(lm.source)] = ClaimCheck(claimed, round(best_seen, 6), status,
+                                                      exhaustive=lm.search_exhaustive, exact=lm.exact, why=why)
     return out
 
 
-def summary(compared: dict[str, dict]) -> str:
-    flagged = {k: v for k, v in compared.items() if v["status"] in FLAGGED}
-    counts = {}
+def summary(compared: dict[str, ClaimCheck]) -> str:
+    flagged = {k: v for k, v in compared.items() if v.status in FLAGGED}
+    counts: dict[str, int] = {}
     for v in compared.values():
-        counts[v["status"]] = counts.get(v["status"], 0) + 1
+        counts[v.status] = counts.get(v.status, 0) + 1
     text = ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
     if flagged:
         text += "; flagged: " + "; ".join(
-            f"{k} claims {v['claimed']:g}, " + (f"envforge scored {v['found']:g}" if v["status"] == "beaten" else
-                                                v.get("why") or f"the proved max is {v['found']:g}")
+            f"{k} claims {v.claimed:g}, " + (f"envforge scored {v.found:g}" if v.status == "beaten" else
+                                             v.why or f"the proved max is {v.found:g}")
             for k, v in list(flagged.items())[:5])
     return text

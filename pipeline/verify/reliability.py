@@ -36,7 +36,7 @@ from pipeline import layout
 from pipeline.errors import Rejected
 from pipeline.evaluate.agents import ActionsAgent, RandomAgent
 from pipeline.evaluate.episode import run_episode_sync
-from pipeline.kinds import LevelScores, ReliabilityFigures
+from pipeline.kinds import ConstantPolicyScore, LevelScores, ReliabilityFigures
 from pipeline.levelmax import EPS, LevelMax, scorable, tidy, unscored_reason
 from pipeline.sandbox import SandboxFailure
 from pipeline.sandbox.outside.client import Level
@@ -177,7 +177,7 @@ def _degenerate(ctx: Context, scored: list[LevelMax], totals: dict[str, dict[str
         return
     name, best = ranked[0]
     margin = ctx.options.margin
-    figures.best_constant_policy = {"policy": name, "normalized": best}
+    figures.best_constant_policy = ConstantPolicyScore(name, best)
     if best >= planner_mean - margin and (planner_mean >= 1 - margin or best >= 1 - margin):
         raise Rejected(f"reward: expected a reward that pays for skill, found that {name} until the episode ends "
                        f"scores {best:.2f} of the max (mean over {len(scored)} level(s); the search planner "
