@@ -292,7 +292,7 @@ def env_fault(failure: SandboxFailure) -> str:
     return "invalid_reward" if failure.kind == "invalid_reward" else "env_error"
 
 
-class Session(Protocol):
+class EpisodeSession(Protocol):
     """What the loop needs from a sandbox worker (WorkerSession in pipeline.evaluate.context)."""
 
     async def reset(self, level: Level) -> Observation: ...
@@ -300,7 +300,7 @@ class Session(Protocol):
     async def step(self, action: dict) -> StepResult: ...
 
 
-async def run_episode(agent, session: Session, level: Level, tracker: Tracker, history: int = 10,
+async def run_episode(agent, session: EpisodeSession, level: Level, tracker: Tracker, history: int = 10,
                       log: Callable[[TrajectoryLine], None] = lambda line: None) -> Tracker:
     """Run one episode of `agent` on `level`; the tracker holds its outcome."""
     try:
@@ -390,7 +390,7 @@ class Episode:
 
 
 class _Held:
-    """A worker the caller holds (EnvClient), seen as the engine's Session: its calls are made
+    """A worker the caller holds (EnvClient), seen as the engine's EpisodeSession: its calls are made
     directly and never suspend; it records the episode's steps and lets a SandboxFailure through
     to the caller (whose verdict it is), after the engine has ended the episode on it."""
 
