@@ -35,11 +35,11 @@ if TYPE_CHECKING:
     from pipeline.evaluate.registry import display_name, kind_of, make_player, register_prefix
 
 
-class Agent(Protocol):
+class EpisodeAgent(Protocol):
     """A built-in agent plays one episode: each turn it sees a Turn and returns a Decision."""
 
     async def act(self, turn: Turn) -> Decision: ...
 
 
-__all__ = ["Agent", "Decision", "EpisodeContext", "Limits", "ModelOptions", "Turn", "display_name",
+__all__ = ["Decision", "EpisodeAgent", "EpisodeContext", "Limits", "ModelOptions", "Turn", "display_name",
            "kind_of", "make_player", "register_prefix", "run_episode"]

@@ -1,6 +1,6 @@
 """The model-free agents: the uniform random agent, the search planner, and a fixed action sequence.
 
-Agents match the `Agent` protocol (pipeline.evaluate): `await agent.act(turn) -> Decision`.
+Agents match the `EpisodeAgent` protocol (pipeline.evaluate): `await agent.act(turn) -> Decision`.
 One agent object plays one episode; `make(ctx)` builds it from the episode's context.
 """
 from __future__ import annotations

@@ -5,7 +5,7 @@ and `turn` (model_agents.agent_env, agent_turn), ask for models the same way (`l
 answers become Decisions the same way, so the seed of envforge learn's agent-code methods is
 exactly the built-in agent.
 
-    HostedAgent   the Agent protocol (`await act(turn) -> Decision`) over `act(turn, on_request)`:
+    HostedAgent   the EpisodeAgent protocol (`await act(turn) -> Decision`) over `act(turn, on_request)`:
                   each model request the agent makes during a turn is answered by the parent's
                   client (at most MAX_CALLS_PER_TURN)
     react_player  a Player of the built-in ReAct agent
