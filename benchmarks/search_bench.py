@@ -32,7 +32,7 @@ sys.path.insert(0, str(ROOT))
 
 from pipeline.kinds import LevelsFigures  # noqa: E402
 from pipeline.levelmax import certify  # noqa: E402
-from pipeline.verify.certify import Certifier, standing  # noqa: E402
+from pipeline.verify.certify import PooledCertifier, standing  # noqa: E402
 from pipeline.verify.context import Context, Options  # noqa: E402
 
 SAME = ("max_reward", "search_reward", "witness", "proof", "certainty", "search_nodes", "search_exhaustive")
@@ -49,7 +49,7 @@ def run_levels(env: Path, levels: int, nodes: int, workers: int) -> list[dict]:
             clients = [stack.enter_context(ctx.worker()) for _ in range(max(1, workers))]
             verdicts = {s: clients[0].validate(s) for s in sources}
             if workers > 1:  # as verify runs them: a pool of workers, a level each at a time
-                certifier = Certifier(ctx, clients, LevelsFigures())
+                certifier = PooledCertifier(ctx, clients, LevelsFigures())
                 stack.callback(certifier.pool.shutdown)
                 started = time.monotonic()
                 done = certifier.many([(s, verdicts[s]) for s in sources])

@@ -33,7 +33,7 @@ settles what is asked of it (fit, not proven unsolvable) exactly as the whole bu
 search up to then is the same, and without such a witness it runs the whole budget anyway. Its
 max is a lower bound no one scores on, never reused for a level that is kept, unless the search
 ended on a proof before its lowered target could stop it (then it is what the whole budget finds:
-a shipped level equal to a generated one is not searched twice; see verify's `Certifier._whole`).
+a shipped level equal to a generated one is not searched twice; see verify's `PooledCertifier._whole`).
 So no agent's normalized reward (total / max) exceeds 1 unless it beats both the validator and
 the search; the reliability stage corrects the max again if a random episode ever does. A level
 whose search the `--search-seconds` safety stop cut is labelled (`cut_by_clock`): its figures

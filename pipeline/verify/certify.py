@@ -19,7 +19,7 @@ from pipeline.verify.causes import crashed
 from pipeline.verify.context import Context, failure_text, located
 
 
-class Certifier:
+class PooledCertifier:
     """Certifies levels on several workers at once (one search each), once per distinct state.
 
     A level certified once is not searched again (a generated level equal to a shipped one, the
@@ -107,9 +107,9 @@ class Certifier:
 
 @dataclasses.dataclass(frozen=True)
 class FitnessCertifier:
-    """A Certifier's `many` with `fit_only` (what the level factory calls)."""
+    """A PooledCertifier's `many` with `fit_only` (what the level factory calls)."""
 
-    certifier: Certifier
+    certifier: PooledCertifier
 
     def many(self, items: list[tuple[str, Verdict]]) -> list[LevelMax]:
         return self.certifier.many(items, fit_only=True)

@@ -56,7 +56,7 @@ from pipeline.verify.causes import (
     ValTestOverlap,
     crashed,
 )
-from pipeline.verify.certify import Certifier, write_max_rewards
+from pipeline.verify.certify import PooledCertifier, write_max_rewards
 from pipeline.verify.context import Context, failure_text, located
 from pipeline.verify.outcome import Outcome, settle
 
@@ -76,7 +76,7 @@ def _levels(ctx: Context, figures: LevelsFigures) -> list[LevelMax]:
             workers = [stack.enter_context(ctx.worker()) for _ in range(max(1, min(ctx.options.workers, wanted)))]
             figures.search_workers = len(workers)
             _probe_chance(ctx, workers[0], figures)
-            certifier = Certifier(ctx, workers, figures)
+            certifier = PooledCertifier(ctx, workers, figures)
             stack.callback(certifier.pool.shutdown)
             generator_broken = None
             try:
@@ -90,7 +90,7 @@ def _levels(ctx: Context, figures: LevelsFigures) -> list[LevelMax]:
             elif ctx.env.all_levels():
                 if generator_broken is not None:  # its failure may have ended those workers: fresh ones
                     workers = [stack.enter_context(ctx.worker()) for _ in workers]
-                    certifier = Certifier(ctx, workers, figures)
+                    certifier = PooledCertifier(ctx, workers, figures)
                     stack.callback(certifier.pool.shutdown)
                 scored = _shipped_despite(generator_broken, ctx, workers[0], certifier)
             else:
@@ -152,7 +152,7 @@ def _scored_figures(figures: LevelsFigures, scored: list[LevelMax], ctx: Context
 
 
 def _shipped_despite(generator_broken: Rejected | None, ctx: Context, worker: EnvClient,
-                     certifier: Certifier) -> list[LevelMax]:
+                     certifier: PooledCertifier) -> list[LevelMax]:
     """The shipped levels; when the generator already failed, a failure here names both."""
     try:
         return _shipped(ctx, worker, certifier, certifier.figures)
@@ -169,7 +169,8 @@ def _shipped_despite(generator_broken: Rejected | None, ctx: Context, worker: En
                        cause=GeneratorAndShippedLevelsFail(generator_broken.cause, rejected.cause)) from None
 
 
-def _generate(ctx: Context, workers: list[EnvClient], certifier: Certifier, figures: LevelsFigures) -> list[LevelMax]:
+def _generate(ctx: Context, workers: list[EnvClient], certifier: PooledCertifier,
+              figures: LevelsFigures) -> list[LevelMax]:
     """Seeds 1..max_seeds through the level factory (generated on every worker); its counts go to the
     figures, also when it fails."""
     want = ctx.options.test_levels + ctx.options.val_levels
@@ -218,7 +219,7 @@ def _generate(ctx: Context, workers: list[EnvClient], certifier: Certifier, figu
     return kept
 
 
-def _shipped(ctx: Context, worker: EnvClient, certifier: Certifier, figures: LevelsFigures) -> list[LevelMax]:
+def _shipped(ctx: Context, worker: EnvClient, certifier: PooledCertifier, figures: LevelsFigures) -> list[LevelMax]:
     items, refused = [], {}
     for level in ctx.env.all_levels():
         verdict = _validate(worker, level, level=level)
