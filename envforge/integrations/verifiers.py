@@ -45,7 +45,7 @@ HISTORY = 10  # recent turns shown in each prompt, as evaluate's ReAct agent sho
 
 
 def load_environment(path: str | Path | None = None, split: str = "test", skin: str | None = None,
-                     max_levels: int | None = None, **kwargs: Any) -> "EnvforgeEnv":
+                     max_levels: int | None = None, **kwargs: Any) -> "EnvforgeMultiTurnEnv":
     """Every level of the environment folder(s) at `path` as a task row (see the module docstring).
     `kwargs` go to vf.MultiTurnEnv (e.g. `timeout_seconds`)."""
     if path is None:
@@ -72,7 +72,7 @@ def load_environment(path: str | Path | None = None, split: str = "test", skin: 
     if not rows:
         raise UserError(f"{path}: expected level files under {layout.LEVEL_SPLITS[split]}/ with a usable max "
                         "reward, found none")
-    return EnvforgeEnv(Dataset.from_list(rows), max(e.max_steps for e in envs), **kwargs)
+    return EnvforgeMultiTurnEnv(Dataset.from_list(rows), max(e.max_steps for e in envs), **kwargs)
 
 
 def normalized_reward(state) -> float:
@@ -87,7 +87,7 @@ def solved(state) -> float:
     return 1.0 if (state.get(EPISODE) or {}).get("stop_reason") == "solved" else 0.0
 
 
-class EnvforgeEnv(vf.MultiTurnEnv):
+class EnvforgeMultiTurnEnv(vf.MultiTurnEnv):
     """Levels of envforge environments, each rollout played in its own sandbox worker."""
 
     def __init__(self, dataset: Dataset, max_steps: int, limits: Limits = Limits(), **kwargs: Any):
