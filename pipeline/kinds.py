@@ -860,8 +860,8 @@ class ModelsNotSeparated(RejectionCause):
 
 # -- why generate rejected a theme without a finding (pipeline/generate/run.py) ---------------------
 
-@_cause("budget_stop")
-class BudgetStop(RejectionCause):
+@_cause("budget_cap_reached")
+class BudgetCapReached(RejectionCause):
     """A budget cap refused a stage's next model call (pipeline.llm.ledger's BudgetExceeded): nothing
     was found wrong with the theme. `scope`: "run" (--budget-usd; `--resume` goes on from the stage)
     or "theme" (--theme-budget-usd: what the theme may cost). The dollars are None in a cause read

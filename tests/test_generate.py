@@ -288,8 +288,8 @@ def test_a_theme_stopped_by_its_own_budget_stays_rejected_on_resume(llm_server, 
 
 
 def _budget_advice(out: Path, name: str):
-    """The typed cause review reads for `name` (a BudgetStop), and what `review show` says it means."""
-    from pipeline.kinds import BudgetStop
+    """The typed cause review reads for `name` (a BudgetCapReached), and what `review show` says it means."""
+    from pipeline.kinds import BudgetCapReached
     from pipeline.review import show
     from pipeline.review.catalog import Catalog
     from pipeline.review.details import gather
@@ -297,7 +297,7 @@ def _budget_advice(out: Path, name: str):
     with Catalog.open(out) as catalog:
         entry = catalog.get(name)
         lines = show.explain(gather(entry)).splitlines()
-    assert isinstance(entry.cause, BudgetStop), entry.cause
+    assert isinstance(entry.cause, BudgetCapReached), entry.cause
     said = {ln.split(":", 1)[0]: ln for ln in lines if ln.startswith(("means:", "next:"))}
     return entry.cause, said["means"], said["next"]
 

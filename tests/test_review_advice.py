@@ -152,9 +152,9 @@ def _advice(root: Path) -> tuple[str, str]:
 def test_a_theme_a_budget_cap_stopped_is_advised_from_the_cause_its_rejection_recorded(tmp_path):
     from pipeline.errors import Rejected
     from pipeline.generate.rundb import RunDB
-    from pipeline.kinds import BudgetStop, Rejection
+    from pipeline.kinds import BudgetCapReached, Rejection
 
-    cause = BudgetStop("theme", 0.005, 0.0049, 0.04)
+    cause = BudgetCapReached("theme", 0.005, 0.0049, 0.04)
     root = _rejected_by_the_writer(tmp_path, Rejected(BUDGET_REASON, "design", cause=cause))
     assert _advice(root) == (
         "means:  its model calls reached a budget cap before the stage finished; nothing is wrong with it yet",
@@ -168,11 +168,11 @@ def test_a_theme_a_budget_cap_stopped_is_advised_from_the_cause_its_rejection_re
 
 def test_a_theme_the_run_budget_stopped_is_sent_to_resume(tmp_path):
     from pipeline.errors import Rejected
-    from pipeline.kinds import BudgetStop
+    from pipeline.kinds import BudgetCapReached
 
     root = _rejected_by_the_writer(tmp_path, Rejected(BUDGET_REASON.replace("theme 'a maze' has a cap of",
                                                                             "the run cap is"), "code",
-                                                      cause=BudgetStop("run", 0.01, 0.0099, 0.03)))
+                                                      cause=BudgetCapReached("run", 0.01, 0.0099, 0.03)))
     assert _advice(root) == (
         "means:  the run's budget cap (--budget-usd) stopped its model calls before the stage finished; nothing is "
         "wrong with it yet",
@@ -229,7 +229,7 @@ def test_a_cause_in_the_run_database_this_envforge_cannot_read_claims_nothing(tm
 
     RunDB(root / "envforge.sqlite").close()  # upgraded: the cause column exists
     db = sqlite3.connect(root / "envforge.sqlite")
-    for written in ('{"kind": "a_newer_kind", "x": 1}', "not json", '["budget_stop"]'):
+    for written in ('{"kind": "a_newer_kind", "x": 1}', "not json", '["budget_cap_reached"]'):
         db.execute("UPDATE themes SET cause=?", (written,))
         db.commit()
         means, _ = _advice(root)

@@ -25,7 +25,7 @@ from pipeline.generate.context import Options, StageReport, ThemeContext
 from pipeline.generate.journal import JournaledClient
 from pipeline.generate.rundb import RunDB
 from pipeline.generate.themes import Theme
-from pipeline.kinds import BudgetStop
+from pipeline.kinds import BudgetCapReached
 from pipeline.llm.client import LLMClient
 from pipeline.llm.errors import BudgetExceeded, LLMError, ReplayInvalid, ReplayMissing
 from pipeline.sandbox.outside.executor import INFRASTRUCTURE_RETRIES, infrastructure_errors
@@ -158,7 +158,7 @@ class Run:
             # resume, so reopening it would give the theme a fresh cap every time).
             status, error = "rejected", f"budget exceeded: {exc}"
             report.exit_status = stages.RUN_BUDGET if exc.scope == "run" else stages.THEME_BUDGET
-            raise Rejected(error, stage.name, cause=BudgetStop(exc.scope, exc.cap_usd, exc.spent_usd,
+            raise Rejected(error, stage.name, cause=BudgetCapReached(exc.scope, exc.cap_usd, exc.spent_usd,
                                                                exc.estimate_usd)) from None
         except INFRASTRUCTURE as exc:
             status, error = "error", _infrastructure(ctx.theme, exc)

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pipeline import layout, terminal
 from pipeline.generate import stages
 from pipeline.kinds import (
-    BudgetStop,
+    BudgetCapReached,
     DegeneratePolicy,
     DoingNothingScoresMax,
     NoBetterThanRandom,
@@ -42,8 +42,8 @@ def advise(d: Details) -> Advice | None:
     if e.by_hand:
         return Advice("a reviewer rejected it by hand (see the human review)",
                       f"to reverse that, `envforge review accept {name} --reason TEXT`")
-    if isinstance(e.cause, BudgetStop):
-        return _budget_stop(e.cause, name, e.stage if e.stage in stages.NAMES else "design")
+    if isinstance(e.cause, BudgetCapReached):
+        return _budget_cap_reached(e.cause, name, e.stage if e.stage in stages.NAMES else "design")
     if e.stage == "input":
         return Advice("the theme line itself was refused before any model call",
                       f"edit the theme in {e.source or 'the themes file'} and run `envforge generate` again")
@@ -77,7 +77,7 @@ def advise(d: Details) -> Advice | None:
                   f"fix it in {folder}, then {retry_verify}")
 
 
-def _budget_stop(cause: BudgetStop, name: str, stage: str) -> Advice:
+def _budget_cap_reached(cause: BudgetCapReached, name: str, stage: str) -> Advice:
     if cause.scope == "run":
         return Advice("the run's budget cap (--budget-usd) stopped its model calls before the stage finished; "
                       "nothing is wrong with it yet",

@@ -15,7 +15,7 @@ from pipeline import records as files
 from pipeline.errors import LocatedError, UserError, not_a_folder
 from pipeline.generate import stages
 from pipeline.generate.rundb import RunDB
-from pipeline.kinds import BudgetStop, HumanReview, ModelCall, Record, RecordError, RejectionCause
+from pipeline.kinds import BudgetCapReached, HumanReview, ModelCall, Record, RecordError, RejectionCause
 from pipeline.review import history
 
 R = TypeVar("R", bound=Record)
@@ -154,7 +154,7 @@ def rejection_cause(row: dict, attempts: list[dict]) -> RejectionCause | None:
         return row["cause"]
     last = attempts[-1] if attempts else {}
     if last.get("status") == "rejected" and last.get("exit_status") in (stages.THEME_BUDGET, stages.RUN_BUDGET):
-        return BudgetStop("run" if last["exit_status"] == stages.RUN_BUDGET else "theme")
+        return BudgetCapReached("run" if last["exit_status"] == stages.RUN_BUDGET else "theme")
     return None
 
 
