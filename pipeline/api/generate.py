@@ -19,7 +19,7 @@ from pipeline.api.values import COUNT, SEED, one_of, out_dir
 from pipeline.api.verify import model_checks
 from pipeline.errors import UserError
 from pipeline.generate import stages
-from pipeline.generate.context import Options as StageOptions
+from pipeline.generate.context import GenerateRunOptions
 from pipeline.generate.interrupt import on_interrupt
 from pipeline.generate.run import Run, check_resume, prepare_output
 from pipeline.generate.rundb import RunDB
@@ -115,8 +115,8 @@ class GenerateJob:
 
     async def _run(self, client, out: OutputDir) -> dict:
         options, verifiers, themes = self.options, self.verifiers, self.themes
-        stage_options = StageOptions(levels=options.levels, seed=options.seed, pause_after=options.pause_after,
-                                     model=client.spec)
+        stage_options = GenerateRunOptions(levels=options.levels, seed=options.seed, pause_after=options.pause_after,
+                                           model=client.spec)
         db = RunDB(out.db)
         if options.resume:
             try:

@@ -13,7 +13,7 @@ from pipeline.verify.models import ModelChecks
 
 
 @dataclass(frozen=True)
-class Options:
+class GenerateRunOptions:
     levels: int = 15  # verified levels per environment: two thirds test, one third validation
     seed: int = 0
     pause_after: str | None = None  # a pausable stage (stages.PAUSABLE): supervised mode
@@ -40,7 +40,7 @@ class ThemeContext:
     theme: Theme
     work: Path
     llm: JournaledClient
-    options: Options
+    options: GenerateRunOptions
     verifiers: ModelChecks | None = None  # the model-driven verification, when models are configured
     progress: Callable[[str], None] | None = None  # a line on what the current stage is doing
 

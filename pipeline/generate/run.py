@@ -21,7 +21,7 @@ from pipeline import __version__, layout
 from pipeline import records as files
 from pipeline.errors import InfrastructureError, Rejected, UserError
 from pipeline.generate import package, stages
-from pipeline.generate.context import Options, StageReport, ThemeContext
+from pipeline.generate.context import GenerateRunOptions, StageReport, ThemeContext
 from pipeline.generate.journal import JournaledClient
 from pipeline.generate.rundb import RunDB
 from pipeline.generate.themes import Theme
@@ -58,7 +58,7 @@ class Run:
     # re-verifies edited files must work without a provider configured.
     client: LLMClient | None
     out: layout.OutputDir
-    options: Options
+    options: GenerateRunOptions
     db: RunDB
     run_id: int
     total: int
@@ -248,7 +248,7 @@ class Run:
         }
 
 
-def determined_by(theme: Theme, options: Options, verifiers: ModelChecks | None) -> dict:
+def determined_by(theme: Theme, options: GenerateRunOptions, verifiers: ModelChecks | None) -> dict:
     """What determines a theme's result besides the model's replies: `--resume` reuses its finished
     stages (and its accepted or rejected folder) only when all of it matches (check_resume)."""
     checks = (
@@ -260,7 +260,8 @@ def determined_by(theme: Theme, options: Options, verifiers: ModelChecks | None)
                        "repair_steps": options.repair_steps, "verify_search_nodes": options.verify_search_nodes}}
 
 
-def check_resume(db: RunDB, out: Path, themes: list[Theme], options: Options, verifiers: ModelChecks | None) -> None:
+def check_resume(db: RunDB, out: Path, themes: list[Theme], options: GenerateRunOptions,
+                 verifiers: ModelChecks | None) -> None:
     """Refuse to resume a folder whose themes were (partly) made with other settings: their stages
     would be reused and their numbers mixed with this run's. Nothing is written before this."""
     for theme in themes:

@@ -20,7 +20,7 @@ from pathlib import Path
 from pipeline import layout, manifest
 from pipeline.errors import Rejected, UserError
 from pipeline.generate import package, stages
-from pipeline.generate.context import Options, ThemeContext
+from pipeline.generate.context import GenerateRunOptions, ThemeContext
 from pipeline.generate.dsl import config_errors
 from pipeline.generate.journal import JournaledClient
 from pipeline.generate.run import Outcome, Run
@@ -73,8 +73,8 @@ def decide(catalog: Catalog, name: str, decision: str, reason: str) -> Entry:
         record = db.stage_record(name)
         if undo:
             (work / layout.REJECTION).unlink(missing_ok=True)  # it was the hand rejection
-        ctx = ThemeContext(theme, work, None, Options(seed=int(previous.get("seed") or 0),
-                                                       model=manifest.read(work).model or _model(work)))
+        ctx = ThemeContext(theme, work, None, GenerateRunOptions(seed=int(previous.get("seed") or 0),
+                                                                   model=manifest.read(work).model or _model(work)))
         package.accept(ctx, out, record, human_review=review)
         stage, why = (entry.stage, f"accepted by hand: {reason.strip()}") if not undo else ("package", "accepted")
         db.set_theme(run_id, name, theme.text, theme.where, decision, stage, why)
@@ -141,8 +141,8 @@ async def retry(catalog: Catalog, plan: RetryPlan, client) -> Outcome:
     for stage in plan.stages:
         journal.restart(stage)
     previous = db.run_args(name)
-    options = Options(levels=int(previous.get("levels") or 15), seed=int(previous.get("seed") or 0),
-                      model=client.spec if client else _model(work))
+    options = GenerateRunOptions(levels=int(previous.get("levels") or 15), seed=int(previous.get("seed") or 0),
+                                 model=client.spec if client else _model(work))
     run_id = db.start_run({"command": "review retry", "name": name, "from": plan.start, "levels": options.levels,
                            "seed": options.seed, "model": options.model})
     job = Run(client, out, options, db, run_id, 1)
