@@ -33,7 +33,7 @@ sys.path.insert(0, str(ROOT))
 from pipeline.kinds import LevelsFigures  # noqa: E402
 from pipeline.levelmax import certify  # noqa: E402
 from pipeline.verify.certify import PooledCertifier, standing  # noqa: E402
-from pipeline.verify.context import Context, Options  # noqa: E402
+from pipeline.verify.context import Context, VerifyRunOptions  # noqa: E402
 
 SAME = ("max_reward", "search_reward", "witness", "proof", "certainty", "search_nodes", "search_exhaustive")
 
@@ -42,7 +42,7 @@ def run_levels(env: Path, levels: int, nodes: int, workers: int) -> list[dict]:
     with tempfile.TemporaryDirectory(prefix="search-bench-") as tmp:
         copy = Path(tmp) / env.name
         shutil.copytree(env, copy, ignore=shutil.ignore_patterns("__pycache__", "_generated"), symlinks=True)
-        ctx = Context.open(copy, Options(search_nodes=nodes, workers=workers, budget_seconds=None))
+        ctx = Context.open(copy, VerifyRunOptions(search_nodes=nodes, workers=workers, budget_seconds=None))
         sources = ctx.env.all_levels()[:levels]
         out = []
         with contextlib.ExitStack() as stack:
@@ -96,7 +96,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("env", type=Path, help="an environment folder with shipped levels")
     parser.add_argument("--levels", type=int, default=3, help="the first N shipped levels (default 3)")
-    parser.add_argument("--nodes", type=int, default=Options().search_nodes, help="search nodes per level")
+    parser.add_argument("--nodes", type=int, default=VerifyRunOptions().search_nodes, help="search nodes per level")
     parser.add_argument("--workers", type=int, default=1, help="workers searching at once (default 1)")
     parser.add_argument("--json-out", type=Path)
     parser.add_argument("--compare", type=Path, metavar="FILE", help="an earlier --json-out: assert the same results")

@@ -883,14 +883,15 @@ class VerificationResult(Record):
     stages: VerifyFigures = field(default_factory=VerifyFigures)
     env_dir: str = ""
     confinement: str = ""  # the sandbox rung its workers ran on (pipeline/sandbox/outside/capabilities.py)
-    options: dict = field(default_factory=dict)  # the options it ran with (pipeline.verify.context.Options.recorded)
+    # the options it ran with (pipeline.verify.context.VerifyRunOptions.recorded)
+    options: dict = field(default_factory=dict)
     cause: RejectionCause | None = None  # why the rejecting stage rejected, for code (None: accepted)
 
 
 @dataclass
 class Verification(KeepsUnknown, VerificationResult):
     """ENV/verification.json: verify's verdict, each stage's figures (pipeline/verify/stages.py) and
-    the options it ran with (pipeline.verify.context.Options, every setting but its progress line)."""
+    the options it ran with (pipeline.verify.context.VerifyRunOptions, every setting but its progress line)."""
     KIND = "verification"
     # a folder verified by an older envforge may carry fields this one no longer writes
     verified_at: str = ""

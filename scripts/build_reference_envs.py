@@ -23,7 +23,7 @@ from pipeline import layout, manifest
 from pipeline import records as files
 from pipeline.envfolder.spec import read_config
 from pipeline.kinds import LevelMaxRewards
-from pipeline.verify import Options, verify_env
+from pipeline.verify import VerifyRunOptions, verify_env
 
 REFERENCE = Path(__file__).resolve().parents[1] / "generated_envs" / "reference"
 THEMES = {
@@ -38,7 +38,7 @@ def write_reference_artifacts(env_dir: Path) -> None:
     """Regenerate levels, level_max_rewards.json and manifest.json of one env."""
     path = env_dir / layout.LEVEL_MAX_REWARDS
     previous = files.read(path, LevelMaxRewards)
-    result = verify_env(env_dir, options=Options(write_levels=True, write=True, progress=print))
+    result = verify_env(env_dir, options=VerifyRunOptions(write_levels=True, write=True, progress=print))
     (env_dir / layout.VERIFICATION).unlink(missing_ok=True)
     if not result.accepted:
         raise SystemExit(f"{env_dir.name}: expected verify to accept the reference environment, found "

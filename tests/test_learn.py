@@ -233,9 +233,9 @@ def test_learns_level_making_has_no_verify_budget_to_run_out(tmp_path):
     from learning.evaluation import TrainingLevels
     from pipeline.envfolder.spec import EnvSpec
     from pipeline.testing.tiny_env import write_env
-    from pipeline.verify.context import Context, Options
+    from pipeline.verify.context import Context, VerifyRunOptions
 
     env_dir = write_env(tmp_path / "env")
     with TrainingLevels.worker(EnvSpec.open(env_dir)) as worker:
         assert worker.deadline is None
-    assert "(--budget)" in Context.open(env_dir, Options()).deadline[1]
+    assert "(--budget)" in Context.open(env_dir, VerifyRunOptions()).deadline[1]

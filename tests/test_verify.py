@@ -127,13 +127,13 @@ def test_accepts_sound_env_and_writes_generated_levels_only_when_asked(tmp_path)
 
 
 def test_levels_are_searched_and_scored_on_every_core_with_the_same_figures_as_on_one(tmp_path):
-    """Options.workers (default: every core) workers certify levels and play the reliability
+    """VerifyRunOptions.workers (default: every core) workers certify levels and play the reliability
     episodes at once; each level's search and episodes do not depend on which worker runs them."""
     from pipeline.verify import verify_env
-    from pipeline.verify.context import Options
+    from pipeline.verify.context import VerifyRunOptions
 
     env = write_env(tmp_path / "corridor")
-    one, two = (verify_env(env, options=Options(workers=n, test_levels=2, val_levels=1)) for n in (1, 2))
+    one, two = (verify_env(env, options=VerifyRunOptions(workers=n, test_levels=2, val_levels=1)) for n in (1, 2))
     assert one.accepted and two.accepted, (one.reason, two.reason)
     assert (one.stages.levels.search_workers, two.stages.levels.search_workers) == (1, 2)
     assert (one.stages.reliability.workers, two.stages.reliability.workers) == (1, 2)
@@ -150,7 +150,7 @@ def test_levels_are_generated_on_every_core_with_the_same_seeds_and_levels_as_on
     examples on one worker and on two; a seed generated ahead that the run never reaches (12, whose
     generator raises) is dropped, its failure never raised."""
     from pipeline.verify import verify_env
-    from pipeline.verify.context import Options
+    from pipeline.verify.context import VerifyRunOptions
 
     generator = ENV_GENERATE.replace(
         "    rng = random.Random(seed)\n",
@@ -159,7 +159,8 @@ def test_levels_are_generated_on_every_core_with_the_same_seeds_and_levels_as_on
         "    rng = random.Random(seed)\n").replace(
         '"goal": rng.randint(2, length - 1)', '"goal": 0 if seed % 4 == 0 else rng.randint(2, length - 1)')
     envs = [write_env(tmp_path / f"corridor_{n}", replace={"env_generate.py": generator}) for n in (1, 2)]
-    runs = [verify_env(env, ("levels",), Options(workers=n, test_levels=4, val_levels=2, write_levels=True, write=True))
+    runs = [verify_env(env, ("levels",),
+                       VerifyRunOptions(workers=n, test_levels=4, val_levels=2, write_levels=True, write=True))
             for n, env in zip((1, 2), envs)]
     one, two = (run.stages.levels for run in runs)
     assert runs[0].accepted and runs[1].accepted, (runs[0].reason, runs[1].reason)
@@ -180,12 +181,12 @@ def test_a_shipped_level_equal_to_a_generated_one_is_searched_once_when_its_fit_
     one of them reuses its search when it ended on a proof (the corridor's binary reward met), so
     each level is searched once (crate_dock: 81,686 nodes were twice 40,843), with the same maxima."""
     from pipeline.verify import verify_env
-    from pipeline.verify.context import Options
+    from pipeline.verify.context import VerifyRunOptions
 
     env = write_env(tmp_path / "corridor")
-    written = verify_env(env, ("levels",), Options(test_levels=2, val_levels=1, write_levels=True, write=True))
+    written = verify_env(env, ("levels",), VerifyRunOptions(test_levels=2, val_levels=1, write_levels=True, write=True))
     assert written.accepted, written.reason
-    again = verify_env(env, ("levels",), Options(test_levels=2, val_levels=1, write=True))
+    again = verify_env(env, ("levels",), VerifyRunOptions(test_levels=2, val_levels=1, write=True))
     assert again.accepted and again.stages.levels.generated_searched_until_fit, again.reason
     entries = json.loads((env / "level_max_rewards.json").read_text())["levels"]
     assert len(entries) == 3 and all(entry["exact"] for entry in entries.values())

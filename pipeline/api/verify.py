@@ -22,11 +22,10 @@ from pipeline.api.values import COUNT, SECONDS, SEED, number, out_file
 from pipeline.errors import UserError, not_a_folder
 from pipeline.llm.config import PROVIDERS
 from pipeline.sandbox.outside.executor import running_on
-from pipeline.verify import STAGES, VerificationResult, verify_env
-from pipeline.verify import Options as StageOptions
+from pipeline.verify import STAGES, VerificationResult, VerifyRunOptions, verify_env
 from pipeline.verify.models import ModelChecks, verify_with_models
 
-_STAGE_DEFAULTS = StageOptions()
+_STAGE_DEFAULTS = VerifyRunOptions()
 MODEL_CHECKS = "model-driven checks (after the model-free stages; need a provider)"
 
 
@@ -92,7 +91,7 @@ class VerifyJob:
         self.pair = model_pair("--agent-models", options.agent_models)
         self.executor = options.executor.start()
         self.write = options.write or options.write_levels or made_by_envforge(Path(env_dir))
-        self.stage_options = StageOptions(
+        self.stage_options = VerifyRunOptions(
             margin=options.margin, search_nodes=options.search_nodes, search_seconds=options.search_seconds,
             random_episodes=options.random_episodes, write_levels=options.write_levels, write=self.write,
             seed=options.seed, budget_seconds=options.budget,

@@ -8,7 +8,7 @@ import asyncio
 from pipeline import layout
 from pipeline.errors import Rejected
 from pipeline.generate.context import StageReport, ThemeContext
-from pipeline.verify import Options, verify_env
+from pipeline.verify import VerifyRunOptions, verify_env
 from pipeline.verify.models import verify_with_models
 
 OUTPUTS = (layout.VERIFICATION, layout.LEVEL_MAX_REWARDS, layout.LEVELS, layout.VAL_LEVELS, layout.MANIFEST)
@@ -16,8 +16,8 @@ OUTPUTS = (layout.VERIFICATION, layout.LEVEL_MAX_REWARDS, layout.LEVELS, layout.
 
 async def run(ctx: ThemeContext) -> StageReport:
     n = ctx.options.levels
-    options = Options(test_levels=n - n // 3, val_levels=n // 3, write_levels=True, write=True, seed=ctx.options.seed,
-                      search_nodes=ctx.options.verify_search_nodes, progress=ctx.say)
+    options = VerifyRunOptions(test_levels=n - n // 3, val_levels=n // 3, write_levels=True, write=True,
+                               seed=ctx.options.seed, search_nodes=ctx.options.verify_search_nodes, progress=ctx.say)
     result = await asyncio.to_thread(verify_env, ctx.work, options=options)
     if result.accepted and ctx.verifiers is not None:
         ctx.say("the model-driven checks...")

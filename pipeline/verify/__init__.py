@@ -13,7 +13,7 @@ and a rejection found after it ran out is not recorded either (a refused call ma
 What it writes into the folder:
   * verification.json — always: {accepted, stage, reason, cause: the rejecting stage's typed cause
     ({"kind": ..., fields}, causes.py; null when accepted), stages: {stage: figures}, options: the
-    Options it ran with};
+    VerifyRunOptions it ran with};
   * level_max_rewards.json — for the levels in the folder: the shipped ones, or, with
     `write_levels`, the generated set, which then replaces levels/ and val_levels/ (the
     generate pipeline asks for that). Without `write_levels`, the generated set is
@@ -41,17 +41,17 @@ from pipeline.kinds import (
 )
 from pipeline.sandbox.outside.capabilities import ran_under
 from pipeline.verify import reliability
-from pipeline.verify.context import BudgetRanOut, Clock, Context, Options
+from pipeline.verify.context import BudgetRanOut, Clock, Context, VerifyRunOptions
 from pipeline.verify.stages import STAGES, VERIFY_STAGES, VerifyStage
 from pipeline.verify.stages import get as get_stage
 
-__all__ = ["STAGES", "VERIFY_STAGES", "BudgetRanOut", "Options", "VerificationResult", "record", "verify_env"]
+__all__ = ["STAGES", "VERIFY_STAGES", "BudgetRanOut", "VerifyRunOptions", "VerificationResult", "record", "verify_env"]
 
 
 def verify_env(
-    env_dir: str | Path, stages: tuple[str, ...] = STAGES, options: Options | None = None
+    env_dir: str | Path, stages: tuple[str, ...] = STAGES, options: VerifyRunOptions | None = None
 ) -> VerificationResult:
-    options = options or Options()
+    options = options or VerifyRunOptions()
     unknown = [s for s in stages if s not in STAGES]
     if unknown:
         raise ValueError(f"unknown stage(s) {unknown}; expected some of {list(STAGES)}")

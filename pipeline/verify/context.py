@@ -23,7 +23,7 @@ from pipeline.verify.claims import read_claims
 
 
 @dataclass
-class Options:
+class VerifyRunOptions:
     margin: float = 0.2  # reliability: reject when random_mean >= planner_mean - margin
     test_levels: int = 10  # generated levels for levels/
     val_levels: int = 5  # ... and for val_levels/
@@ -66,7 +66,7 @@ class Options:
 
 
 class BudgetRanOut(InfrastructureError):
-    """Verification's wall-clock budget (`Options.budget_seconds`, --budget) ran out before it could
+    """Verification's wall-clock budget (`VerifyRunOptions.budget_seconds`, --budget) ran out before it could
     judge: a safety stop that cut a stage, not a verdict on the environment (where it cuts depends on
     machine load). Nothing is recorded; the message says which limit cut which stage."""
 
@@ -81,7 +81,7 @@ class BudgetRanOut(InfrastructureError):
 @dataclass
 class Context:
     spec: EnvSpec
-    options: Options
+    options: VerifyRunOptions
     claims: dict = field(default_factory=dict)  # the shipped level_max_rewards.json, read before any write
     deadline: tuple[float, str] | None = None  # (time.monotonic() value, what set it): see EnvClient
 
@@ -98,7 +98,7 @@ class Context:
         return self.spec.config
 
     @classmethod
-    def open(cls, env_dir, options: Options) -> "Context":
+    def open(cls, env_dir, options: VerifyRunOptions) -> "Context":
         try:
             spec = EnvSpec.open(env_dir, full_paths=False).playable()
         except LocatedError as e:
