@@ -44,7 +44,7 @@ class Broken(Exception):
 
 
 @dataclass
-class Outcome:
+class ThemeOutcome:
     name: str
     status: str  # accepted | rejected | error | paused | skipped
     stage: str = ""
@@ -62,7 +62,7 @@ class Run:
     db: RunDB
     run_id: int
     total: int
-    outcomes: list[Outcome] = field(default_factory=list)
+    outcomes: list[ThemeOutcome] = field(default_factory=list)
     stopped: str = ""  # why remaining themes were not started
     journals: list[JournaledClient] = field(default_factory=list)
     verifiers: ModelChecks | None = None  # the model-driven verification, when models are configured
@@ -78,9 +78,9 @@ class Run:
         )
 
     # -- one theme -----------------------------------------------------------------------
-    async def theme(self, theme: Theme, resume: bool) -> Outcome:
+    async def theme(self, theme: Theme, resume: bool) -> ThemeOutcome:
         if self.stopped:
-            return self._finish(Outcome(theme.name, "skipped", reason=self.stopped))
+            return self._finish(ThemeOutcome(theme.name, "skipped", reason=self.stopped))
         done = self._already_packaged(theme.name) if resume else None
         if done:
             return self._finish(done)
@@ -106,20 +106,20 @@ class Run:
                     self.db.set_theme(self.run_id, theme.name, theme.text, theme.where, "paused", stage.name,
                                       f"paused after {stage.name}: edit {work} and run again with --resume")
                     self.say(theme.name, f"paused after {stage.name} (edit {work}, then --resume)")
-                    return self._finish(Outcome(theme.name, "paused", stage.name, path=str(work)))
+                    return self._finish(ThemeOutcome(theme.name, "paused", stage.name, path=str(work)))
         except Rejected as rejection:
             return self._reject(theme, work, rejection)
         except Broken as broken:
             self.db.set_theme(self.run_id, theme.name, theme.text, theme.where, "error", broken.stage, broken.reason)
             self.say(theme.name, f"error in {broken.stage}: {broken.reason}")
-            return self._finish(Outcome(theme.name, "error", broken.stage, broken.reason, str(work)))
+            return self._finish(ThemeOutcome(theme.name, "error", broken.stage, broken.reason, str(work)))
         try:
             path = package.accept(ctx, self.out, self._record(theme.name))
         except Rejected as rejection:  # the DSL gate, run again at packaging
             return self._reject(theme, work, rejection)
         self.db.set_theme(self.run_id, theme.name, theme.text, theme.where, "accepted", "package", "accepted")
         self.say(theme.name, f"accepted -> {path}")
-        return self._finish(Outcome(theme.name, "accepted", path=str(path)))
+        return self._finish(ThemeOutcome(theme.name, "accepted", path=str(path)))
 
     async def _stage_anywhere(self, ctx: ThemeContext, stage: stages.Stage) -> StageReport:
         """The stage, run again (as a new attempt in the run database) when the node running its
@@ -181,19 +181,19 @@ class Run:
             self.db.end_stage(attempt, status, error, after[1] - before[1], after[2] - before[2],
                               round(after[0] - before[0], 6), report.steps, report.exit_status)
 
-    def _reject(self, theme: Theme, work: Path, rejection: Rejected) -> Outcome:
+    def _reject(self, theme: Theme, work: Path, rejection: Rejected) -> ThemeOutcome:
         path = package.reject(work, self.out, theme, rejection, self.db, self.run_id)
         self.say(theme.name, f"rejected at {rejection.stage}: {rejection.reason}")
-        return self._finish(Outcome(theme.name, "rejected", rejection.stage, rejection.reason, str(path)))
+        return self._finish(ThemeOutcome(theme.name, "rejected", rejection.stage, rejection.reason, str(path)))
 
-    def _already_packaged(self, name: str) -> Outcome | None:
+    def _already_packaged(self, name: str) -> ThemeOutcome | None:
         row = self.db.theme(name) or {}
         if self.out.accepted(name).is_dir() and (self.out.accepted(name) / layout.MANIFEST).is_file():
-            return Outcome(name, "accepted", path=str(self.out.accepted(name)))
+            return ThemeOutcome(name, "accepted", path=str(self.out.accepted(name)))
         if self.out.rejected(name).is_dir() and row.get("status") == "rejected":
             attempts = self.db.attempts(name)
             if not attempts or attempts[-1].get("exit_status") != stages.RUN_BUDGET:
-                return Outcome(
+                return ThemeOutcome(
                     name, "rejected", row.get("stage", ""), row.get("reason", ""), str(self.out.rejected(name))
                 )
             # The run's budget stopped it, not a finding: it goes on from that stage, with its journal.
@@ -205,7 +205,7 @@ class Run:
     def _record(self, name: str) -> dict:
         return self.db.stage_record(name)
 
-    def _finish(self, outcome: Outcome) -> Outcome:
+    def _finish(self, outcome: ThemeOutcome) -> ThemeOutcome:
         self.outcomes.append(outcome)
         return outcome
 

@@ -23,7 +23,7 @@ from pipeline.generate import package, stages
 from pipeline.generate.context import GenerateRunOptions, ThemeContext
 from pipeline.generate.dsl import config_errors
 from pipeline.generate.journal import JournaledClient
-from pipeline.generate.run import Outcome, Run
+from pipeline.generate.run import Run, ThemeOutcome
 from pipeline.generate.themes import Theme
 from pipeline.generate.verify_stage import OUTPUTS as VERIFY_OUTPUTS
 from pipeline.kinds import HumanReview, Rejection, ThemeRecord
@@ -125,7 +125,7 @@ def plan_retry(catalog: Catalog, name: str, start: str) -> RetryPlan:
     return RetryPlan(entry, start, tuple(s.name for s in stages.after(start)))
 
 
-async def retry(catalog: Catalog, plan: RetryPlan, client) -> Outcome:
+async def retry(catalog: Catalog, plan: RetryPlan, client) -> ThemeOutcome:
     """Run the theme again from `plan.start` with the files as they are now. `client` is None
     when no model stage runs (a retry from verify)."""
     name, out, db = plan.entry.name, catalog.out, catalog.db
