@@ -28,13 +28,13 @@ from pipeline.sandbox import SandboxFailure
 from pipeline.sandbox.outside.client import EnvClient, Level
 from pipeline.verify.causes import EmptyObservation, EndConditionIgnored, crashed
 from pipeline.verify.context import Context, failure_text, located
-from pipeline.verify.outcome import Outcome, settle
+from pipeline.verify.outcome import StageOutcome, settle
 
 # Levels to roll out on when the folder has none: generated from these seeds.
 FALLBACK_SEEDS = (1, 2, 3)
 
 
-def run(ctx: Context, levels: list | None) -> Outcome[ExecutionFigures]:
+def run(ctx: Context, levels: list | None) -> StageOutcome[ExecutionFigures]:
     """Its figures (also when it rejects) and the first failure as its rejection; `levels` pass
     through (this stage rolls out on the folder's own, or generated ones)."""
     sources = [Level(file=f) for f in ctx.env.all_levels()] or [Level(seed=s) for s in FALLBACK_SEEDS]

@@ -58,10 +58,10 @@ from pipeline.verify.causes import (
 )
 from pipeline.verify.certify import PooledCertifier, write_max_rewards
 from pipeline.verify.context import Context, failure_text, located
-from pipeline.verify.outcome import Outcome, settle
+from pipeline.verify.outcome import StageOutcome, settle
 
 
-def run(ctx: Context, _: list[LevelMax] | None) -> Outcome[LevelsFigures]:
+def run(ctx: Context, _: list[LevelMax] | None) -> StageOutcome[LevelsFigures]:
     """The levels later stages score on, with their certified max rewards, and its figures."""
     figures = LevelsFigures(shipped_levels=len(ctx.env.all_levels()), search_budget={
         "nodes_per_level": ctx.options.search_nodes, "safety_seconds_per_search": ctx.options.search_seconds})

@@ -3,7 +3,7 @@ later stages score on, and why it rejected, if it did.
 
 A stage's body fills the figures it made (they are what verification.json shows of a stage, also
 of one that rejected) and raises `Rejected` deep inside when the environment is unfit; `settle`
-turns that into the stage's `Outcome`, times the stage, and names a sandbox failure the stage did
+turns that into the stage's `StageOutcome`, times the stage, and names a sandbox failure the stage did
 not expect (still the environment's fault). No stage reads another's figures.
 """
 from __future__ import annotations
@@ -25,24 +25,24 @@ F = TypeVar("F", bound=StageFigures)
 
 
 @dataclass
-class Outcome(Generic[F]):
+class StageOutcome(Generic[F]):
     figures: F
     levels: "list[LevelMax] | None" = None  # what the next stage scores on, with certified max rewards
     rejection: StageRejection | None = None  # None: the stage passed
 
 
-def settle(stage: str, figures: F, body: Callable[[F], "list[LevelMax] | None"]) -> Outcome[F]:
+def settle(stage: str, figures: F, body: Callable[[F], "list[LevelMax] | None"]) -> StageOutcome[F]:
     """Run a stage's `body` on its `figures`: its outcome, its wall and CPU seconds in the figures."""
     clock = Clock()
     try:
         levels = body(figures)
     except Rejected as rejected:
-        return Outcome(figures, rejection=StageRejection(rejected.reason, rejected.cause))
+        return StageOutcome(figures, rejection=StageRejection(rejected.reason, rejected.cause))
     except SandboxFailure as failure:
         where = failure.where or layout.ENV_MAIN
-        return Outcome(figures, rejection=StageRejection(
+        return StageOutcome(figures, rejection=StageRejection(
             f"{where}: expected the {stage} stage to run, found {failure_text(failure)}",
             WorkerFailed(failure.kind, where)))
     finally:
         clock.stamp(figures)
-    return Outcome(figures, levels)
+    return StageOutcome(figures, levels)

@@ -51,13 +51,13 @@ from pipeline.verify.causes import (
 )
 from pipeline.verify.certify import write_max_rewards
 from pipeline.verify.context import Context, failure_text, located
-from pipeline.verify.outcome import Outcome, settle
+from pipeline.verify.outcome import StageOutcome, settle
 
 RANDOM_AGENT = "uniform random declared action with sampled parameters"
 CONSTANT_PARAMS = 3  # parameter combinations per action tried as a constant policy
 
 
-def run(ctx: Context, levels: list[LevelMax]) -> Outcome[ReliabilityFigures]:
+def run(ctx: Context, levels: list[LevelMax]) -> StageOutcome[ReliabilityFigures]:
     """The levels, with any max reward a random or constant-policy episode corrected (and, when the
     environment passes and verify writes, level_max_rewards.json rewritten with them), and its figures."""
     policies = constant_policies(ctx)

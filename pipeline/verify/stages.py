@@ -1,7 +1,7 @@
 """The stages of `envforge verify`, declared once, in the order they run (as generate's are in
 pipeline/generate/stages.py).
 
-Each stage is `run(ctx, levels) -> Outcome` (pipeline/verify/outcome.py): its own typed figures
+Each stage is `run(ctx, levels) -> StageOutcome` (pipeline/verify/outcome.py): its own typed figures
 (pipeline.kinds: ExecutionFigures, LevelsFigures, ReliabilityFigures; also when it rejects: they
 are what verification.json shows of a failed stage), its rejection when the environment is unfit
 (a reason and a typed cause, pipeline/verify/causes.py), and the levels later stages score on
@@ -17,9 +17,9 @@ from typing import Callable
 from pipeline.levelmax import LevelMax
 from pipeline.verify import execution, levels, reliability
 from pipeline.verify.context import Context
-from pipeline.verify.outcome import Outcome
+from pipeline.verify.outcome import StageOutcome
 
-Run = Callable[[Context, "list[LevelMax] | None"], Outcome]
+Run = Callable[[Context, "list[LevelMax] | None"], StageOutcome]
 
 
 @dataclass(frozen=True)
