@@ -17,9 +17,10 @@ Two kinds of record:
 `OMIT_NONE`: only a field at its default None is (an optional figure that was never set).
 
 A kind whose records come in several shapes (a trajectory's header, turns and end; a probe's
-predict, plan and change items) is a base model naming the field that tells them apart (`TAG`),
-and a subclass per shape with its value (`TAG_VALUE`): reading as the base builds the shape the
-record names, and a record naming none of them is refused.
+predict, plan and change items; the coding agent's replies and tool results) is a base model
+naming the field that tells them apart (`TAG`), and a subclass per shape with its value
+(`TAG_VALUE`): reading as the base builds the shape the record names, and a record naming none of
+them is refused.
 """
 from __future__ import annotations
 
@@ -342,19 +343,41 @@ class ModelCall(Record):
 
 @dataclass
 class CodingStep(Record):
-    """A line of OUT/_work/NAME/trajectory.jsonl, the coding agent's log: a reply of step `step`
-    (its text and the tool calls run, `dropped_tool_calls` past the per-reply limit), or the
-    result of one of its tool calls (`tool`, `error`, `result`)."""
+    """A line of OUT/_work/NAME/trajectory.jsonl, the coding agent's log of a stage (code, repair):
+    a model reply (CodingReply) or the result of one of the tool calls it asked for
+    (CodingToolResult), both of the stage's `step`-th model call. A line written before the lines
+    named their shape (no `type`) is the shape its fields make it: a tool result names its `tool`."""
     KIND = "coding_step"
-    OMIT_NONE = True
+    TAG = "type"
     stage: str
     step: int
+
+    @classmethod
+    def coerce(cls, value: Any) -> Any:
+        if isinstance(value, dict) and cls.TAG not in value:
+            return {cls.TAG: CodingToolResult.TAG_VALUE if "tool" in value else CodingReply.TAG_VALUE, **value}
+        return value
+
+
+@dataclass
+class CodingReply(CodingStep):
+    """The model's reply: its text (None: it wrote none) and the tool calls run of it ({"name",
+    "arguments"}); `dropped_tool_calls` more it asked for past the per-reply limit were not run."""
+    TAG_VALUE = "reply"
+    OMIT_NONE = True
+    tool_calls: list[dict]
     text: str | None = None
-    tool_calls: list[dict] | None = None  # {"name", "arguments"}
     dropped_tool_calls: int | None = None
-    tool: str | None = None
-    error: bool | None = None
-    result: str | None = None
+
+
+@dataclass
+class CodingToolResult(CodingStep):
+    """What one tool call of the reply returned to the model (cut at 4,000 characters), and whether
+    it failed."""
+    TAG_VALUE = "tool_result"
+    tool: str
+    error: bool
+    result: str
 
 
 # -- level_max_rewards.json -------------------------------------------------------------------

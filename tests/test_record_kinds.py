@@ -281,6 +281,65 @@ def test_claims_verify_compares_read_back_as_written_and_one_that_does_not_fit_i
                                       "verification.json: stages")
 
 
+# The coding agent's log as envforge 0.1.0 wrote it before its lines named their shape: a reply, a tool
+# result, a reply whose second call was dropped and one with no text, then the repair stage's first step.
+OLD_TRAJECTORY = [
+    {"stage": "code", "step": 1, "text": "the rules first",
+     "tool_calls": [{"name": "write_file", "arguments": {"path": "env_main.py", "content": "a\nb\n"}}]},
+    {"stage": "code", "step": 1, "tool": "write_file", "error": False, "result": "wrote env_main.py"},
+    {"stage": "code", "step": 2, "text": "now check",
+     "tool_calls": [{"name": "run_check", "arguments": {}}], "dropped_tool_calls": 1},
+    {"stage": "code", "step": 2, "tool": "run_check", "error": False,
+     "result": "check failed: 1 error(s), 0 warning(s).\nerror: env_main.py: KeyError"},
+    {"stage": "code", "step": 3, "tool_calls": [{"name": "finish", "arguments": {"summary": "done"}}]},
+    {"stage": "code", "step": 3, "tool": "finish", "error": True, "result": "the check fails"},
+    {"stage": "repair", "step": 1, "text": "fix", "tool_calls": []},
+]
+
+
+def test_the_coding_agent_s_log_of_an_earlier_envforge_reads_back_as_replies_and_tool_results(tmp_path):
+    """trajectory.jsonl lines are a reply (CodingReply) or a tool result (CodingToolResult), each with
+    the fields it always has; a line written before they named their shape reads as the shape its
+    fields make it, and review's history of it is what it was."""
+    from pipeline.review.history import agent_attempts
+
+    old = tmp_path / "old" / layout.TRAJECTORY
+    old.parent.mkdir()
+    old.write_text("".join(json.dumps({"format": "envforge.coding_step/1", "envforge": "0.1.0", **line}) + "\n"
+                           for line in OLD_TRAJECTORY))
+    read = [entry for _, entry in records.lines(old, kinds.CodingStep)]
+    assert [type(e).__name__ for e in read] == ["CodingReply", "CodingToolResult"] * 3 + ["CodingReply"]
+    assert (read[2].text, read[2].dropped_tool_calls, read[4].text, read[4].tool_calls[0]["name"]) == \
+        ("now check", 1, None, "finish")
+    assert (read[5].tool, read[5].error, read[5].result) == ("finish", True, "the check fails")
+
+    new = tmp_path / "new" / layout.TRAJECTORY
+    new.parent.mkdir()
+    for entry in read:
+        records.append(new, entry)
+    written = [json.loads(line) for line in new.read_text().splitlines()]
+    assert [w["type"] for w in written] == ["reply", "tool_result"] * 3 + ["reply"]
+    assert [{k: v for k, v in w.items() if k not in ("format", "envforge", "type")} for w in written] == \
+        OLD_TRAJECTORY  # the same facts, each line now naming its shape
+    assert [entry for _, entry in records.lines(new, kinds.CodingStep)] == read
+
+    for log in (old, new):
+        code, repair = agent_attempts(log)
+        assert (code.stage, code.number, [s.number for s in code.steps]) == ("code", 1, [1, 2, 3])
+        assert (repair.stage, repair.number, [s.text for s in repair.steps]) == ("repair", 1, ["fix"])
+        assert code.changed == ["env_main.py"]
+        assert code.checks == ["failed: 1 error(s), 0 warning(s); first: env_main.py: KeyError"]
+        assert [(t.name, t.error, t.result) for t in code.steps[2].tools] == [("finish", True, "the check fails")]
+
+    # untagged, a tool result by its `tool`: its missing `error` is named
+    records.append_jsonl(new, "coding_step", {"stage": "code", "step": 4, "tool": "run_check", "result": "ok"})
+    with pytest.raises(RecordError, match=rf"{new}:8: expected the fields of envforge.coding_step/1, found no error"):
+        list(records.lines(new, kinds.CodingStep))
+    records.append_jsonl(old, "coding_step", {"type": "thought", "stage": "code", "step": 4})
+    with pytest.raises(RecordError, match=rf"{old}:8: expected type 'reply' or 'tool_result', found 'thought'"):
+        list(records.lines(old, kinds.CodingStep))
+
+
 @pytest.mark.slow
 def test_verify_writes_verification_json_as_its_model_and_review_reads_it_back(tmp_path):
     env = shutil.copytree(REFERENCE / "crate_dock", tmp_path / "crate_dock")

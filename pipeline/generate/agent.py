@@ -34,7 +34,7 @@ from pipeline import records as files
 from pipeline.check import CheckReport, check_env
 from pipeline.errors import InfrastructureError
 from pipeline.generate.journal import JournaledClient
-from pipeline.kinds import CodingStep
+from pipeline.kinds import CodingReply, CodingToolResult
 from pipeline.llm.messages import Message, ToolCall, ToolSpec
 from pipeline.records import DiskFull
 from pipeline.sandbox.limits import SandboxLimits
@@ -215,9 +215,8 @@ async def run_agent(llm: JournaledClient, stage: str, system: str, task: str, wo
         calls += 1
         room = min(MAX_TOOL_CALLS_PER_REPLY, max_steps - steps)
         run, dropped = reply.tool_calls[:room], len(reply.tool_calls) - min(room, len(reply.tool_calls))
-        files.append(trajectory, CodingStep(stage, calls, reply.text,
-                                            [{"name": c.name, "arguments": c.arguments} for c in run],
-                                            dropped or None))
+        files.append(trajectory, CodingReply(stage, calls, [{"name": c.name, "arguments": c.arguments} for c in run],
+                                             reply.text, dropped or None))
         messages.append(replace(reply.to_message(), tool_calls=tuple(run)))
         if not reply.tool_calls:
             steps += 1
@@ -229,8 +228,7 @@ async def run_agent(llm: JournaledClient, stage: str, system: str, task: str, wo
             result, failed = await _execute(workspace, call)
             result = _cut(result, MAX_RESULT_CHARS)
             finished = finished or (call.name == "finish" and not failed)
-            files.append(trajectory, CodingStep(stage, calls, tool=shown(str(call.name), 60), error=failed,
-                                                result=result[:4000]))
+            files.append(trajectory, CodingToolResult(stage, calls, shown(str(call.name), 60), failed, result[:4000]))
             messages.append(Message.tool_result(call, result, is_error=failed))
         if dropped:
             messages.append(Message.user(_dropped_note(len(reply.tool_calls), len(run), max_steps, steps)))

@@ -1,7 +1,7 @@
 """The coding agent's history of one theme, read back from its trajectory.jsonl.
 
-The trajectory holds, in order, every model reply ({stage, step, text, tool_calls}) and every
-tool result ({stage, step, tool, error, result}) of the code and repair stages. A stage that
+The trajectory holds, in order, every model reply (pipeline.kinds.CodingReply) and every tool
+result (CodingToolResult) of the code and repair stages. A stage that
 ran again (a retry) starts again at step 1, which is where one attempt ends and the next begins.
 """
 from __future__ import annotations
@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Iterator
 
 from pipeline import records as files
-from pipeline.kinds import CodingStep
+from pipeline.kinds import CodingStep, CodingToolResult
 
 
 @dataclass
@@ -75,17 +75,17 @@ def agent_attempts(trajectory: Path) -> list[AgentAttempt]:
     current: dict[str, AgentAttempt] = {}
     for entry in _entries(trajectory):
         stage = entry.stage
-        if entry.tool is not None:  # a tool result: it belongs to the last call of that name in the step
+        if isinstance(entry, CodingToolResult):  # it belongs to the last call of that name in the step
             step = current[stage].steps[-1] if stage in current and current[stage].steps else None
             pending = [t for t in (step.tools if step else []) if t.name == entry.tool and not t.result]
             if pending:
-                pending[0].result, pending[0].error = entry.result or "", bool(entry.error)
+                pending[0].result, pending[0].error = entry.result, entry.error
             continue
         if stage not in current or entry.step == 1:
             current[stage] = AgentAttempt(stage, sum(a.stage == stage for a in attempts) + 1)
             attempts.append(current[stage])
         tools = [ToolUse(str(c.get("name")), c.get("arguments") if isinstance(c.get("arguments"), dict) else {})
-                 for c in entry.tool_calls or []]
+                 for c in entry.tool_calls]
         current[stage].steps.append(HistoryStep(entry.step, entry.text or "", tools))
     return attempts
 
