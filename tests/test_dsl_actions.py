@@ -5,15 +5,16 @@ import jsonschema
 import yaml
 
 from dsl_schema.actions import actions
+from pipeline.envfolder.action_text import ActionText
 from pipeline.envfolder.actions import ActionSpace
 
 
 def _tools(doc):
-    return ActionSpace.from_config(doc).tools()
+    return ActionText(ActionSpace.from_config(doc)).tools()
 
 
 def _text(doc):
-    return ActionSpace.from_config(doc).derived_text()
+    return ActionText(ActionSpace.from_config(doc)).derived()
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "dsl_schema" / "examples"
 B4 = yaml.safe_load((EXAMPLES / "connect_four_b4.yaml").read_text())

@@ -126,6 +126,7 @@ COLUMNS_TEXT = (
 
 
 def test_untyped_parameter_gets_every_value_the_evidence_names_and_says_where_from():
+    from pipeline.envfolder.action_text import ActionText
     from pipeline.envfolder.actions import ActionSpace
 
     space = ActionSpace.from_config(COLUMNS_CONFIG, [("action_space.txt", COLUMNS_TEXT)])
@@ -137,8 +138,8 @@ def test_untyped_parameter_gets_every_value_the_evidence_names_and_says_where_fr
     # an inferred domain steers sampling and search; only a declared one makes an action invalid
     assert space.invalid_reason({"action": "drop_disk", "params": {"column": 9}}) is None
     assert "must be one of ['left', 'right']" in space.invalid_reason({"action": "move", "params": {"direction": "up"}})
-    assert "column" not in str(space.tools()[0]["parameters"]["properties"]["column"].get("enum", ""))
-    assert "read from action_space.txt" in space.describe()
+    assert "column" not in str(ActionText(space).tools()[0]["parameters"]["properties"]["column"].get("enum", ""))
+    assert "read from action_space.txt" in ActionText(space).describe()
 
 
 def test_untyped_parameter_without_evidence_keeps_one_sampled_value():
@@ -152,9 +153,11 @@ def test_untyped_parameter_without_evidence_keeps_one_sampled_value():
 @pytest.mark.parametrize("text", ["drop_disk 3", "drop_disk column=3", "drop_disk(column=3)", "drop_disk(3)",
                                   '{"action": "drop_disk", "params": {"column": 3}}'])
 def test_typed_text_parses_in_every_form_play_accepts(text):
+    from pipeline.envfolder.action_text import ActionText
     from pipeline.envfolder.actions import ActionSpace
 
-    assert ActionSpace.from_config(COLUMNS_CONFIG).parse(text) == {"action": "drop_disk", "params": {"column": 3}}
+    parsed = ActionText(ActionSpace.from_config(COLUMNS_CONFIG)).parse(text)
+    assert parsed == {"action": "drop_disk", "params": {"column": 3}}
 
 
 def test_column_strategy_from_the_autoenv_corpus_gets_all_seven_columns():

@@ -17,6 +17,7 @@ from typing import Any
 
 from dsl_schema.actions import Action
 from pipeline import layout
+from pipeline.envfolder.action_text import ActionText
 from pipeline.envfolder.level import Level
 from pipeline.envfolder.spec import EnvSpec
 from pipeline.errors import UserError, not_a_folder
@@ -93,10 +94,10 @@ class Environment:
             if not isinstance(action.get("action"), str):
                 raise ValueError('expected {"action": NAME, "params": {...}}')
             return {"action": action["action"], "params": dict(action.get("params") or {})}
-        return self.spec.actions.parse(str(action))
+        return ActionText(self.spec.actions).parse(str(action))
 
     def describe_actions(self) -> str:
-        return self.spec.actions.describe()
+        return ActionText(self.spec.actions).describe()
 
     def session(self, skin: str | None = None, limits: SandboxLimits | None = None) -> "Session":
         """A sandbox worker holding this environment; close it (or use `with`) when done."""

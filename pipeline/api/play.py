@@ -10,6 +10,7 @@ from pathlib import Path
 from pipeline import layout
 from pipeline.api.options import ExecutorOptions, Options, group, option
 from pipeline.api.values import SEED
+from pipeline.envfolder.action_text import ActionText
 from pipeline.envfolder.level import Level
 from pipeline.envfolder.spec import EnvSpec
 from pipeline.errors import UserError
@@ -40,7 +41,7 @@ def play(env_dir: str, options: PlayOptions) -> int:
         raise UserError("expected one of --level ID or --seed N, found both")
     env = EnvSpec.open(env_dir)
     level = None if options.seed is not None else env.level(options.level)
-    space = env.actions
+    space = ActionText(env.actions)
     lines = _action_lines(options.actions, space) if options.actions else None
     try:
         with running_on(options.executor.start()), EnvClient.open(env) as client:
@@ -52,7 +53,7 @@ def play(env_dir: str, options: PlayOptions) -> int:
         return 1
 
 
-def _action_lines(path: str, space) -> list[str]:
+def _action_lines(path: str, space: ActionText) -> list[str]:
     """The file's actions, every one parsed before the environment starts: a line that is no action
     is an error naming its line, and no step is played."""
     try:
@@ -70,7 +71,7 @@ def _action_lines(path: str, space) -> list[str]:
             space.parse(line)
         except ValueError as e:
             raise UserError(
-                f"--actions {path}:{number}: expected an action ({', '.join(space.names) or 'none declared'}"
+                f"--actions {path}:{number}: expected an action ({', '.join(space.space.names) or 'none declared'}"
                 f", with its parameters), found {str(capped(line, 200, 'more'))!r}: {e}"
             ) from None
         lines.append(line)
@@ -81,7 +82,7 @@ def _shown(text) -> str:
     return str(capped(text, SHOWN_CHARS, "not shown"))
 
 
-def _play(env, client: EnvClient, space, level, seed, lines) -> int:
+def _play(env, client: EnvClient, space: ActionText, level, seed, lines) -> int:
     max_steps = client.max_steps  # config.yaml's, never the worker's word
     if env.instruction:
         print(env.instruction, "\n")

@@ -1,23 +1,22 @@
 """The one action space of an environment, as the host sees it (read as data, never run).
 
-Everything that picks, checks, lists, shows or parses actions uses it: `check` and
-verification's random and planner rollouts, the random agent, evaluate's validity figures,
-`play`, and the model agents' text and tool schemas. Actions come from config.yaml's
-`transition.actions`. A typed parameter's domain is the DSL's (`enum`, `range`); an untyped
-one's is read from evidence (action_space.txt, the instruction, the DSL's texts, the levels;
-see evidence.py), and `sources` says which. An inferred domain steers sampling and search; only
-declared domains make an action invalid, since an agent is not faulted on a guess.
+Everything that picks, checks or lists actions uses it: `check` and verification's random and
+planner rollouts, the random agent, evaluate's validity figures and the search. What is shown of
+it and typed into it (the agents' text and tool schemas, `play`'s listing and parser) is its
+ActionText (action_text.py). Actions come from config.yaml's `transition.actions`. A typed
+parameter's domain is the DSL's (`enum`, `range`); an untyped one's is read from evidence
+(action_space.txt, the instruction, the DSL's texts, the levels; see evidence.py), and `sources`
+says which. An inferred domain steers sampling and search; only declared domains make an action
+invalid, since an agent is not faulted on a guess.
 """
 from __future__ import annotations
 
 import dataclasses
-import json
 import random
-import shlex
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
-from dsl_schema.actions import ACTION_FORMAT, Action, Param, actions
+from dsl_schema.actions import Action, Param, actions
 from pipeline.envfolder import evidence
 
 DECLARED = "config.yaml"
@@ -33,11 +32,10 @@ _JSON_TYPES = {"string": str, "integer": int, "number": (int, float), "boolean":
 class ActionSpace:
     actions: tuple[Action, ...] = ()
     sources: dict[tuple[str, str], str] = field(default_factory=dict)  # (action, param) -> where its domain came from
-    text_override: str = ""  # action_space.txt, when the folder has one
 
     @classmethod
-    def from_config(cls, config: Any, texts: Iterable[tuple[str, str]] = (), levels: Iterable[tuple[str, Any]] = (),
-                    action_text: str = "") -> "ActionSpace":
+    def from_config(cls, config: Any, texts: Iterable[tuple[str, str]] = (),
+                    levels: Iterable[tuple[str, Any]] = ()) -> "ActionSpace":
         """The declared actions, untyped domains filled from `texts` ((source, text), tried in
         order) and then `levels` ((source, data))."""
         texts, levels = list(texts), list(levels)
@@ -56,7 +54,7 @@ class ActionSpace:
                     )
                 params.append(p)
             filled.append(dataclasses.replace(action, params=tuple(params)))
-        return cls(tuple(filled), sources, action_text)
+        return cls(tuple(filled), sources)
 
     @classmethod
     def of(cls, spec) -> "ActionSpace":
@@ -64,8 +62,7 @@ class ActionSpace:
         the DSL's own text and state_template."""
         texts = [("action_space.txt", spec.action_text), ("agent_instruction.txt", spec.instruction),
                  ("config.yaml text", spec.config_text)]
-        return cls.from_config(spec.config, texts, [("config.yaml state_template", spec.config.get("state_template"))],
-                               spec.action_text)
+        return cls.from_config(spec.config, texts, [("config.yaml state_template", spec.config.get("state_template"))])
 
     def for_state(self, state: Any, source: str = "the level") -> "ActionSpace":
         """This space on one level: a parameter still without a domain takes the values the level's
@@ -81,7 +78,7 @@ class ActionSpace:
                         p, sources[action.name, p.name] = dataclasses.replace(p, enum=found.values), found.source
                 params.append(p)
             filled.append(dataclasses.replace(action, params=tuple(params)))
-        return ActionSpace(tuple(filled), sources, self.text_override)
+        return ActionSpace(tuple(filled), sources)
 
     def __bool__(self) -> bool:
         return bool(self.actions)
@@ -192,105 +189,6 @@ class ActionSpace:
                     return False
         return True
 
-    # -- what an agent reads -------------------------------------------------------------
-    def text(self) -> str:
-        """The agent-facing description: action_space.txt as written, else derived from the DSL."""
-        return self.text_override.strip() or self.derived_text().strip()
-
-    def derived_text(self) -> str:
-        lines = ["Available actions:"]
-        for action in self.actions:
-            signature = ", ".join(p.name + ("?" if p.optional else "") for p in action.params)
-            lines.append(f"- {action.name}({signature})" + (f": {action.description}" if action.description else ""))
-            for param in action.params:
-                lines.append(f"    {param.name}: {_param_text(param)}")
-        lines += ["", ACTION_FORMAT]
-        if self.actions:
-            first = self.actions[0]
-            example = {
-                "action": first.name,
-                "params": {p.name: _example_value(p) for p in first.params if not p.optional},
-            }
-            lines.append(f"Example: {json.dumps(example)}")
-        return "\n".join(lines) + "\n"
-
-    def tools(self) -> list[dict[str, Any]]:
-        """One native tool-call schema per action: {"name", "description", "parameters"}, whose
-        `parameters` is a JSON Schema object (OpenAI's `function.parameters`, Anthropic's
-        `input_schema`). Untyped parameters accept any JSON value."""
-        tools = []
-        for action in self.actions:
-            properties: dict[str, Any] = {}
-            for param in action.params:
-                prop: dict[str, Any] = {}
-                if param.type:
-                    prop["type"] = param.type
-                if self.sources.get((action.name, param.name), DECLARED) == DECLARED:
-                    if param.enum is not None:
-                        prop["enum"] = list(param.enum)
-                    if param.range is not None:
-                        prop["minimum"], prop["maximum"] = param.range
-                prop["description"] = (
-                    param.description or f"The {param.name.replace('_', ' ')} parameter of {action.name}."
-                )
-                properties[param.name] = prop
-            tools.append({
-                "name": action.name,
-                "description": action.description or f"Take the action {action.name}.",
-                "parameters": {"type": "object", "properties": properties,
-                               "required": [p.name for p in action.params if not p.optional],
-                               "additionalProperties": False},
-            })
-        return tools
-
-    def describe(self) -> str:
-        """One line per action, the syntax `play` accepts, with where each domain came from."""
-        lines = []
-        for a in self.actions:
-            params = " ".join(f"{p.name}=<{_domain_text(p) or p.type or 'value'}>" for p in a.params)
-            lines.append(f"  {a.name} {params}".rstrip() + (f"   # {a.description}" if a.description else ""))
-        inferred = sorted({s for s in self.sources.values() if s not in (DECLARED, NO_EVIDENCE)})
-        if inferred:
-            lines.append(f"  (values of untyped parameters read from {', '.join(inferred)})")
-        return "\n".join(lines)
-
-    # -- typed text ----------------------------------------------------------------------
-    def parse(self, text: str) -> dict:
-        """What a person types: JSON, `move direction=north`, `move north` or `move(direction=north)`.
-        Raises ValueError saying what was expected when the text is not an action."""
-        text = text.strip()
-        if text.startswith("{"):
-            try:
-                data = json.loads(text)
-            except ValueError:
-                data = None
-            if not isinstance(data, dict) or not isinstance(data.get("action"), str):
-                raise ValueError('expected {"action": NAME, "params": {...}}')
-            data.setdefault("params", {})
-            return data
-        if "(" in text and text.endswith(")"):
-            name, _, inner = text[:-1].partition("(")
-            text = name.strip() + " " + inner.replace(",", " ")
-        try:
-            words = shlex.split(text)
-        except ValueError as e:
-            raise ValueError(f"expected words and NAME=VALUE pairs, found {e}") from None
-        if not words:
-            raise ValueError("expected an action name")
-        name, rest = words[0], words[1:]
-        declared = self.get(name)
-        positional = [p.name for p in declared.params] if declared else []
-        params: dict[str, Any] = {}
-        for i, word in enumerate(rest):
-            if "=" in word:
-                key, _, value = word.partition("=")
-            elif i < len(positional):
-                key, value = positional[i], word
-            else:
-                raise ValueError(f"expected NAME=VALUE for extra parameter, found {word!r}")
-            params[key.strip()] = _value(value.strip())
-        return {"action": name, "params": params}
-
 
 def _fits(found: evidence.Domain, kind: str | None) -> bool:
     if kind == "string":
@@ -341,40 +239,3 @@ def _candidate_values(p: Param) -> list:
             return list(range(lo, hi + 1))
         return sorted({lo, hi, (lo + hi) // 2 if isinstance(lo, int) else (lo + hi) / 2})
     return [_sample_value(p, random.Random(0))]
-
-
-def _domain_text(p: Param) -> str:
-    if p.enum is not None:
-        return "|".join(map(str, p.enum))
-    if p.range is not None:
-        return f"{p.range[0]}..{p.range[1]}"
-    return ""
-
-
-def _param_text(param: Param) -> str:
-    parts = [param.type or "any value"]
-    if param.enum is not None:
-        parts.append("one of " + ", ".join(json.dumps(v) for v in param.enum))
-    if param.range is not None:
-        parts.append(f"from {param.range[0]} to {param.range[1]} inclusive")
-    if param.optional:
-        parts.append("optional")
-    text = ", ".join(parts)
-    return f"{text}. {param.description}" if param.description else text
-
-
-def _example_value(param: Param) -> Any:
-    if param.enum is not None:
-        return param.enum[0]
-    if param.range is not None:
-        return param.range[0]
-    return {"integer": 0, "number": 0.0, "boolean": False, "array": [], "object": {}}.get(
-        param.type or "", f"<{param.name}>"
-    )
-
-
-def _value(text: str) -> Any:
-    try:
-        return json.loads(text)
-    except ValueError:
-        return text

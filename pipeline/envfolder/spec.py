@@ -134,12 +134,16 @@ class EnvSpec:
     @cached_property
     def action_space(self) -> str:
         """What agents are told the actions are: action_space.txt, else derived from the DSL."""
-        return self.actions.text()
+        from pipeline.envfolder.action_text import ActionText
+
+        return ActionText(self.actions, self.action_text).for_agent()
 
     @cached_property
     def tools(self) -> list[dict]:
         """One native tool schema per action."""
-        return self.actions.tools()
+        from pipeline.envfolder.action_text import ActionText
+
+        return ActionText(self.actions).tools()
 
     @classmethod
     def open(cls, path: str | Path, full_paths: bool = True) -> "EnvSpec":
