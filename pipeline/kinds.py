@@ -448,6 +448,13 @@ class StageFigures(KeepsUnknown, Shape):
     cpu_seconds: float = 0.0
     warnings: list[str] | None = None
 
+    def summary(self) -> str:
+        """The figures in a line, as `envforge verify` prints them under the stage's name."""
+        return self.times()
+
+    def times(self) -> str:
+        return f"{self.wall_seconds:g}s wall, {self.cpu_seconds:g}s CPU"
+
 
 @dataclass
 class ExecutionFigures(StageFigures):
@@ -459,6 +466,10 @@ class ExecutionFigures(StageFigures):
     truncated_episodes: int = 0
     failures_by_kind: dict[str, int] = field(default_factory=dict)
     end_conditions: dict | None = None  # {"checked": [...], "unchecked": {condition: why}}
+
+    def summary(self) -> str:
+        return (f"{self.episodes} episodes ({self.steps} steps) on {self.levels} levels, planner search "
+                f"{self.planner_nodes} nodes, failures {self.failures_by_kind or 'none'}; {self.times()}")
 
 
 @dataclass
@@ -516,6 +527,48 @@ class LevelsFigures(StageFigures):
     claims: dict[str, ClaimCheck] | None = None  # the shipped level_max_rewards.json compared (verify/claims.py)
     written: list[str] | None = None
 
+    def summary(self) -> str:
+        return (
+            f"{self.seeds_tried} seeds tried, {self.generated_kept} kept, {self.duplicates} duplicates, "
+            f"{self.rejected_by_validator} rejected by the validator, {self.unfit} unfit; "
+            f"{len(self.levels_scored or [])} levels scored, {self.corrected} max reward(s) corrected; "
+            f"search {self.search_nodes} nodes in {self.search_seconds:g}s"
+            + (f" ({self.nodes_per_second:,} nodes/s)" if self.nodes_per_second else "")
+            + f"; {len(self.exact_levels or [])} max reward(s) exact"
+            + (f"; {len(self.lower_bounds)} only a lower bound ({self.why_lower()}{self.bounds()})"
+               if self.lower_bounds else "")
+            + (f"; {len(self.unknown_maxima)} unknown" if self.unknown_maxima else "")
+            + (f"; {len(self.cut_by_safety_stop)} cut by the --search-seconds safety stop (load-dependent)"
+               if self.cut_by_safety_stop else "")
+            + ("; a generator or validator call cut by the --generator-seconds safety stop (load-dependent)"
+               if self.generator_safety_stop else "")
+            + (f"; validator refuted on {len(self.validator_refuted)} level(s) (a replayed witness scores where "
+               f"it rejects)" if self.validator_refuted else "")
+            + f"; {self.times()}"
+        )
+
+    def why_lower(self) -> str:
+        """Why the searches of the lower bounds ended short of a proof: their budget ran out, or they
+        stopped on reaching a claim."""
+        at_claim = len(self.stopped_at_claim or [])
+        spent = len(self.lower_bounds or []) - at_claim
+        claim = "the search stopped on reaching the validator's or shipped claim, which proves nothing"
+        if not at_claim:
+            return "search budget spent"
+        return claim if not spent else f"search budget spent on {spent}; {claim} on {at_claim}"
+
+    def bounds(self) -> str:
+        """How far the lower bounds may be from the max: their gaps to the DSL's reward bound, and the
+        levels with no upper bound and why ("" when neither)."""
+        parts = []
+        if self.gaps:
+            parts.append(f"gap to the DSL's reward bound at most {max(self.gaps.values()):g} on {len(self.gaps)}")
+        if self.no_upper_bound:
+            reasons = sorted(set(self.no_upper_bound.values()))
+            parts.append(f"no upper bound on {len(self.no_upper_bound)}: {reasons[0]}" + (
+                f" (and {len(reasons) - 1} other reason(s))" if len(reasons) > 1 else ""))
+        return f": {'; '.join(parts)}" if parts else ""
+
 
 @dataclass
 class LevelScores(KeepsUnknown, Shape):
@@ -558,6 +611,11 @@ class ReliabilityFigures(StageFigures):
     best_constant_policy: ConstantPolicyScore | None = None
     inconclusive: str | None = None  # why the figures decide nothing
 
+    def summary(self) -> str:
+        shown = ["?" if x is None else x for x in (self.random_normalized, self.planner_normalized)]
+        return (f"random agent {shown[0]} vs planner {shown[1]} normalized (margin {self.margin:g}), "
+                f"{self.episodes} episodes; {self.times()}")
+
 
 @dataclass
 class ReactFigures(KeepsUnknown, Shape):
@@ -572,6 +630,12 @@ class ReactFigures(KeepsUnknown, Shape):
     format_errors: int | None = None
     note: str | None = None
 
+    def summary(self) -> str:
+        if self.level is None:  # no episode was played
+            return f"ReAct rollout with {self.model}: not played ({self.note})"
+        return (f"ReAct rollout with {self.model}: {self.steps or 0} step(s) on {self.level}, stopped: "
+                f"{self.stop_reason}, reward {self.total_reward}")
+
 
 @dataclass
 class DifferentialFigures(KeepsUnknown, Shape):
@@ -583,6 +647,10 @@ class DifferentialFigures(KeepsUnknown, Shape):
     weak_normalized: float
     strong_normalized: float
     per_run: dict[str, dict[str, float]] = field(default_factory=dict)
+
+    def summary(self) -> str:
+        return (f"{self.weak} {self.weak_normalized} vs {self.strong} {self.strong_normalized} normalized over "
+                f"{self.runs} run(s) of {self.levels} level(s)")
 
 
 @dataclass

@@ -355,6 +355,44 @@ def test_verify_writes_verification_json_as_its_model_and_review_reads_it_back(t
     assert _verification(env)["stages"] == verification.stages.to_dict()
 
 
+def test_each_stage_s_figures_say_themselves_in_the_line_verify_prints():
+    """`envforge verify` prints `STAGE: figures.summary()`: each figures shape says what its line
+    holds (a ReAct rollout with no level to play says so, where it printed 'on None')."""
+    levels = kinds.LevelsFigures(3, 1, seeds_tried=20, generated_kept=10, duplicates=2, rejected_by_validator=1,
+                                 unfit=1, levels_scored=["a", "b"], corrected=1, search_nodes=12345,
+                                 search_seconds=2.5, nodes_per_second=4938, exact_levels=["a"], lower_bounds=["b", "c"],
+                                 stopped_at_claim=["c"], gaps={"b": 1.0}, no_upper_bound={"c": "why", "d": "other"},
+                                 unknown_maxima={"e": "x"}, cut_by_safety_stop=["b"], generator_safety_stop="x",
+                                 validator_refuted={"a": 1})
+    assert levels.summary() == (
+        "20 seeds tried, 10 kept, 2 duplicates, 1 rejected by the validator, 1 unfit; 2 levels scored, 1 max "
+        "reward(s) corrected; search 12345 nodes in 2.5s (4,938 nodes/s); 1 max reward(s) exact; 2 only a lower "
+        "bound (search budget spent on 1; the search stopped on reaching the validator's or shipped claim, which "
+        "proves nothing on 1: gap to the DSL's reward bound at most 1 on 1; no upper bound on 2: other (and 1 other "
+        "reason(s))); 1 unknown; 1 cut by the --search-seconds safety stop (load-dependent); a generator or "
+        "validator call cut by the --generator-seconds safety stop (load-dependent); validator refuted on 1 "
+        "level(s) (a replayed witness scores where it rejects); 3s wall, 1s CPU")
+    assert kinds.LevelsFigures(lower_bounds=["b"], stopped_at_claim=["b"]).summary().startswith(
+        "0 seeds tried, 0 kept, 0 duplicates, 0 rejected by the validator, 0 unfit; 0 levels scored, 0 max reward(s) "
+        "corrected; search 0 nodes in 0s; 0 max reward(s) exact; 1 only a lower bound (the search stopped on "
+        "reaching the validator's or shipped claim, which proves nothing); 0s wall")
+    assert kinds.StageFigures(1.5, 0.25).summary() == "1.5s wall, 0.25s CPU"
+    assert kinds.ExecutionFigures(2.0, 1.0, levels=3, episodes=9, steps=30, planner_nodes=100,
+                                  failures_by_kind={"timeout": 1}).summary() == \
+        "9 episodes (30 steps) on 3 levels, planner search 100 nodes, failures {'timeout': 1}; 2s wall, 1s CPU"
+    assert kinds.ReliabilityFigures(1, 2, levels=2, episodes=40, margin=0.1, random_normalized=0.2,
+                                    planner_normalized=0.9).summary() == \
+        "random agent 0.2 vs planner 0.9 normalized (margin 0.1), 40 episodes; 1s wall, 2s CPU"
+    assert kinds.ReliabilityFigures().summary() == \
+        "random agent ? vs planner ? normalized (margin 0), 0 episodes; 0s wall, 0s CPU"
+    assert kinds.ReactFigures("m", True, "levels/l1.yaml", 10, "done", 3.0, 0).summary() == \
+        "ReAct rollout with m: 10 step(s) on levels/l1.yaml, stopped: done, reward 3.0"
+    assert kinds.ReactFigures("m", False, note="no test level to play").summary() == \
+        "ReAct rollout with m: not played (no test level to play)"
+    assert kinds.DifferentialFigures("w", "s", 2, 5, 0.1, 0.9).summary() == \
+        "w 0.1 vs s 0.9 normalized over 2 run(s) of 5 level(s)"
+
+
 def test_verify_certification_of_a_level_reads_back_as_typed_fields_and_foreign_entries_still_load(tmp_path):
     """level_max_rewards.json as verify writes it (the references): its certification fields are the
     entry's declared fields (not an open `extra`); every twelve AutoEnv files (plain numbers, or

@@ -101,19 +101,6 @@ def _plan(asked: tuple[str, ...]) -> list[VerifyStage]:
     return plan
 
 
-def bounds_text(gaps: dict, unbounded: dict) -> str:
-    """How far lower bounds may be from the max: their gaps to the DSL's reward bound, and the levels
-    with no upper bound and why ("" when neither)."""
-    parts = []
-    if gaps:
-        parts.append(f"gap to the DSL's reward bound at most {max(gaps.values()):g} on {len(gaps)}")
-    if unbounded:
-        reasons = sorted(set(unbounded.values()))
-        parts.append(f"no upper bound on {len(unbounded)}: {reasons[0]}" + (
-            f" (and {len(reasons) - 1} other reason(s))" if len(reasons) > 1 else ""))
-    return f": {'; '.join(parts)}" if parts else ""
-
-
 def _accepted_notes(stages: VerifyFigures) -> str:
     """What an acceptance rests on: the reliability figures (or why they could not decide), how many
     max rewards are lower bounds, and the warnings of the stages."""
@@ -125,7 +112,7 @@ def _accepted_notes(stages: VerifyFigures) -> str:
                      f"of the max")
     if levels and levels.lower_bounds:
         notes.append(f"{len(levels.lower_bounds)} max reward(s) are lower bounds (the search was not exhaustive)"
-                     + bounds_text(levels.gaps or {}, levels.no_upper_bound or {}))
+                     + levels.bounds())
     unknown = rel.unscored_levels if rel else levels.unknown_maxima if levels else None
     if unknown:
         notes.append(f"{len(unknown)} level(s) with an unknown or zero max reward, left out of normalized scores: "
