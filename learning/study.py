@@ -42,10 +42,12 @@ from pipeline.sandbox import WorkerPool
 class StudyOutcome:
     stopped: dict[str, str] = field(default_factory=dict)  # "env method" -> why it stopped early
     report: list[Path] = field(default_factory=list)
+    by_budget: set[str] = field(default_factory=set)  # of those, the ones a budget cap stopped
 
     @property
     def budget(self) -> bool:
-        return any(why.startswith("budget") for why in self.stopped.values())
+        """A budget cap stopped a run (learn exits 3), as the exception that stopped it said."""
+        return bool(self.by_budget)
 
 
 def open_study(out: Path, study: Study, resume: bool) -> Study:
@@ -98,6 +100,7 @@ async def _guarded(outcome: StudyOutcome, name: str, pool: Pool, say: Callable[[
         pool.stopped = ""
     except (BudgetStop, BudgetExceeded) as e:
         pool.stopped = f"budget: {e}"
+        outcome.by_budget.add(name)
     except LLMError as e:
         pool.stopped = f"model: {type(e).__name__}: {e}"
     if pool.stopped:

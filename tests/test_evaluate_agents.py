@@ -132,3 +132,30 @@ def test_json_goes_to_stdout_and_the_cost_summary_to_stderr(evaluate, llm_server
     assert summary["model"] == "openai/gpt-4o-mini" and summary["envs"]["crate_dock"]["episodes"] == 1
     assert summary["overall"]["dollars"] > 0
     assert "cost summary:" in err
+
+
+@pytest.mark.parametrize("scope, finished, not_started", [("theme", 2, 2), ("run", 1, 3)])
+def test_a_budget_stop_ends_what_its_cap_s_scope_covers_whatever_its_message_says(tmp_path, scope, finished,
+                                                                                  not_started):
+    """Two environments, two runs, one at a time: an environment's own cap ("theme", the ledger's scope)
+    stops that environment's later episodes; the run's cap stops every one. The message names the run
+    in both: the scope the cap carried decides, not the words."""
+    import asyncio
+
+    from pipeline.envfolder.spec import EnvSpec
+    from pipeline.evaluate.episode import Decision
+    from pipeline.evaluate.records import Records
+    from pipeline.evaluate.runner import RunOptions
+    from pipeline.evaluate.runner import evaluate as run_episodes
+
+    async def capped(ctx, tracker, log):
+        tracker.decided(Decision(error="budget", message="run: budget exceeded: the run cap is $0.01",
+                                 budget_scope=scope))
+        return tracker
+
+    targets = [EnvSpec.open(REFERENCE / "crate_dock"), EnvSpec.open(REFERENCE / "tide_pool")]
+    outcome = asyncio.run(run_episodes(targets, capped, RunOptions("scripted", "-", runs=2, max_levels=1,
+                                                                   concurrency=1), Records(tmp_path / "out")))
+    assert (len(outcome.finished), outcome.not_started) == (finished, not_started)
+    assert {r.stop_reason for r in outcome.finished} == {"budget"}
+    assert outcome.budget_message == "run: budget exceeded: the run cap is $0.01"

@@ -83,6 +83,7 @@ class Decision:
     action: dict | None = None
     error: str | None = None
     message: str = ""
+    budget_scope: str = ""  # error "budget": the scope of the cap that refused the call ("run": every episode's)
     thought: str = ""
     reply: str | None = None  # the model's raw output, when there is one
     prompt: str | None = None  # the turn's user prompt, when there is one
@@ -173,6 +174,7 @@ class Tracker:
     turn_log: list[dict] = field(default_factory=list)
     stop_reason: str | None = None
     stop_detail: str = ""
+    budget_scope: str = ""  # stopped by a budget cap: that cap's scope (Decision.budget_scope)
     terminated: bool = False  # the environment reached an end state
     truncated: bool = False  # the runtime's step cap ended the episode
     started: float = field(default_factory=time.monotonic)
@@ -195,6 +197,8 @@ class Tracker:
         else:
             stopped = "solved" if self._solved() else "agent_stopped"  # e.g. the planner at the certified max
             reason = {"model": "model_error", "budget": "budget", "stop": stopped}.get(decision.error, "agent_error")
+            if reason == "budget" and self.stop_reason is None:
+                self.budget_scope = decision.budget_scope
             self.stop(reason, decision.message)
 
     def stepped(self, action: dict, out: StepResult) -> None:

@@ -60,7 +60,7 @@ class HostedAgent:
     async def act(self, turn: Turn) -> Decision:
         loop = asyncio.get_running_loop()
         spent: dict = {"calls": 0}
-        refused: list[tuple[str, str]] = []  # (error kind, message) of requests not answered
+        refused: list[TurnError] = []  # why requests were not answered (kind, message, a cap's scope)
 
         def on_request(kind: str, args: dict) -> dict:  # on the evaluation's thread; the call runs on the loop
             if kind != "model":
@@ -70,7 +70,7 @@ class HostedAgent:
             try:
                 messages, max_tokens = self._request(args)
             except ValueError as e:
-                refused.append(("agent", str(e)))
+                refused.append(TurnError("agent", str(e)))
                 return {"error": "usage", "message": str(e)}
             return asyncio.run_coroutine_threadsafe(self._model(messages, max_tokens, spent, refused), loop).result()
 
@@ -78,14 +78,15 @@ class HostedAgent:
             out = await self.ctx.session.blocking(self._act, agent_turn(turn), on_request)
         except SandboxFailure as f:
             out = f
-        errors = dict(refused)
+        errors = {e.kind: e for e in refused}
         if "budget" in errors:
-            return Decision(error="budget", message=errors["budget"], **spent)
+            budget = errors["budget"]
+            return Decision(error="budget", message=str(budget), budget_scope=budget.scope, **spent)
         if "agent" in errors:  # a bad request is the agent's failure, whatever it did next
             return Decision(error="agent", message=f"{self.name} made a bad model request: {errors['agent']}", **spent)
         if isinstance(out, SandboxFailure):
             if "model" in errors:
-                return Decision(error="model", message=errors["model"], **spent)
+                return Decision(error="model", message=str(errors["model"]), **spent)
             where = f" at {out.where}" if out.where else ""
             return Decision(error="agent", message=f"{self.name} failed{where}: {out.kind}: {out.detail}", **spent)
         return decision_of(out, self.names, spent)
@@ -119,7 +120,7 @@ class HostedAgent:
         try:
             response = await call_model(self.ctx, self.client, self.options, messages, spent, max_tokens=max_tokens)
         except TurnError as e:
-            refused.append((e.kind, str(e)))
+            refused.append(e)
             return {"error": e.kind, "message": str(e)}
         return {"text": response.text}
 

@@ -36,11 +36,12 @@ class ModelOptions:
 
 
 class TurnError(Exception):
-    """A model call of a turn that brought no answer: `kind` "budget" (a cap refused it) or "model"."""
+    """A model call of a turn that brought no answer: `kind` "budget" (a cap refused it; `scope`: the
+    ledger's scope of that cap, "run" or "theme", the environment's own) or "model"."""
 
-    def __init__(self, kind: str, message: str):
+    def __init__(self, kind: str, message: str, scope: str = ""):
         super().__init__(message)
-        self.kind = kind
+        self.kind, self.scope = kind, scope
 
 
 def agent_env(ctx: EpisodeContext, instruction: str | None = None) -> dict:
@@ -83,7 +84,7 @@ async def call_model(ctx: EpisodeContext, client: LLMClient, options: ModelOptio
                                          max_tokens=min(max_tokens or options.max_tokens, options.max_tokens),
                                          temperature=options.temperature, sample=ctx.run)
     except BudgetExceeded as e:
-        raise TurnError("budget", f"{e.scope}: {e}") from None
+        raise TurnError("budget", f"{e.scope}: {e}", e.scope) from None
     except LLMError as e:
         spent["calls"] = spent.get("calls", 0) + 1
         raise TurnError("model", f"{type(e).__name__}: {e}") from None
@@ -136,7 +137,7 @@ class ToolsAgent:
         try:
             response = await call_model(self.ctx, self.client, self.options, messages, spent, self.tools)
         except TurnError as e:
-            return Decision(error=e.kind, message=str(e), **spent)
+            return Decision(error=e.kind, message=str(e), budget_scope=e.scope, **spent)
         calls = [{"name": c.name, "arguments": c.arguments} for c in response.tool_calls]
         spent["reply"] = response.text + ("\n" + json.dumps({"tool_calls": calls}) if calls else "")
         if not response.tool_calls:

@@ -124,7 +124,7 @@ async def evaluate(targets: list[EnvSpec], player: Player, options: RunOptions, 
             lost: list[str] = []  # a node lost with the episode's worker: played again elsewhere
             while True:
                 try:
-                    record = await _episode(spec, player, options, records, pool, executor)
+                    record, budget_scope = await _episode(spec, player, options, records, pool, executor)
                     break
                 except infrastructure_errors() as exc:
                     lost.append(str(exc))
@@ -137,7 +137,7 @@ async def evaluate(targets: list[EnvSpec], player: Player, options: RunOptions, 
             progress.update(record)
         if record.stop_reason == "budget":
             outcome.budget_message = record.stop_detail
-            (stop_all.set() if record.stop_detail.startswith("run:") else stopped_envs.add(spec.env.name))
+            (stop_all.set() if budget_scope == "run" else stopped_envs.add(spec.env.name))
 
     try:
         await asyncio.gather(*(one(spec) for spec in pending))
@@ -151,7 +151,8 @@ async def evaluate(targets: list[EnvSpec], player: Player, options: RunOptions, 
 
 
 async def _episode(spec: EpisodeSpec, player: Player, options: RunOptions, records: Records, pool: WorkerPool,
-                   executor: ThreadPoolExecutor) -> EpisodeRecord:
+                   executor: ThreadPoolExecutor) -> tuple[EpisodeRecord, str]:
+    """The episode's record, and the scope of the budget cap that stopped it ("" when none did)."""
     loop = asyncio.get_running_loop()
     identity = dict(env=spec.env.name, level=str(spec.level), run=spec.run, agent=options.agent, model=options.model)
     max_reward = spec.env.max_reward(spec.level)
@@ -185,7 +186,7 @@ async def _episode(spec: EpisodeSpec, player: Player, options: RunOptions, recor
     record.confinement = confinement
     trajectory.write(EpisodeEnd(record))
     trajectory.close()
-    return record
+    return record, tracker.budget_scope
 
 
 class Progress:
