@@ -437,7 +437,7 @@ def open_sqlite(path: str | Path, schema: str, database: str, **connect) -> sqli
             conn.execute(f"PRAGMA user_version = {int(current)}")
     except sqlite3.OperationalError as e:
         conn.close()
-        if "full" in str(e).lower():
+        if e.sqlite_errorcode == sqlite3.SQLITE_FULL:  # SQLite's code, not its message's words
             raise DiskFull(f"{path}: expected room to write it, found the disk full ({e}); free some space and "
                            f"run the command again") from None
         raise

@@ -192,6 +192,22 @@ def test_the_run_database_refuses_a_schema_from_a_newer_envforge(demos, tmp_path
     assert "envforge.sqlite: its schema version is 7, written by a newer envforge" in done.stderr
 
 
+def test_a_full_database_is_known_by_sqlite_s_error_code_not_by_the_words_of_its_message(tmp_path, monkeypatch):
+    real = sqlite3.connect
+
+    def capped(path, **connect):  # a database that may grow to one page: the next write finds it full
+        conn = real(path, **connect)
+        conn.execute("PRAGMA max_page_count = 1")
+        return conn
+
+    monkeypatch.setattr(sqlite3, "connect", capped)
+    with pytest.raises(records.DiskFull, match=r"a\.sqlite: expected room to write it, found the disk full"):
+        records.open_sqlite(tmp_path / "a.sqlite", "CREATE TABLE t (x TEXT); CREATE TABLE u (y TEXT);", "run_db")
+    monkeypatch.undo()
+    with pytest.raises(sqlite3.OperationalError, match="no such table: fullness"):  # "full" in it, not full
+        records.open_sqlite(tmp_path / "b.sqlite", "SELECT * FROM fullness;", "run_db")
+
+
 def test_the_response_cache_carries_its_schema_version_and_refuses_a_newer_one(tmp_path):
     from pipeline.llm.cache import ResponseCache
 
