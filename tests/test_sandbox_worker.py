@@ -152,6 +152,23 @@ def test_failed_load_leaves_no_process_or_temp_dir(tmp_path, host):
     assert_nothing_left(worker, [worker.proc.pid])
 
 
+def test_an_env_class_is_made_with_its_id_only_when_its_constructor_takes_one(counter):
+    """A constructor taking no argument is called with none; a TypeError the constructor itself raises
+    is its load failure as it said it, never a retry without the id (chosen by its signature, not
+    by the words of the error)."""
+    main = counter / "env_main.py"
+    main.write_text(COUNTER.lstrip() + "\n    def __init__(self):\n        super().__init__('own id')\n")
+    with Worker(counter, LIMITS) as worker:
+        assert EnvClient(worker, max_steps=5).reset(LEVEL).observation == "{n: 0, t: 0}"
+    said = "helper() takes 1 positional argument but 2 were given"
+    main.write_text(COUNTER.lstrip() + f"\n    def __init__(self, env_id):\n        raise TypeError({said!r})\n")
+    with pytest.raises(SandboxFailure) as caught:
+        Worker(counter, LIMITS)
+    assert caught.value.kind == "load"
+    assert f"TypeError: {said}" in caught.value.detail
+    assert "missing 1 required positional argument" not in caught.value.detail
+
+
 def test_a_worker_that_does_not_start_in_time_is_an_infrastructure_fault_and_leaves_nothing(counter):
     """A worker's start (spawn, confinement, envforge's own imports: no env code) has its own limit,
     apart from the env's calls; past it the worker is an infrastructure fault, never a SandboxFailure

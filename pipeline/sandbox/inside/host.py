@@ -332,12 +332,15 @@ def _skinned(cls: type, skin: str, env_dir: Path) -> type:
 
 
 def _instantiate(cls: type, env_id: Any):
+    """cls(env_id), or cls() when its constructor takes no argument (as its signature says: a
+    TypeError its constructor raises is its own failure, whatever its message)."""
     try:
-        return cls(env_id)
-    except TypeError as e:
-        if "positional argument" not in str(e):
-            raise
+        inspect.signature(cls).bind(env_id)
+    except TypeError:
         return cls()
+    except ValueError:  # no signature to read (a class made in C): try it with the argument
+        pass
+    return cls(env_id)
 
 
 def _check_reward(value: Any, env, what: str = "reward") -> float:
