@@ -1,7 +1,8 @@
 """The `envforge` command line: one subcommand per module in pipeline/commands/.
 
-Each command module defines `register(subparsers)`, which adds its parser and sets
-`func=run` where `run(args) -> int` returns the exit status.
+Each command module declares its command with `@command(...)` (pipeline/commands/_flags.py) over
+the function that runs it, its `run`, which returns the exit status; a command whose parser is a
+tree of subcommands (dsl, review) adds it itself, in the module's `register(subparsers)`.
 """
 from __future__ import annotations
 
@@ -56,7 +57,8 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     named = [f"pipeline.commands.{argv[0]}"] if argv else []
     parser.add_argument("--unconfined", action="store_true", help=UNCONFINED_HELP)
     for name in named if named and named[0] in COMMAND_MODULES else COMMAND_MODULES:
-        importlib.import_module(name).register(subparsers)
+        module = importlib.import_module(name)
+        (module.register if hasattr(module, "register") else module.run.register)(subparsers)
     for command, sub in subparsers.choices.items():
         if command in RUNS_ENV_CODE or command == "review":
             sub.add_argument("--unconfined", action="store_true", default=argparse.SUPPRESS, help=UNCONFINED_HELP)

@@ -1,8 +1,8 @@
 """The command layer's flags: every argparse use of envforge is in pipeline/commands/ and cli.py.
 
 A command's flags are derived from its library options (pipeline/api/options.py), where each
-option is declared once: `command(subparsers, "probe", run, ProbeOptions, ...)` gives `envforge
-probe` a flag per field of ProbeOptions, with the field's default, check, help, metavar and
+option is declared once: `@command("probe", ProbeOptions, ...)` over its run function gives
+`envforge probe` a flag per field of ProbeOptions, with the field's default, check, help, metavar and
 section, so the command line and the Python API cannot differ. A check's `BadValue` becomes
 argparse's one line naming the flag, exit 2:
 `envforge evaluate: error: argument --max-steps: expected a whole number >= 1, found '-5'`.
@@ -45,31 +45,48 @@ def flag_type(check: Callable[[Any], Any]) -> Callable[[str], Any]:
     return parse
 
 
-def command(subparsers, name: str, run: Callable[[Any], int], options: type[Options] | None = None, *,
-            arguments: Sequence[Argument] = (), json: str | None = None, without: Sequence[str] = (),
-            **parser_keywords: Any):
-    """The parser of `envforge NAME`: its own `arguments` first, then the
-    flags of `options` (add_options) but those named in `without` (an option or a group the command
-    does not offer: it keeps its default), with --json (its help `json`) after those listed in no section.
-    The command runs `run(args, options.from_args(args))`: flags -> options -> the call (or `run(args)`
-    for a command with no options)."""
-    parser = subparsers.add_parser(name, **parser_keywords)
-    for flags, keywords in arguments:
-        parser.add_argument(*flags, **keywords)
-    if options is not None:
-        add_options(parser, options, sectioned=False, without=without)
-    if json:
-        parser.add_argument("--json", action="store_true", help=json)
-    if options is not None:
-        add_options(parser, options, sectioned=True, without=without)
-    parser.set_defaults(func=run if options is None else _given(run, options))
-    return parser
+def command(name: str, options: type[Options] | None = None, *, arguments: Sequence[Argument] = (),
+            json: str | None = None, without: Sequence[str] = (),
+            **parser_keywords: Any) -> Callable[[Callable[..., int]], Command]:
+    """Declares the function below as the command `envforge NAME` (see Command): `@command("probe",
+    ProbeOptions, help=..., arguments=[env_dir()], json="...")` over `def run(args, options)`."""
+    def declare(run: Callable[..., int]) -> Command:
+        return Command(name, run, options, tuple(arguments), json, tuple(without), parser_keywords)
+    return declare
 
 
-def _given(run: Callable[[Any, Any], int], options: type[Options]) -> Callable[[Any], int]:
-    def parsed(args) -> int:
-        return run(args, options.from_args(args))
-    return parsed
+@dataclasses.dataclass(frozen=True)
+class Command:
+    """A command as its module declares it: its name, the function that runs it, the options its
+    flags make, its own `arguments` (a positional, --probes), the help of its --json (None: it has
+    none), the options or groups it does not offer (`without`: they keep their default) and
+    add_parser's keywords (help, description, epilog, ...)."""
+    name: str
+    run: Callable[..., int]
+    options: type[Options] | None
+    arguments: tuple[Argument, ...]
+    json: str | None
+    without: tuple[str, ...]
+    parser_keywords: dict[str, Any]
+
+    def register(self, subparsers) -> argparse.ArgumentParser:
+        """The parser of `envforge NAME`: its own arguments first, then the flags of its options (those
+        listed in no section, then --json, then the sections: add_options)."""
+        parser = subparsers.add_parser(self.name, **self.parser_keywords)
+        for flags, keywords in self.arguments:
+            parser.add_argument(*flags, **keywords)
+        if self.options is not None:
+            add_options(parser, self.options, sectioned=False, without=self.without)
+        if self.json:
+            parser.add_argument("--json", action="store_true", help=self.json)
+        if self.options is not None:
+            add_options(parser, self.options, sectioned=True, without=self.without)
+        parser.set_defaults(func=self)
+        return parser
+
+    def __call__(self, args) -> int:
+        """flags -> options -> the call: `run(args, options)`, or `run(args)` for a command with no options."""
+        return self.run(args) if self.options is None else self.run(args, self.options.from_args(args))
 
 
 def add_options(parser, options: type[Options], *, sectioned: bool | None = None, without: Sequence[str] = (),
@@ -87,7 +104,9 @@ def add_options(parser, options: type[Options], *, sectioned: bool | None = None
             sections[title] = parser.add_argument_group(title)
         return sections[title]
 
-    if options.SECTION and sectioned is not False:
+    if options.SECTION:  # its options are all listed under its section
+        if sectioned is False:
+            return
         parser = where(options.SECTION)
         sectioned = None
     for f in dataclasses.fields(options):

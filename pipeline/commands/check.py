@@ -10,13 +10,10 @@ DESCRIPTION = """Import, reset on every level, step every action, run random epi
 and determinism — all in the sandbox. Exit 0 when clean, 1 otherwise."""
 
 
-def register(subparsers) -> None:
-    command(subparsers, "check", run, CheckOptions, description=DESCRIPTION, without=["executor"],
-            json="print the report as JSON (what the repair loop reads)",
-            help="exercise an environment folder in the sandbox and list its problems",
-            arguments=[env_dir(" (env_main.py, config.yaml, levels/)")])
-
-
+@command("check", CheckOptions, description=DESCRIPTION, without=["executor"],
+         json="print the report as JSON (what the repair loop reads)",
+         help="exercise an environment folder in the sandbox and list its problems",
+         arguments=[env_dir(" (env_main.py, config.yaml, levels/)")])
 def run(args, options: CheckOptions) -> int:
     report = check(args.env_dir, options)
     if args.json:

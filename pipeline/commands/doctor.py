@@ -6,7 +6,6 @@ Exit 0 when everything asked for works; 1 when the model call failed.
 """
 from __future__ import annotations
 
-import argparse
 import asyncio
 import dataclasses
 import platform
@@ -16,7 +15,7 @@ from importlib import metadata
 
 from pipeline import __version__
 from pipeline.api.options import LLMOptions
-from pipeline.commands._flags import add_options
+from pipeline.commands._flags import command
 from pipeline.commands._run import print_cost_summary
 from pipeline.llm.client import LLMClient
 from pipeline.llm.config import BASE_URL_VARS, KEY_VARS, environment
@@ -27,15 +26,9 @@ PACKAGES = ("anthropic", "openai", "tenacity", "PyYAML", "jsonschema", "Jinja2")
 PROBE = "Reply with the single word: ok"
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser(
-        "doctor", help="check versions, sandbox, providers, and (with --model) one model call",
-        description=__doc__.split("\n\n")[0])
-    add_options(parser, LLMOptions)
-    parser.set_defaults(func=run)
-
-
-def run(args: argparse.Namespace) -> int:
+@command("doctor", LLMOptions, help="check versions, sandbox, providers, and (with --model) one model call",
+         description=__doc__.split("\n\n")[0])
+def run(args, options: LLMOptions) -> int:
     print(f"envforge {__version__}")
     print(f"python {platform.python_version()} ({sys.executable})")
     print("packages: " + ", ".join(f"{name} {_version(name)}" for name in PACKAGES))
@@ -45,11 +38,11 @@ def run(args: argparse.Namespace) -> int:
     print("providers:")
     for line in provider_report():
         print(f"  {line}")
-    if not (args.model or args.provider):
+    if not (options.model or options.provider):
         print("model check: skipped (pass --model SPEC to make one call)")
         return 0
     # no cache: a cached answer would prove nothing about the provider
-    config = dataclasses.replace(LLMOptions.from_args(args), no_cache=True).config()
+    config = dataclasses.replace(options, no_cache=True).config()
     # A check should answer within a few attempts' time, not after the 15 minutes a run may
     # spend retrying one call: an unreachable host (no DNS, no route) is reported quickly.
     retry = dataclasses.replace(config.retry, max_elapsed=max(2 * config.timeout, 10.0))

@@ -25,15 +25,6 @@ in a sandbox worker. Normalized reward = total / the level's certified max rewar
 episodes recorded with the same environment, level, split and settings."""
 
 
-def register(subparsers) -> None:
-    command(subparsers, "evaluate", run, EvaluateOptions, description=DESCRIPTION, json="print the summary as JSON",
-            help="score an agent on environments: normalized reward, Table-3 report, plots",
-            arguments=[env_dirs(" (e.g. generated_envs/reference)"),
-                       arg("--probes", metavar="FILE",
-                           help="score --agent (random, oracle, react, tools) on derived world-model test items "
-                                "(envforge probe) instead of playing episodes; the items name their environments")])
-
-
 EXIT_ENV_FAILED = 1  # episodes ended in env_error or agent_error: code failed, not the model's play
 
 
@@ -46,6 +37,12 @@ def _cause(detail: str) -> str:
     return lines[0][:300] + (f" ({where[-1]})" if where and where[-1] not in lines[0] else "")
 
 
+@command("evaluate", EvaluateOptions, description=DESCRIPTION, json="print the summary as JSON",
+         help="score an agent on environments: normalized reward, Table-3 report, plots",
+         arguments=[env_dirs(" (e.g. generated_envs/reference)"),
+                    arg("--probes", metavar="FILE",
+                        help="score --agent (random, oracle, react, tools) on derived world-model test items "
+                             "(envforge probe) instead of playing episodes; the items name their environments")])
 def run(args, options: EvaluateOptions) -> int:
     if args.probes:
         return _run_probes(args.probes, options, args.json)

@@ -12,14 +12,11 @@ pyproject.toml naming envforge[verifiers]): pip install it, then vf-eval envforg
 URL."""
 
 
-def register(subparsers) -> None:
-    command(subparsers, "export", run, description=DESCRIPTION,
-            help="write environments as installable modules of another tool (verifiers)",
-            arguments=[arg("format", choices=["verifiers"], help="the tool's shape (verifiers)"),
-                       env_dirs(nargs="+"),
-                       arg("--out", required=True, metavar="DIR", help="where the module folders are written")])
-
-
+@command("export", description=DESCRIPTION,
+         help="write environments as installable modules of another tool (verifiers)",
+         arguments=[arg("format", choices=["verifiers"], help="the tool's shape (verifiers)"),
+                    env_dirs(nargs="+"),
+                    arg("--out", required=True, metavar="DIR", help="where the module folders are written")])
 def run(args) -> int:
     from pipeline.api.export import export_verifiers
 

@@ -27,12 +27,9 @@ DESCRIPTION = """Each theme goes through design, DSL, code, repair (up to 40 che
 and reason."""
 
 
-def register(subparsers) -> None:
-    command(subparsers, "generate", run, GenerateOptions, description=DESCRIPTION, json="print the summary as JSON",
-            help="turn themes into verified environments (the main job)",
-            epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
-
-
+@command("generate", GenerateOptions, description=DESCRIPTION, json="print the summary as JSON",
+         help="turn themes into verified environments (the main job)",
+         epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
 def run(args, options: GenerateOptions) -> int:
     job = GenerateJob(options, resume_command(args))
     # The output folder is made only once the provider is configured: a bad flag writes nothing.

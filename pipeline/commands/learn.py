@@ -24,12 +24,9 @@ levels. Reports Table 5 (scores, cost, UpperBound(best/pareto/all)), Figure 3 an
 of method per environment."""
 
 
-def register(subparsers) -> None:
-    command(subparsers, "learn", run, LearnOptions, description=DESCRIPTION,
-            help="agent learning over environments: eight methods, upper bounds, Table 5 and Figure 3",
-            arguments=[env_dirs(" (with --resume: the study's)")])
-
-
+@command("learn", LearnOptions, description=DESCRIPTION,
+         help="agent learning over environments: eight methods, upper bounds, Table 5 and Figure 3",
+         arguments=[env_dirs(" (with --resume: the study's)")])
 def run(args, options: LearnOptions) -> int:
     job = LearnJob(args.env_dirs, options)
     return run_with_client(job.llm, "learn", lambda client: _study(job, client))

@@ -5,11 +5,8 @@ from pipeline.api.play import HELP, PlayOptions, play
 from pipeline.commands._flags import command, env_dir
 
 
-def register(subparsers) -> None:
-    command(subparsers, "play", run, PlayOptions, without=["executor"], arguments=[env_dir()],
-            help="play an environment in the terminal (or replay a file of actions)",
-            description="Play one level of an environment, in the sandbox. " + HELP)
-
-
+@command("play", PlayOptions, without=["executor"], arguments=[env_dir()],
+         help="play an environment in the terminal (or replay a file of actions)",
+         description="Play one level of an environment, in the sandbox. " + HELP)
 def run(args, options: PlayOptions) -> int:
     return play(args.env_dir, options)

@@ -21,12 +21,9 @@ plan (reach a target the planner reaches; checked by execution, efficiency vs th
 them with envforge evaluate --probes FILE."""
 
 
-def register(subparsers) -> None:
-    command(subparsers, "probe", run, ProbeOptions, description=DESCRIPTION, without=["executor"],
-            help="derive world-model test items (predict, plan, change) from an environment",
-            arguments=[env_dir()], json="print the summary as JSON")
-
-
+@command("probe", ProbeOptions, description=DESCRIPTION, without=["executor"],
+         help="derive world-model test items (predict, plan, change) from an environment",
+         arguments=[env_dir()], json="print the summary as JSON")
 def run(args, options: ProbeOptions) -> int:
     made = probe(args.env_dir, options)
     if args.json:

@@ -23,12 +23,9 @@ every level: states, rewards, done flags and events must be equal, renderings mu
 when the skin passes, 1 when it fails."""
 
 
-def register(subparsers) -> None:
-    command(subparsers, "reskin", run, ReskinOptions, description=DESCRIPTION, without=["executor"],
-            help="write a new skin (rendering) for an environment and check its dynamics are unchanged",
-            arguments=[env_dir()], json="print the result as JSON")
-
-
+@command("reskin", ReskinOptions, description=DESCRIPTION, without=["executor"],
+         help="write a new skin (rendering) for an environment and check its dynamics are unchanged",
+         arguments=[env_dir()], json="print the result as JSON")
 def run(args, options: ReskinOptions) -> int:
     job = ReskinJob(args.env_dir, options)
     if not job.needs_model:

@@ -19,12 +19,9 @@ each client session with its own sandbox worker. Binds to loopback unless --host
 Needs pip install 'envforge[openenv]'."""
 
 
-def register(subparsers) -> None:
-    command(subparsers, "serve", run, ServeOptions, description=DESCRIPTION, without=["max_connections"],
-            help="serve environments to OpenEnv clients (RL trainers) over HTTP/WebSocket",
-            arguments=[env_dirs(nargs="+")])
-
-
+@command("serve", ServeOptions, description=DESCRIPTION, without=["max_connections"],
+         help="serve environments to OpenEnv clients (RL trainers) over HTTP/WebSocket",
+         arguments=[env_dirs(nargs="+")])
 def run(args, options: ServeOptions) -> int:
     try:
         from pipeline.api.serve import serve

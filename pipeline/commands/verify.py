@@ -24,13 +24,10 @@ Writes verification.json and level_max_rewards.json (for the levels in the folde
 accepted, 1 when rejected."""
 
 
-def register(subparsers) -> None:
-    command(subparsers, "verify", run, VerifyOptions, description=DESCRIPTION,
-            json="print the verdict and figures as JSON",
-            help="verify an environment folder: execution, levels, reliability (model-free)",
-            arguments=[env_dir(" (generated, hand-written or AutoEnv format)")])
-
-
+@command("verify", VerifyOptions, description=DESCRIPTION,
+         json="print the verdict and figures as JSON",
+         help="verify an environment folder: execution, levels, reliability (model-free)",
+         arguments=[env_dir(" (generated, hand-written or AutoEnv format)")])
 def run(args, options: VerifyOptions) -> int:
     job = VerifyJob(args.env_dir, options,
                     progress=lambda what: print(f"verify {args.env_dir}: {what}", file=sys.stderr, flush=True))
