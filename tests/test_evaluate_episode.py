@@ -117,6 +117,23 @@ def test_a_turn_that_cannot_go_on_ends_the_episode_at_once(error, reason):
     assert (t.stop_reason, t.stop_detail, t.turns) == (reason, "why", 2)
 
 
+def test_an_action_the_environment_reports_invalid_by_an_event_counts_as_invalid():
+    """The environment's own event name says the action was invalid (crate_dock's "invalid_action"),
+    though it fits the declared space: counted invalid, its turn logged with why."""
+    class Walls(Corridor):
+        async def step(self, action):
+            out = await super().step(action)
+            out.events = ["Invalid_Position"] if action == WAIT else ["moved"]
+            return out
+
+    t = episode(Scripted(Decision(action=WAIT), Decision(action=NORTH)), session=Walls())
+    assert (t.validity.invalid, t.turn_log[0]["invalid"], t.turn_log[1]["invalid"]) == (
+        1, "the environment reported 'Invalid_Position'", None)
+    assert ActionSpace(tuple(SPACE)).sent_invalid(WAIT, ["invalid_action"]) == \
+        "the environment reported 'invalid_action'"
+    assert ActionSpace(tuple(SPACE)).sent_invalid({"action": "fly", "params": {}}, []) == "unknown action 'fly'"
+
+
 def test_invalid_reason_checks_names_parameters_and_enums():
     assert ActionSpace(tuple(SPACE)).invalid_reason(NORTH) is None
     assert ActionSpace(tuple(SPACE)).invalid_reason({"action": "fly", "params": {}}) == "unknown action 'fly'"

@@ -199,8 +199,7 @@ class EnvforgeEnvironment(OpenEnvEnvironment):
             self._done = out.done
             self._state = EnvforgeState(episode_id=self._state.episode_id, step_count=out.steps,
                                         level=self._state.level, total_reward=out.total_reward, done=out.done)
-            invalid = self._served.env.spec.actions.invalid_reason(chosen) or next(
-                (f"the environment reported {e!r}" for e in out.events if str(e).lower().startswith("invalid")), None)
+            invalid = self._served.env.spec.actions.sent_invalid(chosen, out.events)
             return self._observation(out, self._state.level, {"action": chosen, "invalid": invalid})
 
     @property

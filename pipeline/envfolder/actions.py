@@ -156,6 +156,14 @@ class ActionSpace:
                     return f"{p.name} must be from {p.range[0]} to {p.range[1]}, found {value!r}"
         return None
 
+    def sent_invalid(self, action: dict, events: Iterable[Any]) -> str | None:
+        """Why an action the environment was sent counts as invalid (None: it does not): it does not
+        fit the declared space, or the environment said so by an event its own vocabulary names
+        invalid (AutoEnv's "invalid_action", "invalid_position": an event name, not a message). The
+        one rule for evaluate's counts and serve's observations."""
+        return self.invalid_reason(action) or next(
+            (f"the environment reported {e!r}" for e in events if str(e).lower().startswith("invalid")), None)
+
     # -- search --------------------------------------------------------------------------
     def candidates(self) -> list[dict]:
         """Every action with every combination of its parameters' values (an integer range of at

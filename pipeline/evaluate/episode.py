@@ -216,8 +216,7 @@ class Tracker:
         self.total += reward
         events = out.events
         self.events.update(events)
-        why = self.space.invalid_reason(action) or next((f"the environment reported {e!r}" for e in events
-                                                          if e.lower().startswith("invalid")), None)
+        why = self.space.sent_invalid(action, events)
         self.validity.sent(invalid=bool(why))
         # An invalid action leaves the state as it was: that is the invalid streak's business,
         # so only valid actions count as coming back to a state.
