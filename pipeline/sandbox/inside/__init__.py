@@ -9,6 +9,7 @@ imports from here only kernel probes (syscalls.seccomp_available and DENIED, lan
   host        EnvHost: loads an environment and answers reset/step/snapshot/search/... requests
   agent_host  AgentHost: runs a learned agent, asking the parent for model calls
   search      the one search over snapshots (verify's max rewards, the planner agent)
+  snapshots   the snapshots a worker holds of its environment, sharing what has not changed
   adapters    the accepted shapes of an environment's validator and generator
   faults      a failure inside the env's code as a reply naming file:line
   rngs        reseeding the global random generators on each reset

@@ -11,7 +11,6 @@ import importlib.util
 import inspect
 import math
 import os
-import random
 import shutil
 import sys
 from pathlib import Path
@@ -28,9 +27,6 @@ from pipeline.sandbox.inside.faults import in_function, short, where, where_of
 from pipeline.sandbox.protocol import ENV_OPS, Dispatcher, Failure
 
 COMPAT_DIR = str(Path(runtime_env.__file__).resolve().parent / "compat")
-# Instance attributes shared by every snapshot instead of copied.
-_STATIC_ATTRS = {"configs", "obs_policy"}
-MAX_SNAPSHOTS = 200_000
 DEFAULT_MAX_STEPS = 100  # a search's horizon when the host sent no cap
 
 
@@ -39,9 +35,7 @@ class EnvHost(Dispatcher):
         self.env_dir = Path(env_dir)
         faults.ROOT[0] = os.path.abspath(env_dir)
         self.env = None
-        self.snapshots: dict[int, tuple] = {}
-        self.store = snapshots.Store()  # what snapshots share (held while any snapshot may name it)
-        self.next_handle = 0
+        self.snapshots = snapshots.Snapshots(lambda: self.env)  # held by handle, and a search's own
         self.max_steps: int | None = None  # the episode's step cap, as the host sent it with reset
 
     # -- protocol (the dispatch itself is protocol.Dispatcher.handle) ---------------------
@@ -138,34 +132,16 @@ class EnvHost(Dispatcher):
         return self._observation(want_state)
 
     def op_snapshot(self) -> dict:
-        if len(self.snapshots) >= MAX_SNAPSHOTS:
-            raise Failure("usage", f"more than {MAX_SNAPSHOTS} snapshots held; drop some")
-        handle = self.next_handle
-        self.next_handle += 1
-        self.snapshots[handle] = self.capture()
+        handle = self.snapshots.take()
         return {"handle": handle, "state_hash": state_hash(getattr(self.env, "_state", None))}
 
     def op_restore(self, handle: int, reseed: int | None = None) -> dict:
-        """Restore a snapshot. With `reseed`, then reseed the global RNG and any random.Random the
-        env holds, so one state can be continued along other random paths (a stochastic env's
-        possible next observations, as derived prediction tests sample them)."""
-        if handle not in self.snapshots:
-            raise Failure("usage", f"no snapshot {handle}")
-        self.apply(self.snapshots[handle])
-        if reseed is not None:
-            rngs.seed_all(reseed)
-            for value in vars(self.env).values():
-                if isinstance(value, random.Random):
-                    value.seed(reseed)
+        """Restore a snapshot (see snapshots.Snapshots.restore for `reseed`)."""
+        self.snapshots.restore(handle, reseed)
         return {"state_hash": state_hash(getattr(self.env, "_state", None))}
 
     def op_drop(self, handles: list[int] | None = None) -> dict:
-        if handles is None:
-            self.snapshots.clear()
-        for h in handles or []:
-            self.snapshots.pop(h, None)
-        self._release()
-        return {"held": len(self.snapshots)}
+        return {"held": self.snapshots.drop(handles)}
 
     def op_search(self, actions: list[dict], max_steps: int | None = None, max_nodes: int = 50_000,
                   seconds: float | None = None, time_in_key: bool = True, stop_at: float | None = None,
@@ -177,7 +153,7 @@ class EnvHost(Dispatcher):
             return search.run(self, actions, horizon, max_nodes, seconds, time_in_key, stop_at, max_mb, order, bound,
                               goals, floor)
         finally:
-            self._release()
+            self.snapshots.release()
 
     def op_validate(self, level: str | None = None, state: dict | None = None) -> dict:
         """Run the env's validator (any shape pipeline/sandbox/inside/adapters.py accepts) on a level
@@ -211,11 +187,6 @@ class EnvHost(Dispatcher):
         return {"pong": True}
 
     # -- helpers ---------------------------------------------------------------------
-    def _release(self) -> None:
-        """Forget what snapshots shared once none is held (a search's own are gone when it returns)."""
-        if not self.snapshots:
-            self.store.clear()
-
     def _capped_only(self, state: Any) -> bool:
         """Whether an episode the env says is done ended only by its own copy of the step cap
         (`self._t >= self.max_steps` in done()): that is the runtime's truncation, not an end
@@ -230,32 +201,6 @@ class EnvHost(Dispatcher):
             return False
         finally:
             self.env._t = t
-
-    def capture(self, like: tuple | None = None) -> tuple:
-        """A snapshot: a copy of the env's own attributes and the global RNG state.
-
-        Pickled when the attributes allow it (several times faster than deepcopy for plain
-        data, and compact, which the search's frontier needs), past states and other items of
-        the env's lists shared between snapshots (pipeline/sandbox/inside/snapshots.py);
-        deep-copied otherwise. An RNG state equal to the one in `like` is shared, not held
-        twice (it is ~20 KB).
-        """
-        attrs = {k: v for k, v in vars(self.env).items() if k not in _STATIC_ATTRS}
-        rng = rngs.state()
-        if like is not None and rngs.same(rng, like[1]):
-            rng = like[1]
-        try:
-            return self.store.dumps(attrs), rng
-        except Exception:  # noqa: BLE001 - unpicklable attributes (lambdas, handles): deepcopy them
-            self.store.stop("the environment's attributes cannot be pickled")
-            return copy.deepcopy(attrs), rng
-
-    def apply(self, snapshot: tuple, rng: bool = True) -> None:
-        """Back to a snapshot; `rng=False` when the global RNGs already hold its state (the search knows)."""
-        attrs, state = snapshot
-        vars(self.env).update(self.store.loads(attrs) if isinstance(attrs, bytes) else self.store.copied(attrs))
-        if rng:
-            rngs.set_state(state)
 
     def _observation(self, want_state: bool) -> dict:
         omega = self.env.observe_semantic()

@@ -81,7 +81,7 @@ def run(host, actions: list[dict], max_steps: int, max_nodes: int = 50_000, seco
         bound: dict | None = None, goals: list | None = None, floor: float | None = None) -> dict:
     """Search from the current state within `max_steps` of the episode; see the module docstring.
 
-    `host` is the worker's EnvHost (capture, apply, op_step, env). `stop_at`: a target (the
+    `host` is the worker's EnvHost (snapshots.capture and .apply, op_step, env). `stop_at`: a target (the
     validator's bound, a certified max): breadth-first ends after the depth at which the best
     first reaches it (a better sequence of that length is still found), best-first at once.
     `max_mb` bounds the snapshots held (the worker's memory limit must not end a search).
@@ -95,7 +95,7 @@ def run(host, actions: list[dict], max_steps: int, max_nodes: int = 50_000, seco
     started = time.monotonic()
     horizon = int(max_steps)
     t0 = getattr(host.env, "_t", 0) or 0
-    root = host.capture()
+    root = host.snapshots.capture()
     counters = [] if time_in_key else _step_counters(host, root, actions, horizon - t0)
     parents: list[tuple[int, int]] = [(-1, -1)]  # node -> (parent node, action index)
     seen: dict = {}  # key -> [(depth, total)] not dominated
@@ -139,7 +139,7 @@ def run(host, actions: list[dict], max_steps: int, max_nodes: int = 50_000, seco
     def restore(snap: tuple) -> None:
         nonlocal current, rng_now
         if snap is not current:
-            host.apply(snap, rng=snap[1] is not rng_now)
+            host.snapshots.apply(snap, rng=snap[1] is not rng_now)
         current, rng_now = None, None  # env code runs next
 
     try:
@@ -243,7 +243,7 @@ def run(host, actions: list[dict], max_steps: int, max_nodes: int = 50_000, seco
         if stopped in ("nodes", "seconds", "memory", "bound"):
             best, witness, completion = _complete_greedily(host, root, actions, witness, best, horizon - t0)
     finally:
-        host.apply(root)
+        host.snapshots.apply(root)
     return {"best_reward": best, "witness": witness, "nodes": nodes, "completion_steps": completion,
             "exhausted": exhausted, "stopped": stopped, "distinct_states": len(seen), "proof": proof,
             "bound_refuted": refuted, "pruned": pruned, "upper_bound": start_bound,
@@ -334,7 +334,7 @@ def _remake(host, parents: list[tuple[int, int]], node: int, parent_snap: tuple,
     except Exception as e:  # noqa: BLE001 - the same step succeeded before: the env is not repeatable
         raise Failure("exception", f"{type(e).__name__}: {e} (stepping {_path(parents, node, actions)} again, "
                       f"which ran before from the same snapshot)", where()) from None
-    return host.capture(like=parent_snap)
+    return host.snapshots.capture(like=parent_snap)
 
 
 def _refutes(bound: dict, reward: float, ended: bool, total: float, start_bound: float) -> str | None:
@@ -420,7 +420,7 @@ def _step_counters(host, root: tuple, actions: list[dict], steps: int) -> list[t
     taken), or one less (steps remaining). Every action is tried from the root, then one walk
     (the actions in turn, up to `steps` steps or the episode's end) must move each counter by the
     same one at every step: a countdown that starts over (a tide rising every 5 steps) is no clock."""
-    host.apply(root)
+    host.snapshots.apply(root)
     before = dict(_integers(getattr(host.env, "_state", None)))
     if not before:
         return []
@@ -433,7 +433,7 @@ def _step_counters(host, root: tuple, actions: list[dict], steps: int) -> list[t
 
     try:
         for action in actions:
-            host.apply(root)
+            host.snapshots.apply(root)
             try:
                 host.op_step(action, want_hash=False)
             except Exception:  # noqa: BLE001 - the search meets it again and reports it
@@ -441,7 +441,7 @@ def _step_counters(host, root: tuple, actions: list[dict], steps: int) -> list[t
             counters, _ = moved(before)
             if not counters:
                 return []
-        host.apply(root)
+        host.snapshots.apply(root)
         previous = before
         for step in range(steps):
             try:
@@ -452,7 +452,7 @@ def _step_counters(host, root: tuple, actions: list[dict], steps: int) -> list[t
             if not counters or out["terminated"]:
                 break
     finally:
-        host.apply(root)
+        host.snapshots.apply(root)
     return sorted(counters, key=str)
 
 
@@ -487,22 +487,22 @@ def _complete_greedily(host, root: tuple, actions: list[dict], witness: list[dic
     """After a budget cut the search: continue its best path to the episode's end, each step the
     action paying most at once. Rewards that accrue step by step (a cut search stops short of
     them) are then collected. Returns the better of the two paths and the steps it cost."""
-    host.apply(root)
+    host.snapshots.apply(root)
     total, done = 0.0, False
     for action in witness:
         out = host.op_step(action, want_hash=False)
         total, done = total + out["reward"], out["terminated"]
     path, cost = list(witness), len(witness)
     while not done and len(path) < steps_left:
-        here = host.capture()
+        here = host.snapshots.capture()
         choice = None
         for action in actions:
-            host.apply(here)
+            host.snapshots.apply(here)
             out = host.op_step(action, want_hash=False)
             cost += 1
             if choice is None or out["reward"] > choice[1]:
                 choice = (action, out["reward"])
-        host.apply(here)
+        host.snapshots.apply(here)
         out = host.op_step(choice[0], want_hash=False)
         cost += 1
         total, done = total + out["reward"], out["terminated"]

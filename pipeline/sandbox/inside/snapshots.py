@@ -1,5 +1,7 @@
-"""Worker-side: snapshots of an environment's attributes that share what has not changed.
+"""Worker-side: the snapshots a worker holds of its environment (`Snapshots`: by handle for the
+parent's snapshot/restore/drop, and the ones a search takes), sharing what has not changed (`Store`).
 
+A snapshot is the environment's own attributes and the global RNGs' state.
 A search restores a snapshot before every step it takes (pipeline/sandbox/inside/search.py), so
 restoring must be cheap. Environments often keep an append-only list of past states (a
 `_history` of deep copies, one more per step): a snapshot taken at step 30 holds 30 old states,
@@ -34,11 +36,91 @@ from __future__ import annotations
 import copy
 import io
 import pickle
+import random
 import sys
+from typing import Any, Callable
 
+from pipeline.sandbox.inside import rngs
+from pipeline.sandbox.protocol import Failure
+
+MAX_SNAPSHOTS = 200_000  # snapshots held by handle at once
+# Instance attributes shared by every snapshot instead of copied.
+_STATIC_ATTRS = {"configs", "obs_policy"}
 # Objects (containers and scalars) in shared items at most: past it nothing new is shared.
 MAX_SHARED = 500_000
 MAX_INNER = 4096  # containers inside one shared object (their identities are watched for aliases)
+
+
+class Snapshots:
+    """The snapshots of the environment `env()` returns: the ones held by handle (the parent's
+    snapshot, restore and drop) and the ones a search takes and applies (capture, apply)."""
+
+    def __init__(self, env: Callable[[], Any]):
+        self.env = env
+        self.held: dict[int, tuple] = {}
+        self.store = Store()  # what snapshots share (held while any snapshot may name it)
+        self.next_handle = 0
+
+    def take(self) -> int:
+        """Hold a snapshot of the environment now; its handle."""
+        if len(self.held) >= MAX_SNAPSHOTS:
+            raise Failure("usage", f"more than {MAX_SNAPSHOTS} snapshots held; drop some")
+        handle = self.next_handle
+        self.next_handle += 1
+        self.held[handle] = self.capture()
+        return handle
+
+    def restore(self, handle: int, reseed: int | None = None) -> None:
+        """Back to a held snapshot. With `reseed`, then reseed the global RNG and any random.Random
+        the env holds, so one state can be continued along other random paths (a stochastic env's
+        possible next observations, as derived prediction tests sample them)."""
+        if handle not in self.held:
+            raise Failure("usage", f"no snapshot {handle}")
+        self.apply(self.held[handle])
+        if reseed is not None:
+            rngs.seed_all(reseed)
+            for value in vars(self.env()).values():
+                if isinstance(value, random.Random):
+                    value.seed(reseed)
+
+    def drop(self, handles: list[int] | None = None) -> int:
+        """Forget the snapshots `handles` (all of them: None); how many are still held."""
+        if handles is None:
+            self.held.clear()
+        for h in handles or []:
+            self.held.pop(h, None)
+        self.release()
+        return len(self.held)
+
+    def release(self) -> None:
+        """Forget what snapshots shared once none is held (a search's own are gone when it returns)."""
+        if not self.held:
+            self.store.clear()
+
+    def capture(self, like: tuple | None = None) -> tuple:
+        """A snapshot: a copy of the env's own attributes and the global RNG state.
+
+        Pickled when the attributes allow it (several times faster than deepcopy for plain
+        data, and compact, which the search's frontier needs), past states and other items of
+        the env's lists shared between snapshots (Store); deep-copied otherwise. An RNG state
+        equal to the one in `like` is shared, not held twice (it is ~20 KB).
+        """
+        attrs = {k: v for k, v in vars(self.env()).items() if k not in _STATIC_ATTRS}
+        rng = rngs.state()
+        if like is not None and rngs.same(rng, like[1]):
+            rng = like[1]
+        try:
+            return self.store.dumps(attrs), rng
+        except Exception:  # noqa: BLE001 - unpicklable attributes (lambdas, handles): deepcopy them
+            self.store.stop("the environment's attributes cannot be pickled")
+            return copy.deepcopy(attrs), rng
+
+    def apply(self, snapshot: tuple, rng: bool = True) -> None:
+        """Back to a snapshot; `rng=False` when the global RNGs already hold its state (the search knows)."""
+        attrs, state = snapshot
+        vars(self.env()).update(self.store.loads(attrs) if isinstance(attrs, bytes) else self.store.copied(attrs))
+        if rng:
+            rngs.set_state(state)
 
 
 class Aliased(Exception):
