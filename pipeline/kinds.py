@@ -269,32 +269,41 @@ class HumanReview(KeepsUnknown, Shape):
 
 
 @dataclass
-class Packaging:
-    """What generate's package stage puts into an accepted environment's manifest."""
-    name: str
-    theme: str
-    tags: dict
-    model: str | None
-    seed: int | None
-    stages: dict
-    origin: str = "envforge generate"
-
-
-@dataclass
-class Manifest(KeepsUnknown, Record):
-    """ENV/manifest.json: what an environment is and what was done to it. Written only through
-    pipeline.manifest's operations."""
-    KIND = "manifest"
-    OMIT_DEFAULTS = True
+class EnvOrigin:
+    """What an environment is and where it comes from: its name, the theme and tags it was made
+    from, and what made it (`origin`: "envforge generate", "hand-written reference"). The first
+    fields of its manifest (pipeline.manifest.packaged and reference write them)."""
     name: str = ""
     theme: str | None = None
     tags: dict = field(default_factory=dict)
     origin: str | None = None
+
+
+@dataclass
+class Generated:
+    """How envforge generate made an environment, as its package stage records it in the manifest
+    after the EnvOrigin fields (a hand-written environment has none): the model and seed, when, each
+    stage's latest attempt (RunDB.stage_record) and what the stages cost together."""
     model: str | None = None
     seed: int | None = None
     generated_at: str | None = None
     stages: dict | None = None
     cost_usd: float | None = None
+
+    @classmethod
+    def now(cls, model: str | None, seed: int | None, stages: dict) -> "Generated":
+        """The one builder: the time of packaging (local) and the stages' total cost."""
+        return cls(model, seed, time.strftime("%Y-%m-%d %H:%M:%S"), stages,
+                   round(sum(float(s.get("usd") or 0.0) for s in stages.values()), 6))
+
+
+@dataclass
+class Manifest(KeepsUnknown, Generated, EnvOrigin, Record):
+    """ENV/manifest.json: what an environment is and what was done to it: its origin (EnvOrigin),
+    how generate made it (Generated), verify's verdict, its skins, the hash of each file and a
+    person's decision. Written only through pipeline.manifest's operations."""
+    KIND = "manifest"
+    OMIT_DEFAULTS = True
     verification: VerificationSummary | None = None
     confinement: str | None = None
     difficulty_baseline: DifficultyBaseline | None = None

@@ -16,13 +16,23 @@ accepted folder.
 """
 from __future__ import annotations
 
-import time
+import copy
+import dataclasses
 from pathlib import Path
 from typing import Any, Callable
 
 from pipeline import layout
 from pipeline import records as files
-from pipeline.kinds import DifficultyBaseline, HumanReview, Manifest, Packaging, RecordError, Skin, VerificationSummary
+from pipeline.kinds import (
+    DifficultyBaseline,
+    EnvOrigin,
+    Generated,
+    HumanReview,
+    Manifest,
+    RecordError,
+    Skin,
+    VerificationSummary,
+)
 from pipeline.located import LocatedError
 
 _KEEP = object()  # leave the human decision on disk as it is
@@ -47,13 +57,13 @@ def read(folder: str | Path) -> Manifest:
     return Manifest(name=folder.name)
 
 
-def packaged(folder: Path, what: Packaging, human_review: HumanReview | None) -> Manifest:
-    """generate's package stage (verify wrote its part before)."""
+def packaged(folder: Path, origin: EnvOrigin, generated: Generated, human_review: HumanReview | None) -> Manifest:
+    """generate's package stage: the environment's origin and how generate made it (verify wrote its
+    part before)."""
     def change(m: Manifest) -> None:
-        m.name, m.theme, m.tags, m.origin = what.name, what.theme, dict(what.tags), what.origin
-        m.model, m.seed, m.stages = what.model, what.seed, what.stages
-        m.generated_at = time.strftime("%Y-%m-%d %H:%M:%S")
-        m.cost_usd = round(sum(float(s.get("usd") or 0.0) for s in what.stages.values()), 6)
+        for part in (origin, generated):
+            for f in dataclasses.fields(part):
+                setattr(m, f.name, copy.copy(getattr(part, f.name)))
     return _update(folder, change, human_review=human_review, rehash=True)
 
 

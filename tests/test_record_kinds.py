@@ -16,14 +16,15 @@ from cli_kit import envforge
 
 from pipeline import kinds, layout, manifest, records
 from pipeline.kinds import (
+    EnvOrigin,
     EpisodeRecord,
+    Generated,
     HumanReview,
     IterationLevels,
     LearnedAgent,
     LevelMaxEntry,
     LevelMaxRewards,
     Manifest,
-    Packaging,
     PoolRecord,
     RecordError,
     Skin,
@@ -134,8 +135,8 @@ def test_the_manifest_operations_change_their_part_and_keep_the_rest(tmp_path):
     data = json.loads((env / layout.MANIFEST).read_text())
     (env / layout.MANIFEST).write_text(json.dumps({**data, "curator": "someone", "human_review": {
         "decision": "accepted", "reason": "a model wrote this", "at": "now"}}))
-    manifest.packaged(env, Packaging("crate_dock", "push crates", {"genre": "puzzle"}, "m", 3,
-                                     {"code": {"usd": 0.25}, "dsl": {"usd": 0.5}}), None)
+    manifest.packaged(env, EnvOrigin("crate_dock", "push crates", {"genre": "puzzle"}, "envforge generate"),
+                      Generated.now("m", 3, {"code": {"usd": 0.25}, "dsl": {"usd": 0.5}}), None)
     written = json.loads((env / layout.MANIFEST).read_text())
     assert "human_review" not in written  # the pipeline's verdict carries no decision a model wrote
     assert written["curator"] == "someone" and written["cost_usd"] == 0.75 and written["seed"] == 3

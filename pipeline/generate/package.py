@@ -16,7 +16,7 @@ from pipeline.generate.context import ThemeContext
 from pipeline.generate.dsl import config_errors
 from pipeline.generate.rundb import RunDB
 from pipeline.generate.themes import Theme
-from pipeline.kinds import HumanReview, Packaging, Rejection, RejectionCause
+from pipeline.kinds import EnvOrigin, Generated, HumanReview, Rejection, RejectionCause
 
 LOG_EXCERPT_LINES = 12
 
@@ -27,8 +27,9 @@ def accept(ctx: ThemeContext, out: layout.OutputDir, record: dict, human_review:
     at the dsl stage otherwise, and nothing is moved)."""
     gate(ctx.work)
     config_tags = _config_tags(ctx.work)
-    manifest.packaged(ctx.work, Packaging(ctx.theme.name, ctx.theme.text, {**config_tags, **ctx.theme.tags},
-                                          ctx.options.model, ctx.options.seed, record["stages"]),
+    manifest.packaged(ctx.work, EnvOrigin(ctx.theme.name, ctx.theme.text, {**config_tags, **ctx.theme.tags},
+                                          "envforge generate"),
+                      Generated.now(ctx.options.model, ctx.options.seed, record["stages"]),
                       human_review)  # verification wrote its part before
     return _move(ctx.work, out.accepted(ctx.theme.name))
 
