@@ -2,7 +2,9 @@
 outside the worker and treats what comes back from it as hostile input.
 
   client        the typed EnvClient/AgentClient: one method per operation, every reply checked
-  process       Worker: start a confined worker process, exchange lines with it, kill and classify
+  process       WorkerProcess: start a confined worker process, kill it, classify its death;
+                Worker: the protocol over it (start-up handshake, load, calls, the worker's requests)
+  channel       the pipes to one worker: bounded request and reply lines, its output counted
   pool          WorkerPool: reuse loaded workers per folder
   executor      where workers run: this machine or a Ray cluster (the --executor flag)
   remote        RayWorker: a Worker on a Ray node, the folder shipped as a tar
