@@ -290,11 +290,11 @@ class Generated:
     stages: dict | None = None
     cost_usd: float | None = None
 
-    @classmethod
-    def now(cls, model: str | None, seed: int | None, stages: dict) -> "Generated":
-        """The one builder: the time of packaging (local) and the stages' total cost."""
-        return cls(model, seed, time.strftime("%Y-%m-%d %H:%M:%S"), stages,
-                   round(sum(float(s.get("usd") or 0.0) for s in stages.values()), 6))
+    @staticmethod
+    def of(model: str | None, seed: int | None, stages: dict) -> "Generated":
+        """The one builder, at packaging: the time (local) and the stages' total cost."""
+        return Generated(model, seed, time.strftime("%Y-%m-%d %H:%M:%S"), stages,
+                         round(sum(float(s.get("usd") or 0.0) for s in stages.values()), 6))
 
 
 @dataclass
@@ -663,15 +663,27 @@ class DifferentialFigures(KeepsUnknown, Shape):
 
 
 @dataclass
-class VerifyFigures(KeepsUnknown, Shape):
-    """Each stage's figures, for the stages that ran; `total`: the model-free stages' wall and CPU."""
-    OMIT_NONE = True
+class ModelFreeFigures:
+    """The model-free stages' figures: a field per stage of pipeline/verify/stages.py, named after it,
+    which verify sets to what the stage returned; `total`: their wall and CPU seconds together."""
     execution: ExecutionFigures | None = None
     levels: LevelsFigures | None = None
     reliability: ReliabilityFigures | None = None
     total: StageFigures | None = None
+
+
+@dataclass
+class ModelFormsFigures:
+    """The model-driven forms' figures (pipeline/verify/models.py), after the model-free stages
+    accepted: `verify --model`'s ReAct rollout and `--agent-models`' differential test."""
     execution_react: ReactFigures | None = None
     reliability_models: DifferentialFigures | None = None
+
+
+@dataclass
+class VerifyFigures(KeepsUnknown, ModelFormsFigures, ModelFreeFigures, Shape):
+    """Each stage's figures, for the stages that ran (a stage that did not: None, left out)."""
+    OMIT_NONE = True
 
 
 # -- why verify rejected (pipeline/verify/causes.py) ---------------------------------------------

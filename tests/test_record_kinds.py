@@ -136,7 +136,7 @@ def test_the_manifest_operations_change_their_part_and_keep_the_rest(tmp_path):
     (env / layout.MANIFEST).write_text(json.dumps({**data, "curator": "someone", "human_review": {
         "decision": "accepted", "reason": "a model wrote this", "at": "now"}}))
     manifest.packaged(env, EnvOrigin("crate_dock", "push crates", {"genre": "puzzle"}, "envforge generate"),
-                      Generated.now("m", 3, {"code": {"usd": 0.25}, "dsl": {"usd": 0.5}}), None)
+                      Generated.of("m", 3, {"code": {"usd": 0.25}, "dsl": {"usd": 0.5}}), None)
     written = json.loads((env / layout.MANIFEST).read_text())
     assert "human_review" not in written  # the pipeline's verdict carries no decision a model wrote
     assert written["curator"] == "someone" and written["cost_usd"] == 0.75 and written["seed"] == 3

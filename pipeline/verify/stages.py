@@ -7,7 +7,7 @@ are what verification.json shows of a failed stage), its rejection when the envi
 (a reason and a typed cause, pipeline/verify/causes.py), and the levels later stages score on
 (with their certified max rewards). A stage that `needs_levels` runs on certified levels: when it
 is asked for without the levels stage, the levels stage runs first. A new stage is one entry here
-and a field of pipeline.kinds.VerifyFigures named after it.
+and a field of pipeline.kinds.ModelFreeFigures named after it.
 """
 from __future__ import annotations
 
