@@ -140,6 +140,8 @@ def test_the_manifest_operations_change_their_part_and_keep_the_rest(tmp_path):
     written = json.loads((env / layout.MANIFEST).read_text())
     assert "human_review" not in written  # the pipeline's verdict carries no decision a model wrote
     assert written["curator"] == "someone" and written["cost_usd"] == 0.75 and written["seed"] == 3
+    assert list(written)[:11] == ["format", "envforge", "name", "theme", "tags", "origin", "model", "seed",
+                                  "generated_at", "stages", "cost_usd"]  # EnvOrigin's fields, then Generated's
     assert written["files"][layout.ENV_MAIN] and layout.MANIFEST not in written["files"]
     manifest.decided(env, HumanReview("rejected", "too easy", "2026-11-26 20:00:00", "accepted"))
     manifest.verified(env, VerificationSummary(True, None, "accepted", "2026-11-26", "landlock"), None)
@@ -392,6 +394,13 @@ def test_each_stage_s_figures_say_themselves_in_the_line_verify_prints():
         "ReAct rollout with m: not played (no test level to play)"
     assert kinds.DifferentialFigures("w", "s", 2, 5, 0.1, 0.9).summary() == \
         "w 0.1 vs s 0.9 normalized over 2 run(s) of 5 level(s)"
+    every = kinds.VerifyFigures(reliability_models=kinds.DifferentialFigures("w", "s", 2, 5, 0.1, 0.9),
+                                execution_react=kinds.ReactFigures("m", False, note="n"), total=kinds.StageFigures(),
+                                reliability=kinds.ReliabilityFigures(), levels=levels,
+                                execution=kinds.ExecutionFigures())
+    assert list(every.to_dict()) == ["execution", "levels", "reliability", "total", "execution_react",
+                                     "reliability_models"]  # the model-free stages' figures, then the model forms'
+    assert kinds.VerifyFigures.from_dict(json.loads(json.dumps(every.to_dict()))) == every
 
 
 def test_verify_certification_of_a_level_reads_back_as_typed_fields_and_foreign_entries_still_load(tmp_path):
