@@ -382,11 +382,30 @@ class CodingReply(CodingStep):
 @dataclass
 class CodingToolResult(CodingStep):
     """What one tool call of the reply returned to the model (cut at 4,000 characters), and whether
-    it failed."""
+    it failed; a run_check's also what the check found, counted (None in a line written before)."""
     TAG_VALUE = "tool_result"
+    OMIT_NONE = True
     tool: str
     error: bool
     result: str
+    check: CheckFound | None = None
+
+
+@dataclass
+class CheckFound(Shape):
+    """What one `envforge check` the coding agent ran found (pipeline/check's report): review says
+    it from these counts, not from the words the model read."""
+    errors: int
+    warnings: int
+    first_error: str = ""  # the first error, located (cut at 500 characters)
+
+    @property
+    def verdict(self) -> str:
+        """"passed", or "failed: N error(s), M warning(s); first: ..."."""
+        if not self.errors:
+            return "passed"
+        return (f"failed: {self.errors} error(s), {self.warnings} warning(s)"
+                + (f"; first: {self.first_error}" if self.first_error else ""))
 
 
 # -- level_max_rewards.json -------------------------------------------------------------------

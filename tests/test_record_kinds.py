@@ -343,6 +343,37 @@ def test_the_coding_agent_s_log_of_an_earlier_envforge_reads_back_as_replies_and
         list(records.lines(old, kinds.CodingStep))
 
 
+def test_a_check_the_coding_agent_ran_is_told_from_its_counts_and_in_an_older_log_from_its_output(tmp_path):
+    """The run_check result line carries what the check found, counted from its report; review says
+    it from the counts (a line written before them: from the check output's first line)."""
+    from pipeline.check.checker import CheckReport
+    from pipeline.generate.agent import _found, format_check
+    from pipeline.located import Problem
+    from pipeline.review.history import agent_attempts
+
+    report = CheckReport("env", [Problem("env_main.py", "", "a step that returns", "KeyError 'pos'", line=12),
+                                 Problem("config.yaml", "meta", "a description", "none", severity="warning")])
+    found = _found(report)
+    assert found == kinds.CheckFound(1, 1, "env_main.py:12: expected a step that returns, found KeyError 'pos'")
+    log = tmp_path / layout.TRAJECTORY
+    records.append(log, kinds.CodingReply("repair", 1, [{"name": "run_check", "arguments": {}}] * 3))
+    records.append(log, kinds.CodingToolResult("repair", 1, "run_check", False, format_check(report), found))
+    # counts that say otherwise than the text beside them: the counts are what review reads
+    records.append(log, kinds.CodingToolResult("repair", 1, "run_check", False, "check passed (0 warning(s)).",
+                                               kinds.CheckFound(2, 0, "levels/level_01.yaml: expected ..., found")))
+    records.append_jsonl(log, "coding_step", {"type": "tool_result", "stage": "repair", "step": 1,  # before counts
+                                              "tool": "run_check", "error": False, "result": format_check(report)})
+    (repair,) = agent_attempts(log)
+    assert repair.checks == [
+        "failed: 1 error(s), 1 warning(s); first: env_main.py:12: expected a step that returns, found KeyError 'pos'",
+        "failed: 2 error(s), 0 warning(s); first: levels/level_01.yaml: expected ..., found",
+        "failed: 1 error(s), 1 warning(s); first: env_main.py:12: expected a step that returns, found KeyError 'pos'"]
+    assert [entry.check for _, entry in list(records.lines(log, kinds.CodingStep))[1:]] == [
+        found, kinds.CheckFound(2, 0, "levels/level_01.yaml: expected ..., found"), None]
+    assert "check" not in json.loads(log.read_text().splitlines()[0])  # a reply, and lines without one, unchanged
+    assert _found(CheckReport("env", [])).verdict == "passed"
+
+
 @pytest.mark.slow
 def test_verify_writes_verification_json_as_its_model_and_review_reads_it_back(tmp_path):
     env = shutil.copytree(REFERENCE / "crate_dock", tmp_path / "crate_dock")

@@ -34,7 +34,7 @@ from pipeline import records as files
 from pipeline.check import CheckReport, check_env
 from pipeline.errors import InfrastructureError
 from pipeline.generate.journal import JournaledClient
-from pipeline.kinds import CodingReply, CodingToolResult
+from pipeline.kinds import CheckFound, CodingReply, CodingToolResult
 from pipeline.llm.messages import Message, ToolCall, ToolSpec
 from pipeline.records import DiskFull
 from pipeline.sandbox.limits import SandboxLimits
@@ -193,6 +193,14 @@ class Workspace:
         return format_check(self.last_check)
 
 
+def _found(report: CheckReport | None) -> CheckFound | None:
+    """What the check found, counted, for the log (review reads it)."""
+    if report is None:
+        return None
+    errors = [p for p in report.problems if p.severity == "error"]
+    return CheckFound(len(errors), len(report.problems) - len(errors), str(errors[0])[:500] if errors else "")
+
+
 def format_check(report: CheckReport, most: int = 40) -> str:
     """The check as the model reads it: located problems (the first `most` errors and 10 warnings,
     with how many more), no timings (so reruns are identical)."""
@@ -228,7 +236,9 @@ async def run_agent(llm: JournaledClient, stage: str, system: str, task: str, wo
             result, failed = await _execute(workspace, call)
             result = _cut(result, MAX_RESULT_CHARS)
             finished = finished or (call.name == "finish" and not failed)
-            files.append(trajectory, CodingToolResult(stage, calls, shown(str(call.name), 60), failed, result[:4000]))
+            found = _found(workspace.last_check) if call.name == "run_check" and not failed else None
+            files.append(trajectory, CodingToolResult(stage, calls, shown(str(call.name), 60), failed, result[:4000],
+                                                      found))
             messages.append(Message.tool_result(call, result, is_error=failed))
         if dropped:
             messages.append(Message.user(_dropped_note(len(reply.tool_calls), len(run), max_steps, steps)))

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Iterator
 
 from pipeline import records as files
-from pipeline.kinds import CodingStep, CodingToolResult
+from pipeline.kinds import CheckFound, CodingStep, CodingToolResult
 
 
 @dataclass
@@ -20,6 +20,14 @@ class ToolUse:
     arguments: dict
     result: str = ""
     error: bool = False
+    check: CheckFound | None = None  # a run_check's findings, counted (None in a log written before)
+
+    @property
+    def verdict(self) -> str:
+        """What a run_check found: from its counts, or in a log written before them, from the first
+        line of the check output (pipeline.generate.agent.format_check's, which no model or
+        environment text reaches)."""
+        return self.check.verdict if self.check else check_verdict(self.result)
 
     def summary(self) -> str:
         """One line saying what the call did: the file it changed, or what the check found."""
@@ -30,7 +38,7 @@ class ToolUse:
         elif self.name == "edit_file":
             what = f"edited {_clip(args.get('path'), 80)}: {_clip(args.get('old'))!r} -> {_clip(args.get('new'))!r}"
         elif self.name == "run_check":
-            what = "ran check: " + check_verdict(self.result)
+            what = "ran check: " + self.verdict
         elif self.name == "finish":
             what = f"finished: {_clip(args.get('summary'), 120)!r}"
         elif self.name in ("read_file", "list_files"):
@@ -67,7 +75,7 @@ class AgentAttempt:
     @property
     def checks(self) -> list[str]:
         """What each check the agent ran found."""
-        return [check_verdict(t.result) for s in self.steps for t in s.tools if t.name == "run_check"]
+        return [t.verdict for s in self.steps for t in s.tools if t.name == "run_check"]
 
 
 def agent_attempts(trajectory: Path) -> list[AgentAttempt]:
@@ -79,7 +87,7 @@ def agent_attempts(trajectory: Path) -> list[AgentAttempt]:
             step = current[stage].steps[-1] if stage in current and current[stage].steps else None
             pending = [t for t in (step.tools if step else []) if t.name == entry.tool and not t.result]
             if pending:
-                pending[0].result, pending[0].error = entry.result, entry.error
+                pending[0].result, pending[0].error, pending[0].check = entry.result, entry.error, entry.check
             continue
         if stage not in current or entry.step == 1:
             current[stage] = AgentAttempt(stage, sum(a.stage == stage for a in attempts) + 1)
@@ -91,7 +99,8 @@ def agent_attempts(trajectory: Path) -> list[AgentAttempt]:
 
 
 def check_verdict(result: str) -> str:
-    """"passed" or "failed: N error(s); first: ..." from the check output the agent read."""
+    """"passed" or "failed: N error(s); first: ..." from the check output the agent read (a log
+    written before run_check results carried their counts)."""
     lines = result.strip().splitlines()
     if not lines:
         return "(no output)"
