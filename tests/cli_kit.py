@@ -149,12 +149,23 @@ class Run:
 
 def tree_digests(folder: Path) -> dict[str, str]:
     """relative path -> sha256 of every file under `folder`, but the output lock (pipeline/records.py's
-    LOCK_FILE: a command that only reads a run folder still takes its lock, an flock on that file)."""
+    LOCK_FILE: a command that only reads a run folder still takes its lock, an flock on that file) and
+    what SQLite keeps beside a database while a connection is open: the shared-memory index (-shm) and
+    an empty write-ahead log (-wal). A test of another process reading the run's database has them
+    there; a write shows in a log that is not empty, or in the database once the last connection closes."""
     from pipeline.records import LOCK_FILE
 
-    return {str(path.relative_to(folder)): hashlib.sha256(path.read_bytes()).hexdigest()
-            for path in sorted(folder.rglob("*"))
-            if path.is_file() and not path.is_symlink() and path.name != LOCK_FILE}
+    digests = {}
+    for path in sorted(folder.rglob("*")):
+        if not path.is_file() or path.is_symlink() or path.name == LOCK_FILE or path.name.endswith("-shm"):
+            continue
+        try:
+            data = path.read_bytes()
+        except FileNotFoundError:  # a -wal or -shm its connection removed as it closed
+            continue
+        if not (path.name.endswith("-wal") and not data):
+            digests[str(path.relative_to(folder))] = hashlib.sha256(data).hexdigest()
+    return digests
 
 
 def shared_artifact(cache: Path, name: str, argv: list[str], cwd: Path = ROOT, timeout: float = 900) -> Run:

@@ -72,7 +72,14 @@ def pytest_configure(config):
 # one, so a module of long tests no longer holds one process while the others wait at the end. A test
 # that uses a fixture made once per module or class (a Ray cluster, verify runs, the records demos)
 # stays with its module's other such tests in one process (xdist_group), so that fixture is made once;
-# the session's artifacts (the demos below) are shared through a file lock and need no group. ---
+# the session's artifacts (the demos below) are shared through a file lock and need no group.
+# pytest-xdist 3.8 tells its scheduler a test's group by appending "@group" to the test's id, which
+# pytest 9.2's structured ids ignore (pytest-xdist issue 1386): every group was split over the
+# processes, each making the module's fixtures again (three Ray clusters, three verify runs). So the
+# processes write each test's group to a file the controller's scheduler reads (_GroupScheduling). ---
+_SCHEDULE_DIR = "envforge_schedule_dir"
+
+
 @_llm_pytest.hookimpl(tryfirst=True)  # before xdist's own hook, which turns the groups into node ids
 def pytest_collection_modifyitems(items):
     for item in items:
@@ -80,6 +87,67 @@ def pytest_collection_modifyitems(items):
         scopes = {d.scope for defs in (info.name2fixturedefs.values() if info else ()) for d in defs}
         if scopes & {"module", "class", "package"}:
             item.add_marker(_llm_pytest.mark.xdist_group(item.module.__name__))
+
+
+@_llm_pytest.hookimpl(tryfirst=True)  # before xdist tells the controller it has collected
+def pytest_collection_finish(session):
+    where = getattr(session.config, "workerinput", {}).get(_SCHEDULE_DIR)
+    if where:
+        import json
+
+        groups = {item.nodeid: mark.args[0] if mark.args else mark.kwargs.get("name", "default")
+                  for item in session.items if (mark := item.get_closest_marker("xdist_group"))}
+        path = _LLMPath(where) / f"{session.config.workerinput['workerid']}.json"
+        path.with_suffix(".tmp").write_text(json.dumps(groups))
+        path.with_suffix(".tmp").replace(path)  # whole, or not there
+
+
+@_llm_pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node):
+    """The controller (xdist): tell each process where to write its tests' groups."""
+    config = node.config
+    if not hasattr(config, "_envforge_schedule_dir"):
+        import tempfile
+
+        config._envforge_schedule_dir = tempfile.mkdtemp(prefix="envforge-schedule-")
+    node.workerinput[_SCHEDULE_DIR] = config._envforge_schedule_dir
+
+
+@_llm_pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    if config.getvalue("dist") == "loadgroup":
+        return _GroupScheduling(config, log)
+    return None
+
+
+def pytest_unconfigure(config):
+    where = getattr(config, "_envforge_schedule_dir", None)
+    if where:
+        import shutil
+
+        shutil.rmtree(where, ignore_errors=True)
+
+
+def _GroupScheduling(config, log):
+    from xdist.scheduler import LoadGroupScheduling
+
+    class GroupScheduling(LoadGroupScheduling):
+        """xdist's loadgroup, its groups read from the files the processes wrote at collection."""
+        groups: dict[str, str] | None = None
+
+        def _split_scope(self, nodeid: str) -> str:
+            if self.groups is None:  # every process has collected (xdist schedules only then)
+                import json
+
+                where = _LLMPath(config._envforge_schedule_dir)
+                self.groups = {}
+                for path in sorted(where.glob("*.json")):
+                    self.groups.update(json.loads(path.read_text()))
+            if nodeid in self.groups:
+                return self.groups[nodeid]
+            return super()._split_scope(nodeid)  # an id xdist gave its "@group"
+
+    return GroupScheduling(config, log)
 
 
 # --- plots: evaluate draws two PNGs a run (about 2 CPU-seconds, mostly importing matplotlib); the
