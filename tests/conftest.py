@@ -139,9 +139,10 @@ def _GroupScheduling(config, log):
             if self.groups is None:  # every process has collected (xdist schedules only then)
                 import json
 
-                where = _LLMPath(config._envforge_schedule_dir)
+                files = sorted(_LLMPath(config._envforge_schedule_dir).glob("*.json"))
+                assert len(files) == len(self.nodes), f"expected {len(self.nodes)} processes' groups, found {files}"
                 self.groups = {}
-                for path in sorted(where.glob("*.json")):
+                for path in files:
                     self.groups.update(json.loads(path.read_text()))
             if nodeid in self.groups:
                 return self.groups[nodeid]
