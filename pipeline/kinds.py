@@ -369,7 +369,7 @@ class CodingStep(Record):
 
 
 @dataclass
-class CodingReply(CodingStep):
+class CodingReply(KeepsUnknown, CodingStep):
     """The model's reply: its text (None: it wrote none) and the tool calls run of it ({"name",
     "arguments"}); `dropped_tool_calls` more it asked for past the per-reply limit were not run."""
     TAG_VALUE = "reply"
@@ -380,7 +380,7 @@ class CodingReply(CodingStep):
 
 
 @dataclass
-class CodingToolResult(CodingStep):
+class CodingToolResult(KeepsUnknown, CodingStep):
     """What one tool call of the reply returned to the model (cut at 4,000 characters), and whether
     it failed; a run_check's also what the check found, counted (None in a line written before)."""
     TAG_VALUE = "tool_result"
@@ -392,7 +392,7 @@ class CodingToolResult(CodingStep):
 
 
 @dataclass
-class CheckFound(Shape):
+class CheckFound(KeepsUnknown, Shape):
     """What one `envforge check` the coding agent ran found (pipeline/check's report): review says
     it from these counts, not from the words the model read."""
     errors: int
@@ -513,6 +513,15 @@ class ClaimCheck(KeepsUnknown, Shape):
     exact: bool | None = field(default=None, kw_only=True)  # the found max is proved
     status: str  # confirmed | reached | beaten | unreachable | unconfirmed
     why: str | None = None  # what makes an unreachable claim unreachable
+
+    STATUSES: ClassVar[tuple[str, ...]] = ("confirmed", "reached", "beaten", "unreachable", "unconfirmed")
+
+    @property
+    def standing(self) -> str:
+        """`status` as this envforge means it. Before "reached" existed, verify called a claim its
+        witness scored "confirmed" whether or not a proof backed it: a "confirmed" that is not
+        `exact` (False, or None in a file written before proofs) is "reached"."""
+        return "reached" if self.status == "confirmed" and self.exact is not True else self.status
 
 
 @dataclass
@@ -1000,7 +1009,16 @@ class BudgetCapReached(RejectionCause):
     scope: str
     cap_usd: float | None = None
     spent_usd: float | None = None  # spent or committed when the call was refused
+    SCOPES: ClassVar[tuple[str, ...]] = ("run", "theme")
     estimate_usd: float | None = None  # what the refused call could have cost
+
+    @classmethod
+    def coerce(cls, value: Any) -> Any:
+        """A scope this envforge does not know makes the cause one it cannot read (an UnknownCause):
+        advice must not take it for a theme's or the run's cap."""
+        if isinstance(value, dict) and value.get("scope") not in cls.SCOPES:
+            raise RecordError(f"scope: expected one of {', '.join(cls.SCOPES)}, found {str(value.get('scope'))[:40]!r}")
+        return value
 
 
 @dataclass

@@ -229,7 +229,7 @@ OLD_FIGURES = {
 
 
 def test_claims_and_the_best_constant_policy_of_an_older_verification_json_read_as_their_shapes(tmp_path):
-    from pipeline.envfolder.spec import max_reward_standing
+    from pipeline.envfolder.spec import Reader, claim_checks, max_reward_standing
     from pipeline.review.details import _verification
 
     (tmp_path / layout.VERIFICATION).write_text(records.dumps("verification", {
@@ -247,7 +247,8 @@ def test_claims_and_the_best_constant_policy_of_an_older_verification_json_read_
         "policy": "repeating WAIT", "normalized": 0.25}  # as review shows it
     # the typed claims still decide which shipped max rewards divide scores
     standing = max_reward_standing({"levels": {"level_01.yaml": {"max_reward": 5}, "level_02.yaml": {"max_reward": 3}}},
-                                   {"level_01.yaml": 5.0, "level_02.yaml": 3.0}, stages)
+                                   {"level_01.yaml": 5.0, "level_02.yaml": 3.0},
+                                   claim_checks(Reader(tmp_path), layout.VERIFICATION))
     assert standing == {
         "level_01.yaml": (False, "the claimed max reward of level_01.yaml (5) is beaten: envforge verify scored 7.5; "
                                  "left out of normalized scores"),
@@ -372,6 +373,15 @@ def test_a_check_the_coding_agent_ran_is_told_from_its_counts_and_in_an_older_lo
         found, kinds.CheckFound(2, 0, "levels/level_01.yaml: expected ..., found"), None]
     assert "check" not in json.loads(log.read_text().splitlines()[0])  # a reply, and lines without one, unchanged
     assert _found(CheckReport("env", [])).verdict == "passed"
+    # a newer envforge's line, with fields this one does not know (in the line and in its counts)
+    records.append(log, kinds.CodingReply("repair", 2, [{"name": "run_check", "arguments": {}}]))
+    records.append_jsonl(log, "coding_step", {"type": "tool_result", "stage": "repair", "step": 2, "tool": "run_check",
+                                              "error": False, "result": "check failed.", "took_seconds": 1.5,
+                                              "check": {"errors": 2, "warnings": 0, "infos": 1}})
+    assert agent_attempts(log)[0].checks[-1] == "failed: 2 error(s), 0 warning(s)"  # as review says it
+    newer = list(records.lines(log, kinds.CodingStep))[-1][1]
+    assert newer.check.verdict == "failed: 2 error(s), 0 warning(s)" and newer.extra == {"took_seconds": 1.5}
+    assert newer.to_dict()["check"] == {"errors": 2, "warnings": 0, "first_error": "", "infos": 1}  # its own kept
 
 
 @pytest.mark.slow

@@ -229,7 +229,8 @@ def test_a_cause_in_the_run_database_this_envforge_cannot_read_claims_nothing(tm
 
     RunDB(root / "envforge.sqlite").close()  # upgraded: the cause column exists
     db = sqlite3.connect(root / "envforge.sqlite")
-    for written in ('{"kind": "a_newer_kind", "x": 1}', "not json", '["budget_cap_reached"]'):
+    for written in ('{"kind": "a_newer_kind", "x": 1}', "not json", '["budget_cap_reached"]',
+                    '{"kind": "budget_cap_reached", "scope": "galaxy"}'):  # a scope no cap has
         db.execute("UPDATE themes SET cause=?", (written,))
         db.commit()
         means, _ = _advice(root)

@@ -366,16 +366,54 @@ def test_a_stochastic_env_gets_expectation_estimates_not_certified_maxima(tmp_pa
         assert levels["expectation_estimates"][key] == entry["expectation"]
 
 
-def test_a_claim_verify_reached_but_did_not_prove_divides_scores_with_a_note():
-    """A shipped claim that a witness scores is a lower bound unless a proof backs it: it divides
-    normalized scores, noted as not proved; one equal to a proved max divides with no note."""
-    from pipeline.envfolder.spec import max_reward_standing
-    from pipeline.kinds import VerifyFigures
+def _standing(tmp_path, claims: dict, maxima: dict) -> dict:
+    """max_reward_standing of shipped claims `maxima` beside a verification.json whose levels stage
+    compared them as `claims` (None: no verification.json; a string: the file's text)."""
+    from pipeline.envfolder.spec import Reader, claim_checks, max_reward_standing
+    from pipeline.records import dumps
 
-    data = {"levels": {"level_01.yaml": {"max_reward": 1.2}, "level_02.yaml": {"max_reward": 1.0}}}
-    stages = VerifyFigures.from_dict({"levels": {"claims": {
+    if claims is not None:
+        (tmp_path / "verification.json").write_text(claims if isinstance(claims, str) else dumps("verification", {
+            "accepted": True, "stage": "", "reason": "accepted", "stages": {"levels": {"claims": claims}}}))
+    return max_reward_standing({"levels": {k: {"max_reward": v} for k, v in maxima.items()}}, maxima,
+                               claim_checks(Reader(tmp_path), "verification.json"))
+
+
+def test_a_claim_verify_reached_but_did_not_prove_divides_scores_with_a_note(tmp_path):
+    """A shipped claim that a witness scores is a lower bound unless a proof backs it: it divides
+    normalized scores, noted as not proved; one equal to a proved max divides with no note. A
+    verification.json an earlier envforge wrote called both "confirmed": one not `exact` is reached."""
+    reached = "is reached by envforge verify's search, not proved: a lower bound"
+    standing = _standing(tmp_path, {
         "level_01.yaml": {"claimed": 1.2, "found": 1.2, "exhaustive": False, "exact": False, "status": "reached"},
-        "level_02.yaml": {"claimed": 1.0, "found": 1.0, "exhaustive": True, "exact": True, "status": "confirmed"}}}})
-    standing = max_reward_standing(data, {"level_01.yaml": 1.2, "level_02.yaml": 1.0}, stages)
-    assert standing == {"level_01.yaml": (True, "the claimed max reward of level_01.yaml (1.2) is reached by envforge "
-                                                "verify's search, not proved: a lower bound")}
+        "level_02.yaml": {"claimed": 1.0, "found": 1.0, "exhaustive": True, "exact": True, "status": "confirmed"},
+        "level_03.yaml": {"claimed": 1.2, "found": 1.2, "exhaustive": False, "exact": False, "status": "confirmed"},
+        "level_04.yaml": {"claimed": 2.0, "found": 2.0, "exhaustive": False, "status": "confirmed"}},
+        {"level_01.yaml": 1.2, "level_02.yaml": 1.0, "level_03.yaml": 1.2, "level_04.yaml": 2.0})
+    assert standing == {"level_01.yaml": (True, f"the claimed max reward of level_01.yaml (1.2) {reached}"),
+                        "level_03.yaml": (True, f"the claimed max reward of level_03.yaml (1.2) {reached}"),
+                        "level_04.yaml": (True, f"the claimed max reward of level_04.yaml (2) {reached}")}
+
+
+def test_one_comparison_that_does_not_read_leaves_only_its_level_unchecked(tmp_path):
+    """A forged or broken entry in verification.json's claims never voids the other levels' verdicts
+    (a claim found beaten stays out of normalized scores); its own level is noted unchecked, and so
+    is a status this envforge does not know, and every claim when the file does not read at all."""
+    beaten = {"claimed": 1.0, "found": 2.0, "exhaustive": False, "exact": False, "status": "beaten"}
+    standing = _standing(tmp_path, {
+        "level_01.yaml": beaten, "level_02.yaml": {"claimed": 1.0, "found": None, "status": "confirmed"},
+        "level_03.yaml": {"claimed": 1.0, "found": 1.0, "status": "estimated"}},
+        {"level_01.yaml": 1.0, "level_02.yaml": 1.0, "level_03.yaml": 1.0})
+    assert standing["level_01.yaml"] == (False, "the claimed max reward of level_01.yaml (1) is beaten: envforge "
+                                                "verify scored 2.0; left out of normalized scores")
+    assert standing["level_02.yaml"][0] is True and standing["level_02.yaml"][1].startswith(
+        "the claimed max reward of level_02.yaml (1) is not checked: verification.json's comparison does not read (")
+    assert standing["level_02.yaml"][1].endswith(
+        "/verification.json: stages.levels.claims.level_02.yaml: found: expected a finite number, found null)")
+    assert standing["level_03.yaml"] == (True, "the claimed max reward of level_03.yaml (1) is not checked: "
+                                               "verification.json calls it 'estimated', which this envforge does "
+                                               "not know")
+    unread = _standing(tmp_path, "{not json", {"level_01.yaml": 1.0})
+    assert unread["level_01.yaml"][0] is True
+    assert unread["level_01.yaml"][1].startswith("the claimed max reward of level_01.yaml (1) is not checked: "
+                                                 "verification.json's comparison does not read (")

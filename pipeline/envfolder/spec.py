@@ -17,7 +17,7 @@ from dsl_schema.problems import typed
 from pipeline import layout, records, safe_io
 from pipeline.envfolder.level import Level
 from pipeline.errors import LocatedError, UserError, not_a_folder
-from pipeline.kinds import ClaimCheck, LevelMaxEntry, LevelMaxRewards, RecordError, Verification, VerifyFigures
+from pipeline.kinds import ClaimCheck, LevelMaxEntry, LevelMaxRewards, RecordError, Verification
 from pipeline.located import Problem
 
 DEFAULT_MAX_STEPS = 100
@@ -167,16 +167,11 @@ class EnvSpec:
         tags = (manifest or {}).get("tags")
         max_rewards_data = reader.json(layout.LEVEL_MAX_REWARDS)
         claimed = claimed_max_rewards(max_rewards_data, reader.name(layout.LEVEL_MAX_REWARDS))
-        try:  # only notes come from it: a verification.json that cannot be read leaves them out
-            found, where = reader.json(layout.VERIFICATION), reader.name(layout.VERIFICATION)
-            stages = records.check(found, Verification.KIND, where).get("stages") if found is not None else None
-            figures = None if stages is None else VerifyFigures.from_dict(stages, f"{where}: stages")
-        except (LocatedError, RecordError):
-            figures = None
+        checks = claim_checks(reader, layout.VERIFICATION)
         return cls(env, config, steps, instruction.strip(), reader.text(layout.ACTION_SPACE).strip(),
                    _strings(tags) if isinstance(tags, dict) else config_tags(config), claimed,
                    {split: env.levels(split) for split in layout.LEVEL_SPLITS}, manifest or {}, config_text,
-                   max_reward_standing(max_rewards_data, claimed, figures,
+                   max_reward_standing(max_rewards_data, claimed, checks,
                                        bool(isinstance(manifest, dict) and manifest.get("origin"))))
 
 
@@ -197,7 +192,40 @@ def parse_config(text: str, file: str = layout.CONFIG) -> dict:
     return config
 
 
-def max_reward_standing(data: Any, claimed: dict[str, float], stages: VerifyFigures | None,
+@dataclass(frozen=True)
+class ClaimChecks:
+    """What verification.json says of the folder's shipped claims: per level key its comparison
+    (ClaimCheck; reliability's, made later, wins over levels'), and per level key whose comparison
+    does not read, why; `unreadable`: why the whole file does not read ("" when it does or is absent)."""
+    checks: dict[str, ClaimCheck] = field(default_factory=dict)
+    unfit: dict[str, str] = field(default_factory=dict)
+    unreadable: str = ""
+
+
+def claim_checks(reader: Reader, name: str) -> ClaimChecks:
+    """The comparisons of claims in the folder's verification.json, each read on its own: one that
+    does not fit leaves only its level unchecked (it never voids the others' verdicts)."""
+    try:
+        found, where = reader.json(name), reader.name(name)
+        stages = records.check(found, Verification.KIND, where).get("stages") if found is not None else None
+    except (LocatedError, RecordError) as e:
+        return ClaimChecks(unreadable=str(e)[:300])
+    out = ClaimChecks()
+    for stage in ("levels", "reliability"):  # reliability's comparison, made later, wins
+        figures = stages.get(stage) if isinstance(stages, dict) else None
+        compared = figures.get("claims") if isinstance(figures, dict) else None
+        for key, value in (compared.items() if isinstance(compared, dict) else ()):
+            level = layout.level_key(str(key))
+            try:
+                out.checks[level] = ClaimCheck.from_dict(value, f"{where}: stages.{stage}.claims.{str(key)[:80]}")
+                out.unfit.pop(level, None)
+            except RecordError as e:
+                out.checks.pop(level, None)
+                out.unfit[level] = str(e)[:300]
+    return out
+
+
+def max_reward_standing(data: Any, claimed: dict[str, float], verified: ClaimChecks | None,
                         envforge_made: bool = False) -> dict[str, tuple[bool, str]]:
     """Per level key with a max reward: (whether it may divide a normalized score, the note that goes
     with every score on it). A max envforge's verify wrote carries its `certainty`: "unknown" (the
@@ -210,10 +238,8 @@ def max_reward_standing(data: Any, claimed: dict[str, float], stages: VerifyFigu
     # verify's certification counts only in a file envforge wrote (its format stamp): elsewhere a
     # "certified" entry is a foreign or hand-edited claim
     stamped = isinstance(data, dict) and data.get(records.FORMAT) == records.format_of(LevelMaxRewards.KIND)
-    compared: dict[str, ClaimCheck] = {}
-    for figures in (stages.levels, stages.reliability) if stages else ():  # reliability's comparison, made later, wins
-        if figures and figures.claims:
-            compared.update({layout.level_key(str(k)): v for k, v in figures.claims.items()})
+    verified = verified or ClaimChecks()
+    compared = verified.checks
     out = {}
     for raw_key, entry in entries.items():
         key = layout.level_key(str(raw_key))
@@ -229,8 +255,12 @@ def max_reward_standing(data: Any, claimed: dict[str, float], stages: VerifyFigu
                               f"not certified")
         elif certainty is None:
             check = compared.get(key)
-            status = check.status if check and check.claimed == value else None
-            if status == "beaten":
+            status = check.standing if check and check.claimed == value else None
+            unread = verified.unfit.get(key) or verified.unreadable
+            if status is None and unread:
+                out[key] = (True, f"the claimed max reward of {key} ({value:g}) is not checked: verification.json's "
+                                  f"comparison does not read ({unread})")
+            elif status == "beaten":
                 out[key] = (False, f"the claimed max reward of {key} ({value:g}) is beaten: envforge verify "
                                    f"scored {check.found}; left out of normalized scores")
             elif status == "unreachable":
@@ -243,6 +273,9 @@ def max_reward_standing(data: Any, claimed: dict[str, float], stages: VerifyFigu
             elif status == "unconfirmed":
                 out[key] = (True, f"the claimed max reward of {key} ({value:g}) is unconfirmed: envforge verify "
                                   f"reached only {check.found}")
+            elif status is not None and status not in ClaimCheck.STATUSES:  # a newer envforge's, or a forged one
+                out[key] = (True, f"the claimed max reward of {key} ({value:g}) is not checked: verification.json "
+                                  f"calls it {status[:40]!r}, which this envforge does not know")
             elif status != "confirmed" and (not envforge_made or says_certainty):  # a certainty not verify's
                 out[key] = (True, f"the max reward of {key} ({value:g}) is the environment's own claim, not "
                                   f"checked by envforge verify")
