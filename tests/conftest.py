@@ -76,7 +76,11 @@ def pytest_configure(config):
 # pytest-xdist 3.8 tells its scheduler a test's group by appending "@group" to the test's id, which
 # pytest 9.2's structured ids ignore (pytest-xdist issue 1386): every group was split over the
 # processes, each making the module's fixtures again (three Ray clusters, three verify runs). So the
-# processes write each test's group to a file the controller's scheduler reads (_GroupScheduling). ---
+# processes write each test's group, and whether it is slow, to a file the controller's scheduler
+# reads (_Scheduling). It hands out the groups first (most tests first, as xdist does), then the slow
+# tests, then the quick ones, which fill the end while the last slow ones finish; a process holds the
+# test it runs and the next one only (xdist: up to three), so two long tests seldom queue in one
+# process while another has nothing left to do. ---
 _SCHEDULE_DIR = "envforge_schedule_dir"
 
 
@@ -97,8 +101,9 @@ def pytest_collection_finish(session):
 
         groups = {item.nodeid: mark.args[0] if mark.args else mark.kwargs.get("name", "default")
                   for item in session.items if (mark := item.get_closest_marker("xdist_group"))}
+        slow = [item.nodeid for item in session.items if item.get_closest_marker("slow")]
         path = _LLMPath(where) / f"{session.config.workerinput['workerid']}.json"
-        path.with_suffix(".tmp").write_text(json.dumps(groups))
+        path.with_suffix(".tmp").write_text(json.dumps({"groups": groups, "slow": slow}))
         path.with_suffix(".tmp").replace(path)  # whole, or not there
 
 
@@ -116,7 +121,7 @@ def pytest_configure_node(node):
 @_llm_pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config, log):
     if config.getvalue("dist") == "loadgroup":
-        return _GroupScheduling(config, log)
+        return _Scheduling(config, log)
     return None
 
 
@@ -128,12 +133,15 @@ def pytest_unconfigure(config):
         shutil.rmtree(where, ignore_errors=True)
 
 
-def _GroupScheduling(config, log):
+def _Scheduling(config, log):
     from xdist.scheduler import LoadGroupScheduling
 
-    class GroupScheduling(LoadGroupScheduling):
-        """xdist's loadgroup, its groups read from the files the processes wrote at collection."""
+    class Scheduling(LoadGroupScheduling):
+        """xdist's loadgroup, its groups read from the files the processes wrote at collection;
+        groups, then slow tests, then quick ones; two tests at most waiting in a process."""
         groups: dict[str, str] | None = None
+        slow: frozenset[str] = frozenset()
+        ordered = False
 
         def _split_scope(self, nodeid: str) -> str:
             if self.groups is None:  # every process has collected (xdist schedules only then)
@@ -141,14 +149,39 @@ def _GroupScheduling(config, log):
 
                 files = sorted(_LLMPath(config._envforge_schedule_dir).glob("*.json"))
                 assert len(files) == len(self.nodes), f"expected {len(self.nodes)} processes' groups, found {files}"
-                self.groups = {}
+                self.groups, slow = {}, set()
                 for path in files:
-                    self.groups.update(json.loads(path.read_text()))
+                    written = json.loads(path.read_text())
+                    self.groups.update(written["groups"])
+                    slow.update(written["slow"])
+                self.slow = frozenset(slow)
             if nodeid in self.groups:
                 return self.groups[nodeid]
             return super()._split_scope(nodeid)  # an id xdist gave its "@group"
 
-    return GroupScheduling(config, log)
+        def _assign_work_unit(self, node) -> None:
+            if not self.ordered:  # the queue is whole: order it once (sorted() keeps xdist's order within)
+                def rank(unit) -> int:
+                    scope, tests = unit
+                    return 0 if len(tests) > 1 else 1 if self.slow.intersection(tests) else 2
+
+                ordered = sorted(self.workqueue.items(), key=rank)
+                self.workqueue.clear()
+                self.workqueue.update(ordered)
+                self.ordered = True
+            super()._assign_work_unit(node)
+
+        def _reschedule(self, node) -> None:
+            """xdist's, with a process topped up to two tests (it needs the next to run one), not three."""
+            if node.shutting_down:
+                return
+            if not self.workqueue:
+                node.shutdown()
+                return
+            if self._pending_of(self.assigned_work[node]) < 2:
+                self._assign_work_unit(node)
+
+    return Scheduling(config, log)
 
 
 # --- plots: evaluate draws two PNGs a run (about 2 CPU-seconds, mostly importing matplotlib); the
