@@ -168,8 +168,11 @@ def tree_digests(folder: Path) -> dict[str, str]:
     return digests
 
 
-def shared_artifact(cache: Path, name: str, argv: list[str], cwd: Path = ROOT, timeout: float = 900) -> Run:
-    """`envforge ARGV... --out <cache>/<name>/out` run once for all test processes of a session.
+def shared_artifact(cache: Path, name: str, argv: list[str], cwd: Path = ROOT, timeout: float = 900,
+                    copy_of: Path | None = None) -> Run:
+    """`envforge ARGV... --out <cache>/<name>/out` run once for all test processes of a session;
+    with `copy_of` (an environment folder), `envforge ARGV... <cache>/<name>/out` on a copy of it
+    there (`verify`, which writes its records into the environment's folder).
 
     `cache` is a folder every xdist worker of the session sees (conftest.py's `artifact_cache`). The
     first process to ask takes an exclusive lock on <name>.lock and runs the command; the others wait
@@ -186,7 +189,10 @@ def shared_artifact(cache: Path, name: str, argv: list[str], cwd: Path = ROOT, t
             if folder.exists():
                 shutil.rmtree(folder)  # a run killed part way
             folder.mkdir()
-            done = envforge(*argv, "--out", folder / "out", cwd=cwd, home=folder, timeout=timeout, traceback_ok=True)
+            if copy_of is not None:
+                shutil.copytree(copy_of, folder / "out", ignore=shutil.ignore_patterns("__pycache__", "_generated"))
+            target = [folder / "out"] if copy_of is not None else ["--out", folder / "out"]
+            done = envforge(*argv, *target, cwd=cwd, home=folder, timeout=timeout, traceback_ok=True)
             digests = tree_digests(folder / "out") if (folder / "out").is_dir() else {}
             record.write_text(json.dumps({"returncode": done.returncode, "stdout": done.stdout,
                                           "stderr": done.stderr, "files": digests}))

@@ -201,9 +201,8 @@ from cli_kit import Run as _Run  # noqa: E402
 from cli_kit import changed_files as _changed_files  # noqa: E402
 from cli_kit import shared_artifact as _shared_artifact  # noqa: E402
 
-_LEARN_DEMO_ENVS = sorted(f"generated_envs/reference/{p.name}"
-                          for p in (_LLMPath(__file__).parent.parent / "generated_envs" / "reference").iterdir()
-                          if p.is_dir())
+_REFERENCE = _LLMPath(__file__).parent.parent / "generated_envs" / "reference"
+_LEARN_DEMO_ENVS = sorted(f"generated_envs/reference/{p.name}" for p in _REFERENCE.iterdir() if p.is_dir())
 GENERATE_DEMO = ["generate", "--themes", "examples/themes.txt", "--provider", "replay"]
 LEARN_DEMO = ["learn", *_LEARN_DEMO_ENVS, "--provider", "replay", "--methods", "all", "--iterations", "2"]
 
@@ -233,6 +232,25 @@ def learn_demo(artifact_cache) -> _Run:
     """`envforge learn generated_envs/reference/* --provider replay --methods all --iterations 2`, run
     once for the session from the repository root. Read it; copy it to write into it."""
     yield from _shared(artifact_cache, "learn_demo", LEARN_DEMO)
+
+
+@_llm_pytest.fixture(scope="session")
+def verified_reference(artifact_cache):
+    """name -> `envforge verify --json` on a copy of generated_envs/reference/<name>, run once for the
+    session (test_verify reads its figures, test_search compares a run under load with it); the
+    verified copy is the Run's `out`. Read it; copy it to write into it."""
+    runs = {}
+
+    def verified(name: str) -> _Run:
+        if name not in runs:
+            runs[name] = _shared_artifact(artifact_cache, f"verify_{name}", ["verify", "--json"],
+                                          copy_of=_REFERENCE / name)
+        return runs[name]
+
+    yield verified
+    for name, run in runs.items():
+        changed = _changed_files(run)
+        assert not changed, f"a test wrote into the shared verified {name} at {run.out} (copy it first): {changed}"
 
 
 # --- the sandbox tests' `host` fixture (tests/sandbox_kit.py), for every module that asks for it ---

@@ -127,11 +127,17 @@ def _verify_and_plan(tmp: Path, name: str) -> dict:
     """verify's verdict, maxima and node counts, and the planner's scores, on a copy of a reference env."""
     env = tmp / name
     shutil.copytree(REFERENCE / name, env, ignore=shutil.ignore_patterns("__pycache__", "_generated"))
-    verify = subprocess.run([sys.executable, "-m", "pipeline.cli", "verify", str(env), "--json", "--random-episodes",
-                             "2"], capture_output=True, text=True, timeout=1800)
-    report = json.loads(verify.stdout)
+    verify = subprocess.run([sys.executable, "-m", "pipeline.cli", "verify", str(env), "--json"],
+                            capture_output=True, text=True, timeout=1800)
+    return _figures(verify.returncode, verify.stdout, env, tmp)
+
+
+def _figures(code: int, stdout: str, env: Path, tmp: Path) -> dict:
+    """The figures of verify's run on `env` (its exit code and --json output), and the planner's
+    scores there (an evaluation written under `tmp`)."""
+    report = json.loads(stdout)
     maxima = json.loads((env / "level_max_rewards.json").read_text())["levels"]
-    out = tmp / f"{name}-planner"
+    out = tmp / f"{env.name}-planner"
     evaluate = subprocess.run([sys.executable, "-m", "pipeline.cli", "evaluate", str(env), "--agent", "planner",
                                "--max-levels", "3", "--runs", "1", "--out", str(out), "--json"],
                               capture_output=True, text=True, timeout=1800)
@@ -139,7 +145,7 @@ def _verify_and_plan(tmp: Path, name: str) -> dict:
     episodes = [json.loads(line) for line in (out / "episodes.jsonl").read_text().splitlines()]
     levels = report["stages"]["levels"]
     return {
-        "verdict": (verify.returncode, report["accepted"], report["stage"]),
+        "verdict": (code, report["accepted"], report["stage"]),
         "maxima": {k: (v["max_reward"], v["exact"], v["certainty"], v["search_nodes"], v["witness"])
                    for k, v in maxima.items()},
         "nodes": (report["stages"]["execution"]["planner_nodes"], levels["search_nodes"]),
@@ -149,17 +155,22 @@ def _verify_and_plan(tmp: Path, name: str) -> dict:
 
 
 @pytest.mark.parametrize("name", ["crate_dock", "tide_pool"])
-def test_verify_and_the_planner_give_the_same_numbers_on_an_idle_and_a_busy_machine(tmp_path, name):
+def test_verify_and_the_planner_give_the_same_numbers_on_an_idle_and_a_busy_machine(tmp_path, name,
+                                                                                    verified_reference):
     """Budgets in nodes: a busy machine (the commands and their workers running 40% of the time, as
     four busy loops on two cores leave them) changes the time a search takes, not what it finds. (With
     the old 20-30 s budgets the maxima and the planner's scores moved with the load.) The quiet run
-    goes beside the loaded one, at full speed, while the loaded one is held stopped."""
-    quiet, loaded = side_by_side(lambda: _verify_and_plan(tmp_path / "quiet", name),
-                                 lambda: _verify_and_plan(tmp_path / "loaded", name), running=0.4)
+    is the session's verify of the env (conftest.py's verified_reference, made at full speed) and a
+    planner evaluation of it beside the loaded run, while the loaded one is held stopped."""
+    def quiet() -> dict:
+        done = verified_reference(name)
+        (tmp_path / "quiet").mkdir()
+        return _figures(done.returncode, done.stdout, done.out, tmp_path / "quiet")
+
+    quiet, loaded = side_by_side(quiet, lambda: _verify_and_plan(tmp_path / "loaded", name), running=0.4)
     assert quiet["verdict"][:2] == (0, True)
     assert quiet["cut"] == [] == loaded["cut"]  # the node budget, not the safety stop, bounded every search
     assert loaded == quiet
-
 
 
 def test_the_planner_agent_heads_for_the_dsls_end_condition_as_verify_does(tmp_path):

@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -28,25 +27,21 @@ def verify(env_dir: Path, *flags: str, process: bool = False) -> subprocess.Comp
     return envforge("verify", env_dir, *flags, process=process)
 
 
-@pytest.fixture(scope="module")
-def reference_runs(tmp_path_factory):
-    """Both reference envs verified on copies, concurrently (one per core)."""
-    base = tmp_path_factory.mktemp("reference")
-    procs = {}
-    for name in ("crate_dock", "tide_pool"):
-        shutil.copytree(REFERENCE / name, base / name, ignore=shutil.ignore_patterns("__pycache__", "_generated"))
-        procs[name] = subprocess.Popen(verify_cmd(base / name, "--json"), stdout=subprocess.PIPE,
-                                       stderr=subprocess.PIPE, text=True)
-    out = {}
-    for name, proc in procs.items():
-        stdout, stderr = proc.communicate(timeout=300)
-        out[name] = (proc.returncode, stdout, stderr, base / name)
-    return out
+@pytest.fixture
+def reference_runs(verified_reference):
+    """name -> (exit code, stdout, stderr, folder) of `envforge verify --json` on a copy of that
+    reference env, made once for the session (conftest.py's verified_reference; test_search compares
+    a run under load with it). Read the folder; copy it to write into it."""
+    def run(name: str) -> tuple[int, str, str, Path]:
+        done = verified_reference(name)
+        return done.returncode, done.stdout, done.stderr, done.out
+
+    return run
 
 
 @pytest.mark.parametrize("name", ["crate_dock", "tide_pool"])
 def test_accepts_reference_env_with_every_figure_recorded(reference_runs, name):
-    code, stdout, stderr, folder = reference_runs[name]
+    code, stdout, stderr, folder = reference_runs(name)
     report = json.loads(stdout)
     assert code == 0, report["reason"] + stderr
     assert report["accepted"] is True and report["stage"] is None
@@ -74,7 +69,7 @@ def test_accepts_reference_env_with_every_figure_recorded(reference_runs, name):
 
 
 def test_verify_records_the_options_it_ran_with(reference_runs):
-    folder = reference_runs["crate_dock"][3]
+    folder = reference_runs("crate_dock")[3]
     options = json.loads((folder / "verification.json").read_text())["options"]
     assert options["search_nodes"] == 20_000 and options["margin"] == 0.2 and options["random_episodes"] == 5
     assert options["write"] is True and options["limits"]["call_seconds"] == 10.0 and "progress" not in options
@@ -83,7 +78,7 @@ def test_verify_records_the_options_it_ran_with(reference_runs):
 def test_verify_random_baseline_is_evaluates_random_agent(reference_runs, tmp_path):
     """verify's random episodes on a level are `envforge evaluate --agent random`'s runs there: the
     difficulty baseline in manifest.json and the random row of an evaluation measure one agent."""
-    folder = reference_runs["crate_dock"][3]
+    folder = reference_runs("crate_dock")[3]
     per_level = json.loads((folder / "verification.json").read_text())["stages"]["reliability"]["per_level"]
     out = tmp_path / "evaluation"
     done = envforge("evaluate", folder, "--agent", "random", "--runs", "5", "--max-levels", "3", "--out", out)
@@ -98,7 +93,7 @@ def test_verify_random_baseline_is_evaluates_random_agent(reference_runs, tmp_pa
 
 
 def test_verify_leaves_shipped_levels_alone(reference_runs):
-    folder = reference_runs["crate_dock"][3]
+    folder = reference_runs("crate_dock")[3]
     for level in sorted((REFERENCE / "crate_dock").glob("*levels/*.yaml")):
         assert (folder / level.parent.name / level.name).read_bytes() == level.read_bytes()
 
