@@ -1009,15 +1009,16 @@ class BudgetCapReached(RejectionCause):
     scope: str
     cap_usd: float | None = None
     spent_usd: float | None = None  # spent or committed when the call was refused
-    SCOPES: ClassVar[tuple[str, ...]] = ("run", "theme")
+    CHOICES: ClassVar[dict[str, tuple[str, ...]]] = {"scope": ("run", "theme")}  # the values a field may take
     estimate_usd: float | None = None  # what the refused call could have cost
 
     @classmethod
     def coerce(cls, value: Any) -> Any:
         """A scope this envforge does not know makes the cause one it cannot read (an UnknownCause):
         advice must not take it for a theme's or the run's cap."""
-        if isinstance(value, dict) and value.get("scope") not in cls.SCOPES:
-            raise RecordError(f"scope: expected one of {', '.join(cls.SCOPES)}, found {str(value.get('scope'))[:40]!r}")
+        for name, allowed in cls.CHOICES.items():
+            if isinstance(value, dict) and value.get(name) not in allowed:
+                raise RecordError(f"{name}: expected one of {', '.join(allowed)}, found {str(value.get(name))[:40]!r}")
         return value
 
 

@@ -59,6 +59,9 @@ def _example(cls: type) -> RejectionCause:
         if isinstance(hint, types.UnionType):  # X | None: an X
             hint = next(a for a in typing.get_args(hint) if a is not type(None))
         base = typing.get_origin(hint) or hint
+        if name in getattr(cls, "CHOICES", {}):  # a field with a fixed set of values: the first
+            values[name] = cls.CHOICES[name][0]
+            continue
         if base is RejectionCause:  # a cause made of causes: each part its own kind
             values[name] = SafetyStop(f"{name} detail")
             continue
