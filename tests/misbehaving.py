@@ -20,6 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from cli_kit import in_process
+
 from pipeline.testing.llm_server import LLMServer
 
 # A priced model on each wire (pipeline/llm/prices.yaml), so a budget means dollars.
@@ -65,7 +67,9 @@ def base_url(server: LLMServer, wire: str) -> str:
 def generate_against(server: LLMServer, wire: str, tmp_path: Path, *extra: str, themes: str = THEMES,
                      out: Path | None = None, timeout: int = 600) -> Run:
     """Run `envforge generate --json` on `themes` against `server` on `wire` ("openai" or
-    "anthropic"), one theme at a time, with the test's extra arguments (budgets, say)."""
+    "anthropic"), one theme at a time, with the test's extra arguments (budgets, say): in this
+    process (cli_kit.in_process, with exactly the environment made here), or in a process of its own
+    (`timeout` then applies) where ENVFORGE_TEST_PROCESSES=1 asks for every command to be one."""
     themes_file = tmp_path / "themes.txt"
     themes_file.write_text(themes)
     out = out or tmp_path / "out"
@@ -75,8 +79,12 @@ def generate_against(server: LLMServer, wire: str, tmp_path: Path, *extra: str, 
                 "NO_PROXY": "127.0.0.1,localhost"})
     env.pop("ENVFORGE_PRICES", None)
     env.pop("ENVFORGE_MODEL", None)
-    argv = [sys.executable, "-m", "pipeline.cli", "generate", "--themes", str(themes_file), "--out", str(out),
+    argv = ["generate", "--themes", str(themes_file), "--out", str(out),
             "--model", WIRES[wire]["model"], "--base-url", base_url(server, wire), "--concurrency", "1", "--json",
             *extra]
-    done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, env=env)
+    if os.environ.get("ENVFORGE_TEST_PROCESSES") == "1":
+        done = subprocess.run([sys.executable, "-m", "pipeline.cli", *argv], capture_output=True, text=True,
+                              timeout=timeout, env=env)
+    else:  # a process's start and imports cost ~1 CPU-s a command
+        done = in_process(tuple(argv), cwd=tmp_path, environ=env)
     return Run(done.returncode, done.stdout, done.stderr, out)
