@@ -48,12 +48,12 @@ def envforge(*argv: str, cwd: Path | None = None, home: Path | None = None, env:
     holds its cache and .env; `env` replaces the environment altogether. Without `cwd` it runs in an
     empty folder made for it and removed after (for a command given only absolute paths).
 
-    It runs in this process (`in_process`): a command's imports cost 0.2-0.5 CPU-seconds a fresh
-    process, and the suite runs hundreds of commands; the environment code still runs in the
-    command's sandbox workers, processes of their own. `process=True` runs the installed command in
-    a subprocess instead: for a test that needs a process of its own (it sends a signal, kills it,
-    feeds its stdin, gives it another environment, or runs it while this process is busy); so do
-    `env` and any subprocess keyword (`input`, `stdin`, ...), and `timeout` is kept only there.
+    It runs in this process (`in_process`, with exactly `env` as its environment when given): a
+    command's imports cost 0.2-0.5 CPU-seconds a fresh process, and the suite runs hundreds of
+    commands; the environment code still runs in the command's sandbox workers, processes of their
+    own. `process=True` runs the installed command in a subprocess instead: for a test that needs a
+    process of its own (it sends a signal, kills it, feeds its stdin, or runs it while this process
+    is busy); so does any subprocess keyword (`input`, `stdin`, ...), and `timeout` is kept only there.
     ENVFORGE_TEST_PROCESSES=1 runs every command in a subprocess (to check that a test passes both ways)."""
     if cwd is None:
         with tempfile.TemporaryDirectory(prefix="envforge-cwd-") as empty:
@@ -64,7 +64,7 @@ def envforge(*argv: str, cwd: Path | None = None, home: Path | None = None, env:
     # --executor ray connects the process running the command to a Ray cluster (ray.init), for good: a
     # command that does runs in a process of its own, or every later test would talk to that cluster.
     ray = "--executor=ray" in argv or any(a == "--executor" and b == "ray" for a, b in zip(argv, argv[1:]))
-    if process or ray or env is not None or popen or os.environ.get("ENVFORGE_TEST_PROCESSES") == "1":
+    if process or ray or popen or os.environ.get("ENVFORGE_TEST_PROCESSES") == "1":
         done = subprocess.run([ENVFORGE, *argv], cwd=cwd, env=environ, capture_output=True, text=True,
                               timeout=timeout, **popen)
     else:

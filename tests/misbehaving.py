@@ -14,13 +14,11 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from cli_kit import in_process
+from cli_kit import envforge
 
 from pipeline.testing.llm_server import LLMServer
 
@@ -67,9 +65,8 @@ def base_url(server: LLMServer, wire: str) -> str:
 def generate_against(server: LLMServer, wire: str, tmp_path: Path, *extra: str, themes: str = THEMES,
                      out: Path | None = None, timeout: int = 600) -> Run:
     """Run `envforge generate --json` on `themes` against `server` on `wire` ("openai" or
-    "anthropic"), one theme at a time, with the test's extra arguments (budgets, say): in this
-    process (cli_kit.in_process, with exactly the environment made here), or in a process of its own
-    (`timeout` then applies) where ENVFORGE_TEST_PROCESSES=1 asks for every command to be one."""
+    "anthropic"), one theme at a time, with the test's extra arguments (budgets, say), through
+    cli_kit.envforge with exactly the environment made here."""
     themes_file = tmp_path / "themes.txt"
     themes_file.write_text(themes)
     out = out or tmp_path / "out"
@@ -82,9 +79,5 @@ def generate_against(server: LLMServer, wire: str, tmp_path: Path, *extra: str, 
     argv = ["generate", "--themes", str(themes_file), "--out", str(out),
             "--model", WIRES[wire]["model"], "--base-url", base_url(server, wire), "--concurrency", "1", "--json",
             *extra]
-    if os.environ.get("ENVFORGE_TEST_PROCESSES") == "1":
-        done = subprocess.run([sys.executable, "-m", "pipeline.cli", *argv], capture_output=True, text=True,
-                              timeout=timeout, env=env)
-    else:  # a process's start and imports cost ~1 CPU-s a command
-        done = in_process(tuple(argv), cwd=tmp_path, environ=env)
+    done = envforge(*argv, cwd=tmp_path, env=env, timeout=timeout, traceback_ok=True)
     return Run(done.returncode, done.stdout, done.stderr, out)

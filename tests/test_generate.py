@@ -23,8 +23,8 @@ BUG = {"env_main.py": ("step = 1 if", "step = 1 / 0 if")}
 
 
 def generate(*args: str, env_extra: dict | None = None, timeout: int = 180) -> subprocess.CompletedProcess:
-    """`envforge generate ARGS` offline (cli_kit.envforge); with `env_extra`, in a process of its own
-    whose environment is this one's without keys or base URLs, plus `env_extra`."""
+    """`envforge generate ARGS` offline (cli_kit.envforge); with `env_extra`, with this process's
+    environment without keys or base URLs, plus `env_extra`, as its environment."""
     if env_extra is None:
         return envforge("generate", *args, timeout=timeout)
     env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY") and not k.endswith("_BASE_URL")}

@@ -7,13 +7,11 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import yaml
-from cli_kit import envforge, in_process
+from cli_kit import envforge
 
 from pipeline.generate.agent import MAX_TOOL_CALLS_PER_REPLY, READ_CHARS, RECENT_CHARS
 from pipeline.testing import replay_kit, tiny_env
@@ -21,21 +19,11 @@ from pipeline.testing.llm_server import Reply
 
 pytestmark = pytest.mark.slow  # measured: a whole generate (coding agent, check, verify) in each test
 
-ENVFORGE = [sys.executable, "-m", "pipeline.cli"]
 DSL = "```yaml\n" + yaml.safe_dump(tiny_env.CONFIG, sort_keys=False) + "```\n"
 FILES = replay_kit.corridor_files()
 # A request of the coding agent: the system prompt and the task (under 30 KB here), the newest
 # turns up to RECENT_CHARS, a short note for each older one; JSON escaping adds some.
 MAX_REQUEST_BYTES = 2 * RECENT_CHARS + 60_000
-
-
-def run(argv: list[str], cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess:
-    """`envforge ARGV` with exactly `env` as its environment: in this process (cli_kit.in_process; a
-    process's start and imports cost ~1 CPU-s a command), or in one of its own where
-    ENVFORGE_TEST_PROCESSES=1 asks for every command to be one."""
-    if os.environ.get("ENVFORGE_TEST_PROCESSES") == "1":
-        return subprocess.run(ENVFORGE + argv, capture_output=True, text=True, timeout=900, env=env)
-    return in_process(tuple(argv), cwd=cwd, environ=env)
 
 
 def writes(files: dict) -> list:
@@ -54,8 +42,9 @@ def generate(server, tmp_path: Path, script: list, wire: str = "openai", *extra:
     env = {k: v for k, v in os.environ.items() if not k.endswith(("_API_KEY", "_BASE_URL"))}
     env.update({key: "test-key", "NO_PROXY": "127.0.0.1", "ENVFORGE_RETRY_BASE_DELAY": "0.01",
                 "ENVFORGE_DOTENV": str(tmp_path / ".env")})
-    done = run(["generate", "--themes", str(themes), "--out", str(out), "--model", model, "--base-url", base,
-                "--no-cache", "--levels", "6", "--concurrency", "1", "--json", *extra], tmp_path, env)
+    done = envforge("generate", "--themes", themes, "--out", out, "--model", model, "--base-url", base, "--no-cache",
+                    "--levels", "6", "--concurrency", "1", "--json", *extra, cwd=tmp_path, env=env, timeout=900,
+                    traceback_ok=True)
     assert "Traceback" not in done.stderr, done.stderr[-3000:]
     return done, json.loads(done.stdout), out
 
@@ -216,10 +205,10 @@ def test_dsl_corrections_resend_only_the_latest_attempt_and_at_most_40_problems(
     llm_server.script = [Reply(replay_kit.DESIGN)] + [Reply(bad)] * 4
     themes = tmp_path / "themes.yaml"
     themes.write_text("- {name: corridor, theme: A corridor walk}\n")
-    done = run(["generate", "--themes", str(themes), "--out", str(tmp_path / "out"), "--model", "openai/gpt-4o-mini",
-                "--base-url", llm_server.openai_url, "--no-cache", "--json"], tmp_path,
-               {**{k: v for k, v in os.environ.items() if not k.endswith(("_API_KEY", "_BASE_URL"))},
-                "OPENAI_API_KEY": "test-key", "NO_PROXY": "127.0.0.1"})
+    done = envforge("generate", "--themes", themes, "--out", tmp_path / "out", "--model", "openai/gpt-4o-mini",
+                    "--base-url", llm_server.openai_url, "--no-cache", "--json", cwd=tmp_path, traceback_ok=True,
+                    env={**{k: v for k, v in os.environ.items() if not k.endswith(("_API_KEY", "_BASE_URL"))},
+                         "OPENAI_API_KEY": "test-key", "NO_PROXY": "127.0.0.1"})
     summary = json.loads(done.stdout)
     assert done.returncode == 1, done.stderr[-3000:]
     assert summary["rejected"]["corridor"]["stage"] == "dsl"
