@@ -143,8 +143,10 @@ class Run:
     out: Path
 
     def copy_to(self, where: Path) -> Path:
-        """A private copy of the output folder at `where`, for a test that writes into it."""
-        return Path(shutil.copytree(self.out, where, symlinks=True))
+        """A private copy of the output folder at `where`, for a test that writes into it; without
+        the files SQLite keeps beside a database while a test of another process reads it (-shm,
+        -wal: they come and go as it opens and closes it; what a run wrote is in the database)."""
+        return Path(shutil.copytree(self.out, where, symlinks=True, ignore=shutil.ignore_patterns("*-shm", "*-wal")))
 
 
 def tree_digests(folder: Path) -> dict[str, str]:

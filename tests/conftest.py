@@ -125,6 +125,36 @@ def pytest_xdist_make_scheduler(config, log):
     return None
 
 
+def pytest_runtest_logreport(report):
+    """The controller: which processes ran each group's tests (the check below)."""
+    node = getattr(report, "node", None)
+    if node is not None and report.when == "call":
+        node.config.__dict__.setdefault("_envforge_ran_in", {})[report.nodeid] = node.gateway.id
+
+
+def pytest_sessionfinish(session):
+    """The controller: a group whose tests ran in two processes made its module's fixtures twice; the
+    scheduler above is what keeps them together, and this says so if it no longer does."""
+    ran_in = getattr(session.config, "_envforge_ran_in", None)
+    where = getattr(session.config, "_envforge_schedule_dir", None)
+    if session.config.getvalue("dist") != "loadgroup" or not ran_in or not where or not any(
+            _LLMPath(where).glob("*.json")):
+        return
+    import json
+
+    groups = json.loads(sorted(_LLMPath(where).glob("*.json"))[0].read_text())["groups"]
+    processes: dict[str, set[str]] = {}
+    for nodeid, group in groups.items():
+        if nodeid in ran_in:
+            processes.setdefault(group, set()).add(ran_in[nodeid])
+    split = {group: sorted(p) for group, p in processes.items() if len(p) > 1}
+    if split:
+        session.config.get_terminal_writer().line(
+            f"\nerror: tests of one xdist group ran in several processes, each making the group's fixtures: {split}",
+            red=True)
+        session.exitstatus = 1
+
+
 def pytest_unconfigure(config):
     where = getattr(config, "_envforge_schedule_dir", None)
     if where:
