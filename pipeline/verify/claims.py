@@ -56,14 +56,14 @@ def compare(claims: dict[str, float], found: list) -> dict[str, ClaimCheck]:
 
 
 def summary(compared: dict[str, ClaimCheck]) -> str:
-    flagged = {k: v for k, v in compared.items() if v.status in FLAGGED}
+    flagged = {k: v for k, v in compared.items() if v.standing in FLAGGED}
     counts: dict[str, int] = {}
     for v in compared.values():
-        counts[v.status] = counts.get(v.status, 0) + 1
+        counts[v.standing] = counts.get(v.standing, 0) + 1
     text = ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
     if flagged:
         text += "; flagged: " + "; ".join(
-            f"{k} claims {v.claimed:g}, " + (f"envforge scored {v.found:g}" if v.status == "beaten" else
+            f"{k} claims {v.claimed:g}, " + (f"envforge scored {v.found:g}" if v.standing == "beaten" else
                                              v.why or f"the proved max is {v.found:g}")
             for k, v in list(flagged.items())[:5])
     return text
