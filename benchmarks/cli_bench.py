@@ -30,9 +30,9 @@ COMMANDS = ["generate", "check", "doctor", "play", "dsl", "verify", "probe", "re
 def program(command: str | None) -> str:
     if command is None:
         return "pass"
-    library = f"pipeline.api.{command}"
+    library = f"envforge.pipeline.api.{command}"
     extra = f"import {library}\n" if importlib.util.find_spec(library) else ""
-    return f"from pipeline.cli import build_parser\nbuild_parser([{command!r}])\n{extra}"
+    return f"from envforge.pipeline.cli import build_parser\nbuild_parser([{command!r}])\n{extra}"
 
 
 def one_start(code: str) -> tuple[float, float]:

@@ -31,18 +31,18 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 
-from pipeline.api.evaluate import find_targets  # noqa: E402
-from pipeline.evaluate import Limits, ModelOptions, make_player  # noqa: E402
-from pipeline.evaluate.records import Records  # noqa: E402
-from pipeline.evaluate.runner import RunOptions, evaluate  # noqa: E402
-from pipeline.llm import LLMClient, resolve  # noqa: E402
-from pipeline.sandbox import WorkerPool  # noqa: E402
+from envforge.pipeline.api.evaluate import find_targets  # noqa: E402
+from envforge.pipeline.evaluate import Limits, ModelOptions, make_player  # noqa: E402
+from envforge.pipeline.evaluate.records import Records  # noqa: E402
+from envforge.pipeline.evaluate.runner import RunOptions, evaluate  # noqa: E402
+from envforge.pipeline.llm import LLMClient, resolve  # noqa: E402
+from envforge.pipeline.sandbox import WorkerPool  # noqa: E402
 
 WAIT = '<thinking_memory>Nothing to do yet.</thinking_memory>\n<action>{"action": "wait", "params": {}}</action>'
 SERVER = """
 import sys, time
 sys.path.insert(0, {root!r})
-from pipeline.testing.llm_server import LLMServer, Reply
+from envforge.pipeline.testing.llm_server import LLMServer, Reply
 server = LLMServer()
 server._httpd.RequestHandlerClass.disable_nagle_algorithm = True  # see the benchmark's docstring
 server.rule = lambda n: Reply({reply!r}, input_tokens=900, output_tokens=40, delay={latency!r})

@@ -26,18 +26,18 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from pipeline.testing import replay_kit  # noqa: E402
+from envforge.pipeline.testing import replay_kit  # noqa: E402
 
 BOOT = """
 import asyncio, sys
-from pipeline.llm import client as c
+from envforge.pipeline.llm import client as c
 latency = float(sys.argv[1])
 original = c.LLMClient.complete
 async def slow(self, *a, **k):
     await asyncio.sleep(latency)
     return await original(self, *a, **k)
 c.LLMClient.complete = slow
-from pipeline.cli import main
+from envforge.pipeline.cli import main
 sys.exit(main(sys.argv[2:]))
 """
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 import time
 
-from pipeline.evaluate import react
+from envforge.pipeline.evaluate import react
 
 SHAPES = {
     "open action tags": "<action>",

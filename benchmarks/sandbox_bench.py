@@ -30,8 +30,8 @@ import yaml
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from pipeline.envfolder.actions import ActionSpace  # noqa: E402
-from pipeline.sandbox import SandboxLimits, Worker, WorkerPool, capabilities  # noqa: E402
+from envforge.pipeline.envfolder.actions import ActionSpace  # noqa: E402
+from envforge.pipeline.sandbox import SandboxLimits, Worker, WorkerPool, capabilities  # noqa: E402
 
 REFERENCE = ROOT / "generated_envs" / "reference" / "crate_dock"
 TINY_MAIN = '''
@@ -86,8 +86,8 @@ def drive(call, level: str, plan: list[dict]) -> list[float]:
 
 
 def in_process(env: Path, plan: list[dict]) -> list[float]:
-    from pipeline.sandbox import protocol
-    from pipeline.sandbox.inside import host
+    from envforge.pipeline.sandbox import protocol
+    from envforge.pipeline.sandbox.inside import host
 
     scratch = Path(tempfile.mkdtemp(prefix="envforge-bench-"))
     copy = scratch / "env"

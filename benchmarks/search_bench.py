@@ -30,10 +30,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from pipeline.kinds import LevelsFigures  # noqa: E402
-from pipeline.levelmax import certify  # noqa: E402
-from pipeline.verify.certify import PooledCertifier, standing  # noqa: E402
-from pipeline.verify.context import Context, VerifyRunOptions  # noqa: E402
+from envforge.pipeline.kinds import LevelsFigures  # noqa: E402
+from envforge.pipeline.levelmax import certify  # noqa: E402
+from envforge.pipeline.verify.certify import PooledCertifier, standing  # noqa: E402
+from envforge.pipeline.verify.context import Context, VerifyRunOptions  # noqa: E402
 
 SAME = ("max_reward", "search_reward", "witness", "proof", "certainty", "search_nodes", "search_exhaustive")
 

@@ -38,9 +38,9 @@ ROOT = Path(__file__).resolve().parent.parent
 REFERENCE = ROOT / "generated_envs" / "reference"
 sys.path.insert(0, str(ROOT))
 
-from pipeline import layout  # noqa: E402
-from pipeline import records as files  # noqa: E402
-from pipeline.kinds import LevelMaxEntry, LevelMaxRewards, LevelsFigures, Verification  # noqa: E402
+from envforge.pipeline import layout  # noqa: E402
+from envforge.pipeline import records as files  # noqa: E402
+from envforge.pipeline.kinds import LevelMaxEntry, LevelMaxRewards, LevelsFigures, Verification  # noqa: E402
 
 
 def children_cpu() -> float:
@@ -71,7 +71,7 @@ def bench(env: Path, verify_args: list[str]) -> dict:
         shutil.copytree(env, copy, ignore=shutil.ignore_patterns("__pycache__", "_generated"), symlinks=True)
         (copy / layout.VERIFICATION).unlink(missing_ok=True)  # only this run's verdict is read back
         cpu, wall = children_cpu(), time.monotonic()
-        proc = subprocess.run([sys.executable, "-m", "pipeline.cli", "verify", str(copy), "--json", "--write",
+        proc = subprocess.run([sys.executable, "-m", "envforge", "verify", str(copy), "--json", "--write",
                                *verify_args], capture_output=True, text=True, cwd=ROOT)
         wall, cpu = time.monotonic() - wall, children_cpu() - cpu
         report = files.read(copy / layout.VERIFICATION, Verification)

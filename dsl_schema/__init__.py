@@ -1,6 +1,6 @@
 """The envforge environment DSL: its JSON Schema, the semantic checker, conditions and actions.
 
-    from dsl_schema import check_file, check_document, is_valid
+    from envforge.dsl_schema import check_file, check_document, is_valid
     problems = check_file("generated_envs/x/config.yaml")
     if not is_valid(problems):
         prompt += feedback_for_model(problems)
@@ -9,10 +9,10 @@ from importlib import import_module
 
 # Loaded on first use (PEP 562): the checker pulls in jsonschema, which a sandbox worker that
 # only needs `Problem` must not pay for at every start.
-_WHERE = {name: "dsl_schema.check" for name in (
+_WHERE = {name: "envforge.dsl_schema.check" for name in (
     "SCHEMA_PATH", "check_document", "check_file", "check_text", "feedback_for_model", "is_valid", "load_schema")}
-_WHERE.update({"Problem": "dsl_schema.problems", "errors": "dsl_schema.problems", "warnings": "dsl_schema.problems",
-               "RESERVED_NAMES": "dsl_schema.names"})
+_WHERE.update({name: "envforge.dsl_schema.problems" for name in ("Problem", "errors", "warnings")})
+_WHERE["RESERVED_NAMES"] = "envforge.dsl_schema.names"
 
 
 def __getattr__(name: str):

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from dsl_schema.semantics import action_params
+from envforge.dsl_schema.semantics import action_params
 
 ACTION_FORMAT = (
     'Send exactly one action per turn as a JSON object: {"action": "<name>", "params": {<parameter>: <value>, ...}}.'

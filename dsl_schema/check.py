@@ -14,11 +14,11 @@ from typing import Any, Iterable
 import jsonschema
 import yaml
 
-from dsl_schema.problems import format_path, rules, show, type_name, typed
-from dsl_schema.semantics import RULES as SEMANTIC_RULES
-from dsl_schema.semantics import semantic_problems
-from pipeline.located import LocatedError, Problem
-from pipeline.safe_io import parse_yaml_node  # the one bounded YAML parser
+from envforge.dsl_schema.problems import format_path, rules, show, type_name, typed
+from envforge.dsl_schema.semantics import RULES as SEMANTIC_RULES
+from envforge.dsl_schema.semantics import semantic_problems
+from envforge.pipeline.located import LocatedError, Problem
+from envforge.pipeline.safe_io import parse_yaml_node  # the one bounded YAML parser
 
 SCHEMA_PATH = Path(__file__).with_name("envforge_dsl.schema.json")
 MAX_FILE_BYTES = 1_000_000

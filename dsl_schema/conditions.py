@@ -29,7 +29,7 @@ import operator
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Mapping
 
-from dsl_schema.pyparse import parse
+from envforge.dsl_schema.pyparse import parse
 
 MAX_LENGTH = 1000
 

@@ -1,4 +1,4 @@
-"""Generate docs/dsl_reference.md from the schema: `python -m dsl_schema.docgen > docs/dsl_reference.md`."""
+"""Generate docs/dsl_reference.md from the schema: `python -m envforge.dsl_schema.docgen > docs/dsl_reference.md`."""
 from __future__ import annotations
 
 import json
@@ -6,9 +6,9 @@ import sys
 from pathlib import Path
 from typing import Iterator
 
-from dsl_schema import conditions
-from dsl_schema.check import RULES, load_schema
-from dsl_schema.names import RESERVED_NAMES
+from envforge.dsl_schema import conditions
+from envforge.dsl_schema.check import RULES, load_schema
+from envforge.dsl_schema.names import RESERVED_NAMES
 
 EXAMPLE = Path(__file__).with_name("examples") / "lantern_vault.yaml"
 TYPE_WORDS = {"object": "mapping", "array": "list"}
@@ -19,15 +19,15 @@ def render() -> str:
     out = [
         "# envforge DSL reference",
         "",
-        "<!-- Generated from dsl_schema/envforge_dsl.schema.json by `python -m dsl_schema.docgen >"
+        "<!-- Generated from dsl_schema/envforge_dsl.schema.json by `python -m envforge.dsl_schema.docgen >"
         " docs/dsl_reference.md`."
         " Do not edit by hand; tests/test_dsl_docs.py fails when this file is stale. -->",
         "",
         schema["description"],
         "",
         "Check documents with `envforge dsl check FILE… [--json]`, or from Python with "
-        "`dsl_schema.check_file(path)` / `dsl_schema.check_document(doc, source)`. Each problem reads "
-        "`FILE: path.to.field: expected …, found …` and is an error (exit status 1) or a warning.",
+        "`envforge.dsl_schema.check_file(path)` / `envforge.dsl_schema.check_document(doc, source)`. "
+        "Each problem reads `FILE: path.to.field: expected …, found …` and is an error (exit status 1) or a warning.",
         "",
         "## Sections",
         "",
@@ -53,8 +53,9 @@ def render() -> str:
             "for every field under it. A declared view `v` also provides `v_display`: a list-valued view shown as "
             "lines by the runtime's default skin.", "",
             "## Condition syntax", "",
-            "Used by `termination.conditions` and `reward.conditions[*].if`. Parsed, never evaluated by Python; "
-            "`dsl_schema.conditions.holds(text, state, names)` evaluates a condition against a state dict.", "",
+            "Used by `termination.conditions` and `reward.conditions[*].if`. Parsed, never evaluated by Python;"
+            " `envforge.dsl_schema.conditions.holds(text, state, names)` evaluates a condition against a"
+            " state dict.", "",
             "```", _grammar(), "```", "",
             "## Semantic checks", "",
             "Rules the schema cannot express, checked after it.", "",

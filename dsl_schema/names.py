@@ -10,9 +10,9 @@ import re
 import string
 from typing import Any, Iterator
 
-from dsl_schema.conditions import ConditionSyntaxError, parse_condition, paths
-from dsl_schema.problems import format_path, rules, show, type_name
-from pipeline.located import Problem
+from envforge.dsl_schema.conditions import ConditionSyntaxError, parse_condition, paths
+from envforge.dsl_schema.problems import format_path, rules, show, type_name
+from envforge.pipeline.located import Problem
 
 # Names an observation may expose (and a condition or skin may use) without a state_template path.
 RESERVED_NAMES = {

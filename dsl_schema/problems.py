@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Iterable, TypeVar
 
-from pipeline.located import Problem
+from envforge.pipeline.located import Problem
 
 Rule = tuple[str, str, str]  # severity, where, rule: a row of docs/dsl_reference.md's "Semantic checks"
 F = TypeVar("F", bound=Callable)

@@ -11,9 +11,9 @@ from __future__ import annotations
 import keyword
 from typing import Any, Callable, Iterator
 
-from dsl_schema.names import check_conditions, check_expose, check_skins, section
-from dsl_schema.problems import format_path, rules, show, type_name
-from pipeline.located import Problem
+from envforge.dsl_schema.names import check_conditions, check_expose, check_skins, section
+from envforge.dsl_schema.problems import format_path, rules, show, type_name
+from envforge.pipeline.located import Problem
 
 __all__ = ["RULES", "action_params", "semantic_problems"]
 

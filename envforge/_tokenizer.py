@@ -20,7 +20,7 @@ import zlib
 from importlib import metadata
 from pathlib import Path
 
-from pipeline import records
+from envforge.pipeline import records
 
 # As tiktoken_ext/openai_public.py names the file and checks it.
 URL = "https://openaipublic.blob.core.windows.net/encodings/o200k_base.tiktoken"

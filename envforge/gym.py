@@ -1,4 +1,4 @@
-"""envforge environments as Gymnasium environments (`pip install 'envforge[gym]'`).
+"""envforge environments as Gymnasium environments (`pip install 'envforge-rl[gym]'`).
 
     env = envforge.make("generated_envs/reference/crate_dock")
     obs, info = env.reset(seed=0)                 # obs: the rendered text; info["observation"]: the data
@@ -25,11 +25,11 @@ from typing import Any
 import gymnasium
 from gymnasium import spaces
 
-from pipeline import layout, paths, safe_io
-from pipeline.api.environment import Environment, Session, Step
-from pipeline.envfolder.actions import ActionSpace
-from pipeline.errors import UserError
-from pipeline.sandbox import SandboxLimits
+from envforge.pipeline import layout, paths, safe_io
+from envforge.pipeline.api.environment import Environment, Session, Step
+from envforge.pipeline.envfolder.actions import ActionSpace
+from envforge.pipeline.errors import UserError
+from envforge.pipeline.sandbox import SandboxLimits
 
 MAX_DISCRETE_ACTIONS = 10_000  # more combinations than this: a Text action space instead
 MAX_TEXT_ACTION = 512

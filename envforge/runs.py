@@ -12,10 +12,10 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from envforge._loop import run_sync
-from pipeline.api.environment import Environment
-from pipeline.errors import UserError, not_a_folder
-from pipeline.evaluate.records import Records
-from pipeline.kinds import EpisodeRecord
+from envforge.pipeline.api.environment import Environment
+from envforge.pipeline.errors import UserError, not_a_folder
+from envforge.pipeline.evaluate.records import Records
+from envforge.pipeline.kinds import EpisodeRecord
 
 
 async def evaluate_async(envs: str | Path | Iterable[str | Path], agent: str | None = None, *,
@@ -26,8 +26,8 @@ async def evaluate_async(envs: str | Path | Iterable[str | Path], agent: str | N
     test split, records in ./evaluation). `options` are evaluate's other flags (max_levels=2,
     runs=1, concurrency=4, model="anthropic/…", skin=…, resume=True, executor="ray"). Returns an
     Evaluation: `.envs`, `.overall`, `.episodes` (EpisodeRecord objects), `.out`."""
-    from pipeline.api.evaluate import EvaluateOptions
-    from pipeline.api.evaluate import evaluate as evaluate_envs
+    from envforge.pipeline.api.evaluate import EvaluateOptions
+    from envforge.pipeline.api.evaluate import evaluate as evaluate_envs
 
     paths = [str(envs)] if isinstance(envs, (str, Path)) else [str(e) for e in envs]
     chosen = EvaluateOptions.from_keywords("envforge.evaluate", agent=agent, out=out, **options)
@@ -66,8 +66,8 @@ async def generate_async(themes: str | Path, out: str | Path, **options: Any) ->
     """Turn a themes file into environments under `out`, as `envforge generate` does. `options`
     are generate's flags: provider="replay" (the offline demo), model=…, levels=15, seed=0,
     concurrency=2, resume=True, budget_usd=…"""
-    from pipeline.api.generate import GenerateOptions
-    from pipeline.api.generate import generate as generate_envs
+    from envforge.pipeline.api.generate import GenerateOptions
+    from envforge.pipeline.api.generate import generate as generate_envs
 
     chosen = GenerateOptions.from_keywords("envforge.generate", themes=themes, out=out, **options)
     root, summary = await generate_envs(chosen)
@@ -94,7 +94,7 @@ def verify(env_dir: str | Path, **options: Any):
     `.stage`, `.reason`, `.stages` (each stage's figures). Works inside a running event loop."""
     import asyncio
 
-    from pipeline.api.verify import VerifyJob, VerifyOptions
+    from envforge.pipeline.api.verify import VerifyJob, VerifyOptions
 
     job = VerifyJob(str(env_dir), VerifyOptions.from_keywords("envforge.verify", **options))
     return run_sync(asyncio.to_thread(job.run))  # its model checks run an event loop of their own
@@ -103,8 +103,8 @@ def verify(env_dir: str | Path, **options: Any):
 def check(env_dir: str | Path, **options: Any):
     """The basic code test of `env_dir` in the sandbox, as `envforge check` does (seed=…, budget=…).
     Returns the CheckReport: `.ok`, `.problems`, `.stats`."""
-    from pipeline.api.check import CheckOptions
-    from pipeline.api.check import check as check_env
+    from envforge.pipeline.api.check import CheckOptions
+    from envforge.pipeline.api.check import check as check_env
 
     return check_env(str(env_dir), CheckOptions.from_keywords("envforge.check", **options))
 
@@ -113,8 +113,8 @@ def probe(env_dir: str | Path, **options: Any):
     """World-model test items from the environment at `env_dir`, as `envforge probe` does (kind=
     "predict,plan", n=50, seed=0, out=FILE, skin=…, max_k=…, choices=…, samples=…). Returns the
     Probes: `.out` (the JSONL written), `.items`, `.dropped`, `.summary` (per kind)."""
-    from pipeline.api.probe import ProbeOptions
-    from pipeline.api.probe import probe as make_probes
+    from envforge.pipeline.api.probe import ProbeOptions
+    from envforge.pipeline.api.probe import probe as make_probes
 
     return make_probes(str(env_dir), ProbeOptions.from_keywords("envforge.probe", **options))
 
@@ -123,7 +123,7 @@ def reskin(env_dir: str | Path, **options: Any):
     """A skin for the environment at `env_dir`, as `envforge reskin` does (style="json"|"narrative"|
     "inverse" from templates, or any other style written by the model with model=…; check=NAME
     checks an existing one again). Returns the Reskinned: `.name`, `.file`, `.report.ok`."""
-    from pipeline.api.reskin import ReskinJob, ReskinOptions
+    from envforge.pipeline.api.reskin import ReskinJob, ReskinOptions
 
     job = ReskinJob(str(env_dir), ReskinOptions.from_keywords("envforge.reskin", **options))
     if not job.needs_model:

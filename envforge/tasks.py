@@ -1,4 +1,4 @@
-"""envforge environments as Inspect AI tasks (`pip install 'envforge[inspect]'`).
+"""envforge environments as Inspect AI tasks (`pip install 'envforge-rl[inspect]'`).
 
     inspect eval envforge/env -T path=generated_envs/reference/crate_dock --model anthropic/claude-…
     inspect eval envforge/reference -T env=crate_dock --model …   # the bundled ones, from any folder
@@ -30,15 +30,23 @@ from inspect_ai.solver import Generate, TaskState, solver
 from inspect_ai.tool import ToolInfo
 
 from envforge import _tokenizer
-from pipeline import layout, paths
-from pipeline.api.environment import Environment
-from pipeline.envfolder.level import Level
-from pipeline.errors import UserError
-from pipeline.evaluate.context import WorkerSession
-from pipeline.evaluate.episode import INFRASTRUCTURE, STOP_REASONS, Decision, Limits, Tracker, Turn, run_episode
-from pipeline.evaluate.records import NO_MODEL
-from pipeline.sandbox import SandboxFailure, SandboxLimits
-from pipeline.sandbox.outside.client import EnvClient, StepResult
+from envforge.pipeline import layout, paths
+from envforge.pipeline.api.environment import Environment
+from envforge.pipeline.envfolder.level import Level
+from envforge.pipeline.errors import UserError
+from envforge.pipeline.evaluate.context import WorkerSession
+from envforge.pipeline.evaluate.episode import (
+    INFRASTRUCTURE,
+    STOP_REASONS,
+    Decision,
+    Limits,
+    Tracker,
+    Turn,
+    run_episode,
+)
+from envforge.pipeline.evaluate.records import NO_MODEL
+from envforge.pipeline.sandbox import SandboxFailure, SandboxLimits
+from envforge.pipeline.sandbox.outside.client import EnvClient, StepResult
 
 EPISODE = "envforge_episode"  # the store key of the episode's record
 CALL_ONE_TOOL = "Call exactly one of the tools: one action per turn."

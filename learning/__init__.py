@@ -15,8 +15,8 @@
     report.py        Table 5 (Markdown, CSV) and Figure 3 (PNG)
     export.py        the best candidate for `envforge evaluate --agent learned:PATH`
 """
-from learning.candidates import Candidate, Components, Metrics, Pool
-from learning.methods import ALL, Method
-from learning.settings import Settings
+from envforge.learning.candidates import Candidate, Components, Metrics, Pool
+from envforge.learning.methods import ALL, Method
+from envforge.learning.settings import Settings
 
 __all__ = ["ALL", "Candidate", "Components", "Method", "Metrics", "Pool", "Settings"]

@@ -7,11 +7,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pipeline.check.static import scan_file
-from pipeline.evaluate.hosted import AGENT_LIMITS, agent_worker
-from pipeline.evaluate.model_agents import agent_turn, decision_of, with_system
-from pipeline.sandbox import SandboxFailure, WorkerPool
-from pipeline.sandbox.protocol import AGENT_FILE
+from envforge.pipeline.check.static import scan_file
+from envforge.pipeline.evaluate.hosted import AGENT_LIMITS, agent_worker
+from envforge.pipeline.evaluate.model_agents import agent_turn, decision_of, with_system
+from envforge.pipeline.sandbox import SandboxFailure, WorkerPool
+from envforge.pipeline.sandbox.protocol import AGENT_FILE
 
 __all__ = ["AGENT_LIMITS", "check_code"]  # AGENT_LIMITS: the limits of the workers it leases from
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pipeline.llm import LLMClient, Response
+from envforge.pipeline.llm import LLMClient, Response
 
 ACT, ANALYZE, REWRITE = "learn-act", "learn-analyze", "learn-rewrite"
 

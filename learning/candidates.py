@@ -16,9 +16,9 @@ import difflib
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from pipeline import records as files
-from pipeline.evaluate.hosted import SEED_SOURCE
-from pipeline.kinds import PoolRecord
+from envforge.pipeline import records as files
+from envforge.pipeline.evaluate.hosted import SEED_SOURCE
+from envforge.pipeline.kinds import PoolRecord
 
 COMPONENTS = ("prompt", "agent_code")
 POOL_JSON, LINEAGE_MD, CANDIDATES = "pool.json", "lineage.md", "candidates"

@@ -21,22 +21,22 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from learning.calls import ACT, StageClient
-from learning.candidates import CANDIDATES, Candidate, CandidateEvaluation, Metrics
-from learning.settings import Settings
-from pipeline import records as files
-from pipeline.envfolder.spec import EnvSpec
-from pipeline.errors import UserError
-from pipeline.evaluate import make_player
-from pipeline.evaluate.hosted import code_player, write_code
-from pipeline.evaluate.records import Records
-from pipeline.evaluate.report import summarize
-from pipeline.evaluate.runner import RunOptions, evaluate
-from pipeline.kinds import IterationLevels, TrainingLevel
-from pipeline.levelfactory import GeneratorFailed, LevelFactory, OneByOne
-from pipeline.levelmax import Search
-from pipeline.sandbox import SandboxFailure, SandboxLimits, WorkerPool
-from pipeline.sandbox.outside.client import EnvClient, Level
+from envforge.learning.calls import ACT, StageClient
+from envforge.learning.candidates import CANDIDATES, Candidate, CandidateEvaluation, Metrics
+from envforge.learning.settings import Settings
+from envforge.pipeline import records as files
+from envforge.pipeline.envfolder.spec import EnvSpec
+from envforge.pipeline.errors import UserError
+from envforge.pipeline.evaluate import make_player
+from envforge.pipeline.evaluate.hosted import code_player, write_code
+from envforge.pipeline.evaluate.records import Records
+from envforge.pipeline.evaluate.report import summarize
+from envforge.pipeline.evaluate.runner import RunOptions, evaluate
+from envforge.pipeline.kinds import IterationLevels, TrainingLevel
+from envforge.pipeline.levelfactory import GeneratorFailed, LevelFactory, OneByOne
+from envforge.pipeline.levelmax import Search
+from envforge.pipeline.sandbox import SandboxFailure, SandboxLimits, WorkerPool
+from envforge.pipeline.sandbox.outside.client import EnvClient, Level
 
 SEED_BASE, SEED_STRIDE = 100_000, 1_000
 SEEDS_PER_LEVEL = 10  # seeds tried per training level wanted before giving up

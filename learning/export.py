@@ -9,13 +9,13 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from learning.candidates import Pool
-from pipeline import records as files
-from pipeline.errors import UserError
-from pipeline.evaluate import ModelOptions, make_player
-from pipeline.evaluate.hosted import code_player
-from pipeline.kinds import LearnedAgent
-from pipeline.sandbox.protocol import AGENT_FILE
+from envforge.learning.candidates import Pool
+from envforge.pipeline import records as files
+from envforge.pipeline.errors import UserError
+from envforge.pipeline.evaluate import ModelOptions, make_player
+from envforge.pipeline.evaluate.hosted import code_player
+from envforge.pipeline.kinds import LearnedAgent
+from envforge.pipeline.sandbox.protocol import AGENT_FILE
 
 LEARNED_JSON, PROMPT_TXT = "learned.json", "prompt.txt"
 LEARNED = "learned:"  # --agent learned:PATH (registered by pipeline/commands/evaluate.py)

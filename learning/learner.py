@@ -20,14 +20,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from learning.candidates import Candidate, Components, Pool
-from learning.evaluation import Evaluator, TrainingLevels
-from learning.export import export
-from learning.methods import Method
-from learning.optimization import Optimizer
-from learning.selection import SELECTIONS, best
-from learning.settings import Settings
-from pipeline.envfolder.spec import EnvSpec
+from envforge.learning.candidates import Candidate, Components, Pool
+from envforge.learning.evaluation import Evaluator, TrainingLevels
+from envforge.learning.export import export
+from envforge.learning.methods import Method
+from envforge.learning.optimization import Optimizer
+from envforge.learning.selection import SELECTIONS, best
+from envforge.learning.settings import Settings
+from envforge.pipeline.envfolder.spec import EnvSpec
 
 BEST_FOLDER = "best"
 

@@ -17,10 +17,10 @@ from pathlib import Path
 
 import yaml
 
-from learning.candidates import COMPONENTS
-from learning.selection import SELECTIONS
-from pipeline.errors import UserError
-from pipeline.paths import TEMPLATES_DIR
+from envforge.learning.candidates import COMPONENTS
+from envforge.learning.selection import SELECTIONS
+from envforge.pipeline.errors import UserError
+from envforge.pipeline.paths import TEMPLATES_DIR
 
 SIGNALS_DIR = TEMPLATES_DIR / "learn"
 PAPER_SIGNALS = ("dynamics", "instruction")

@@ -19,21 +19,21 @@ import re
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from learning.agent_code_check import check_code
-from learning.calls import ANALYZE, REWRITE, StageClient, add_usage
-from learning.candidates import CANDIDATES, Candidate, Pool, agent_source
-from learning.methods import Method
-from learning.selection import spread
-from learning.settings import Settings
-from pipeline import records as files
-from pipeline.envfolder.spec import EnvSpec
-from pipeline.evaluate.hosted import MAX_CALLS_PER_TURN, write_code
-from pipeline.evaluate.records import Records
-from pipeline.kinds import TrajectoryLine, TurnLine
-from pipeline.llm import Message, Response
-from pipeline.llm.ask import ask_until_valid
-from pipeline.prompts import render
-from pipeline.sandbox import WorkerPool
+from envforge.learning.agent_code_check import check_code
+from envforge.learning.calls import ANALYZE, REWRITE, StageClient, add_usage
+from envforge.learning.candidates import CANDIDATES, Candidate, Pool, agent_source
+from envforge.learning.methods import Method
+from envforge.learning.selection import spread
+from envforge.learning.settings import Settings
+from envforge.pipeline import records as files
+from envforge.pipeline.envfolder.spec import EnvSpec
+from envforge.pipeline.evaluate.hosted import MAX_CALLS_PER_TURN, write_code
+from envforge.pipeline.evaluate.records import Records
+from envforge.pipeline.kinds import TrajectoryLine, TurnLine
+from envforge.pipeline.llm import Message, Response
+from envforge.pipeline.llm.ask import ask_until_valid
+from envforge.pipeline.prompts import render
+from envforge.pipeline.sandbox import WorkerPool
 
 CODE_ATTEMPTS = 2
 SHOWN_TURNS = (10, 4)  # of a long episode, the first and the last turns shown

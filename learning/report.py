@@ -15,8 +15,8 @@ import csv
 import io
 from pathlib import Path
 
-from pipeline import records as files
-from pipeline.kinds import LearnResults
+from envforge.pipeline import records as files
+from envforge.pipeline.kinds import LearnResults
 
 TABLE_MD, TABLE_CSV, FIGURE_PNG, RESULTS_JSON = "table5.md", "table5.csv", "figure3.png", "results.json"
 BOUND_LABELS = {"best": "UpperBound (best)", "pareto": "UpperBound (pareto)", "all": "UpperBound (all)"}

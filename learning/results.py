@@ -11,14 +11,22 @@ from __future__ import annotations
 from dataclasses import asdict
 from pathlib import Path
 
-from learning.adaptive import adaptive, gap_closed
-from learning.candidates import POOL_JSON, Pool
-from learning.layout import BASELINE, RUNS
-from learning.methods import Method
-from learning.settings import Settings
-from learning.upper_bound import averages, best_single, bound_by_m, incremental_top_k, per_env, top_k_gain, upper_bound
-from pipeline.envfolder.spec import EnvSpec
-from pipeline.kinds import LearnResults
+from envforge.learning.adaptive import adaptive, gap_closed
+from envforge.learning.candidates import POOL_JSON, Pool
+from envforge.learning.layout import BASELINE, RUNS
+from envforge.learning.methods import Method
+from envforge.learning.settings import Settings
+from envforge.learning.upper_bound import (
+    averages,
+    best_single,
+    bound_by_m,
+    incremental_top_k,
+    per_env,
+    top_k_gain,
+    upper_bound,
+)
+from envforge.pipeline.envfolder.spec import EnvSpec
+from envforge.pipeline.kinds import LearnResults
 
 
 def collect(out: Path, targets: list[EnvSpec], methods: list[Method], settings: Settings, model: str,

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, fields
 
-from pipeline.evaluate import Limits, ModelOptions
-from pipeline.kinds import LearnSettings
-from pipeline.levelmax import SEARCH_NODES, SEARCH_SECONDS
+from envforge.pipeline.evaluate import Limits, ModelOptions
+from envforge.pipeline.kinds import LearnSettings
+from envforge.pipeline.levelmax import SEARCH_NODES, SEARCH_SECONDS
 
 
 @dataclass(frozen=True)

@@ -19,23 +19,23 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Callable
 
-from learning.calls import theme
-from learning.candidates import POOL_JSON, Pool
-from learning.evaluation import SANDBOX, BudgetStop, Evaluator, TrainingLevels
-from learning.layout import BASELINE, REPORT, RUNS, STUDY_JSON
-from learning.learner import LearnerRun, Tools, baseline_run, learn
-from learning.methods import Method
-from learning.optimization import Optimizer
-from learning.report import write_report
-from learning.results import collect
-from learning.settings import Settings
-from pipeline import records as files
-from pipeline.envfolder.spec import EnvSpec
-from pipeline.errors import UserError
-from pipeline.evaluate.hosted import AGENT_LIMITS
-from pipeline.kinds import Study
-from pipeline.llm import BudgetExceeded, LLMError
-from pipeline.sandbox import WorkerPool
+from envforge.learning.calls import theme
+from envforge.learning.candidates import POOL_JSON, Pool
+from envforge.learning.evaluation import SANDBOX, BudgetStop, Evaluator, TrainingLevels
+from envforge.learning.layout import BASELINE, REPORT, RUNS, STUDY_JSON
+from envforge.learning.learner import LearnerRun, Tools, baseline_run, learn
+from envforge.learning.methods import Method
+from envforge.learning.optimization import Optimizer
+from envforge.learning.report import write_report
+from envforge.learning.results import collect
+from envforge.learning.settings import Settings
+from envforge.pipeline import records as files
+from envforge.pipeline.envfolder.spec import EnvSpec
+from envforge.pipeline.errors import UserError
+from envforge.pipeline.evaluate.hosted import AGENT_LIMITS
+from envforge.pipeline.kinds import Study
+from envforge.pipeline.llm import BudgetExceeded, LLMError
+from envforge.pipeline.sandbox import WorkerPool
 
 
 @dataclass

@@ -11,12 +11,12 @@ import importlib
 import os
 import sys
 
-from pipeline import __version__
-from pipeline.errors import InfrastructureError, UserError
-from pipeline.generate.interrupt import EXIT_INTERRUPTED, resume_command
-from pipeline.sandbox.outside.capabilities import OPT_IN_VARIABLE, require
-from pipeline.sandbox.outside.failures import SandboxFailure
-from pipeline.terminal import Shown
+from envforge.pipeline import __version__
+from envforge.pipeline.errors import InfrastructureError, UserError
+from envforge.pipeline.generate.interrupt import EXIT_INTERRUPTED, resume_command
+from envforge.pipeline.sandbox.outside.capabilities import OPT_IN_VARIABLE, require
+from envforge.pipeline.sandbox.outside.failures import SandboxFailure
+from envforge.pipeline.terminal import Shown
 
 # Commands that run environment code (in sandbox workers): they refuse to start where no rung of
 # the confinement ladder applies, unless --unconfined (pipeline/sandbox/outside/capabilities.py). `review`
@@ -28,19 +28,19 @@ UNCONFINED_HELP = ("run environment code even where no sandbox can be made (no r
 
 # Add a module here to add a subcommand.
 COMMAND_MODULES = [
-    "pipeline.commands.generate",
-    "pipeline.commands.check",
-    "pipeline.commands.doctor",
-    "pipeline.commands.play",
-    "pipeline.commands.dsl",
-    "pipeline.commands.verify",
-    "pipeline.commands.probe",
-    "pipeline.commands.reskin",
-    "pipeline.commands.evaluate",
-    "pipeline.commands.learn",
-    "pipeline.commands.review",
-    "pipeline.commands.serve",
-    "pipeline.commands.export",
+    "envforge.pipeline.commands.generate",
+    "envforge.pipeline.commands.check",
+    "envforge.pipeline.commands.doctor",
+    "envforge.pipeline.commands.play",
+    "envforge.pipeline.commands.dsl",
+    "envforge.pipeline.commands.verify",
+    "envforge.pipeline.commands.probe",
+    "envforge.pipeline.commands.reskin",
+    "envforge.pipeline.commands.evaluate",
+    "envforge.pipeline.commands.learn",
+    "envforge.pipeline.commands.review",
+    "envforge.pipeline.commands.serve",
+    "envforge.pipeline.commands.export",
 ]
 
 
@@ -54,7 +54,7 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"envforge {__version__}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
-    named = [f"pipeline.commands.{argv[0]}"] if argv else []
+    named = [f"envforge.pipeline.commands.{argv[0]}"] if argv else []
     parser.add_argument("--unconfined", action="store_true", help=UNCONFINED_HELP)
     for name in named if named and named[0] in COMMAND_MODULES else COMMAND_MODULES:
         module = importlib.import_module(name)

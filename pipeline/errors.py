@@ -4,7 +4,7 @@ UserError and LocatedError are defined on the floor (pipeline.located), so the l
 raise them; they are named here too, with the others, for the commands."""
 from __future__ import annotations
 
-from pipeline.located import LocatedError, UserError
+from envforge.pipeline.located import LocatedError, UserError
 
 __all__ = ["InfrastructureError", "LocatedError", "Rejected", "UserError", "not_a_folder"]
 

@@ -33,7 +33,7 @@ from dataclasses import MISSING, dataclass, field, fields
 from pathlib import Path
 from typing import Any, ClassVar, TypeVar
 
-from pipeline.located import UserError
+from envforge.pipeline.located import UserError
 
 T = TypeVar("T", bound="Shape")
 

@@ -21,7 +21,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from pipeline import safe_io
+from envforge.pipeline import safe_io
 
 ENV_MAIN = "env_main.py"
 ENV_OBS = "env_obs.py"
@@ -107,7 +107,7 @@ class EnvDir:
         """A JSON file of the folder, bounded and never through a link; None when it is absent. An
         envforge record (RECORD_KINDS) comes without its format fields, refused when a newer
         envforge wrote it."""
-        from pipeline import records
+        from envforge.pipeline import records
 
         if not safe_io.exists(self.path, name):
             return None

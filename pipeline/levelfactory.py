@@ -32,10 +32,10 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Callable, Generic, Iterable, Iterator, Protocol, TypeVar
 
-from pipeline.errors import Rejected
-from pipeline.levelmax import LevelMax, Search, certify
-from pipeline.sandbox import SandboxFailure
-from pipeline.sandbox.outside.client import EnvClient, Level, Observation, Verdict
+from envforge.pipeline.errors import Rejected
+from envforge.pipeline.levelmax import LevelMax, Search, certify
+from envforge.pipeline.sandbox import SandboxFailure
+from envforge.pipeline.sandbox.outside.client import EnvClient, Level, Observation, Verdict
 
 EXAMPLES = 5  # why-not examples kept (a rejected or unfit level, in words)
 WARNED = 20  # levels whose validator warnings are kept

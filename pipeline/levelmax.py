@@ -43,12 +43,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from pipeline import planner
-from pipeline.envfolder.spec import EnvSpec
-from pipeline.errors import Rejected
-from pipeline.kinds import LevelMaxEntry, WitnessNotReplayed
-from pipeline.planner import replay
-from pipeline.sandbox.outside.client import EnvClient
+from envforge.pipeline import planner
+from envforge.pipeline.envfolder.spec import EnvSpec
+from envforge.pipeline.errors import Rejected
+from envforge.pipeline.kinds import LevelMaxEntry, WitnessNotReplayed
+from envforge.pipeline.planner import replay
+from envforge.pipeline.sandbox.outside.client import EnvClient
 
 SEARCH_NODES = 20_000  # search budget per level (all its passes), in environment steps: verify's and learn's default
 SEARCH_SECONDS = 300.0  # wall-clock safety stop per search, not a budget (a level it cuts is labelled)

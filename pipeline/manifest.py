@@ -21,9 +21,9 @@ import dataclasses
 from pathlib import Path
 from typing import Any, Callable
 
-from pipeline import layout
-from pipeline import records as files
-from pipeline.kinds import (
+from envforge.pipeline import layout
+from envforge.pipeline import records as files
+from envforge.pipeline.kinds import (
     DifficultyBaseline,
     EnvOrigin,
     Generated,
@@ -33,7 +33,7 @@ from pipeline.kinds import (
     Skin,
     VerificationSummary,
 )
-from pipeline.located import LocatedError
+from envforge.pipeline.located import LocatedError
 
 _KEEP = object()  # leave the human decision on disk as it is
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 import re
 
-from pipeline.sandbox.outside.client import EnvClient, SearchResult
+from envforge.pipeline.sandbox.outside.client import EnvClient, SearchResult
 
 __all__ = ["SearchResult", "candidates", "end_goals", "replay", "reward_bound", "search"]
 

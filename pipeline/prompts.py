@@ -7,7 +7,7 @@ from typing import Any
 
 import jinja2
 
-from pipeline.paths import TEMPLATES_DIR
+from envforge.pipeline.paths import TEMPLATES_DIR
 
 
 @functools.lru_cache(maxsize=1)

@@ -41,9 +41,9 @@ import tempfile
 from pathlib import Path
 from typing import Any, Iterator, TypeVar
 
-from pipeline import __version__, kinds
-from pipeline.kinds import Record, RecordError
-from pipeline.located import UserError
+from envforge.pipeline import __version__, kinds
+from envforge.pipeline.kinds import Record, RecordError
+from envforge.pipeline.located import UserError
 
 R = TypeVar("R", bound=Record)
 

@@ -21,7 +21,7 @@ from typing import Any, Iterator
 
 import yaml
 
-from pipeline.located import LocatedError
+from envforge.pipeline.located import LocatedError
 
 MAX_BYTES = 1_000_000  # a config, an instruction, a manifest
 MAX_DEPTH = 100  # nesting of mappings and lists

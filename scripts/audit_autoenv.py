@@ -18,7 +18,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-ENVFORGE = [sys.executable, "-m", "pipeline.cli"]
+ENVFORGE = [sys.executable, "-m", "envforge"]
 
 
 def run(*args: str, timeout: float = 3600) -> tuple[int, str, str]:

@@ -19,11 +19,11 @@ import subprocess
 import sys
 from pathlib import Path
 
-from pipeline import layout, manifest
-from pipeline import records as files
-from pipeline.envfolder.spec import read_config
-from pipeline.kinds import LevelMaxRewards
-from pipeline.verify import VerifyRunOptions, verify_env
+from envforge.pipeline import layout, manifest
+from envforge.pipeline import records as files
+from envforge.pipeline.envfolder.spec import read_config
+from envforge.pipeline.kinds import LevelMaxRewards
+from envforge.pipeline.verify import VerifyRunOptions, verify_env
 
 REFERENCE = Path(__file__).resolve().parents[1] / "generated_envs" / "reference"
 THEMES = {

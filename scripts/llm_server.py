@@ -12,7 +12,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from pipeline.testing.llm_server import Fault, LLMServer  # noqa: E402
+from envforge.pipeline.testing.llm_server import Fault, LLMServer  # noqa: E402
 
 
 def main() -> None:

@@ -39,8 +39,8 @@ import yaml
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from pipeline import records as files  # noqa: E402
-from pipeline.testing.llm_server import LLMServer, Reply  # noqa: E402
+from envforge.pipeline import records as files  # noqa: E402
+from envforge.pipeline.testing.llm_server import LLMServer, Reply  # noqa: E402
 
 REPLAY = ROOT / "examples" / "replay"
 ENVS = [ROOT / "generated_envs" / "reference" / name for name in ("crate_dock", "tide_pool")]
@@ -197,7 +197,7 @@ def _scores(results: dict) -> dict:
 
 
 def learn(argv: list[str]) -> int:
-    from pipeline.cli import main
+    from envforge.pipeline.cli import main
 
     return main(["learn", *map(str, ENVS), *DEMO_FLAGS, *argv])
 

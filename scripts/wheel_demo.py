@@ -67,6 +67,19 @@ def demo(envforge: Path, cwd: Path, args: list[str], home: Path) -> None:
         )
 
 
+def top_level_names(venv: Path) -> list[str]:
+    """The import names envforge's distribution puts at the top of site-packages: the first part of
+    each path its RECORD lists, the scripts and the metadata aside."""
+    info = next(venv.glob("lib/python*/site-packages/envforge_rl-*.dist-info"))
+    names = set()
+    for line in (info / "RECORD").read_text().splitlines():
+        first = line.split(",")[0].split("/")[0]
+        if first.endswith(".dist-info") or first == ".." or first.startswith("__editable__"):
+            continue
+        names.add(first.removesuffix(".py"))
+    return sorted(names)
+
+
 def verdicts(out: Path) -> dict:
     """The themes a generate run's output folder holds as accepted, and those it rejected with the stage."""
     rejected = out / "_rejected"
@@ -84,10 +97,18 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="envforge-wheel-") as name:
         tmp = Path(name)
         installed = install(build_wheel(tmp), tmp / "venv", args.reuse_deps)
-        located = subprocess.run([str(installed / "python"), "-c", "import pipeline.paths as p; print(p.ROOT)"],
+        where = "import envforge.pipeline.paths as p; print(p.ROOT)"
+        located = subprocess.run([str(installed / "python"), "-c", where],
                                  cwd=tmp, capture_output=True, text=True, check=True).stdout.strip()
         if not located.startswith(str(tmp / "venv")):
             raise SystemExit(f"expected the installed envforge to read its data from {tmp / 'venv'}, found {located}")
+        roots = top_level_names(installed.parent)
+        if roots != ["envforge"]:
+            raise SystemExit(f"expected the wheel to install one import root, envforge, found {roots}")
+        for name in ("pipeline", "learning", "dsl_schema"):
+            if subprocess.run([str(installed / "python"), "-c", f"import {name}"], cwd=tmp,
+                              capture_output=True).returncode == 0:
+                raise SystemExit(f"expected `import {name}` to fail beside the installed wheel alone, found it imports")
         (tmp / "empty").mkdir()
         demo(installed / "envforge", tmp / "empty", ["--demo", "--out", "runs/demo"], tmp / "empty")
         wheel = verdicts(tmp / "empty" / "runs" / "demo")

@@ -86,7 +86,7 @@ def in_process(argv: tuple[str, ...], cwd: Path, environ: dict[str, str]) -> sub
     environment, the signal handlers, the streams and the root logger's handlers are as they were.
     The root logger has no handler during the call, as in a fresh process (pytest adds its own):
     a warning a command logs is printed on its stderr."""
-    from pipeline import cli
+    from envforge.pipeline import cli
 
     saved_environ, saved_cwd = dict(os.environ), os.getcwd()
     saved_handlers = {sig: signal.getsignal(sig) for sig in _SIGNALS}
@@ -155,7 +155,7 @@ def tree_digests(folder: Path) -> dict[str, str]:
     what SQLite keeps beside a database while a connection is open: the shared-memory index (-shm) and
     an empty write-ahead log (-wal). A test of another process reading the run's database has them
     there; a write shows in a log that is not empty, or in the database once the last connection closes."""
-    from pipeline.records import LOCK_FILE
+    from envforge.pipeline.records import LOCK_FILE
 
     digests = {}
     for path in sorted(folder.rglob("*")):

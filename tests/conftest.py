@@ -6,7 +6,7 @@ _llm_sys.path.insert(0, str(_LLMPath(__file__).parent))
 
 import pytest as _llm_pytest  # noqa: E402
 
-from pipeline.testing.llm_server import LLMServer as _LLMServer  # noqa: E402
+from envforge.pipeline.testing.llm_server import LLMServer as _LLMServer  # noqa: E402
 
 _LLM_ENV_VARS = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_BASE_URL", "OPENAI_API_KEY",
                  "OPENAI_BASE_URL", "ENVFORGE_MODEL", "ENVFORGE_PRICES", "ENVFORGE_CACHE", "ENVFORGE_DOTENV")
@@ -35,7 +35,7 @@ def llm_env(monkeypatch, tmp_path):
 @_llm_pytest.fixture
 def make_llm_client(llm_server, llm_env, monkeypatch):
     """make_llm_client("openai" | "anthropic", **resolve_options) -> an LLMClient on the loopback server."""
-    from pipeline.llm import LLMClient, resolve
+    from envforge.pipeline.llm import LLMClient, resolve
 
     monkeypatch.setenv("OPENAI_API_KEY", "test-openai-key")
     monkeypatch.setenv("ANTHROPIC_API_KEY", "test-anthropic-key")

@@ -20,7 +20,7 @@ from typing import Any
 
 from cli_kit import envforge
 
-from pipeline.testing.llm_server import LLMServer
+from envforge.pipeline.testing.llm_server import LLMServer
 
 # A priced model on each wire (pipeline/llm/prices.yaml), so a budget means dollars.
 WIRES: dict[str, dict[str, str]] = {

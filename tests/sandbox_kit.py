@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from pipeline.sandbox import SandboxLimits, Worker, capabilities
+from envforge.pipeline.sandbox import SandboxLimits, Worker, capabilities
 
 HOSTILE = Path(__file__).parent / "hostile"
 LEVEL = "levels/level_01.yaml"

@@ -264,7 +264,7 @@ def test_a_yaml_alias_bomb_in_a_themes_file_is_refused_without_using_the_memory(
     space cap that the unbounded loader would need many times over."""
     (tmp_path / "bomb.yaml").write_text(_alias_bomb())
     limit = "import resource; resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))"
-    done = subprocess.run([sys.executable, "-c", f"{limit}; import sys; from pipeline.cli import main; "
+    done = subprocess.run([sys.executable, "-c", f"{limit}; import sys; from envforge.pipeline.cli import main; "
                            f"sys.exit(main(sys.argv[1:]))", "generate", "--themes", "bomb.yaml", "--provider",
                            "replay", "--out", "run"], cwd=tmp_path, capture_output=True, text=True, timeout=600)
     assert done.returncode == 2, done.stderr

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from cli_kit import envforge
 
-from pipeline.testing.tiny_env import write_env
+from envforge.pipeline.testing.tiny_env import write_env
 
 ROOT = Path(__file__).resolve().parent.parent
 REFERENCE = ROOT / "generated_envs" / "reference"

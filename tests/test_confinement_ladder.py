@@ -32,7 +32,7 @@ import yaml
 from cli_kit import envforge
 from sandbox_kit import CANARY, HOSTILE, LEVEL
 
-from pipeline.sandbox.outside.capabilities import ladder
+from envforge.pipeline.sandbox.outside.capabilities import ladder
 
 ROOT = Path(__file__).resolve().parent.parent
 NOBODY = 65534
@@ -55,7 +55,7 @@ level_path = os.path.join(args["env"], "levels", "level_01.yaml")
 level = yaml.safe_load(open(level_path))
 level["host_pid"] = os.getpid()  # this process is envforge here: its environ holds the canary
 open(level_path, "w").write(yaml.safe_dump(level))
-from pipeline.sandbox import SandboxLimits, Worker
+from envforge.pipeline.sandbox import SandboxLimits, Worker
 worker = Worker(args["env"], SandboxLimits(call_seconds=60, cpu_seconds=60))
 worker.call("reset", level="levels/level_01.yaml")
 worker.call("step", action={"action": "go", "params": {}})
@@ -96,7 +96,7 @@ os.execvp(argv[0], argv)
 
 
 def _needed_paths() -> list[str]:
-    from pipeline.sandbox.inside.confine import readable_paths
+    from envforge.pipeline.sandbox.inside.confine import readable_paths
 
     return readable_paths() + [os.path.dirname(os.path.realpath(sys.executable))]
 
@@ -234,7 +234,7 @@ def test_evaluate_as_a_normal_user_runs_the_probe_confined_and_records_the_rung(
     scene = Scene(NOBODY)
     try:
         out = scene.dir / "out"
-        done = run_as(scene, rung, NOBODY, [sys.executable, "-m", "pipeline.cli", "evaluate", str(scene.env),
+        done = run_as(scene, rung, NOBODY, [sys.executable, "-m", "envforge", "evaluate", str(scene.env),
                                             "--agent", "random", "--runs", "1", "--out", str(out)])
         rows = [json.loads(line) for line in (out / "episodes.jsonl").read_text().splitlines()] if (
             out / "episodes.jsonl").exists() else []
@@ -252,14 +252,14 @@ def test_evaluate_as_a_normal_user_runs_the_probe_confined_and_records_the_rung(
 
 
 def test_check_says_which_confinement_the_env_ran_under(tmp_path):
-    from pipeline.sandbox.outside.capabilities import capabilities
-    from pipeline.testing.tiny_env import write_env
+    from envforge.pipeline.sandbox.outside.capabilities import capabilities
+    from envforge.pipeline.testing.tiny_env import write_env
 
     env = write_env(tmp_path / "corridor")
     done = envforge("check", str(env), cwd=ROOT)
     last = done.stdout.strip().splitlines()[-1]
     assert last.startswith("ok: ") and f", sandbox: {capabilities()['mode']} (" in last, done.stdout + done.stderr
-    done = _no_rung("-m", "pipeline.cli", "check", str(env), "--unconfined")
+    done = _no_rung("-m", "envforge", "check", str(env), "--unconfined")
     assert done.returncode == 0 and ", sandbox: none (" in done.stdout.strip().splitlines()[-1], (
         done.stdout + done.stderr
     )
@@ -292,7 +292,7 @@ def _no_rung(*argv: str, env: dict | None = None, cwd: Path = ROOT) -> subproces
 
 
 def _marked_env(tmp_path: Path) -> tuple[Path, Path]:
-    from pipeline.testing.tiny_env import write_env
+    from envforge.pipeline.testing.tiny_env import write_env
 
     marker = tmp_path / "marker.txt"
     env = write_env(tmp_path / "marked")
@@ -305,7 +305,7 @@ def test_with_no_rung_commands_refuse_in_one_line_and_run_no_env_code(command, t
     env, marker = _marked_env(tmp_path)
     args = {"check": [str(env)], "verify": [str(env)], "play": [str(env), "--level", "levels/level_01.yaml"],
             "evaluate": [str(env), "--agent", "random", "--out", str(tmp_path / "out")]}[command]
-    done = _no_rung("-m", "pipeline.cli", command, *args)
+    done = _no_rung("-m", "envforge", command, *args)
     assert done.returncode == 2, done.stdout + done.stderr
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1, done.stderr
@@ -321,7 +321,7 @@ def test_with_no_rung_commands_refuse_in_one_line_and_run_no_env_code(command, t
 def test_with_no_rung_the_python_api_refuses_too(tmp_path):
     env, marker = _marked_env(tmp_path)
     code = (
-        "import sys\nfrom pipeline.sandbox import Worker\nfrom pipeline.errors import UserError\n"
+        "import sys\nfrom envforge.pipeline.sandbox import Worker\nfrom envforge.pipeline.errors import UserError\n"
         f"try:\n    Worker({str(env)!r})\nexcept UserError as e:\n    print(type(e).__name__, e)\n    sys.exit(3)\n"
     )
     done = _no_rung("-c", code)
@@ -331,17 +331,17 @@ def test_with_no_rung_the_python_api_refuses_too(tmp_path):
 
 
 def test_with_no_rung_and_the_opt_in_commands_run_warn_and_records_say_none(tmp_path):
-    from pipeline.testing.tiny_env import write_env
+    from envforge.pipeline.testing.tiny_env import write_env
 
     env = write_env(tmp_path / "corridor")
-    done = _no_rung("-m", "pipeline.cli", "verify", str(env), "--write", "--unconfined")
+    done = _no_rung("-m", "envforge", "verify", str(env), "--write", "--unconfined")
     assert "warning: running environment code UNCONFINED" in done.stderr, done.stderr
     verification = json.loads((env / "verification.json").read_text())
     manifest = json.loads((env / "manifest.json").read_text())
     assert verification["confinement"] == "none"
     assert manifest["confinement"] == "none" and manifest["verification"]["confinement"] == "none"
     out = tmp_path / "out"
-    done = _no_rung("-m", "pipeline.cli", "evaluate", str(env), "--agent", "random", "--runs", "1", "--out", str(out),
+    done = _no_rung("-m", "envforge", "evaluate", str(env), "--agent", "random", "--runs", "1", "--out", str(out),
                     env={"ENVFORGE_UNCONFINED": "1"})
     assert done.returncode == 0, done.stdout + done.stderr
     assert "warning: running environment code UNCONFINED" in done.stderr, done.stderr
@@ -350,12 +350,12 @@ def test_with_no_rung_and_the_opt_in_commands_run_warn_and_records_say_none(tmp_
 
 
 def test_confined_records_name_their_rung(tmp_path):
-    from pipeline.sandbox.outside.capabilities import capabilities
-    from pipeline.testing.tiny_env import write_env
+    from envforge.pipeline.sandbox.outside.capabilities import capabilities
+    from envforge.pipeline.testing.tiny_env import write_env
 
     env = write_env(tmp_path / "corridor")
     done = subprocess.run(
-        [sys.executable, "-m", "pipeline.cli", "verify", str(env), "--write"],
+        [sys.executable, "-m", "envforge", "verify", str(env), "--write"],
         capture_output=True,
         text=True,
         timeout=900,
@@ -392,7 +392,7 @@ def test_a_ray_node_with_no_rung_is_refused_and_with_the_opt_in_named_and_record
     """The node (a one-node cluster started under the no-rung filter, so its raylet and workers have
     no rung) refuses the driver's work; with --unconfined it runs it, the driver names the node in a
     warning and the episode records say "none". The driver itself has a rung."""
-    pytest.importorskip("ray", reason="the Ray extra is not installed (pip install 'envforge[ray]')")
+    pytest.importorskip("ray", reason="the Ray extra is not installed (pip install 'envforge-rl[ray]')")
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
@@ -419,10 +419,10 @@ def test_a_ray_node_with_no_rung_is_refused_and_with_the_opt_in_named_and_record
             except OSError:
                 time.sleep(0.5)
         assert head.poll() is None, "the Ray node did not start"
-        from pipeline.testing.tiny_env import write_env
+        from envforge.pipeline.testing.tiny_env import write_env
 
         corridor = write_env(tmp_path / "corridor")
-        argv = [sys.executable, "-m", "pipeline.cli", "evaluate", str(corridor), "--agent", "random", "--runs", "1",
+        argv = [sys.executable, "-m", "envforge", "evaluate", str(corridor), "--agent", "random", "--runs", "1",
                 "--max-levels", "1", "--executor", "ray", "--ray-address", f"127.0.0.1:{port}"]
 
         def evaluate(*extra: str) -> subprocess.CompletedProcess:

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.sandbox import Worker, capabilities
-from pipeline.testing.tiny_env import write_env
+from envforge.pipeline.sandbox import Worker, capabilities
+from envforge.pipeline.testing.tiny_env import write_env
 
 ROOT = Path(__file__).resolve().parent.parent
 

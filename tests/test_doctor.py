@@ -3,7 +3,7 @@ import os
 import subprocess
 import sys
 
-from pipeline.testing.llm_server import Fault, Reply
+from envforge.pipeline.testing.llm_server import Fault, Reply
 
 LEAKY = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_BASE_URL", "OPENAI_API_KEY", "OPENAI_BASE_URL",
          "ENVFORGE_MODEL", "ENVFORGE_PRICES")
@@ -13,7 +13,7 @@ def doctor(tmp_path, *args, **env):
     base = {k: v for k, v in os.environ.items() if k not in LEAKY}
     base.update(ENVFORGE_DOTENV=str(tmp_path / ".env"), ENVFORGE_CACHE=str(tmp_path / "cache.sqlite"),
                 ENVFORGE_RETRY_BASE_DELAY="0.01", NO_PROXY="127.0.0.1,localhost", **env)
-    return subprocess.run([sys.executable, "-m", "pipeline.cli", "doctor", *args], env=base, cwd=tmp_path,
+    return subprocess.run([sys.executable, "-m", "envforge", "doctor", *args], env=base, cwd=tmp_path,
                           capture_output=True, text=True, timeout=60)
 
 
@@ -89,8 +89,8 @@ def test_doctor_runs_offline_from_the_bundled_recording(tmp_path):
 
 
 def test_doctor_lists_each_sandbox_mechanism_as_enforced_or_not_available(tmp_path):
-    from pipeline.sandbox.inside.syscalls import seccomp_available
-    from pipeline.sandbox.outside.capabilities import capabilities, ladder
+    from envforge.pipeline.sandbox.inside.syscalls import seccomp_available
+    from envforge.pipeline.sandbox.outside.capabilities import capabilities, ladder
 
     out = doctor(tmp_path).stdout
     lines = out[out.index("sandbox:"):out.index("providers:")].splitlines()

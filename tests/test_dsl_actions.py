@@ -4,9 +4,9 @@ from pathlib import Path
 import jsonschema
 import yaml
 
-from dsl_schema.actions import actions
-from pipeline.envfolder.action_text import ActionText
-from pipeline.envfolder.actions import ActionSpace
+from envforge.dsl_schema.actions import actions
+from envforge.pipeline.envfolder.action_text import ActionText
+from envforge.pipeline.envfolder.actions import ActionSpace
 
 
 def _tools(doc):

@@ -7,7 +7,7 @@ import jsonschema
 import pytest
 import yaml
 
-from dsl_schema import Problem, check_document, check_file, check_text, is_valid, load_schema
+from envforge.dsl_schema import Problem, check_document, check_file, check_text, is_valid, load_schema
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "dsl_schema" / "examples"
 B4 = EXAMPLES / "connect_four_b4.yaml"

@@ -4,13 +4,13 @@ import json
 import pytest
 from cli_kit import ROOT, envforge
 
-from pipeline import cli
+from envforge.pipeline import cli
 
 B4 = ROOT / "dsl_schema" / "examples" / "connect_four_b4.yaml"
 
 
 def test_dsl_command_is_registered():
-    assert "pipeline.commands.dsl" in cli.COMMAND_MODULES
+    assert "envforge.pipeline.commands.dsl" in cli.COMMAND_MODULES
 
 
 def test_b4_example_passes_with_warnings_only(tmp_path):

@@ -1,7 +1,7 @@
 """The condition syntax: parsed without eval, evaluated against a state dict."""
 import pytest
 
-from dsl_schema.conditions import (
+from envforge.dsl_schema.conditions import (
     ConditionError,
     ConditionSyntaxError,
     Path,

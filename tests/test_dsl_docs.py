@@ -1,7 +1,7 @@
 """docs/dsl_reference.md is generated from the schema and must not drift from it."""
 from pathlib import Path
 
-from dsl_schema import docgen, load_schema
+from envforge.dsl_schema import docgen, load_schema
 
 ROOT = Path(__file__).resolve().parent.parent
 

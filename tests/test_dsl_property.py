@@ -12,7 +12,7 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from dsl_schema import check_document, check_text, is_valid, load_schema
+from envforge.dsl_schema import check_document, check_text, is_valid, load_schema
 
 EXAMPLES = sorted((Path(__file__).resolve().parent.parent / "dsl_schema" / "examples").glob("*.yaml"))
 VALID = [yaml.safe_load(p.read_text()) for p in EXAMPLES]

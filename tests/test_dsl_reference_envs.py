@@ -3,7 +3,7 @@ from pathlib import Path
 
 import pytest
 
-from dsl_schema import check_file, errors
+from envforge.dsl_schema import check_file, errors
 
 REFERENCE = Path(__file__).resolve().parent.parent / "generated_envs" / "reference"
 CONFIGS = sorted(REFERENCE.glob("*/config.yaml"))

@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from pipeline import safe_io
-from pipeline.envfolder.spec import EnvSpec, claimed_max_rewards, max_steps
-from pipeline.errors import LocatedError
-from pipeline.testing.tiny_env import write_env
+from envforge.pipeline import safe_io
+from envforge.pipeline.envfolder.spec import EnvSpec, claimed_max_rewards, max_steps
+from envforge.pipeline.errors import LocatedError
+from envforge.pipeline.testing.tiny_env import write_env
 
 REFERENCE = Path(__file__).resolve().parent.parent / "generated_envs" / "reference"
 
@@ -126,8 +126,8 @@ COLUMNS_TEXT = (
 
 
 def test_untyped_parameter_gets_every_value_the_evidence_names_and_says_where_from():
-    from pipeline.envfolder.action_text import ActionText
-    from pipeline.envfolder.actions import ActionSpace
+    from envforge.pipeline.envfolder.action_text import ActionText
+    from envforge.pipeline.envfolder.actions import ActionSpace
 
     space = ActionSpace.from_config(COLUMNS_CONFIG, [("action_space.txt", COLUMNS_TEXT)])
     drops = [c["params"]["column"] for c in space.candidates() if c["action"] == "drop_disk"]
@@ -143,7 +143,7 @@ def test_untyped_parameter_gets_every_value_the_evidence_names_and_says_where_fr
 
 
 def test_untyped_parameter_without_evidence_keeps_one_sampled_value():
-    from pipeline.envfolder.actions import NO_EVIDENCE, ActionSpace
+    from envforge.pipeline.envfolder.actions import NO_EVIDENCE, ActionSpace
 
     space = ActionSpace.from_config(COLUMNS_CONFIG, [("agent_instruction.txt", "Win the game.")])
     assert len([c for c in space.candidates() if c["action"] == "drop_disk"]) == 1
@@ -153,15 +153,15 @@ def test_untyped_parameter_without_evidence_keeps_one_sampled_value():
 @pytest.mark.parametrize("text", ["drop_disk 3", "drop_disk column=3", "drop_disk(column=3)", "drop_disk(3)",
                                   '{"action": "drop_disk", "params": {"column": 3}}'])
 def test_typed_text_parses_in_every_form_play_accepts(text):
-    from pipeline.envfolder.action_text import ActionText
-    from pipeline.envfolder.actions import ActionSpace
+    from envforge.pipeline.envfolder.action_text import ActionText
+    from envforge.pipeline.envfolder.actions import ActionSpace
 
     parsed = ActionText(ActionSpace.from_config(COLUMNS_CONFIG)).parse(text)
     assert parsed == {"action": "drop_disk", "params": {"column": 3}}
 
 
 def test_column_strategy_from_the_autoenv_corpus_gets_all_seven_columns():
-    from pipeline.envfolder.actions import ActionSpace
+    from envforge.pipeline.envfolder.actions import ActionSpace
 
     folder = Path("/work/shared/autoenv-dev/22_ColumnStrategy")
     if not folder.is_dir():
@@ -173,7 +173,7 @@ def test_column_strategy_from_the_autoenv_corpus_gets_all_seven_columns():
 
 
 def test_on_a_level_an_untyped_parameter_takes_the_values_the_level_holds_under_its_name():
-    from pipeline.envfolder.actions import NO_EVIDENCE, ActionSpace
+    from envforge.pipeline.envfolder.actions import NO_EVIDENCE, ActionSpace
 
     config = {"transition": {"actions": [{"name": "accuse", "params": ["time_index", "perpetrator", "action"]},
                                          {"name": "drop_disk", "params": ["column"]}]},
@@ -196,7 +196,7 @@ def test_on_a_level_an_untyped_parameter_takes_the_values_the_level_holds_under_
 
 
 def test_a_search_takes_at_most_max_combinations_of_one_action_the_same_each_time_and_says_it_sampled():
-    from pipeline.envfolder.actions import MAX_COMBINATIONS, ActionSpace
+    from envforge.pipeline.envfolder.actions import MAX_COMBINATIONS, ActionSpace
 
     digits = {"type": "integer", "range": [0, 9]}
     config = {"transition": {"actions": [
@@ -224,7 +224,7 @@ def test_a_search_takes_at_most_max_combinations_of_one_action_the_same_each_tim
 def test_a_parameter_whose_example_value_is_a_list_gets_list_values_not_its_items():
     """`{"position": [1, 2]}` in action_space.txt is one value of a list parameter: the search must
     send a list there, not the integers 1 and 2 (an env reading position[0] fails on an integer)."""
-    from pipeline.envfolder.actions import ActionSpace
+    from envforge.pipeline.envfolder.actions import ActionSpace
 
     config = {"transition": {"actions": [{"name": "place", "params": ["position"]},
                                          {"name": "tag", "params": [{"name": "labels", "type": "array"}]}]}}

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from cli_kit import envforge
 
-from pipeline.testing.tiny_env import write_env
+from envforge.pipeline.testing.tiny_env import write_env
 
 
 def alias_bomb() -> str:
@@ -163,7 +163,7 @@ SHOW_LEAKS = ('return f"step {omega', 'return "".join(open(n, errors="replace").
 
 
 def react(env: Path, tmp: Path, server) -> int:
-    from pipeline.cli import main
+    from envforge.pipeline.cli import main
 
     return main(["evaluate", str(env), "--agent", "react", "--model", "openai/gpt-4o-mini", "--base-url",
                  server.openai_url, "--no-cache", "--max-levels", "1", "--runs", "1", "--max-steps", "3",
@@ -172,7 +172,7 @@ def react(env: Path, tmp: Path, server) -> int:
 
 def plant_secret(tmp_path: Path, server, monkeypatch) -> tuple[str, Path]:
     """A secret file outside the folder, and a model server that moves right every turn."""
-    from pipeline.testing.llm_server import Reply
+    from envforge.pipeline.testing.llm_server import Reply
 
     monkeypatch.setenv("OPENAI_API_KEY", "test-key")
     server.rule = lambda n: Reply(MOVE_RIGHT)

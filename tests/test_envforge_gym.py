@@ -12,7 +12,7 @@ gymnasium = pytest.importorskip("gymnasium")
 from gymnasium.utils.env_checker import check_env  # noqa: E402
 
 import envforge  # noqa: E402
-from pipeline import layout  # noqa: E402
+from envforge.pipeline import layout  # noqa: E402
 
 pytestmark = pytest.mark.slow  # measured: seconds to minutes a test (`-m "not slow"` leaves it out)
 

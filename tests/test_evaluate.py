@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from cli_kit import envforge
 
-from pipeline.cli import main
+from envforge.pipeline.cli import main
 
 pytestmark = pytest.mark.slow  # measured: seconds to minutes a test (`-m "not slow"` leaves it out)
 
@@ -21,7 +21,7 @@ FAST = ("--max-levels", "3", "--runs", "2")
 
 
 def evaluate_cmd(out: Path, *args: str) -> list[str]:
-    return [sys.executable, "-m", "pipeline.cli", "evaluate", str(REFERENCE), *FAST, "--out", str(out), "--json", *args]
+    return [sys.executable, "-m", "envforge", "evaluate", str(REFERENCE), *FAST, "--out", str(out), "--json", *args]
 
 
 @pytest.fixture(scope="module")
@@ -209,7 +209,7 @@ def test_a_generation_output_is_searched_for_accepted_environments_only(tmp_path
 
 
 def test_a_theme_named_like_a_reserved_folder_gets_a_folder_name_that_is_not_and_is_found(tmp_path, capsys):
-    from pipeline.generate.themes import folder_name
+    from envforge.pipeline.generate.themes import folder_name
 
     out = tmp_path / "generated"
     names = sorted(folder_name(theme) for theme in ("rejected", "_work", "_rejected"))

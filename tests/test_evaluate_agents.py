@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.cli import main
-from pipeline.testing.llm_server import Fault, Reply
+from envforge.pipeline.cli import main
+from envforge.pipeline.testing.llm_server import Fault, Reply
 
 REFERENCE = Path(__file__).resolve().parent.parent / "generated_envs" / "reference"
 PYTHON_DICT_IN_FENCE = ("<thinking_memory>The crate is south-east; I will walk east first.</thinking_memory>\n"
@@ -142,11 +142,11 @@ def test_a_budget_stop_ends_what_its_cap_s_scope_covers_whatever_its_message_say
     in both: the scope the cap carried decides, not the words."""
     import asyncio
 
-    from pipeline.envfolder.spec import EnvSpec
-    from pipeline.evaluate.episode import Decision
-    from pipeline.evaluate.records import Records
-    from pipeline.evaluate.runner import RunOptions
-    from pipeline.evaluate.runner import evaluate as run_episodes
+    from envforge.pipeline.envfolder.spec import EnvSpec
+    from envforge.pipeline.evaluate.episode import Decision
+    from envforge.pipeline.evaluate.records import Records
+    from envforge.pipeline.evaluate.runner import RunOptions
+    from envforge.pipeline.evaluate.runner import evaluate as run_episodes
 
     async def capped(ctx, tracker, log):
         tracker.decided(Decision(error="budget", message="run: budget exceeded: the run cap is $0.01",

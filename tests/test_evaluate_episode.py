@@ -5,12 +5,12 @@ import asyncio
 
 import pytest
 
-from dsl_schema.actions import Action, Param
-from pipeline.envfolder.actions import ActionSpace
-from pipeline.evaluate.episode import Decision, Limits, Tracker, run_episode
-from pipeline.evaluate.react import FormatError, parse_action, thought_of
-from pipeline.kinds import normalize
-from pipeline.sandbox.outside.client import Observation, StepResult
+from envforge.dsl_schema.actions import Action, Param
+from envforge.pipeline.envfolder.actions import ActionSpace
+from envforge.pipeline.evaluate.episode import Decision, Limits, Tracker, run_episode
+from envforge.pipeline.evaluate.react import FormatError, parse_action, thought_of
+from envforge.pipeline.kinds import normalize
+from envforge.pipeline.sandbox.outside.client import Observation, StepResult
 
 SPACE = [Action("move", "", (Param("direction", "string", ("north", "south")),)), Action("wait", "", ())]
 NORTH = {"action": "move", "params": {"direction": "north"}}
@@ -198,7 +198,7 @@ def test_normalized_reward_is_clipped_at_one_and_never_divides_by_zero():
 
 
 def test_progress_shows_the_mean_score_so_far_and_dollars():
-    from pipeline.evaluate.runner import Progress
+    from envforge.pipeline.evaluate.runner import Progress
 
     progress = Progress("react", mode="off")
     base = episode(Scripted(Decision(action=NORTH))).record(

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from cli_kit import envforge
 
-from pipeline.cli import main
+from envforge.pipeline.cli import main
 
 ROOT = Path(__file__).resolve().parent.parent
 REFERENCE = ROOT / "generated_envs" / "reference"
@@ -191,7 +191,7 @@ def test_a_record_cut_short_is_set_aside_with_a_warning_and_its_episode_runs_aga
 
 
 def test_a_reader_that_does_not_append_skips_a_cut_line_and_says_so(tmp_path, capsys):
-    from pipeline import records as files
+    from envforge.pipeline import records as files
 
     log = tmp_path / "calls.jsonl"
     files.append_jsonl(log, "model_call", {"stage": "design", "index": 1})

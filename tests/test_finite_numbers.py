@@ -12,8 +12,8 @@ from pathlib import Path
 from cli_kit import envforge as cli
 
 import envforge
-from pipeline.evaluate.report import summarize, write_report
-from pipeline.kinds import EpisodeRecord
+from envforge.pipeline.evaluate.report import summarize, write_report
+from envforge.pipeline.kinds import EpisodeRecord
 
 ROOT = Path(__file__).resolve().parents[1]
 OVERFLOW = ROOT / "tests" / "hostile" / "overflow_reward"

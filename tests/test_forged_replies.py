@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from cli_kit import envforge
 
-from pipeline.testing.tiny_env import write_env
+from envforge.pipeline.testing.tiny_env import write_env
 
 pytestmark = pytest.mark.slow  # measured: check, verify and evaluate run whole for each forgery
 

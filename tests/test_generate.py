@@ -14,8 +14,8 @@ import pytest
 import yaml
 from cli_kit import envforge
 
-from pipeline.testing import replay_kit
-from pipeline.testing.llm_server import Fault, Reply, rate_limited
+from envforge.pipeline.testing import replay_kit
+from envforge.pipeline.testing.llm_server import Fault, Reply, rate_limited
 
 pytestmark = pytest.mark.slow  # measured: seconds to minutes a test (`-m "not slow"` leaves it out)
 
@@ -108,7 +108,7 @@ def test_killed_run_resumes_to_the_same_result_without_repeating_a_model_call(wh
     whole = json.loads(whole_run.stdout)
     out = tmp_path / "killed"
     themes, replay = corridors
-    proc = subprocess.Popen([sys.executable, "-m", "pipeline.cli", "generate", "--themes", str(themes), "--out",
+    proc = subprocess.Popen([sys.executable, "-m", "envforge", "generate", "--themes", str(themes), "--out",
                              str(out), "--provider", "replay", "--replay", str(replay), "--levels", "6",
                              "--concurrency", "1"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     trajectory = out / "_work" / "fixed" / "trajectory.jsonl"
@@ -289,10 +289,10 @@ def test_a_theme_stopped_by_its_own_budget_stays_rejected_on_resume(llm_server, 
 
 def _budget_advice(out: Path, name: str):
     """The typed cause review reads for `name` (a BudgetCapReached), and what `review show` says it means."""
-    from pipeline.kinds import BudgetCapReached
-    from pipeline.review import show
-    from pipeline.review.catalog import Catalog
-    from pipeline.review.details import gather
+    from envforge.pipeline.kinds import BudgetCapReached
+    from envforge.pipeline.review import show
+    from envforge.pipeline.review.catalog import Catalog
+    from envforge.pipeline.review.details import gather
 
     with Catalog.open(out) as catalog:
         entry = catalog.get(name)

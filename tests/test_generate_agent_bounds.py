@@ -13,9 +13,9 @@ import pytest
 import yaml
 from cli_kit import envforge
 
-from pipeline.generate.agent import MAX_TOOL_CALLS_PER_REPLY, READ_CHARS, RECENT_CHARS
-from pipeline.testing import replay_kit, tiny_env
-from pipeline.testing.llm_server import Reply
+from envforge.pipeline.generate.agent import MAX_TOOL_CALLS_PER_REPLY, READ_CHARS, RECENT_CHARS
+from envforge.pipeline.testing import replay_kit, tiny_env
+from envforge.pipeline.testing.llm_server import Reply
 
 pytestmark = pytest.mark.slow  # measured: a whole generate (coding agent, check, verify) in each test
 

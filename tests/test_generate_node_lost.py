@@ -6,9 +6,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from pipeline.errors import InfrastructureError
-from pipeline.generate import run as generate_run
-from pipeline.sandbox.outside.executor import INFRASTRUCTURE_RETRIES
+from envforge.pipeline.errors import InfrastructureError
+from envforge.pipeline.generate import run as generate_run
+from envforge.pipeline.sandbox.outside.executor import INFRASTRUCTURE_RETRIES
 
 
 class Lost(InfrastructureError):

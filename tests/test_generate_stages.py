@@ -14,11 +14,11 @@ import pytest
 from cli_kit import envforge
 from test_generate import BUG, generate
 
-from pipeline.generate import stages
-from pipeline.paths import TEMPLATES_DIR
-from pipeline.review import actions, catalog
-from pipeline.testing import replay_kit
-from pipeline.testing.llm_server import Reply
+from envforge.pipeline.generate import stages
+from envforge.pipeline.paths import TEMPLATES_DIR
+from envforge.pipeline.review import actions, catalog
+from envforge.pipeline.testing import replay_kit
+from envforge.pipeline.testing.llm_server import Reply
 
 
 def test_every_stage_list_is_read_from_the_one_declaration():
@@ -144,8 +144,9 @@ def test_a_template_missing_from_the_installation_is_an_error_not_a_verdict(tmp_
     themes = tmp_path / "themes.txt"
     themes.write_text("A lighthouse keeper must keep three lamps fuelled during a storm; fuel is carried from a "
                       "shed and lamps burn down each step; reward for each step all lamps are lit.\n")
-    installed_without = (f"import sys; import pipeline.paths as p; p.TEMPLATES_DIR = p.Path({str(templates)!r}); "
-                         "from pipeline.cli import main; sys.exit(main())")
+    installed_without = ("import sys; import envforge.pipeline.paths as p; "
+                         f"p.TEMPLATES_DIR = p.Path({str(templates)!r}); "
+                         "from envforge.pipeline.cli import main; sys.exit(main())")
     result = subprocess.run([sys.executable, "-c", installed_without, "generate", "--themes", str(themes), "--out",
                              str(tmp_path / "out"), "--provider", "replay", "--json"],
                             capture_output=True, text=True, timeout=120)
@@ -163,7 +164,7 @@ def test_ctrl_c_says_what_it_waits_for_and_a_second_one_stops_at_once_quietly(tm
     themes = tmp_path / "t.yaml"
     themes.write_text("- {name: good, theme: A corridor walk}\n")
     out = tmp_path / "out"
-    command = [sys.executable, "-m", "pipeline.cli", "generate", "--themes", str(themes), "--out", str(out),
+    command = [sys.executable, "-m", "envforge", "generate", "--themes", str(themes), "--out", str(out),
                "--provider", "replay", "--replay", str(replay), "--levels", "6"]
     proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     seen = []

@@ -1,8 +1,10 @@
 """The package map as a test (issue 24): which package may import which, read from the source with
 `ast` (every import statement, at module level or inside a function, `if TYPE_CHECKING:` included).
 
-A "package" is a top-level package (`dsl_schema`, `learning`, `envforge`) or a direct child of
-`pipeline` (`pipeline.sandbox`, `pipeline.errors`, ...). LAYERS lists them from the floor up; the
+A "package" is a top-level folder (`dsl_schema`, `learning`, `envforge`) or a direct child of
+`pipeline` (`pipeline.sandbox`, `pipeline.errors`, ...), named by its folder: the folders are imported
+under the one import root `envforge` (`envforge.pipeline.sandbox`), which `folder_name` takes off.
+LAYERS lists them from the floor up; the
 README's developer section is the same map in words. A new package fails the first test until it is
 given a layer here. KNOWN lists the edges that still break a rule, by rule.
 """
@@ -34,10 +36,12 @@ LAYERS: list[tuple[str, set[str]]] = [
     ("capabilities", {"pipeline.evaluate", "pipeline.check", "pipeline.levelfactory", "pipeline.verify",
                       "pipeline.generate", "learning", "pipeline.probe", "pipeline.reskin", "pipeline.review"}),
     ("library", {"pipeline.library", "pipeline.api"}),
-    ("commands and the Python API", {"pipeline.commands", "pipeline.cli", "pipeline.argtypes", "envforge"}),
+    ("commands and the Python API", {"pipeline.commands", "pipeline.cli", "pipeline.argtypes", "envforge",
+                                     "envforge.__main__"}),
 ]
 LAYER_OF = {package: index for index, (_, packages) in enumerate(LAYERS) for package in packages}
-COMMAND_LAYER = {"pipeline.commands", "pipeline.cli", "pipeline.argtypes"}  # where flags are parsed
+# where flags are parsed; envforge/__main__.py is the command line's second door (`python -m envforge`)
+COMMAND_LAYER = {"pipeline.commands", "pipeline.cli", "pipeline.argtypes", "envforge.__main__"}
 DEV_KIT = "pipeline.testing"  # offline stand-ins for the tests, benchmarks and scripts; never the product's
 
 # Edges that break a rule, each named with the rule it breaks (issue 24): none is left, so a test
@@ -57,10 +61,18 @@ def _against_known(rule: str, found: dict, what: str) -> None:
         warnings.warn(f"fixed, delete from KNOWN[{rule!r}] in tests/test_import_graph.py: {sorted(gone)}", stacklevel=2)
 
 
-def package_of(module: str) -> str | None:
+def folder_name(module: str) -> str:
+    """`envforge.pipeline.x` -> `pipeline.x`: an imported name by the checkout folder it lives in."""
     parts = module.split(".")
+    return ".".join(parts[1:]) if len(parts) > 1 and parts[0] == "envforge" and parts[1] in TOP_LEVEL else module
+
+
+def package_of(module: str) -> str | None:
+    parts = folder_name(module).split(".")
     if parts[0] not in TOP_LEVEL:
         return None
+    if parts[:2] == ["envforge", "__main__"]:
+        return "envforge.__main__"
     return ".".join(parts[:2]) if parts[0] == "pipeline" and len(parts) > 1 else parts[0]
 
 
@@ -89,16 +101,16 @@ def imports_of(name: str) -> list[tuple[str, int]]:
     found = []
     for node in ast.walk(ast.parse(path.read_text(), str(path))):
         if isinstance(node, ast.Import):
-            found += [(alias.name, node.lineno) for alias in node.names]
+            found += [(folder_name(alias.name), node.lineno) for alias in node.names]
         elif isinstance(node, ast.ImportFrom):
             if node.level:
                 base = name.split(".") if is_package else name.split(".")[:-1]
                 base = base[:len(base) - node.level + 1]
                 source = ".".join(base + ([node.module] if node.module else []))
             else:
-                source = node.module or ""
+                source = folder_name(node.module or "")
             for alias in node.names:
-                target = f"{source}.{alias.name}"
+                target = folder_name(f"{source}.{alias.name}")
                 found.append((target if target in MODULES else source, node.lineno))
     return found
 
@@ -153,7 +165,7 @@ def test_no_circle_among_packages():
 
 
 def test_the_python_api_and_the_commands_never_import_each_other():
-    cli_side = {"pipeline.commands", "pipeline.cli"}
+    cli_side = {"pipeline.commands", "pipeline.cli", "envforge.__main__"}
     crossing = {(a, b): where for (a, b), where in EDGES.items()
                 if (a == "envforge" and b in cli_side) or (a in cli_side and b == "envforge")}
     _against_known("api and commands", crossing, "envforge/ and the commands both build on the library")
@@ -218,3 +230,16 @@ def test_benchmarks_scripts_and_examples_do_not_import_the_tests(folder):
             found += [f"{path.relative_to(ROOT)}:{node.lineno}: imports {n}" for n in names
                       if n.split(".")[0] in tests_names | {"tests"}]
     assert not found, "\n".join(found)
+
+
+def test_envforge_imports_its_own_folders_only_under_the_one_import_root():
+    """`pipeline`, `learning` and `dsl_schema` are folders of the checkout, installed as envforge.pipeline,
+    ... (issue 35): an import of the bare name would find some other package of that name, or none."""
+    bare = []
+    for path, _ in MODULES.values():
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            names = ([alias.name for alias in node.names] if isinstance(node, ast.Import)
+                     else [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else [])
+            bare += [f"{path.relative_to(ROOT)}:{node.lineno}: {n}" for n in names
+                     if n.split(".")[0] in ("pipeline", "learning", "dsl_schema")]
+    assert not bare, "imports that bypass the import root envforge:\n" + "\n".join(bare)

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from cli_kit import envforge
 
-from pipeline.testing.llm_server import Reply
+from envforge.pipeline.testing.llm_server import Reply
 
 pytestmark = pytest.mark.slow  # measured: seconds to minutes a test (`-m "not slow"` leaves it out)
 

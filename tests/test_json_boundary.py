@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from cli_kit import envforge
 
-from pipeline.testing.tiny_env import write_env
+from envforge.pipeline.testing.tiny_env import write_env
 
 np = pytest.importorskip("numpy")
 
@@ -21,7 +21,7 @@ NUMPY_ENV = (
 
 
 def numpy_env(path):
-    from pipeline.testing.tiny_env import ENV_MAIN
+    from envforge.pipeline.testing.tiny_env import ENV_MAIN
 
     source = ENV_MAIN
     for old, new in NUMPY_ENV:
@@ -38,7 +38,7 @@ def test_check_accepts_env_with_numpy_observation_tuple_keys_and_numpy_noise(tmp
 
 
 def test_raw_observation_is_plain_json_and_numpy_rng_is_restored_with_a_snapshot(tmp_path):
-    from pipeline.sandbox import Worker
+    from envforge.pipeline.sandbox import Worker
 
     env = numpy_env(tmp_path / "np")
     with Worker(env) as worker:

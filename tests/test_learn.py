@@ -10,16 +10,16 @@ from pathlib import Path
 
 import pytest
 
-from learning.selection import best, pareto
-from pipeline.cli import main
-from pipeline.sandbox import Worker
+from envforge.learning.selection import best, pareto
+from envforge.pipeline.cli import main
+from envforge.pipeline.sandbox import Worker
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "scripts"))
 
 from record_learn_demo import ScriptedModel  # noqa: E402
 
-from pipeline.testing.llm_server import LLMServer  # noqa: E402
+from envforge.pipeline.testing.llm_server import LLMServer  # noqa: E402
 
 pytestmark = pytest.mark.slow  # measured: seconds to minutes a test (`-m "not slow"` leaves it out)
 
@@ -230,10 +230,10 @@ def test_a_study_folder_refuses_other_settings_without_resume(study, scripted, t
 def test_learns_level_making_has_no_verify_budget_to_run_out(tmp_path):
     """learn has no --budget: its level searches are bounded by their own nodes and seconds, so the
     worker it makes levels in carries no deadline naming verify's flag (verify's does)."""
-    from learning.evaluation import TrainingLevels
-    from pipeline.envfolder.spec import EnvSpec
-    from pipeline.testing.tiny_env import write_env
-    from pipeline.verify.context import Context, VerifyRunOptions
+    from envforge.learning.evaluation import TrainingLevels
+    from envforge.pipeline.envfolder.spec import EnvSpec
+    from envforge.pipeline.testing.tiny_env import write_env
+    from envforge.pipeline.verify.context import Context, VerifyRunOptions
 
     env_dir = write_env(tmp_path / "env")
     with TrainingLevels.worker(EnvSpec.open(env_dir)) as worker:

@@ -9,11 +9,19 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from learning.adaptive import gap_closed, successive_halving
-from learning.methods import ALL, Method, by_name, parse, signals
-from learning.selection import SELECTIONS, best, dominates, pareto, spread
-from learning.upper_bound import averages, best_single, bound_by_m, incremental_top_k, per_env, top_k_gain, upper_bound
-from pipeline.errors import UserError
+from envforge.learning.adaptive import gap_closed, successive_halving
+from envforge.learning.methods import ALL, Method, by_name, parse, signals
+from envforge.learning.selection import SELECTIONS, best, dominates, pareto, spread
+from envforge.learning.upper_bound import (
+    averages,
+    best_single,
+    bound_by_m,
+    incremental_top_k,
+    per_env,
+    top_k_gain,
+    upper_bound,
+)
+from envforge.pipeline.errors import UserError
 
 
 @dataclass(frozen=True, order=True)

@@ -14,7 +14,7 @@ import statistics
 
 import pytest
 
-from learning.methods import ALL
+from envforge.learning.methods import ALL
 
 pytestmark = pytest.mark.slow  # measured: seconds to minutes a test (`-m "not slow"` leaves it out)
 

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.cli import main
-from pipeline.sandbox import SandboxFailure, Worker
-from pipeline.testing.llm_server import Reply
+from envforge.pipeline.cli import main
+from envforge.pipeline.sandbox import SandboxFailure, Worker
+from envforge.pipeline.testing.llm_server import Reply
 
 CANARY = "sk-canary-7f3e9a"
 
@@ -160,9 +160,9 @@ def test_evaluating_learned_agent_code_sends_its_model_calls_through_the_parent_
 
 
 def test_the_check_passes_the_seed_agent_and_refuses_code_that_fails_or_answers_nothing(tmp_path):
-    from learning.agent_code_check import AGENT_LIMITS, check_code
-    from learning.candidates import SEED_AGENT
-    from pipeline.sandbox import WorkerPool
+    from envforge.learning.agent_code_check import AGENT_LIMITS, check_code
+    from envforge.learning.candidates import SEED_AGENT
+    from envforge.pipeline.sandbox import WorkerPool
 
     env = {"name": "crate_dock", "instruction": "Push the crates.", "action_space": "move(direction)",
            "actions": ["move", "wait"], "max_steps": 30}

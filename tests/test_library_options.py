@@ -8,17 +8,17 @@ from pathlib import Path
 import pytest
 
 import envforge
-from learning.settings import Settings
-from pipeline import cli
-from pipeline.api.check import CheckOptions
-from pipeline.api.evaluate import EvaluateOptions
-from pipeline.api.generate import GenerateOptions
-from pipeline.api.learn import LearnOptions
-from pipeline.api.play import PlayOptions
-from pipeline.api.probe import ProbeOptions
-from pipeline.api.reskin import ReskinOptions
-from pipeline.api.verify import VerifyOptions
-from pipeline.llm.config import LLMConfig
+from envforge.learning.settings import Settings
+from envforge.pipeline import cli
+from envforge.pipeline.api.check import CheckOptions
+from envforge.pipeline.api.evaluate import EvaluateOptions
+from envforge.pipeline.api.generate import GenerateOptions
+from envforge.pipeline.api.learn import LearnOptions
+from envforge.pipeline.api.play import PlayOptions
+from envforge.pipeline.api.probe import ProbeOptions
+from envforge.pipeline.api.reskin import ReskinOptions
+from envforge.pipeline.api.verify import VerifyOptions
+from envforge.pipeline.llm.config import LLMConfig
 
 ROOT = Path(__file__).resolve().parent.parent
 CRATE_DOCK = ROOT / "generated_envs" / "reference" / "crate_dock"

@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import asyncio
 
-from pipeline.llm.ask import ask_until_valid
-from pipeline.llm.errors import BudgetExceeded
-from pipeline.llm.messages import Response
+from envforge.pipeline.llm.ask import ask_until_valid
+from envforge.pipeline.llm.errors import BudgetExceeded
+from envforge.pipeline.llm.messages import Response
 
 
 def run(replies, attempts=3, fit=lambda value: "" if value == "good" else f"{value} is not good"):

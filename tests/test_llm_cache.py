@@ -2,9 +2,9 @@
 import asyncio
 import multiprocessing
 
-from pipeline.llm import Message, Response
-from pipeline.llm.cache import ResponseCache
-from pipeline.testing.llm_server import Reply
+from envforge.pipeline.llm import Message, Response
+from envforge.pipeline.llm.cache import ResponseCache
+from envforge.pipeline.testing.llm_server import Reply
 
 
 def ask_each(client, prompts, **kw):
@@ -46,7 +46,7 @@ def test_no_cache_bypasses_reading_and_writing(llm_server, make_llm_client, llm_
 
 
 def test_failed_calls_are_not_cached(llm_server, make_llm_client):
-    from pipeline.testing.llm_server import Fault
+    from envforge.pipeline.testing.llm_server import Fault
     llm_server.script = [Fault(status=401)]
     try:
         ask_each(make_llm_client(), ["p"])

@@ -3,10 +3,10 @@ import argparse
 
 import pytest
 
-from pipeline.api.options import LLMOptions
-from pipeline.commands._flags import add_options
-from pipeline.errors import UserError
-from pipeline.llm import resolve
+from envforge.pipeline.api.options import LLMOptions
+from envforge.pipeline.commands._flags import add_options
+from envforge.pipeline.errors import UserError
+from envforge.pipeline.llm import resolve
 
 
 def parse(*argv):
@@ -78,7 +78,7 @@ def test_api_key_env_names_another_variable(llm_env, monkeypatch):
 
 
 def test_replay_needs_an_existing_folder_and_never_uses_the_cache(llm_env):
-    from pipeline.llm.config import BUNDLED_REPLAY_DIR
+    from envforge.pipeline.llm.config import BUNDLED_REPLAY_DIR
 
     assert resolve(provider="replay").replay_dir == BUNDLED_REPLAY_DIR  # the bundled demos
     with pytest.raises(UserError, match="found no such folder"):
@@ -102,9 +102,9 @@ def test_flag_values_are_checked(llm_env, monkeypatch, capsys):
 
 def test_a_command_that_hits_its_budget_ends_with_a_clear_outcome_and_the_cost_summary(
         llm_server, make_llm_client, llm_env, monkeypatch, capsys):
-    from pipeline.commands._run import EXIT_BUDGET_EXCEEDED, run_with_client
-    from pipeline.llm import Message
-    from pipeline.testing.llm_server import Reply
+    from envforge.pipeline.commands._run import EXIT_BUDGET_EXCEEDED, run_with_client
+    from envforge.pipeline.llm import Message
+    from envforge.pipeline.testing.llm_server import Reply
 
     monkeypatch.setenv("OPENAI_API_KEY", "k")
     llm_server.rule = lambda n: Reply(input_tokens=10, output_tokens=60)  # $0.000625 with gpt-4o

@@ -4,10 +4,10 @@ import logging
 
 import pytest
 
-from pipeline.llm import BudgetExceeded, Message, Request
-from pipeline.llm.ledger import Ledger, estimate_tokens
-from pipeline.llm.prices import PriceTable
-from pipeline.testing.llm_server import Reply
+from envforge.pipeline.llm import BudgetExceeded, Message, Request
+from envforge.pipeline.llm.ledger import Ledger, estimate_tokens
+from envforge.pipeline.llm.prices import PriceTable
+from envforge.pipeline.testing.llm_server import Reply
 
 
 def run_calls(client, calls, max_tokens=100):
@@ -112,7 +112,7 @@ def test_the_estimate_is_characters_over_four_plus_max_tokens():
 
 def test_untrusted_usage_from_any_source_never_lowers_the_spent_total():
     """A cache entry, journal or recording holding impossible usage is untrusted like a reply."""
-    from pipeline.llm.messages import CallContext, Response, Usage
+    from envforge.pipeline.llm.messages import CallContext, Response, Usage
 
     ledger = Ledger(PriceTable.load(), run_cap_usd=1.0)
     ctx = CallContext("maze", "design")
@@ -131,8 +131,8 @@ def test_untrusted_usage_from_any_source_never_lowers_the_spent_total():
 @pytest.mark.parametrize("cap", [float("nan"), float("inf"), -1.0])
 def test_a_cap_that_is_not_a_finite_amount_is_refused(cap, llm_env, monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", "test-key")
-    from pipeline.errors import UserError
-    from pipeline.llm import resolve
+    from envforge.pipeline.errors import UserError
+    from envforge.pipeline.llm import resolve
 
     with pytest.raises(UserError, match="finite, non-negative amount of dollars"):
         resolve(model="openai/gpt-4o", run_budget_usd=cap)

@@ -3,8 +3,8 @@ import asyncio
 
 import pytest
 
-from pipeline.llm import Message, ToolSpec
-from pipeline.testing.llm_server import Reply
+from envforge.pipeline.llm import Message, ToolSpec
+from envforge.pipeline.testing.llm_server import Reply
 
 WRITE_FILE = ToolSpec("write_file", "Write a file in the environment folder.", {
     "type": "object",

@@ -6,8 +6,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from pipeline.llm import LLMClient, Message, ReplayInvalid, ReplayMissing, ToolSpec, resolve
-from pipeline.testing.llm_server import Reply
+from envforge.pipeline.llm import LLMClient, Message, ReplayInvalid, ReplayMissing, ToolSpec, resolve
+from envforge.pipeline.testing.llm_server import Reply
 
 DOCS = Path(__file__).resolve().parent.parent / "docs" / "replay_format.md"
 TOOLS = [ToolSpec("write_file", "Write a file.", {"type": "object"}), ToolSpec("run_check", "Run the checker.")]

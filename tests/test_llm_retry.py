@@ -4,8 +4,8 @@ import time
 
 import pytest
 
-from pipeline.llm import MalformedResponse, Message, ProviderError, RetriesExhausted
-from pipeline.testing.llm_server import Fault, Reply, rate_limited
+from envforge.pipeline.llm import MalformedResponse, Message, ProviderError, RetriesExhausted
+from envforge.pipeline.testing.llm_server import Fault, Reply, rate_limited
 
 
 def ask(client, **kw):

@@ -11,8 +11,8 @@ import urllib.request
 
 import pytest
 
-from pipeline.llm.trust import reply_byte_cap
-from pipeline.testing.llm_server import USAGE_FORGERIES, Reply, forged_usage, runaway_text
+from envforge.pipeline.llm.trust import reply_byte_cap
+from envforge.pipeline.testing.llm_server import USAGE_FORGERIES, Reply, forged_usage, runaway_text
 
 
 def _post(server, path: str, body: dict) -> dict:
@@ -48,7 +48,7 @@ def test_the_fixture_sends_forged_usage_as_it_is_and_counts_bytes(llm_server, pa
 # --- cost accounting fails closed (issue 22, item 1) ----------------------------------------------
 from misbehaving import generate_against  # noqa: E402
 
-from pipeline.testing.llm_server import Fault  # noqa: E402
+from envforge.pipeline.testing.llm_server import Fault  # noqa: E402
 
 DESIGN = "## Goal\n" + "Walk the corridor to its far end, one room at a time. " * 8
 # The cheapest call of a generate run reserves the design stage's max_tokens (4000) of output.
@@ -146,9 +146,9 @@ def test_a_reply_within_its_max_tokens_allowance_is_used(llm_server, tmp_path):
 
 # --- the ReAct reply parser: linear, and bounded by the same reply cap ----------------------------
 def test_the_react_parser_is_bounded_by_the_reply_cap_of_its_default_max_tokens():
-    from pipeline.evaluate.model_agents import ModelOptions
-    from pipeline.evaluate.react import MAX_REPLY_CHARS, FormatError, parse_action, thought_of
-    from pipeline.llm.trust import reply_char_cap
+    from envforge.pipeline.evaluate.model_agents import ModelOptions
+    from envforge.pipeline.evaluate.react import MAX_REPLY_CHARS, FormatError, parse_action, thought_of
+    from envforge.pipeline.llm.trust import reply_char_cap
 
     assert MAX_REPLY_CHARS == reply_char_cap(ModelOptions().max_tokens)
     with pytest.raises(FormatError, match=f"at most {MAX_REPLY_CHARS} characters, found {MAX_REPLY_CHARS + 1}"):
@@ -166,7 +166,7 @@ def test_the_react_parser_is_bounded_by_the_reply_cap_of_its_default_max_tokens(
     ('{"action": "d"} prose {"action": "e"}', "e"),
 ])
 def test_the_react_parser_reads_blocks_as_before(reply, action):
-    from pipeline.evaluate.react import parse_action
+    from envforge.pipeline.evaluate.react import parse_action
     assert parse_action(reply)["action"] == action
 
 
@@ -174,9 +174,9 @@ def test_a_cached_reply_over_the_cap_is_not_served(llm_server, make_llm_client):
     """A cache written before the reply cap may hold a runaway reply: the call is made again."""
     import asyncio
 
-    from pipeline.llm import Message, Response
-    from pipeline.llm.cache import cache_key
-    from pipeline.llm.messages import Request
+    from envforge.pipeline.llm import Message, Response
+    from envforge.pipeline.llm.cache import cache_key
+    from envforge.pipeline.llm.messages import Request
 
     client = make_llm_client()
     messages = (Message.user("design a maze"),)

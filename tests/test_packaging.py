@@ -30,7 +30,7 @@ def test_an_installed_wheel_run_from_an_empty_folder_gives_the_editable_demo_res
 
 
 def test_generate_without_themes_says_what_it_expected(capsys, tmp_path):
-    from pipeline.cli import main
+    from envforge.pipeline.cli import main
 
     assert main(["generate", "--out", str(tmp_path / "out")]) == 2
     assert "expected --themes FILE (or --demo for the bundled offline demo), found neither" in capsys.readouterr().err
@@ -38,8 +38,21 @@ def test_generate_without_themes_says_what_it_expected(capsys, tmp_path):
 
 
 def test_the_demo_themes_and_recordings_are_found_through_the_package():
-    from pipeline import paths
-    from pipeline.llm.config import resolve
+    from envforge.pipeline import paths
+    from envforge.pipeline.llm.config import resolve
 
     assert paths.DEMO_THEMES.is_file() and (paths.TEMPLATES_DIR / "agents" / "react_system.j2").is_file()
     assert resolve(provider="replay").replay_dir == paths.BUNDLED_REPLAY_DIR
+
+
+def test_the_distribution_name_is_declared_once_and_is_not_the_index_s_other_envforge():
+    """pyproject.toml's name is pipeline.DISTRIBUTION, what every install hint and export names; the
+    index's `envforge` is an unrelated project (issue 35), so an export naming it would install that."""
+    import tomllib
+
+    from envforge.pipeline import DISTRIBUTION, install_hint
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    assert project["name"] == DISTRIBUTION != "envforge"
+    assert project["scripts"]["envforge"] == "envforge.pipeline.cli:main"
+    assert install_hint("gym") == f"pip install '{DISTRIBUTION}[gym]'"

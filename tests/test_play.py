@@ -6,7 +6,7 @@ from pathlib import Path
 
 from cli_kit import envforge
 
-from pipeline.testing.tiny_env import write_env
+from envforge.pipeline.testing.tiny_env import write_env
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -10,12 +10,12 @@ from pathlib import Path
 import pytest
 from cli_kit import envforge
 
-from pipeline.envfolder.spec import EnvSpec
-from pipeline.probe import read_items, run_probes
-from pipeline.probe.change import mutated
-from pipeline.probe.items import ChangeItem, PlanItem, PredictItem, score_change
-from pipeline.probe.variant_env import meets
-from pipeline.sandbox.outside.client import EnvClient
+from envforge.pipeline.envfolder.spec import EnvSpec
+from envforge.pipeline.probe import read_items, run_probes
+from envforge.pipeline.probe.change import mutated
+from envforge.pipeline.probe.items import ChangeItem, PlanItem, PredictItem, score_change
+from envforge.pipeline.probe.variant_env import meets
+from envforge.pipeline.sandbox.outside.client import EnvClient
 
 pytestmark = pytest.mark.slow  # measured: seconds to minutes a test (`-m "not slow"` leaves it out)
 
@@ -142,7 +142,7 @@ def test_probe_rejects_unknown_kind_and_missing_skin(tmp_path):
 
 def test_evaluate_probes_prints_the_table_and_writes_the_report(made, tmp_path, capsys):
     """What `envforge evaluate --probes FILE --agent oracle` runs."""
-    from pipeline.cli import main
+    from envforge.pipeline.cli import main
 
     name, out, _ = made
     assert main(["evaluate", "--probes", str(out), "--agent", "oracle", "--out", str(tmp_path)]) == 0

@@ -6,14 +6,14 @@ import json
 
 import pytest
 
-from pipeline.probe import make_probes
-from pipeline.probe.agents import ModelProbeAgent
-from pipeline.probe.items import PlanItem, PredictItem, Start
-from pipeline.probe.predict import RESEED_BASE, PredictOptions
-from pipeline.probe.score import score_items
-from pipeline.sandbox import Worker
-from pipeline.testing.llm_server import Reply
-from pipeline.testing.tiny_env import write_env
+from envforge.pipeline.probe import make_probes
+from envforge.pipeline.probe.agents import ModelProbeAgent
+from envforge.pipeline.probe.items import PlanItem, PredictItem, Start
+from envforge.pipeline.probe.predict import RESEED_BASE, PredictOptions
+from envforge.pipeline.probe.score import score_items
+from envforge.pipeline.sandbox import Worker
+from envforge.pipeline.testing.llm_server import Reply
+from envforge.pipeline.testing.tiny_env import write_env
 
 pytestmark = pytest.mark.slow  # measured: seconds to minutes a test (`-m "not slow"` leaves it out)
 

@@ -11,7 +11,7 @@ from cli_kit import require_extra
 
 require_extra("ray", "ray")
 
-from pipeline.cli import main  # noqa: E402
+from envforge.pipeline.cli import main  # noqa: E402
 
 REFERENCE = Path(__file__).resolve().parents[1] / "generated_envs" / "reference"
 

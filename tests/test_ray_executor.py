@@ -61,7 +61,7 @@ def test_evaluate_on_ray_writes_the_same_episode_records_as_local(cluster, local
     assert len(episodes(tmp_path / "local")) == 2 * 2 * 3
     assert episodes(tmp_path / "ray") == episodes(tmp_path / "local")
     # Each record names the rung its worker ran on: the node's own, reported by its actor.
-    from pipeline.sandbox.outside.capabilities import capabilities
+    from envforge.pipeline.sandbox.outside.capabilities import capabilities
 
     for where in ("local", "ray"):
         rows = [json.loads(line) for line in (tmp_path / where / "episodes.jsonl").read_text().splitlines()]
@@ -176,7 +176,7 @@ def test_an_episode_whose_ray_worker_dies_is_played_again_and_says_so(cluster, t
 
 CLUSTER_PROCESSES = r'''
 import json, os, sys
-from pipeline.sandbox.outside import executor, remote
+from envforge.pipeline.sandbox.outside import executor, remote
 
 with executor.running_on(executor.Executor("ray")):  # as `--executor ray` without an address: a new local cluster
     worker = executor.open_worker(sys.argv[1])  # a sandbox actor, so that a Ray worker process runs too

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 from cli_kit import envforge
 
-from pipeline import kinds, layout, manifest, records
-from pipeline.kinds import (
+from envforge.pipeline import kinds, layout, manifest, records
+from envforge.pipeline.kinds import (
     EnvOrigin,
     EpisodeRecord,
     Generated,
@@ -167,7 +167,7 @@ def test_a_damaged_manifest_is_rebuilt_and_one_from_a_newer_envforge_is_refused(
 
 
 def test_a_run_database_of_the_earlier_schema_opens_without_its_unwritten_artifacts_table(tmp_path):
-    from pipeline.generate.rundb import RunDB
+    from envforge.pipeline.generate.rundb import RunDB
 
     path = tmp_path / layout.RUN_DB
     old = sqlite3.connect(path)
@@ -208,8 +208,8 @@ def test_rebuilding_a_reference_env_with_no_edits_rewrites_identical_files(tmp_p
 
 
 def test_a_call_journal_line_that_does_not_fit_is_refused_by_the_run_and_left_out_by_review(tmp_path):
-    from pipeline.generate.journal import JournaledClient
-    from pipeline.review.catalog import model_calls
+    from envforge.pipeline.generate.journal import JournaledClient
+    from envforge.pipeline.review.catalog import model_calls
 
     journal = tmp_path / layout.CALL_JOURNAL
     records.append(journal, kinds.ModelCall("design", 1, {"text": "# Design", "model": "m1"}))
@@ -229,8 +229,8 @@ OLD_FIGURES = {
 
 
 def test_claims_and_the_best_constant_policy_of_an_older_verification_json_read_as_their_shapes(tmp_path):
-    from pipeline.envfolder.spec import Reader, claim_checks, max_reward_standing
-    from pipeline.review.details import _verification
+    from envforge.pipeline.envfolder.spec import Reader, claim_checks, max_reward_standing
+    from envforge.pipeline.review.details import _verification
 
     (tmp_path / layout.VERIFICATION).write_text(records.dumps("verification", {
         "accepted": False, "stage": "reliability", "reason": "reward: ...", "stages": OLD_FIGURES}))
@@ -259,7 +259,7 @@ def test_claims_and_the_best_constant_policy_of_an_older_verification_json_read_
 def test_claims_verify_compares_read_back_as_written_and_one_that_does_not_fit_is_refused_naming_it():
     from types import SimpleNamespace
 
-    from pipeline.verify import claims
+    from envforge.pipeline.verify import claims
 
     found = [SimpleNamespace(source="levels/level_01.yaml", best_seen=2.0, exact=True, search_exhaustive=False,
                              upper_bound=None),
@@ -305,7 +305,7 @@ def test_the_coding_agent_s_log_of_an_earlier_envforge_reads_back_as_replies_and
     """trajectory.jsonl lines are a reply (CodingReply) or a tool result (CodingToolResult), each with
     the fields it always has; a line written before they named their shape reads as the shape its
     fields make it, and review's history of it is what it was."""
-    from pipeline.review.history import agent_attempts
+    from envforge.pipeline.review.history import agent_attempts
 
     old = tmp_path / "old" / layout.TRAJECTORY
     old.parent.mkdir()
@@ -347,10 +347,10 @@ def test_the_coding_agent_s_log_of_an_earlier_envforge_reads_back_as_replies_and
 def test_a_check_the_coding_agent_ran_is_told_from_its_counts_and_in_an_older_log_from_its_output(tmp_path):
     """The run_check result line carries what the check found, counted from its report; review says
     it from the counts (a line written before them: from the check output's first line)."""
-    from pipeline.check.checker import CheckReport
-    from pipeline.generate.agent import _found, format_check
-    from pipeline.located import Problem
-    from pipeline.review.history import agent_attempts
+    from envforge.pipeline.check.checker import CheckReport
+    from envforge.pipeline.generate.agent import _found, format_check
+    from envforge.pipeline.located import Problem
+    from envforge.pipeline.review.history import agent_attempts
 
     report = CheckReport("env", [Problem("env_main.py", "", "a step that returns", "KeyError 'pos'", line=12),
                                  Problem("config.yaml", "meta", "a description", "none", severity="warning")])
@@ -395,7 +395,7 @@ def test_verify_writes_verification_json_as_its_model_and_review_reads_it_back(t
     assert verification.options["search_nodes"] > 0 and set(verification.stages.to_dict()) >= {"execution", "total"}
     assert verification.stages.execution.levels == 15 and verification.stages.total.wall_seconds > 0
     assert manifest.read(env).verification.verified_at == verification.verified_at
-    from pipeline.review.details import _verification
+    from envforge.pipeline.review.details import _verification
     assert _verification(env)["stages"] == verification.stages.to_dict()
 
 
@@ -468,7 +468,7 @@ def test_verify_certification_of_a_level_reads_back_as_typed_fields_and_foreign_
                          "level_02.yaml": {"max_reward": 1.0, "certainty": "unknown"}, "level_03.yaml": 1.0}
     (env / layout.LEVEL_MAX_REWARDS).write_text(json.dumps(shipped))
     (env / layout.MANIFEST).unlink()  # a folder envforge did not make: its unchecked claims are noted
-    from pipeline.envfolder.spec import EnvSpec
+    from envforge.pipeline.envfolder.spec import EnvSpec
     spec = EnvSpec.open(env)
     # an entry saying its max is unknown is taken at its word, whatever else in it does not fit
     assert spec.scoring_max("level_01.yaml") == (None, "the max reward of level_01.yaml is unknown (verify's search "
@@ -481,7 +481,7 @@ def test_only_a_certainty_verify_writes_in_an_entry_that_fits_is_verify_s_certif
     """An entry saying its max is uncertain is taken at its word even when another field does not fit;
     "certified" in an entry that does not fit, or a certainty verify never writes, is a claim, noted as
     not checked, also in a folder envforge made."""
-    from pipeline.envfolder.spec import EnvSpec
+    from envforge.pipeline.envfolder.spec import EnvSpec
 
     env = shutil.copytree(REFERENCE / "crate_dock", tmp_path / "crate_dock")
     shipped = json.loads((env / layout.LEVEL_MAX_REWARDS).read_text())
@@ -504,8 +504,8 @@ def test_every_entry_verify_writes_reads_back_as_a_level_max_entry_with_its_cert
     """verify's writer (LevelMax.entry, written as JSON) against the reader (LevelMaxEntry, and the
     scoring's certainty), for every certainty it writes; and every entry of the references (which
     verify's path rebuilds byte for byte) reads back as it was written."""
-    from pipeline.envfolder.spec import _certainty
-    from pipeline.levelmax import LevelMax
+    from envforge.pipeline.envfolder.spec import _certainty
+    from envforge.pipeline.levelmax import LevelMax
 
     lm = LevelMax("levels/level_01.yaml", "h", 3.0, "bfs", None, 3.0, certainty != "lower_bound", 41,
                   witness=[{"action": "push", "params": {"dir": "north"}}], notes="n", certainty=certainty,
@@ -524,7 +524,7 @@ def test_every_entry_verify_writes_reads_back_as_a_level_max_entry_with_its_cert
 def test_a_certified_entry_in_a_file_envforge_did_not_write_is_a_claim(tmp_path):
     """verify's certification is honoured only in a file with envforge's format stamp: the same
     entries, the stamp removed (a foreign or hand-edited file), are claims noted as not checked."""
-    from pipeline.envfolder.spec import EnvSpec
+    from envforge.pipeline.envfolder.spec import EnvSpec
 
     env = shutil.copytree(REFERENCE / "crate_dock", tmp_path / "crate_dock")
     assert EnvSpec.open(env).scoring_max("level_01.yaml") == (1.0, "")  # the reference: certified

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from cli_kit import REFERENCE, envforge
 
-from pipeline import __version__, records
+from envforge.pipeline import __version__, records
 
 # Every kind of record each command writes, on a small workload: one run of two levels of each
 # reference env (4 episodes), two probe items of each kind.
@@ -73,7 +73,7 @@ def test_every_json_and_jsonl_file_the_demos_write_names_its_format_and_writer(d
 def test_every_record_the_demos_write_reads_back_as_its_kinds_model(demos):
     """One model per kind (pipeline/kinds.py), none left untyped: every file and line the demos
     write reads back through records.read/lines as its kind's model, and writes back the same."""
-    from pipeline import kinds
+    from envforge.pipeline import kinds
 
     assert all(dataclasses.is_dataclass(model) and model.KIND for model in kinds.MODELS)
     assert len({model.KIND for model in kinds.MODELS}) == len(kinds.MODELS) == len(records.KINDS)
@@ -209,7 +209,7 @@ def test_a_full_database_is_known_by_sqlite_s_error_code_not_by_the_words_of_its
 
 
 def test_the_response_cache_carries_its_schema_version_and_refuses_a_newer_one(tmp_path):
-    from pipeline.llm.cache import ResponseCache
+    from envforge.pipeline.llm.cache import ResponseCache
 
     ResponseCache(tmp_path / "cache.sqlite")
     db = sqlite3.connect(tmp_path / "cache.sqlite")
@@ -291,7 +291,7 @@ def test_evaluate_on_a_full_disk_ends_in_one_line_and_exit_2(tiny_disk, tmp_path
 
 
 def test_a_log_linked_to_a_file_outside_is_neither_truncated_nor_appended_to(tmp_path):
-    from pipeline.testing.tiny_env import write_env
+    from envforge.pipeline.testing.tiny_env import write_env
 
     env = write_env(tmp_path / "corridor")
     out = tmp_path / "eval"

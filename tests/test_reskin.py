@@ -11,12 +11,12 @@ from pathlib import Path
 import pytest
 from cli_kit import envforge
 
-from pipeline.envfolder.spec import EnvSpec
-from pipeline.reskin.model import reskin_with_model
-from pipeline.reskin.styles import template_source
-from pipeline.sandbox import SandboxFailure, Worker
-from pipeline.testing.llm_server import Reply
-from pipeline.testing.tiny_env import write_env
+from envforge.pipeline.envfolder.spec import EnvSpec
+from envforge.pipeline.reskin.model import reskin_with_model
+from envforge.pipeline.reskin.styles import template_source
+from envforge.pipeline.sandbox import SandboxFailure, Worker
+from envforge.pipeline.testing.llm_server import Reply
+from envforge.pipeline.testing.tiny_env import write_env
 
 pytestmark = pytest.mark.slow  # measured: seconds to minutes a test (`-m "not slow"` leaves it out)
 

@@ -163,7 +163,7 @@ def test_accept_and_reject_by_hand_are_recorded_and_shown_as_such(run, tmp_path)
 
 
 def test_a_manifest_a_model_wrote_cannot_claim_a_decision_by_hand(run, tmp_path):
-    from pipeline.generate.agent import ToolError, Workspace
+    from envforge.pipeline.generate.agent import ToolError, Workspace
 
     with pytest.raises(ToolError, match="cannot write 'manifest.json'"):
         Workspace(run / "_rejected" / REJECTED).write_file("manifest.json", '{"human_review": {}}')

@@ -6,10 +6,10 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from pipeline import records
-from pipeline.review import show
-from pipeline.review.catalog import Entry
-from pipeline.review.details import gather
+from envforge.pipeline import records
+from envforge.pipeline.review import show
+from envforge.pipeline.review.catalog import Entry
+from envforge.pipeline.review.details import gather
 
 NAME = "a_reward_for_guessing_0a1b2c"
 REASON = "reward: expected a reward that pays for skill, found one action repeated, not skill, earns the reward"
@@ -107,10 +107,10 @@ OLD_RUN_DB = """
 
 def _rejected_by_the_writer(tmp_path: Path, rejection) -> Path:
     """An output folder where generate's one writer of a rejection recorded `rejection`."""
-    from pipeline import layout
-    from pipeline.generate import package
-    from pipeline.generate.rundb import RunDB
-    from pipeline.generate.themes import Theme
+    from envforge.pipeline import layout
+    from envforge.pipeline.generate import package
+    from envforge.pipeline.generate.rundb import RunDB
+    from envforge.pipeline.generate.themes import Theme
 
     out = layout.OutputDir(tmp_path / "out")
     out.root.mkdir()
@@ -141,7 +141,7 @@ def _old_run_db(tmp_path: Path, stage: str, reason: str, exit_status: str | None
 
 
 def _advice(root: Path) -> tuple[str, str]:
-    from pipeline.review.catalog import Catalog
+    from envforge.pipeline.review.catalog import Catalog
 
     with Catalog.open(root) as catalog:
         out = show.explain(gather(catalog.get("a_maze")))
@@ -150,9 +150,9 @@ def _advice(root: Path) -> tuple[str, str]:
 
 
 def test_a_theme_a_budget_cap_stopped_is_advised_from_the_cause_its_rejection_recorded(tmp_path):
-    from pipeline.errors import Rejected
-    from pipeline.generate.rundb import RunDB
-    from pipeline.kinds import BudgetCapReached, Rejection
+    from envforge.pipeline.errors import Rejected
+    from envforge.pipeline.generate.rundb import RunDB
+    from envforge.pipeline.kinds import BudgetCapReached, Rejection
 
     cause = BudgetCapReached("theme", 0.005, 0.0049, 0.04)
     root = _rejected_by_the_writer(tmp_path, Rejected(BUDGET_REASON, "design", cause=cause))
@@ -167,8 +167,8 @@ def test_a_theme_a_budget_cap_stopped_is_advised_from_the_cause_its_rejection_re
 
 
 def test_a_theme_the_run_budget_stopped_is_sent_to_resume(tmp_path):
-    from pipeline.errors import Rejected
-    from pipeline.kinds import BudgetCapReached
+    from envforge.pipeline.errors import Rejected
+    from envforge.pipeline.kinds import BudgetCapReached
 
     root = _rejected_by_the_writer(tmp_path, Rejected(BUDGET_REASON.replace("theme 'a maze' has a cap of",
                                                                             "the run cap is"), "code",
@@ -182,8 +182,8 @@ def test_a_theme_the_run_budget_stopped_is_sent_to_resume(tmp_path):
 
 def test_a_reason_quoting_budget_words_is_not_taken_for_a_budget_stop(tmp_path):
     """The environment's own message says "budget exceeded": the cause (a crash) decides, not the words."""
-    from pipeline.errors import Rejected
-    from pipeline.kinds import EnvCrashed
+    from envforge.pipeline.errors import Rejected
+    from envforge.pipeline.kinds import EnvCrashed
 
     reason = "env_main.py: expected step() to return, found RuntimeError('budget exceeded') on levels/test_1.yaml"
     root = _rejected_by_the_writer(tmp_path, Rejected(reason, "execution",
@@ -225,7 +225,7 @@ def test_a_cause_in_the_run_database_this_envforge_cannot_read_claims_nothing(tm
     import sqlite3
 
     root = _old_run_db(tmp_path, "design", BUDGET_REASON, "rejected")
-    from pipeline.generate.rundb import RunDB
+    from envforge.pipeline.generate.rundb import RunDB
 
     RunDB(root / "envforge.sqlite").close()  # upgraded: the cause column exists
     db = sqlite3.connect(root / "envforge.sqlite")

@@ -9,7 +9,7 @@ import pytest
 from cli_kit import envforge
 from test_review import row
 
-from pipeline.testing import replay_kit
+from envforge.pipeline.testing import replay_kit
 
 pytestmark = pytest.mark.slow  # measured: generate, then review retry's whole pipeline, in each test
 

@@ -1,7 +1,7 @@
 """The runtime's own pieces that need no environment code: DSL event rewards, observation policies."""
 from __future__ import annotations
 
-from pipeline.runtime import EgocentricCrop, LineOfSight, RadiusObservation, RandomMask, event_rewards
+from envforge.pipeline.runtime import EgocentricCrop, LineOfSight, RadiusObservation, RandomMask, event_rewards
 
 
 def test_event_rewards_read_trigger_keyed_maps_single_value_maps_and_inline_values():
@@ -45,7 +45,7 @@ def test_random_mask_is_the_same_for_the_same_step_and_keeps_the_agent_visible()
 
 
 def test_the_default_skin_fills_every_views_display_name_not_only_a_non_empty_list():
-    from pipeline.runtime import SkinEnv
+    from envforge.pipeline.runtime import SkinEnv
 
     class Skinned(SkinEnv):  # the template names {v_display} for views of every shape (dsl_schema/names.py)
         def _dsl_config(self):

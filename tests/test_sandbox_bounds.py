@@ -8,8 +8,8 @@ import pytest
 from cli_kit import envforge
 from sandbox_kit import Host, assert_no_canary
 
-from pipeline.evaluate.episode import KEEP_OBSERVATION_CHARS, kept
-from pipeline.testing.tiny_env import write_env
+from envforge.pipeline.evaluate.episode import KEEP_OBSERVATION_CHARS, kept
+from envforge.pipeline.testing.tiny_env import write_env
 
 
 @pytest.mark.slow  # measured: a whole command waits out its budget
@@ -70,8 +70,8 @@ def test_the_pool_counts_cpu_across_leases_and_retires_a_worker_near_its_limit(h
     """The mechanism, not a CPU window (a busy machine moves a worker's start-up CPU, issue 23): a
     worker under CPU_REUSE_SHARE of its limit is reused, its CPU is counted over its life, and a
     healthy worker past the share is retired for that alone."""
-    from pipeline.sandbox import SandboxLimits, WorkerPool
-    from pipeline.sandbox.outside.pool import CPU_REUSE_SHARE
+    from envforge.pipeline.sandbox import SandboxLimits, WorkerPool
+    from envforge.pipeline.sandbox.outside.pool import CPU_REUSE_SHARE
 
     burn = 0.5  # CPU seconds each step burns (the env spins on process_time)
     env_dir = host.env("burn_cpu", burn=burn)
@@ -102,7 +102,7 @@ def test_the_pool_counts_cpu_across_leases_and_retires_a_worker_near_its_limit(h
 def test_an_episode_past_its_wall_clock_stops_with_the_reason_recorded():
     import time
 
-    from pipeline.evaluate.episode import INFRASTRUCTURE, Decision, Limits, Tracker
+    from envforge.pipeline.evaluate.episode import INFRASTRUCTURE, Decision, Limits, Tracker
 
     tracker = Tracker(Limits(episode_seconds=0.05), max_steps=100, max_reward=1.0)
     tracker.decided(Decision(error="format", message="not an action"))
@@ -115,7 +115,14 @@ def test_an_episode_past_its_wall_clock_stops_with_the_reason_recorded():
 
 
 def test_a_trajectory_line_caps_long_texts_and_says_so():
-    from pipeline.evaluate.episode import TRAJECTORY_TEXT_CHARS, Decision, Limits, Tracker, Turn, trajectory_line
+    from envforge.pipeline.evaluate.episode import (
+        TRAJECTORY_TEXT_CHARS,
+        Decision,
+        Limits,
+        Tracker,
+        Turn,
+        trajectory_line,
+    )
 
     big = "o" * (8 * 1024 * 1024)
     tracker = Tracker(Limits(), max_steps=10, max_reward=1.0)
@@ -157,8 +164,8 @@ def test_a_learned_agents_oversized_or_malformed_request_is_its_own_failure(tmp_
                                                                               source, reason):
     import json
 
-    from pipeline.cli import main
-    from pipeline.testing.llm_server import Reply
+    from envforge.pipeline.cli import main
+    from envforge.pipeline.testing.llm_server import Reply
 
     learned = tmp_path / "learned"
     learned.mkdir()

@@ -28,8 +28,8 @@ from sandbox_kit import (
     files_under,
 )
 
-from pipeline.sandbox import SandboxFailure, SandboxLimits, Worker, WorkerPool
-from pipeline.sandbox.outside.folder import FolderCopy, remove_tree
+from envforge.pipeline.sandbox import SandboxFailure, SandboxLimits, Worker, WorkerPool
+from envforge.pipeline.sandbox.outside.folder import FolderCopy, remove_tree
 
 ENVFORGE = [str(Path(sys.executable).parent / "envforge")]
 ROOT_ONLY = os.geteuid() == 0
@@ -165,7 +165,7 @@ def test_closing_removes_a_3000_deep_chain_without_permissions(host: Host):
 def test_check_of_an_env_leaving_a_3000_deep_chain_leaves_nothing_and_the_next_check_is_clean(host: Host, tmp_path):
     import uuid
 
-    from pipeline.testing.tiny_env import write_env
+    from envforge.pipeline.testing.tiny_env import write_env
 
     marker = uuid.uuid4().hex
     env_dir = host.env("deep_chain", marker=marker)
@@ -258,7 +258,7 @@ def test_an_env_that_loses_its_working_directory_fails_typed_and_the_next_call_w
 def test_every_command_says_once_what_the_copy_left_out(host: Host):
     env_dir = host.env("deep_chain")
     os.symlink("/etc/shadow", env_dir / "levels" / "shadow.yaml")
-    driver = ("import sys\nfrom pipeline.sandbox import SandboxLimits, Worker\n"
+    driver = ("import sys\nfrom envforge.pipeline.sandbox import SandboxLimits, Worker\n"
               "for _ in range(2):\n    Worker(sys.argv[1], SandboxLimits(call_seconds=60)).close()\n")
     done = subprocess.run([sys.executable, "-c", driver, str(env_dir)], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr

@@ -28,8 +28,8 @@ from sandbox_kit import (
     processes_of_uid,
 )
 
-from pipeline.check.static import scan_env
-from pipeline.sandbox import SandboxFailure, SandboxLimits
+from envforge.pipeline.check.static import scan_env
+from envforge.pipeline.sandbox import SandboxFailure, SandboxLimits
 
 # A long wall-clock limit, so that the CPU limit is what ends the call.
 CPU_LIMITS = SandboxLimits(call_seconds=30, cpu_seconds=1)

@@ -11,15 +11,15 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.sandbox import Worker, capabilities
-from pipeline.testing.tiny_env import write_env
+from envforge.pipeline.sandbox import Worker, capabilities
+from envforge.pipeline.testing.tiny_env import write_env
 
 pytestmark = [pytest.mark.slow,
               pytest.mark.skipif(capabilities()["mode"] != "namespaces", reason="needs root and unshare")]
 
 DRIVER = """
 import sys
-from pipeline.sandbox import SandboxLimits, Worker
+from envforge.pipeline.sandbox import SandboxLimits, Worker
 w = Worker(sys.argv[1], SandboxLimits(call_seconds=3))
 print(w.base, flush=True)
 w.call("reset", level="levels/level_01.yaml")
@@ -29,7 +29,7 @@ w.call("step", action={"action": "move", "params": {"direction": "right"}})
 
 def _worker_processes(base: str) -> list[str]:
     out = subprocess.run(["ps", "-ww", "-eo", "pid=,args="], capture_output=True, text=True).stdout
-    return [line for line in out.splitlines() if base in line and "pipeline.sandbox.inside.worker" in line]
+    return [line for line in out.splitlines() if base in line and "envforge.pipeline.sandbox.inside.worker" in line]
 
 
 def test_worker_of_a_killed_parent_dies_by_its_own_deadline_and_its_folder_is_swept(tmp_path):

@@ -2,9 +2,9 @@
 answer through its one dispatch, and the operations it names are exactly the ones they answer."""
 import json
 
-from pipeline.sandbox import protocol
-from pipeline.sandbox.inside.agent_host import AgentHost
-from pipeline.sandbox.inside.host import EnvHost
+from envforge.pipeline.sandbox import protocol
+from envforge.pipeline.sandbox.inside.agent_host import AgentHost
+from envforge.pipeline.sandbox.inside.host import EnvHost
 
 
 def _ops(cls) -> set[str]:

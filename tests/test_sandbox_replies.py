@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.envfolder.spec import EnvSpec
-from pipeline.sandbox import SandboxFailure, SandboxLimits
-from pipeline.sandbox.outside import replies
-from pipeline.sandbox.outside.client import EnvClient
+from envforge.pipeline.envfolder.spec import EnvSpec
+from envforge.pipeline.sandbox import SandboxFailure, SandboxLimits
+from envforge.pipeline.sandbox.outside import replies
+from envforge.pipeline.sandbox.outside.client import EnvClient
 
 HOSTILE = Path(__file__).parent / "hostile"
 

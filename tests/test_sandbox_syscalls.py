@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from sandbox_kit import CANARY, Host, assert_no_canary
 
-from pipeline.sandbox.inside.syscalls import DENIED, seccomp_available
+from envforge.pipeline.sandbox.inside.syscalls import DENIED, seccomp_available
 
 pytestmark = pytest.mark.skipif(not seccomp_available()[0], reason=f"no seccomp here: {seccomp_available()[1]}")
 
@@ -43,7 +43,7 @@ KEYRING_ONLY = SETUP + """
 before = session_keys()
 r, w = os.pipe()
 if os.fork() == 0:
-    from pipeline.sandbox.inside.syscalls import fresh_session_keyring
+    from envforge.pipeline.sandbox.inside.syscalls import fresh_session_keyring
     fresh_session_keyring()
     os.write(w, json.dumps(session_keys()).encode())
     os._exit(0)
@@ -52,7 +52,7 @@ print(json.dumps({"before": before, "child": json.loads(os.read(r, 65536))}))
 """
 
 IN_WORKER = SETUP + """
-from pipeline.sandbox import SandboxLimits, SandboxFailure, Worker
+from envforge.pipeline.sandbox import SandboxLimits, SandboxFailure, Worker
 worker = Worker(sys.argv[2], SandboxLimits(call_seconds=60))
 inner = [l for l in open(f"/proc/{worker.proc.pid}/task/{worker.proc.pid}/children").read().split()]
 pid = int(inner[0]) if inner else worker.proc.pid

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 from sandbox_kit import LEVEL, LIMITS, STEP, RecordingWorker, assert_nothing_left, files_under, running
 
-from pipeline.sandbox import SandboxFailure, Worker, WorkerPool, WorkerStartFailed
-from pipeline.sandbox.outside.client import EnvClient
+from envforge.pipeline.sandbox import SandboxFailure, Worker, WorkerPool, WorkerStartFailed
+from envforge.pipeline.sandbox.outside.client import EnvClient
 
 # -- a sound env: happy path and protocol --------------------------------------------------
 COUNTER = '''
@@ -176,7 +176,7 @@ def test_a_worker_that_does_not_start_in_time_is_an_infrastructure_fault_and_lea
     machine too busy to start one in time."""
     import dataclasses
 
-    from pipeline.errors import InfrastructureError
+    from envforge.pipeline.errors import InfrastructureError
 
     with pytest.raises(WorkerStartFailed) as caught:
         RecordingWorker(counter, dataclasses.replace(LIMITS, start_seconds=0.001))
@@ -219,8 +219,8 @@ def test_a_worker_started_with_flags_it_does_not_know_stops_with_one_line():
 
     for argv in (["--base", "/x"], ["--base", "/x", "--folder", "/y", "--mode", "none", "--uid", "0", "--fds", "3,4",
                                     "--limits", "{}", "--shell", "sh"]):
-        done = subprocess.run([sys.executable, "-m", "pipeline.sandbox.inside.worker", *argv], capture_output=True,
-                              text=True, timeout=60)
+        done = subprocess.run([sys.executable, "-m", "envforge.pipeline.sandbox.inside.worker", *argv],
+                              capture_output=True, text=True, timeout=60)
         assert done.returncode == 1, done.stderr
         assert done.stderr.startswith("envforge sandbox worker: expected the flags --base --folder --mode --uid "
                                       "--fds --limits"), done.stderr

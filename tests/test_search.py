@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 from sandbox_kit import side_by_side
 
-from pipeline.envfolder.spec import EnvSpec
-from pipeline.planner import candidates, end_goals, replay, reward_bound
-from pipeline.sandbox.outside.client import EnvClient
+from envforge.pipeline.envfolder.spec import EnvSpec
+from envforge.pipeline.planner import candidates, end_goals, replay, reward_bound
+from envforge.pipeline.sandbox.outside.client import EnvClient
 
 pytestmark = pytest.mark.slow  # measured: seconds to minutes a test (`-m "not slow"` leaves it out)
 
@@ -114,7 +114,7 @@ def test_the_safety_stop_is_labelled_and_verify_names_it(tmp_path):
         worker.__exit__(None, None, None)
     env = tmp_path / "tide_pool"
     shutil.copytree(REFERENCE / "tide_pool", env, ignore=shutil.ignore_patterns("__pycache__", "_generated"))
-    proc = subprocess.run([sys.executable, "-m", "pipeline.cli", "verify", str(env), "--stages", "levels",
+    proc = subprocess.run([sys.executable, "-m", "envforge", "verify", str(env), "--stages", "levels",
                            "--search-seconds", "0.001", "--json"], capture_output=True, text=True, timeout=600)
     levels = json.loads(proc.stdout)["stages"]["levels"]
     assert len(levels["cut_by_safety_stop"]) == len(levels["levels_scored"]) > 0 and levels["safety_stops"] >= 1
@@ -127,7 +127,7 @@ def _verify_and_plan(tmp: Path, name: str) -> dict:
     """verify's verdict, maxima and node counts, and the planner's scores, on a copy of a reference env."""
     env = tmp / name
     shutil.copytree(REFERENCE / name, env, ignore=shutil.ignore_patterns("__pycache__", "_generated"))
-    verify = subprocess.run([sys.executable, "-m", "pipeline.cli", "verify", str(env), "--json"],
+    verify = subprocess.run([sys.executable, "-m", "envforge", "verify", str(env), "--json"],
                             capture_output=True, text=True, timeout=1800)
     return _figures(verify.returncode, verify.stdout, env, tmp)
 
@@ -138,7 +138,7 @@ def _figures(code: int, stdout: str, env: Path, tmp: Path) -> dict:
     report = json.loads(stdout)
     maxima = json.loads((env / "level_max_rewards.json").read_text())["levels"]
     out = tmp / f"{env.name}-planner"
-    evaluate = subprocess.run([sys.executable, "-m", "pipeline.cli", "evaluate", str(env), "--agent", "planner",
+    evaluate = subprocess.run([sys.executable, "-m", "envforge", "evaluate", str(env), "--agent", "planner",
                                "--max-levels", "3", "--runs", "1", "--out", str(out), "--json"],
                               capture_output=True, text=True, timeout=1800)
     assert evaluate.returncode == 0, evaluate.stderr[-2000:]
@@ -180,7 +180,7 @@ def test_the_planner_agent_heads_for_the_dsls_end_condition_as_verify_does(tmp_p
     env = tmp_path / "24_MemoryMatching"
     shutil.copytree(dev_env("24_MemoryMatching"), env, ignore=shutil.ignore_patterns("__pycache__", "_generated"))
     out = tmp_path / "planner"
-    proc = subprocess.run([sys.executable, "-m", "pipeline.cli", "evaluate", str(env), "--agent", "planner",
+    proc = subprocess.run([sys.executable, "-m", "envforge", "evaluate", str(env), "--agent", "planner",
                            "--planner-nodes", "20000", "--max-levels", "1", "--runs", "1", "--out", str(out),
                            "--json"], capture_output=True, text=True, timeout=1800)
     assert proc.returncode == 0, proc.stderr[-2000:]

@@ -12,11 +12,11 @@ from pathlib import Path
 import pytest
 from cli_kit import envforge
 
-from pipeline.envfolder.spec import EnvSpec
-from pipeline.levelmax import evidence_bound
-from pipeline.planner import reward_bound, search
-from pipeline.sandbox.outside.client import EnvClient
-from pipeline.testing.tiny_env import CONFIG, write_env
+from envforge.pipeline.envfolder.spec import EnvSpec
+from envforge.pipeline.levelmax import evidence_bound
+from envforge.pipeline.planner import reward_bound, search
+from envforge.pipeline.sandbox.outside.client import EnvClient
+from envforge.pipeline.testing.tiny_env import CONFIG, write_env
 
 pytestmark = pytest.mark.slow  # a verify a test: seconds
 

@@ -27,7 +27,7 @@ from websockets.exceptions import ConnectionClosed  # noqa: E402
 from websockets.sync.client import connect  # noqa: E402
 
 import envforge  # noqa: E402
-from pipeline import planner  # noqa: E402
+from envforge.pipeline import planner  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 CRATE = ROOT / "generated_envs" / "reference" / "crate_dock"
@@ -71,7 +71,7 @@ def wait_for(predicate, what: str, limit: float = 120.0):
 @pytest.fixture(scope="module")
 def server():
     proc = subprocess.Popen(
-        [sys.executable, "-m", "pipeline.cli", "serve", str(CRATE), "--port", "0", "--max-sessions", str(MAX_SESSIONS),
+        [sys.executable, "-m", "envforge", "serve", str(CRATE), "--port", "0", "--max-sessions", str(MAX_SESSIONS),
          "--idle-seconds", str(IDLE_SECONDS), "--max-message-kb", "16"],
         cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     lines: list[str] = []

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from pipeline.kinds import EpisodeRecord
+from envforge.pipeline.kinds import EpisodeRecord
 
 
 def _record(env: str, run: int, normalized: float) -> EpisodeRecord:
@@ -21,7 +21,7 @@ def test_a_single_agents_per_env_plot_shows_its_whole_title(tmp_path, monkeypatc
     machine's DejaVu Sans (here: a larger title size) its one-line title ran past both edges."""
     import matplotlib
 
-    from pipeline.evaluate import report
+    from envforge.pipeline.evaluate import report
 
     monkeypatch.setenv(report.PLOTS_VARIABLE, "on")
     monkeypatch.setitem(matplotlib.rcParams, "axes.titlesize", 20)
@@ -41,7 +41,7 @@ def test_a_single_agents_per_env_plot_shows_its_whole_title(tmp_path, monkeypatc
 
 
 def test_a_refused_generate_prints_its_one_error_line_and_no_cost_table(tmp_path, capsys, monkeypatch):
-    from pipeline.cli import main
+    from envforge.pipeline.cli import main
 
     monkeypatch.setenv("ENVFORGE_CACHE", str(tmp_path / "cache.sqlite"))
     (tmp_path / "themes.txt").write_text("A maze with no recording\n")
@@ -67,7 +67,7 @@ def test_a_refused_generate_prints_its_one_error_line_and_no_cost_table(tmp_path
                                   ["reskin", "--style", "noir"], ["verify"], ["learn"]], ids=lambda a: a[0])
 def test_a_file_where_a_folder_is_expected_is_called_a_file(argv, tmp_path, capsys):
     """Issue 23: a file given as ENV_DIR said "found no such folder"."""
-    from pipeline.cli import main
+    from envforge.pipeline.cli import main
 
     given = tmp_path / "notes.txt"
     given.write_text("not an environment\n")
@@ -91,7 +91,7 @@ def test_the_python_api_names_a_file_as_a_file(tmp_path):
 def test_an_actions_file_error_names_its_line_and_plays_nothing(tmp_path, capsys):
     from pathlib import Path
 
-    from pipeline.cli import main
+    from envforge.pipeline.cli import main
 
     crate_dock = Path(__file__).resolve().parent.parent / "generated_envs" / "reference" / "crate_dock"
     actions = tmp_path / "moves.txt"

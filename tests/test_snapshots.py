@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from pipeline.sandbox.inside.snapshots import Store
-from pipeline.sandbox.outside.client import EnvClient
+from envforge.pipeline.sandbox.inside.snapshots import Store
+from envforge.pipeline.sandbox.outside.client import EnvClient
 
 
 def state(n: int) -> dict:

@@ -9,7 +9,7 @@ import threading
 import time
 from pathlib import Path
 
-from pipeline.check import static
+from envforge.pipeline.check import static
 
 REFERENCE = Path(__file__).resolve().parents[1] / "generated_envs" / "reference"
 

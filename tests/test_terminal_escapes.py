@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 HOSTILE = Path(__file__).parent / "hostile"
-ENVFORGE = [sys.executable, "-m", "pipeline.cli"]
+ENVFORGE = [sys.executable, "-m", "envforge"]
 CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f\x80-\x9f\u202a-\u202e\u2066-\u2069]")
 
 # command -> (arguments after ENV_DIR, its exit code here)

@@ -9,9 +9,9 @@ import pytest
 import yaml
 from sandbox_kit import LIMITS
 
-from pipeline.envfolder.spec import EnvSpec
-from pipeline.sandbox import SandboxFailure
-from pipeline.sandbox.outside.client import EnvClient
+from envforge.pipeline.envfolder.spec import EnvSpec
+from envforge.pipeline.sandbox import SandboxFailure
+from envforge.pipeline.sandbox.outside.client import EnvClient
 
 RIGHT = {"action": "move", "params": {}}
 GIVE_UP = {"action": "give_up", "params": {}}

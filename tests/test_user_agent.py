@@ -6,7 +6,7 @@ import json
 import re
 from pathlib import Path
 
-from pipeline.cli import main
+from envforge.pipeline.cli import main
 
 ROOT = Path(__file__).resolve().parent.parent
 CRATE = ROOT / "generated_envs" / "reference" / "crate_dock"

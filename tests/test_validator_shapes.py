@@ -6,7 +6,7 @@ import subprocess
 import pytest
 from cli_kit import envforge
 
-from pipeline.testing.tiny_env import write_env
+from envforge.pipeline.testing.tiny_env import write_env
 
 CHECK = "0 < state.get(\"goal\", -1) < state.get(\"length\", 0)"
 LOAD = "import yaml\n\n\ndef _load(path):\n    with open(path) as f:\n        return yaml.safe_load(f)\n\n\n"

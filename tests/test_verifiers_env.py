@@ -12,12 +12,12 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip("verifiers", reason="the verifiers extra is not installed (pip install 'envforge[verifiers]')")
+pytest.importorskip("verifiers", reason="the verifiers extra is not installed (pip install 'envforge-rl[verifiers]')")
 
 import envforge  # noqa: E402
-from pipeline import layout  # noqa: E402
-from pipeline.cli import main  # noqa: E402
-from pipeline.testing.llm_server import LLMServer, Reply  # noqa: E402
+from envforge.pipeline import layout  # noqa: E402
+from envforge.pipeline.cli import main  # noqa: E402
+from envforge.pipeline.testing.llm_server import LLMServer, Reply  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 REFERENCE = ROOT / "generated_envs" / "reference"
@@ -75,7 +75,7 @@ def vf_eval(env_dir: Path, server: LLMServer, tmp: Path, levels: int) -> dict[st
     assert main(["export", "verifiers", str(env_dir), "--out", str(exported)]) == 0
     (project,) = exported.iterdir()
     module = project.name
-    assert 'dependencies = ["envforge[verifiers]' in (project / "pyproject.toml").read_text()
+    assert 'dependencies = ["envforge-rl[verifiers]' in (project / "pyproject.toml").read_text()
     env = dict(os.environ, PYTHONPATH=str(project), NO_PROXY="127.0.0.1,localhost")
     done = subprocess.run([str(BIN / "vf-eval"), module, "-a", json.dumps({"max_levels": levels}), "-m", "gpt-4o-mini",
                            "-b", server.openai_url, "-k", "OPENAI_API_KEY", "-n", str(levels), "-r", "1", "-s",

@@ -11,7 +11,7 @@ import pytest
 from cli_kit import envforge
 from sandbox_kit import side_by_side
 
-from pipeline.testing.tiny_env import CONFIG, ENV_GENERATE, ENV_MAIN, write_env
+from envforge.pipeline.testing.tiny_env import CONFIG, ENV_GENERATE, ENV_MAIN, write_env
 
 pytestmark = pytest.mark.slow  # measured: seconds to minutes a test (`-m "not slow"` leaves it out)
 
@@ -20,7 +20,7 @@ REFERENCE = ROOT / "generated_envs" / "reference"
 
 
 def verify_cmd(env_dir: Path, *flags: str) -> list[str]:
-    return [sys.executable, "-m", "pipeline.cli", "verify", str(env_dir), *flags]
+    return [sys.executable, "-m", "envforge", "verify", str(env_dir), *flags]
 
 
 def verify(env_dir: Path, *flags: str, process: bool = False) -> subprocess.CompletedProcess:
@@ -124,8 +124,8 @@ def test_accepts_sound_env_and_writes_generated_levels_only_when_asked(tmp_path)
 def test_levels_are_searched_and_scored_on_every_core_with_the_same_figures_as_on_one(tmp_path):
     """VerifyRunOptions.workers (default: every core) workers certify levels and play the reliability
     episodes at once; each level's search and episodes do not depend on which worker runs them."""
-    from pipeline.verify import verify_env
-    from pipeline.verify.context import VerifyRunOptions
+    from envforge.pipeline.verify import verify_env
+    from envforge.pipeline.verify.context import VerifyRunOptions
 
     env = write_env(tmp_path / "corridor")
     one, two = (verify_env(env, options=VerifyRunOptions(workers=n, test_levels=2, val_levels=1)) for n in (1, 2))
@@ -144,8 +144,8 @@ def test_levels_are_generated_on_every_core_with_the_same_seeds_and_levels_as_on
     seeds are judged in order: the same seeds tried, duplicates, rejections, kept levels and
     examples on one worker and on two; a seed generated ahead that the run never reaches (12, whose
     generator raises) is dropped, its failure never raised."""
-    from pipeline.verify import verify_env
-    from pipeline.verify.context import VerifyRunOptions
+    from envforge.pipeline.verify import verify_env
+    from envforge.pipeline.verify.context import VerifyRunOptions
 
     generator = ENV_GENERATE.replace(
         "    rng = random.Random(seed)\n",
@@ -175,8 +175,8 @@ def test_a_shipped_level_equal_to_a_generated_one_is_searched_once_when_its_fit_
     """The generated levels only judge the generator (searched until fit); a shipped level equal to
     one of them reuses its search when it ended on a proof (the corridor's binary reward met), so
     each level is searched once (crate_dock: 81,686 nodes were twice 40,843), with the same maxima."""
-    from pipeline.verify import verify_env
-    from pipeline.verify.context import VerifyRunOptions
+    from envforge.pipeline.verify import verify_env
+    from envforge.pipeline.verify.context import VerifyRunOptions
 
     env = write_env(tmp_path / "corridor")
     written = verify_env(env, ("levels",), VerifyRunOptions(test_levels=2, val_levels=1, write_levels=True, write=True))
@@ -437,8 +437,8 @@ def test_a_worker_slow_to_start_is_an_infrastructure_fault_not_a_verdict(tmp_pat
     verify says "infrastructure failure ... nothing was judged", exit 1, and writes no verdict."""
     import dataclasses
 
-    from pipeline import cli
-    from pipeline.api import verify as verify_api
+    from envforge.pipeline import cli
+    from envforge.pipeline.api import verify as verify_api
 
     env = write_env(tmp_path / "sound")
     defaults = verify_api._STAGE_DEFAULTS  # the library's one source of the stage options' defaults
@@ -455,11 +455,11 @@ def test_a_worker_slow_to_start_is_an_infrastructure_fault_not_a_verdict(tmp_pat
 def test_search_keeps_states_at_different_steps_apart_when_asked(tmp_path):
     """An env whose reward reads the step counter: the goal pays only at step 7. Merging equal
     states reached at different steps (fast) misses it; keeping them apart (sound) finds it."""
-    from pipeline.envfolder.actions import ActionSpace
-    from pipeline.envfolder.spec import EnvSpec
-    from pipeline.planner import replay
-    from pipeline.sandbox.outside.client import EnvClient
-    from pipeline.testing.tiny_env import CONFIG
+    from envforge.pipeline.envfolder.actions import ActionSpace
+    from envforge.pipeline.envfolder.spec import EnvSpec
+    from envforge.pipeline.planner import replay
+    from envforge.pipeline.sandbox.outside.client import EnvClient
+    from envforge.pipeline.testing.tiny_env import CONFIG
 
     on_the_clock = ENV_MAIN.replace('reached = self._state["pos"] == self._state["goal"]',
                                     'reached = self._state["pos"] == self._state["goal"] and self._t == 6').replace(

@@ -14,8 +14,8 @@ from types import SimpleNamespace
 import pytest
 from cli_kit import envforge
 
-from pipeline import kinds, layout, records
-from pipeline.kinds import (
+from envforge.pipeline import kinds, layout, records
+from envforge.pipeline.kinds import (
     DegeneratePolicy,
     EndConditionIgnored,
     EnvCrashed,
@@ -28,7 +28,7 @@ from pipeline.kinds import (
     ValTestOverlap,
     Verification,
 )
-from pipeline.testing.tiny_env import write_env
+from envforge.pipeline.testing.tiny_env import write_env
 
 ROOT = Path(__file__).resolve().parent.parent
 AUTOENV_DEV = Path("/work/shared/autoenv-dev")
@@ -166,7 +166,7 @@ def test_a_reward_one_repeated_action_earns_names_the_policy_in_the_cause(tmp_pa
 
 
 def test_review_advice_reads_the_cause_not_the_wording_of_the_reason():
-    from pipeline.review.advice import advise
+    from envforge.pipeline.review.advice import advise
 
     entry = SimpleNamespace(status="rejected", name="e", folder="out/e", by_hand=False, stage="reliability",
                             source="themes.txt", reason="reworded: no phrase review could match", cause=None)

@@ -11,7 +11,7 @@ import pytest
 import yaml
 from cli_kit import envforge
 
-from pipeline.testing.tiny_env import CONFIG, ENV_GENERATE, ENV_MAIN, write_env
+from envforge.pipeline.testing.tiny_env import CONFIG, ENV_GENERATE, ENV_MAIN, write_env
 
 pytestmark = pytest.mark.slow  # measured: a whole verify (or evaluate, reskin) in each test
 
@@ -369,8 +369,8 @@ def test_a_stochastic_env_gets_expectation_estimates_not_certified_maxima(tmp_pa
 def _standing(tmp_path, claims: dict, maxima: dict) -> dict:
     """max_reward_standing of shipped claims `maxima` beside a verification.json whose levels stage
     compared them as `claims` (None: no verification.json; a string: the file's text)."""
-    from pipeline.envfolder.spec import Reader, claim_checks, max_reward_standing
-    from pipeline.records import dumps
+    from envforge.pipeline.envfolder.spec import Reader, claim_checks, max_reward_standing
+    from envforge.pipeline.records import dumps
 
     if claims is not None:
         (tmp_path / "verification.json").write_text(claims if isinstance(claims, str) else dumps("verification", {

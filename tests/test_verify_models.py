@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.testing.llm_server import Reply
+from envforge.pipeline.testing.llm_server import Reply
 
 pytestmark = pytest.mark.slow  # measured: seconds to minutes a test (`-m "not slow"` leaves it out)
 
@@ -41,7 +41,7 @@ def verify(env_dir: Path, server, llm_env, *args: str) -> subprocess.CompletedPr
     env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
     env.update(OPENAI_API_KEY="test-key", ENVFORGE_CACHE=str(llm_env / "c.sqlite"), NO_PROXY="127.0.0.1",
                ENVFORGE_RETRY_BASE_DELAY="0.01")
-    return subprocess.run([sys.executable, "-m", "pipeline.cli", "verify", str(env_dir), "--stages", "execution",
+    return subprocess.run([sys.executable, "-m", "envforge", "verify", str(env_dir), "--stages", "execution",
                            "--base-url", server.openai_url, "--json", *args],
                           capture_output=True, text=True, timeout=300, env=env)
 

@@ -1,4 +1,4 @@
-"""envforge environments as `verifiers` environments (pip install 'envforge[verifiers]').
+"""envforge environments as `verifiers` environments (pip install 'envforge-rl[verifiers]').
 
     import envforge.integrations.verifiers as ev
     env = ev.load_environment(path="generated_envs/reference/crate_dock", split="test", max_levels=5)
@@ -30,15 +30,15 @@ from typing import Any
 import verifiers as vf
 from datasets import Dataset
 
-from pipeline import layout
-from pipeline.api.environment import Environment
-from pipeline.errors import UserError
-from pipeline.evaluate.context import WorkerSession
-from pipeline.evaluate.episode import Decision, Limits, Tracker, Turn, env_fault
-from pipeline.evaluate.model_agents import agent_turn, with_system
-from pipeline.evaluate.react import FormatError, parse_action
-from pipeline.sandbox import SandboxFailure, SandboxLimits
-from pipeline.sandbox.outside.client import EnvClient
+from envforge.pipeline import layout
+from envforge.pipeline.api.environment import Environment
+from envforge.pipeline.errors import UserError
+from envforge.pipeline.evaluate.context import WorkerSession
+from envforge.pipeline.evaluate.episode import Decision, Limits, Tracker, Turn, env_fault
+from envforge.pipeline.evaluate.model_agents import agent_turn, with_system
+from envforge.pipeline.evaluate.react import FormatError, parse_action
+from envforge.pipeline.sandbox import SandboxFailure, SandboxLimits
+from envforge.pipeline.sandbox.outside.client import EnvClient
 
 EPISODE = "envforge_episode"  # the state key of the finished episode's record (evaluate's fields)
 HISTORY = 10  # recent turns shown in each prompt, as evaluate's ReAct agent shows them

@@ -10,7 +10,7 @@ class whose defaults are the only defaults (pipeline/api/options.py).
     check.py     check(env_dir, CheckOptions) -> CheckReport
     play.py      play(env_dir, PlayOptions) in the terminal
     environment.py  Environment(path) / open(path): a folder as data, .session() to step it in a worker
-    serve.py     serve(env_dirs, ServeOptions): the OpenEnv server (envforge[openenv])
+    serve.py     serve(env_dirs, ServeOptions): the OpenEnv server (envforge-rl[openenv])
     export.py    export_verifiers(env_dirs, out): installable verifiers modules
     options.py   the Options base (from_args, from_keywords), LLMOptions, ExecutorOptions
     values.py    the checks of option values (whole numbers, seconds, folders, choices)

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import dataclasses
 
-from pipeline.api.options import ExecutorOptions, Options, group, option
-from pipeline.api.values import SECONDS, SEED
-from pipeline.check import BUDGET_SECONDS, CheckReport, check_env
-from pipeline.sandbox.outside.executor import running_on
+from envforge.pipeline.api.options import ExecutorOptions, Options, group, option
+from envforge.pipeline.api.values import SECONDS, SEED
+from envforge.pipeline.check import BUDGET_SECONDS, CheckReport, check_env
+from envforge.pipeline.sandbox.outside.executor import running_on
 
 
 @dataclasses.dataclass(frozen=True)

@@ -15,14 +15,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from dsl_schema.actions import Action
-from pipeline import layout
-from pipeline.envfolder.action_text import ActionText
-from pipeline.envfolder.level import Level
-from pipeline.envfolder.spec import EnvSpec
-from pipeline.errors import UserError, not_a_folder
-from pipeline.sandbox import SandboxLimits
-from pipeline.sandbox.outside.client import EnvClient
+from envforge.dsl_schema.actions import Action
+from envforge.pipeline import layout
+from envforge.pipeline.envfolder.action_text import ActionText
+from envforge.pipeline.envfolder.level import Level
+from envforge.pipeline.envfolder.spec import EnvSpec
+from envforge.pipeline.errors import UserError, not_a_folder
+from envforge.pipeline.sandbox import SandboxLimits
+from envforge.pipeline.sandbox.outside.client import EnvClient
 
 
 class Environment:

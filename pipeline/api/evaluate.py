@@ -16,22 +16,22 @@ import hashlib
 import sys
 from pathlib import Path
 
-from learning.export import LEARNED, learned_player
-from pipeline import layout
-from pipeline import records as files
-from pipeline.api.options import ExecutorOptions, LLMOptions, Options, group, option, skin_option
-from pipeline.api.values import COUNT, LIMIT, SECONDS, label, number, one_of, out_dir
-from pipeline.envfolder.spec import EnvSpec
-from pipeline.errors import UserError, not_a_folder
-from pipeline.evaluate import Limits, ModelOptions, display_name, kind_of, make_player, register_prefix
-from pipeline.evaluate.records import EPISODES_CSV, EPISODES_JSONL, NO_MODEL, Records
-from pipeline.evaluate.registry import AgentOptions
-from pipeline.evaluate.report import mixed, plots_wanted, settings_key, summarize, write_report
-from pipeline.evaluate.runner import Player, Progress, RunOptions, RunOutcome
-from pipeline.evaluate.runner import evaluate as run_episodes
-from pipeline.kinds import rounded
-from pipeline.llm.client import LLMClient
-from pipeline.sandbox.outside.executor import Executor, running_on
+from envforge.learning.export import LEARNED, learned_player
+from envforge.pipeline import layout
+from envforge.pipeline import records as files
+from envforge.pipeline.api.options import ExecutorOptions, LLMOptions, Options, group, option, skin_option
+from envforge.pipeline.api.values import COUNT, LIMIT, SECONDS, label, number, one_of, out_dir
+from envforge.pipeline.envfolder.spec import EnvSpec
+from envforge.pipeline.errors import UserError, not_a_folder
+from envforge.pipeline.evaluate import Limits, ModelOptions, display_name, kind_of, make_player, register_prefix
+from envforge.pipeline.evaluate.records import EPISODES_CSV, EPISODES_JSONL, NO_MODEL, Records
+from envforge.pipeline.evaluate.registry import AgentOptions
+from envforge.pipeline.evaluate.report import mixed, plots_wanted, settings_key, summarize, write_report
+from envforge.pipeline.evaluate.runner import Player, Progress, RunOptions, RunOutcome
+from envforge.pipeline.evaluate.runner import evaluate as run_episodes
+from envforge.pipeline.kinds import rounded
+from envforge.pipeline.llm.client import LLMClient
+from envforge.pipeline.sandbox.outside.executor import Executor, running_on
 
 # envforge learn's exported candidates: registered here, above pipeline.evaluate, so that
 # pipeline.evaluate never imports learning.

@@ -2,7 +2,7 @@
 environment module, published like any other (`pip install DIR/envforge_NAME`, then
 `vf-eval envforge_NAME -m MODEL -b URL`).
 
-DIR/envforge_NAME/ holds pyproject.toml (its dependency: envforge[verifiers]), README.md, and the
+DIR/envforge_NAME/ holds pyproject.toml (its dependency: envforge-rl[verifiers]), README.md, and the
 package envforge_NAME/: `load_environment(split, skin, max_levels, **kwargs)` over env/, a copy of
 the environment folder. The folder is copied as data: a symbolic link in it is refused, never
 followed, and nothing of it is imported or run here.
@@ -14,8 +14,8 @@ import re
 import shutil
 from pathlib import Path
 
-from pipeline import __version__, layout
-from pipeline.errors import UserError
+from envforge.pipeline import DISTRIBUTION, __version__, layout
+from envforge.pipeline.errors import UserError
 
 MAX_FOLDER_BYTES = 512 * 1024 * 1024
 MAX_FOLDER_FILES = 10_000
@@ -30,7 +30,7 @@ version = "0.1.0"
 description = "The envforge environment {name} as a verifiers environment (written by envforge {version})."
 readme = "README.md"
 requires-python = ">=3.11"
-dependencies = ["envforge[verifiers]>={version}"]
+dependencies = ["{distribution}[verifiers]>={version}"]
 
 [tool.setuptools]
 packages = ["{module}"]
@@ -85,7 +85,8 @@ def export_verifiers(env_dirs: list[str], out: str | Path) -> list[Path]:
             raise UserError(f"--out {out}: expected no {module}/ there yet (nothing is overwritten), found one")
         package = project / module
         _copy_folder(env.path, package / "env")
-        values = {"name": env.name, "module": module, "dist": module.replace("_", "-"), "version": __version__}
+        values = {"name": env.name, "module": module, "dist": module.replace("_", "-"), "version": __version__,
+                  "distribution": DISTRIBUTION}
         (project / "pyproject.toml").write_text(PYPROJECT.format(**values), encoding="utf-8")
         (project / "README.md").write_text(README.format(**values), encoding="utf-8")
         (package / "__init__.py").write_text(MODULE.format(**values), encoding="utf-8")

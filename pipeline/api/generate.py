@@ -12,21 +12,21 @@ import os
 import shlex
 from pathlib import Path
 
-from pipeline import paths
-from pipeline import records as files
-from pipeline.api.options import ExecutorOptions, LLMOptions, Options, group, option
-from pipeline.api.values import COUNT, SEED, one_of, out_dir
-from pipeline.api.verify import model_checks
-from pipeline.errors import UserError
-from pipeline.generate import stages
-from pipeline.generate.context import GenerateRunOptions
-from pipeline.generate.interrupt import on_interrupt
-from pipeline.generate.run import Run, check_resume, prepare_output
-from pipeline.generate.rundb import RunDB
-from pipeline.generate.themes import load_themes
-from pipeline.layout import OutputDir
-from pipeline.sandbox.outside.executor import running_on
-from pipeline.verify.models import ModelChecks
+from envforge.pipeline import paths
+from envforge.pipeline import records as files
+from envforge.pipeline.api.options import ExecutorOptions, LLMOptions, Options, group, option
+from envforge.pipeline.api.values import COUNT, SEED, one_of, out_dir
+from envforge.pipeline.api.verify import model_checks
+from envforge.pipeline.errors import UserError
+from envforge.pipeline.generate import stages
+from envforge.pipeline.generate.context import GenerateRunOptions
+from envforge.pipeline.generate.interrupt import on_interrupt
+from envforge.pipeline.generate.run import Run, check_resume, prepare_output
+from envforge.pipeline.generate.rundb import RunDB
+from envforge.pipeline.generate.themes import load_themes
+from envforge.pipeline.layout import OutputDir
+from envforge.pipeline.sandbox.outside.executor import running_on
+from envforge.pipeline.verify.models import ModelChecks
 
 VERIFY_MODELS_VAR = "ENVFORGE_VERIFY_MODELS"
 

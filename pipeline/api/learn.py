@@ -12,19 +12,19 @@ import dataclasses
 from pathlib import Path
 from typing import Any, Callable
 
-from learning import methods as method_space
-from learning.candidates import COMPONENTS
-from learning.selection import SELECTIONS
-from learning.settings import Settings
-from learning.study import open_study, run_study
-from pipeline import records as files
-from pipeline.api.evaluate import find_targets
-from pipeline.api.options import ExecutorOptions, LLMOptions, Options, group, option
-from pipeline.api.values import COUNT, LIMIT, number, one_of, out_dir
-from pipeline.errors import UserError
-from pipeline.kinds import LearnSettings, Study
-from pipeline.llm import LLMClient
-from pipeline.sandbox.outside.executor import running_on
+from envforge.learning import methods as method_space
+from envforge.learning.candidates import COMPONENTS
+from envforge.learning.selection import SELECTIONS
+from envforge.learning.settings import Settings
+from envforge.learning.study import open_study, run_study
+from envforge.pipeline import records as files
+from envforge.pipeline.api.evaluate import find_targets
+from envforge.pipeline.api.options import ExecutorOptions, LLMOptions, Options, group, option
+from envforge.pipeline.api.values import COUNT, LIMIT, number, one_of, out_dir
+from envforge.pipeline.errors import UserError
+from envforge.pipeline.kinds import LearnSettings, Study
+from envforge.pipeline.llm import LLMClient
+from envforge.pipeline.sandbox.outside.executor import running_on
 
 RECORDED_SETTINGS = Path("learn") / "settings.json"  # inside a record / replay folder
 METHODS = "methods: selection x signal x component"

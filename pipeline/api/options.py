@@ -20,9 +20,9 @@ import dataclasses
 import os
 from typing import Any, Callable, ClassVar, Mapping, TypeVar
 
-from pipeline.api.values import COUNT, SECONDS, USD, BadValue, number, one_of, out_dir, whole
-from pipeline.errors import UserError
-from pipeline.llm.config import PROVIDERS, LLMConfig
+from envforge.pipeline.api.values import COUNT, SECONDS, USD, BadValue, number, one_of, out_dir, whole
+from envforge.pipeline.errors import UserError
+from envforge.pipeline.llm.config import PROVIDERS, LLMConfig
 
 T = TypeVar("T", bound="Options")
 
@@ -163,7 +163,7 @@ class LLMOptions(Options):
 
     def config(self):
         """The resolved provider configuration (a UserError saying how to configure one)."""
-        from pipeline.llm.config import resolve
+        from envforge.pipeline.llm.config import resolve
 
         return resolve(
             model=self.model, provider=self.provider, base_url=self.base_url, api_key_env=self.api_key_env,
@@ -174,7 +174,7 @@ class LLMOptions(Options):
 
     def client(self, ledger=None):
         """A ready client, or a UserError explaining how to configure a provider."""
-        from pipeline.llm.client import LLMClient
+        from envforge.pipeline.llm.client import LLMClient
 
         return LLMClient(self.config(), ledger=ledger) if ledger is not None else LLMClient(self.config())
 
@@ -185,7 +185,7 @@ class ExecutorOptions(Options):
 
     SECTION = "executor"
     executor: str = option("local", one_of("local", "ray"), help="where sandboxed work runs: this machine (local, "
-                           "default) or the nodes of a Ray cluster (ray; pip install 'envforge[ray]'). Model calls "
+                           "default) or the nodes of a Ray cluster (ray; pip install 'envforge-rl[ray]'). Model calls "
                            "and records stay here")
     ray_address: str | None = option(None, metavar="ADDRESS", help="the Ray cluster to join (auto, HOST:PORT or "
                                      "ray://HOST:PORT; default $ENVFORGE_RAY_ADDRESS, else a new cluster on this "
@@ -194,7 +194,7 @@ class ExecutorOptions(Options):
     def start(self):
         """The executor these options name (pipeline.sandbox.outside.executor.Executor), checked and ready:
         a Ray cluster is joined now, before the call writes anything."""
-        from pipeline.sandbox.outside.executor import Executor
+        from envforge.pipeline.sandbox.outside.executor import Executor
 
         if self.ray_address and self.executor != "ray":
             raise UserError(f"--ray-address {self.ray_address}: expected --executor ray with it, found --executor "

@@ -7,17 +7,17 @@ import dataclasses
 import sys
 from pathlib import Path
 
-from pipeline import layout
-from pipeline.api.options import ExecutorOptions, Options, group, option
-from pipeline.api.values import SEED
-from pipeline.envfolder.action_text import ActionText
-from pipeline.envfolder.level import Level
-from pipeline.envfolder.spec import EnvSpec
-from pipeline.errors import UserError
-from pipeline.evaluate.episode import capped
-from pipeline.sandbox import SandboxFailure
-from pipeline.sandbox.outside.client import EnvClient
-from pipeline.sandbox.outside.executor import running_on
+from envforge.pipeline import layout
+from envforge.pipeline.api.options import ExecutorOptions, Options, group, option
+from envforge.pipeline.api.values import SEED
+from envforge.pipeline.envfolder.action_text import ActionText
+from envforge.pipeline.envfolder.level import Level
+from envforge.pipeline.envfolder.spec import EnvSpec
+from envforge.pipeline.errors import UserError
+from envforge.pipeline.evaluate.episode import capped
+from envforge.pipeline.sandbox import SandboxFailure
+from envforge.pipeline.sandbox.outside.client import EnvClient
+from envforge.pipeline.sandbox.outside.executor import running_on
 
 # What play prints of one observation: a screenful many times over, but not an env's 100 MB.
 SHOWN_CHARS = 64 * 1024

@@ -7,12 +7,12 @@ import dataclasses
 from collections import Counter
 from pathlib import Path
 
-from pipeline import records as files
-from pipeline.api.evaluate import EvaluateOptions
-from pipeline.api.options import ExecutorOptions, Options, group, option, skin_option
-from pipeline.api.values import COUNT, SEED, out_file, whole
-from pipeline.errors import UserError
-from pipeline.probe import (
+from envforge.pipeline import records as files
+from envforge.pipeline.api.evaluate import EvaluateOptions
+from envforge.pipeline.api.options import ExecutorOptions, Options, group, option, skin_option
+from envforge.pipeline.api.values import COUNT, SEED, out_file, whole
+from envforge.pipeline.errors import UserError
+from envforge.pipeline.probe import (
     KINDS,
     ChangeOptions,
     PlanOptions,
@@ -24,9 +24,9 @@ from pipeline.probe import (
     score_items,
     write_items,
 )
-from pipeline.probe.agents import ModelProbeAgent, make_agent
-from pipeline.probe.items import ChangeItem, PlanItem, PredictItem, random_change, random_predict
-from pipeline.sandbox.outside.executor import running_on
+from envforge.pipeline.probe.agents import ModelProbeAgent, make_agent
+from envforge.pipeline.probe.items import ChangeItem, PlanItem, PredictItem, random_change, random_predict
+from envforge.pipeline.sandbox.outside.executor import running_on
 
 
 @dataclasses.dataclass(frozen=True)

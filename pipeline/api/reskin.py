@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import dataclasses
 
-from pipeline import layout
-from pipeline.api.options import ExecutorOptions, LLMOptions, Options, group, option
-from pipeline.api.values import COUNT, SEED
-from pipeline.envfolder.spec import EnvSpec
-from pipeline.errors import UserError
-from pipeline.reskin import TEMPLATE_STYLES, Reskinned, recheck, reskin_template
-from pipeline.sandbox.outside.executor import running_on
+from envforge.pipeline import layout
+from envforge.pipeline.api.options import ExecutorOptions, LLMOptions, Options, group, option
+from envforge.pipeline.api.values import COUNT, SEED
+from envforge.pipeline.envfolder.spec import EnvSpec
+from envforge.pipeline.errors import UserError
+from envforge.pipeline.reskin import TEMPLATE_STYLES, Reskinned, recheck, reskin_template
+from envforge.pipeline.sandbox.outside.executor import running_on
 
 
 @dataclasses.dataclass(frozen=True)
@@ -73,7 +73,7 @@ class ReskinJob:
 
     async def run_with_model(self, client) -> Reskinned:
         """A skin the model writes in `options.style`, checked after each attempt."""
-        from pipeline.reskin.model import reskin_with_model
+        from envforge.pipeline.reskin.model import reskin_with_model
 
         with running_on(self.executor):
             return await reskin_with_model(self.spec, client, self.options.style, self.name,

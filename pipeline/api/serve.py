@@ -1,4 +1,4 @@
-"""envforge environments as OpenEnv servers (`envforge serve`; pip install 'envforge[openenv]').
+"""envforge environments as OpenEnv servers (`envforge serve`; pip install 'envforge-rl[openenv]').
 
     envforge serve generated_envs/reference/crate_dock --port 8000
 
@@ -39,12 +39,12 @@ from pydantic import Field, create_model, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 from uvicorn.protocols.utils import ClientDisconnected
 
-from pipeline import __version__, layout
-from pipeline.api.environment import Environment, Session
-from pipeline.api.options import ServeOptions
-from pipeline.errors import UserError
-from pipeline.kinds import normalize
-from pipeline.sandbox import SandboxFailure
+from envforge.pipeline import __version__, layout
+from envforge.pipeline.api.environment import Environment, Session
+from envforge.pipeline.api.options import ServeOptions
+from envforge.pipeline.errors import UserError
+from envforge.pipeline.kinds import normalize
+from envforge.pipeline.sandbox import SandboxFailure
 
 STATELESS = ("/reset", "/step", "/state")  # OpenEnv's per-request routes, refused here (see the docstring)
 KEPT = ("/ws", "/schema", "/health", "/metadata")  # what a session and a client's discovery need

@@ -15,15 +15,15 @@ import dataclasses
 from pathlib import Path
 from typing import Callable
 
-from pipeline import layout, manifest
-from pipeline import records as files
-from pipeline.api.options import ExecutorOptions, LLMOptions, Options, group, option
-from pipeline.api.values import COUNT, SECONDS, SEED, number, out_file
-from pipeline.errors import UserError, not_a_folder
-from pipeline.llm.config import PROVIDERS
-from pipeline.sandbox.outside.executor import running_on
-from pipeline.verify import STAGES, VerificationResult, VerifyRunOptions, verify_env
-from pipeline.verify.models import ModelChecks, verify_with_models
+from envforge.pipeline import layout, manifest
+from envforge.pipeline import records as files
+from envforge.pipeline.api.options import ExecutorOptions, LLMOptions, Options, group, option
+from envforge.pipeline.api.values import COUNT, SECONDS, SEED, number, out_file
+from envforge.pipeline.errors import UserError, not_a_folder
+from envforge.pipeline.llm.config import PROVIDERS
+from envforge.pipeline.sandbox.outside.executor import running_on
+from envforge.pipeline.verify import STAGES, VerificationResult, VerifyRunOptions, verify_env
+from envforge.pipeline.verify.models import ModelChecks, verify_with_models
 
 _STAGE_DEFAULTS = VerifyRunOptions()
 MODEL_CHECKS = "model-driven checks (after the model-free stages; need a provider)"

@@ -5,6 +5,6 @@
            determinism)
   static   the static scan: calls an environment has no business making, named file:line
 """
-from pipeline.check.checker import BUDGET_SECONDS, CheckReport, check_env
+from envforge.pipeline.check.checker import BUDGET_SECONDS, CheckReport, check_env
 
 __all__ = ["BUDGET_SECONDS", "CheckReport", "check_env"]

@@ -12,12 +12,12 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pipeline import layout
-from pipeline.check import checks
-from pipeline.envfolder.spec import EnvSpec
-from pipeline.located import Problem
-from pipeline.sandbox import SandboxFailure, SandboxLimits
-from pipeline.sandbox.outside.client import EnvClient
+from envforge.pipeline import layout
+from envforge.pipeline.check import checks
+from envforge.pipeline.envfolder.spec import EnvSpec
+from envforge.pipeline.located import Problem
+from envforge.pipeline.sandbox import SandboxFailure, SandboxLimits
+from envforge.pipeline.sandbox.outside.client import EnvClient
 
 FATAL_KINDS = {"wall_clock", "timeout", "cpu_limit", "memory", "crash", "output_limit", "exit", "protocol", "load"}
 

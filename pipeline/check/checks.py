@@ -7,17 +7,17 @@ from __future__ import annotations
 import dataclasses
 from typing import TYPE_CHECKING
 
-from pipeline import layout
-from pipeline.check.static import other_python_files, scan_env
-from pipeline.envfolder.level import Level
-from pipeline.envfolder.spec import EnvSpec
-from pipeline.errors import LocatedError, not_a_folder
-from pipeline.evaluate.agents import ActionsAgent, RandomAgent
-from pipeline.evaluate.episode import run_episode_sync
-from pipeline.sandbox import SandboxFailure
+from envforge.pipeline import layout
+from envforge.pipeline.check.static import other_python_files, scan_env
+from envforge.pipeline.envfolder.level import Level
+from envforge.pipeline.envfolder.spec import EnvSpec
+from envforge.pipeline.errors import LocatedError, not_a_folder
+from envforge.pipeline.evaluate.agents import ActionsAgent, RandomAgent
+from envforge.pipeline.evaluate.episode import run_episode_sync
+from envforge.pipeline.sandbox import SandboxFailure
 
 if TYPE_CHECKING:
-    from pipeline.check.checker import Checker
+    from envforge.pipeline.check.checker import Checker
 
 GENERATOR_SEEDS = (1, 2, 3)
 GENERATED_START_SEEDS = (101, 102)
@@ -56,7 +56,7 @@ def files(c: Checker) -> bool:
 
 def _dsl(c: Checker) -> None:
     """DSL findings are warnings here: `envforge dsl check` is the strict gate."""
-    from dsl_schema.check import check_text
+    from envforge.dsl_schema.check import check_text
 
     for p in check_text(c.spec.config_text, layout.CONFIG):
         c.report.problems.append(dataclasses.replace(p, file=layout.CONFIG, severity="warning", check="dsl"))

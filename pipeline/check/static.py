@@ -9,10 +9,10 @@ import ast
 import dataclasses
 from pathlib import Path
 
-from dsl_schema.pyparse import parse
-from pipeline import safe_io
-from pipeline.errors import LocatedError
-from pipeline.located import Problem
+from envforge.dsl_schema.pyparse import parse
+from envforge.pipeline import safe_io
+from envforge.pipeline.errors import LocatedError
+from envforge.pipeline.located import Problem
 
 MAX_SOURCE_BYTES = 2_000_000
 
@@ -120,7 +120,7 @@ def scan_env(env_dir: Path) -> list[Problem]:
 
 def import_closure(env_dir: Path) -> list[str]:
     """The folder's Python files reachable by import from the files envforge loads."""
-    from pipeline import layout
+    from envforge.pipeline import layout
 
     todo = [name for name in layout.CODE_FILES if (env_dir / name).is_file()]
     todo += sorted(str(p.relative_to(env_dir)) for p in (env_dir / layout.SKINS).glob("*.py")

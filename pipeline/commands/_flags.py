@@ -13,8 +13,8 @@ import argparse
 import dataclasses
 from typing import Any, Callable, Sequence
 
-from pipeline.api.options import Options
-from pipeline.api.values import BadValue
+from envforge.pipeline.api.options import Options
+from envforge.pipeline.api.values import BadValue
 
 Argument = tuple[tuple[str, ...], dict]  # a command's own argument: add_argument's flags and keywords
 

@@ -14,10 +14,10 @@ import asyncio
 import sys
 from typing import Awaitable, Callable
 
-from pipeline.api.options import LLMOptions
-from pipeline.errors import UserError
-from pipeline.llm.client import LLMClient
-from pipeline.llm.errors import BudgetExceeded, LLMError
+from envforge.pipeline.api.options import LLMOptions
+from envforge.pipeline.errors import UserError
+from envforge.pipeline.llm.client import LLMClient
+from envforge.pipeline.llm.errors import BudgetExceeded, LLMError
 
 EXIT_MODEL_FAILED = 1
 EXIT_BUDGET_EXCEEDED = 3

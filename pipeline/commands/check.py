@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import json
 
-from pipeline.api.check import CheckOptions, check
-from pipeline.commands._flags import command, env_dir
+from envforge.pipeline.api.check import CheckOptions, check
+from envforge.pipeline.commands._flags import command, env_dir
 
 DESCRIPTION = """Import, reset on every level, step every action, run random episodes, test the generator, validator
 and determinism — all in the sandbox. Exit 0 when clean, 1 otherwise."""
@@ -27,7 +27,7 @@ def run(args, options: CheckOptions) -> int:
     errors = sum(p.severity == "error" for p in report.problems)
     warnings = len(report.problems) - errors
     stats = report.stats
-    from pipeline.sandbox.outside.capabilities import ran_under
+    from envforge.pipeline.sandbox.outside.capabilities import ran_under
 
     sandbox = f"sandbox: {ran_under()}"  # the confinement the env's code ran under (capabilities.py)
     if report.ok:

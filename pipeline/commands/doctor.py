@@ -13,14 +13,14 @@ import sys
 import time
 from importlib import metadata
 
-from pipeline import __version__
-from pipeline.api.options import LLMOptions
-from pipeline.commands._flags import command
-from pipeline.commands._run import print_cost_summary
-from pipeline.llm.client import LLMClient
-from pipeline.llm.config import BASE_URL_VARS, KEY_VARS, environment
-from pipeline.llm.errors import LLMError
-from pipeline.llm.messages import Message
+from envforge.pipeline import __version__
+from envforge.pipeline.api.options import LLMOptions
+from envforge.pipeline.commands._flags import command
+from envforge.pipeline.commands._run import print_cost_summary
+from envforge.pipeline.llm.client import LLMClient
+from envforge.pipeline.llm.config import BASE_URL_VARS, KEY_VARS, environment
+from envforge.pipeline.llm.errors import LLMError
+from envforge.pipeline.llm.messages import Message
 
 PACKAGES = ("anthropic", "openai", "tenacity", "PyYAML", "jsonschema", "Jinja2")
 PROBE = "Reply with the single word: ok"
@@ -60,7 +60,7 @@ def sandbox_report() -> list[str]:
     """The confinement ladder (which rung workers get here, and why not the others), then what
     the chosen rung enforces, one mechanism a line."""
     try:
-        from pipeline.sandbox.outside.capabilities import NONE, capabilities, enforcement, opted_in
+        from envforge.pipeline.sandbox.outside.capabilities import NONE, capabilities, enforcement, opted_in
         caps = capabilities()
         mode = caps["mode"]
         rows = enforcement(mode)

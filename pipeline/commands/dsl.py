@@ -8,8 +8,8 @@ from __future__ import annotations
 import argparse
 import json
 
-from dsl_schema import check_file
-from dsl_schema.problems import errors, warnings
+from envforge.dsl_schema import check_file
+from envforge.dsl_schema.problems import errors, warnings
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

@@ -13,11 +13,11 @@ import asyncio
 import json
 import sys
 
-from pipeline.api.evaluate import EvaluateOptions, Evaluation, execute, prepare
-from pipeline.api.probe import NO_MODEL_AGENTS, evaluate_probes, read_probe_items, write_probe_report
-from pipeline.commands._flags import arg, command, env_dirs
-from pipeline.commands._run import EXIT_BUDGET_EXCEEDED, EXIT_MODEL_FAILED, print_cost_summary, run_with_client
-from pipeline.evaluate.records import NO_MODEL
+from envforge.pipeline.api.evaluate import EvaluateOptions, Evaluation, execute, prepare
+from envforge.pipeline.api.probe import NO_MODEL_AGENTS, evaluate_probes, read_probe_items, write_probe_report
+from envforge.pipeline.commands._flags import arg, command, env_dirs
+from envforge.pipeline.commands._run import EXIT_BUDGET_EXCEEDED, EXIT_MODEL_FAILED, print_cost_summary, run_with_client
+from envforge.pipeline.evaluate.records import NO_MODEL
 
 DESCRIPTION = """Run an agent on every level of each environment, --runs times, concurrently, each environment step
 in a sandbox worker. Normalized reward = total / the level's certified max reward

@@ -1,14 +1,14 @@
 """envforge export verifiers ENV_DIR… --out DIR: environments as installable verifiers modules.
 
 The writer is pipeline.api.export (it needs no verifiers to write; the module it writes
-needs envforge[verifiers] to run).
+needs envforge-rl[verifiers] to run).
 """
 from __future__ import annotations
 
-from pipeline.commands._flags import arg, command, env_dirs
+from envforge.pipeline.commands._flags import arg, command, env_dirs
 
 DESCRIPTION = """Write each environment as an installable verifiers environment module (DIR/envforge_NAME/,
-pyproject.toml naming envforge[verifiers]): pip install it, then vf-eval envforge_NAME -m MODEL -b
+pyproject.toml naming envforge-rl[verifiers]): pip install it, then vf-eval envforge_NAME -m MODEL -b
 URL."""
 
 
@@ -18,7 +18,7 @@ URL."""
                     env_dirs(nargs="+"),
                     arg("--out", required=True, metavar="DIR", help="where the module folders are written")])
 def run(args) -> int:
-    from pipeline.api.export import export_verifiers
+    from envforge.pipeline.api.export import export_verifiers
 
     for project in export_verifiers(args.env_dirs, args.out):
         module = project.name

@@ -5,11 +5,11 @@ import argparse
 import json
 import sys
 
-from pipeline.api.generate import GenerateJob, GenerateOptions
-from pipeline.commands._flags import command
-from pipeline.commands._run import EXIT_BUDGET_EXCEEDED, print_cost_summary, run_with_client
-from pipeline.generate.interrupt import EXIT_INTERRUPTED, resume_command
-from pipeline.generate.run import print_summary
+from envforge.pipeline.api.generate import GenerateJob, GenerateOptions
+from envforge.pipeline.commands._flags import command
+from envforge.pipeline.commands._run import EXIT_BUDGET_EXCEEDED, print_cost_summary, run_with_client
+from envforge.pipeline.generate.interrupt import EXIT_INTERRUPTED, resume_command
+from envforge.pipeline.generate.run import print_summary
 
 EXIT_ACCEPTED, EXIT_NONE_ACCEPTED, EXIT_ERROR = 0, 1, 2
 

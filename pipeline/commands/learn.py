@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import sys
 
-from learning.report import TABLE_MD
-from pipeline.api.learn import LearnJob, LearnOptions
-from pipeline.commands._flags import command, env_dirs
-from pipeline.commands._run import EXIT_BUDGET_EXCEEDED, EXIT_MODEL_FAILED, run_with_client
+from envforge.learning.report import TABLE_MD
+from envforge.pipeline.api.learn import LearnJob, LearnOptions
+from envforge.pipeline.commands._flags import command, env_dirs
+from envforge.pipeline.commands._run import EXIT_BUDGET_EXCEEDED, EXIT_MODEL_FAILED, run_with_client
 
 DESCRIPTION = """AutoEnv's component-centric learning (Algorithm 2): each method (selection x signal
 x component) improves the agent's prompt or agent code on each environment from the trajectories of

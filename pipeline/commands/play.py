@@ -1,8 +1,8 @@
 """envforge play ENV_DIR [--level ID | --seed N] [--actions FILE]: a person plays in the terminal."""
 from __future__ import annotations
 
-from pipeline.api.play import HELP, PlayOptions, play
-from pipeline.commands._flags import command, env_dir
+from envforge.pipeline.api.play import HELP, PlayOptions, play
+from envforge.pipeline.commands._flags import command, env_dir
 
 
 @command("play", PlayOptions, without=["executor"], arguments=[env_dir()],

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import json
 
-from pipeline.api.probe import ProbeOptions, probe
-from pipeline.commands._flags import command, env_dir
+from envforge.pipeline.api.probe import ProbeOptions, probe
+from envforge.pipeline.commands._flags import command, env_dir
 
 DESCRIPTION = """Make test items from an environment's simulator: predict (which of 4-6 observations
 follows k actions; distractors from counterfactual actions and previous states; exactly one right),

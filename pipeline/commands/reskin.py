@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import json
 
-from pipeline.api.reskin import ReskinJob, ReskinOptions
-from pipeline.commands._flags import command, env_dir
-from pipeline.commands._run import run_with_client
-from pipeline.reskin import Reskinned
+from envforge.pipeline.api.reskin import ReskinJob, ReskinOptions
+from envforge.pipeline.commands._flags import command, env_dir
+from envforge.pipeline.commands._run import run_with_client
+from envforge.pipeline.reskin import Reskinned
 
 DESCRIPTION = """A skin is skins/<name>.py defining render(omega, env) -> str. json, narrative and
 inverse (AutoEnv E.3 semantic inversion) are written from templates; any other style by the model.

@@ -8,19 +8,19 @@ import dataclasses
 import json
 import sys
 
-from pipeline import paths
-from pipeline import records as files
-from pipeline.api.options import LLMOptions
-from pipeline.api.play import PlayOptions, play
-from pipeline.api.values import LIMIT, out_dir
-from pipeline.commands._flags import add_options, flag_type
-from pipeline.commands._run import run_with_client
-from pipeline.errors import UserError
-from pipeline.layout import EnvDir
-from pipeline.review import actions, catalog, show
-from pipeline.review.advice import advise
-from pipeline.review.catalog import Catalog
-from pipeline.review.details import gather
+from envforge.pipeline import paths
+from envforge.pipeline import records as files
+from envforge.pipeline.api.options import LLMOptions
+from envforge.pipeline.api.play import PlayOptions, play
+from envforge.pipeline.api.values import LIMIT, out_dir
+from envforge.pipeline.commands._flags import add_options, flag_type
+from envforge.pipeline.commands._run import run_with_client
+from envforge.pipeline.errors import UserError
+from envforge.pipeline.layout import EnvDir
+from envforge.pipeline.review import actions, catalog, show
+from envforge.pipeline.review.advice import advise
+from envforge.pipeline.review.catalog import Catalog
+from envforge.pipeline.review.details import gather
 
 EXIT_ACCEPTED, EXIT_REJECTED = 0, 1
 
@@ -193,7 +193,7 @@ def run_decide(args) -> int:
 
 
 def run_html(args) -> int:
-    from pipeline.review.report import write_report
+    from envforge.pipeline.review.report import write_report
 
     with Catalog.open(args.out) as cat:
         index = write_report(cat, args.site, evaluations=args.evaluation, previews=args.previews)

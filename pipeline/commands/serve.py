@@ -1,22 +1,23 @@
 """envforge serve ENV_DIR… [--host 127.0.0.1] [--port N]: environments as an OpenEnv server.
 
-The server itself is pipeline.api.serve (pip install 'envforge[openenv]').
+The server itself is pipeline.api.serve (pip install 'envforge-rl[openenv]').
 """
 from __future__ import annotations
 
 import ipaddress
 import sys
 
-from pipeline.api.options import ServeOptions
-from pipeline.commands._flags import command, env_dirs
-from pipeline.errors import UserError
+from envforge.pipeline import install_hint
+from envforge.pipeline.api.options import ServeOptions
+from envforge.pipeline.commands._flags import command, env_dirs
+from envforge.pipeline.errors import UserError
 
-HINT = "envforge serve: expected OpenEnv to be installed, found no module {name!r}: pip install 'envforge[openenv]'"
+HINT = "envforge serve: expected OpenEnv to be installed, found no module {name!r}: " + install_hint("openenv")
 
 
 DESCRIPTION = """Serve environments in OpenEnv's shape: each at /NAME (/NAME/ws for a session: reset, step, state),
 each client session with its own sandbox worker. Binds to loopback unless --host says otherwise.
-Needs pip install 'envforge[openenv]'."""
+Needs pip install 'envforge-rl[openenv]'."""
 
 
 @command("serve", ServeOptions, description=DESCRIPTION, without=["max_connections"],
@@ -24,7 +25,7 @@ Needs pip install 'envforge[openenv]'."""
          arguments=[env_dirs(nargs="+")])
 def run(args, options: ServeOptions) -> int:
     try:
-        from pipeline.api.serve import serve
+        from envforge.pipeline.api.serve import serve
     except ModuleNotFoundError as e:
         if e.name and e.name.split(".")[0] in ("openenv", "fastapi", "uvicorn", "pydantic"):
             raise UserError(HINT.format(name=e.name)) from None

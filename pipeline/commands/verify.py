@@ -12,11 +12,11 @@ from __future__ import annotations
 import json
 import sys
 
-from pipeline import layout
-from pipeline.api.verify import VerifyJob, VerifyOptions
-from pipeline.commands._flags import command, env_dir
-from pipeline.commands._run import print_cost_summary
-from pipeline.verify import claims
+from envforge.pipeline import layout
+from envforge.pipeline.api.verify import VerifyJob, VerifyOptions
+from envforge.pipeline.commands._flags import command, env_dir
+from envforge.pipeline.commands._run import print_cost_summary
+from envforge.pipeline.verify import claims
 
 DESCRIPTION = """Random and planner rollouts on every level; 10 + 5 distinct valid generated levels with a certified
 max reward each (validator bound and search witness); a random agent against the search planner.

@@ -14,8 +14,8 @@ import shlex
 from dataclasses import dataclass
 from typing import Any
 
-from dsl_schema.actions import ACTION_FORMAT, Param
-from pipeline.envfolder.actions import DECLARED, NO_EVIDENCE, ActionSpace
+from envforge.dsl_schema.actions import ACTION_FORMAT, Param
+from envforge.pipeline.envfolder.actions import DECLARED, NO_EVIDENCE, ActionSpace
 
 
 @dataclass(frozen=True)

@@ -16,8 +16,8 @@ import random
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
-from dsl_schema.actions import Action, Param, actions
-from pipeline.envfolder import evidence
+from envforge.dsl_schema.actions import Action, Param, actions
+from envforge.pipeline.envfolder import evidence
 
 DECLARED = "config.yaml"
 NO_EVIDENCE = "none (one sampled value)"

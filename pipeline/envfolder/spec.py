@@ -13,12 +13,12 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from dsl_schema.problems import typed
-from pipeline import layout, records, safe_io
-from pipeline.envfolder.level import Level
-from pipeline.errors import LocatedError, UserError, not_a_folder
-from pipeline.kinds import ClaimCheck, LevelMaxEntry, LevelMaxRewards, RecordError, Verification
-from pipeline.located import Problem
+from envforge.dsl_schema.problems import typed
+from envforge.pipeline import layout, records, safe_io
+from envforge.pipeline.envfolder.level import Level
+from envforge.pipeline.errors import LocatedError, UserError, not_a_folder
+from envforge.pipeline.kinds import ClaimCheck, LevelMaxEntry, LevelMaxRewards, RecordError, Verification
+from envforge.pipeline.located import Problem
 
 DEFAULT_MAX_STEPS = 100
 SMALLEST_MAX_REWARD = 1e-6  # a positive claimed maximum below this makes normalised scores explode
@@ -121,7 +121,7 @@ class EnvSpec:
     @cached_property
     def actions(self):
         """The one action space (ActionSpace), domains of untyped parameters read from evidence."""
-        from pipeline.envfolder.actions import ActionSpace
+        from envforge.pipeline.envfolder.actions import ActionSpace
 
         return ActionSpace.of(self)
 
@@ -134,14 +134,14 @@ class EnvSpec:
     @cached_property
     def action_space(self) -> str:
         """What agents are told the actions are: action_space.txt, else derived from the DSL."""
-        from pipeline.envfolder.action_text import ActionText
+        from envforge.pipeline.envfolder.action_text import ActionText
 
         return ActionText(self.actions, self.action_text).for_agent()
 
     @cached_property
     def tools(self) -> list[dict]:
         """One native tool schema per action."""
-        from pipeline.envfolder.action_text import ActionText
+        from envforge.pipeline.envfolder.action_text import ActionText
 
         return ActionText(self.actions).tools()
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Protocol
 
-from pipeline.lazy import exports
+from envforge.pipeline.lazy import exports
 
 # name -> the module defining it, imported on first use (PEP 562): `envforge check` uses the random
 # agent (agents.py) without importing the registry, the model agents and their prompts.
@@ -29,10 +29,10 @@ __getattr__ = exports(__name__, _EXPORTS)
 
 
 if TYPE_CHECKING:
-    from pipeline.evaluate.context import EpisodeContext
-    from pipeline.evaluate.episode import Decision, Limits, Turn, run_episode
-    from pipeline.evaluate.model_agents import ModelOptions
-    from pipeline.evaluate.registry import display_name, kind_of, make_player, register_prefix
+    from envforge.pipeline.evaluate.context import EpisodeContext
+    from envforge.pipeline.evaluate.episode import Decision, Limits, Turn, run_episode
+    from envforge.pipeline.evaluate.model_agents import ModelOptions
+    from envforge.pipeline.evaluate.registry import display_name, kind_of, make_player, register_prefix
 
 
 class EpisodeAgent(Protocol):

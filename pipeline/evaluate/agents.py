@@ -8,9 +8,9 @@ from __future__ import annotations
 import asyncio
 import random
 
-from pipeline import planner
-from pipeline.evaluate.context import EpisodeContext
-from pipeline.evaluate.episode import Decision, Turn
+from envforge.pipeline import planner
+from envforge.pipeline.evaluate.context import EpisodeContext
+from envforge.pipeline.evaluate.episode import Decision, Turn
 
 
 class RandomAgent:

@@ -7,9 +7,9 @@ from concurrent.futures import Executor
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from pipeline.envfolder.level import Level
-from pipeline.envfolder.spec import EnvSpec
-from pipeline.sandbox.outside.client import EnvClient, Observation, StepResult
+from envforge.pipeline.envfolder.level import Level
+from envforge.pipeline.envfolder.spec import EnvSpec
+from envforge.pipeline.sandbox.outside.client import EnvClient, Observation, StepResult
 
 
 @dataclass

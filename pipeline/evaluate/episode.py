@@ -21,11 +21,11 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol
 
-from pipeline.envfolder.actions import ActionSpace
-from pipeline.envfolder.level import Level
-from pipeline.kinds import EpisodeRecord, TrajectoryLine, TurnLine
-from pipeline.sandbox import SandboxFailure
-from pipeline.sandbox.outside.client import Observation, StepResult
+from envforge.pipeline.envfolder.actions import ActionSpace
+from envforge.pipeline.envfolder.level import Level
+from envforge.pipeline.kinds import EpisodeRecord, TrajectoryLine, TurnLine
+from envforge.pipeline.sandbox import SandboxFailure
+from envforge.pipeline.sandbox.outside.client import Observation, StepResult
 
 # Why an episode ended. The keys are what records and reports say.
 STOP_REASONS = {

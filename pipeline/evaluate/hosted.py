@@ -19,15 +19,22 @@ import traceback
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-from pipeline import records as files
-from pipeline.evaluate import react
-from pipeline.evaluate.context import EpisodeContext
-from pipeline.evaluate.episode import Decision, Turn, run_episode
-from pipeline.evaluate.model_agents import ModelOptions, TurnError, agent_env, agent_turn, call_model, decision_of
-from pipeline.llm import Message
-from pipeline.sandbox import SandboxFailure, SandboxLimits, Worker, WorkerPool
-from pipeline.sandbox.outside.client import AgentClient
-from pipeline.sandbox.protocol import AGENT_FILE, ask_model
+from envforge.pipeline import records as files
+from envforge.pipeline.evaluate import react
+from envforge.pipeline.evaluate.context import EpisodeContext
+from envforge.pipeline.evaluate.episode import Decision, Turn, run_episode
+from envforge.pipeline.evaluate.model_agents import (
+    ModelOptions,
+    TurnError,
+    agent_env,
+    agent_turn,
+    call_model,
+    decision_of,
+)
+from envforge.pipeline.llm import Message
+from envforge.pipeline.sandbox import SandboxFailure, SandboxLimits, Worker, WorkerPool
+from envforge.pipeline.sandbox.outside.client import AgentClient
+from envforge.pipeline.sandbox.protocol import AGENT_FILE, ask_model
 
 MAX_CALLS_PER_TURN = 5
 # A model request from agent code is hostile input: at most this many characters of message text

@@ -19,11 +19,11 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from pipeline.evaluate.context import EpisodeContext
-from pipeline.evaluate.episode import Decision, Turn
-from pipeline.evaluate.react import clip
-from pipeline.llm import BudgetExceeded, LLMClient, LLMError, Message, Response, ToolSpec
-from pipeline.prompts import render
+from envforge.pipeline.evaluate.context import EpisodeContext
+from envforge.pipeline.evaluate.episode import Decision, Turn
+from envforge.pipeline.evaluate.react import clip
+from envforge.pipeline.llm import BudgetExceeded, LLMClient, LLMError, Message, Response, ToolSpec
+from envforge.pipeline.prompts import render
 
 STAGE = "evaluate"
 

@@ -18,10 +18,10 @@ from dataclasses import fields
 from pathlib import Path
 from typing import Iterable
 
-from pipeline import layout
-from pipeline import records as files
-from pipeline.envfolder.level import Level
-from pipeline.kinds import NO_MODEL, EpisodeRecord, TrajectoryLine
+from envforge.pipeline import layout
+from envforge.pipeline import records as files
+from envforge.pipeline.envfolder.level import Level
+from envforge.pipeline.kinds import NO_MODEL, EpisodeRecord, TrajectoryLine
 
 EPISODES_JSONL = "episodes.jsonl"
 EPISODES_CSV = "episodes.csv"

@@ -13,12 +13,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from pipeline.evaluate.agents import PlannerAgent, RandomAgent
-from pipeline.evaluate.episode import run_episode
-from pipeline.evaluate.hosted import react_player
-from pipeline.evaluate.model_agents import ModelOptions, ToolsAgent
-from pipeline.evaluate.runner import Player
-from pipeline.evaluate.user_agent import load_user_agent, play_user_agent
+from envforge.pipeline.evaluate.agents import PlannerAgent, RandomAgent
+from envforge.pipeline.evaluate.episode import run_episode
+from envforge.pipeline.evaluate.hosted import react_player
+from envforge.pipeline.evaluate.model_agents import ModelOptions, ToolsAgent
+from envforge.pipeline.evaluate.runner import Player
+from envforge.pipeline.evaluate.user_agent import load_user_agent, play_user_agent
 
 
 @dataclass(frozen=True)

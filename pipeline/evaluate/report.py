@@ -18,10 +18,10 @@ import statistics
 from collections import Counter, defaultdict
 from pathlib import Path
 
-from pipeline import records as files
-from pipeline.errors import UserError
-from pipeline.evaluate.episode import INFRASTRUCTURE, STOP_REASONS
-from pipeline.kinds import EnvSummary, EpisodeRecord, EvaluateSummary, MethodSummary
+from envforge.pipeline import records as files
+from envforge.pipeline.errors import UserError
+from envforge.pipeline.evaluate.episode import INFRASTRUCTURE, STOP_REASONS
+from envforge.pipeline.kinds import EnvSummary, EpisodeRecord, EvaluateSummary, MethodSummary
 
 CATEGORIES = (("reward", "binary", "Binary"), ("reward", "accumulative", "Accum."),
               ("observation", "full", "Full"), ("observation", "partial", "Partial"),

@@ -16,18 +16,18 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from typing import Awaitable, Callable
 
-from pipeline.envfolder.level import Level
-from pipeline.envfolder.spec import EnvSpec
-from pipeline.evaluate.context import EpisodeContext, WorkerSession
-from pipeline.evaluate.episode import INFRASTRUCTURE, RERUN_ON_RESUME, Limits, Tracker
-from pipeline.evaluate.records import Records, Trajectory, content_hash, level_hash
-from pipeline.evaluate.report import average
-from pipeline.kinds import EpisodeEnd, EpisodeRecord, EpisodeStart, TrajectoryLine
-from pipeline.sandbox import SandboxFailure, SandboxLimits, WorkerPool
-from pipeline.sandbox.outside.capabilities import ran_under
-from pipeline.sandbox.outside.client import EnvClient
-from pipeline.sandbox.outside.executor import INFRASTRUCTURE_RETRIES, infrastructure_errors
-from pipeline.terminal import shown, unfiltered
+from envforge.pipeline.envfolder.level import Level
+from envforge.pipeline.envfolder.spec import EnvSpec
+from envforge.pipeline.evaluate.context import EpisodeContext, WorkerSession
+from envforge.pipeline.evaluate.episode import INFRASTRUCTURE, RERUN_ON_RESUME, Limits, Tracker
+from envforge.pipeline.evaluate.records import Records, Trajectory, content_hash, level_hash
+from envforge.pipeline.evaluate.report import average
+from envforge.pipeline.kinds import EpisodeEnd, EpisodeRecord, EpisodeStart, TrajectoryLine
+from envforge.pipeline.sandbox import SandboxFailure, SandboxLimits, WorkerPool
+from envforge.pipeline.sandbox.outside.capabilities import ran_under
+from envforge.pipeline.sandbox.outside.client import EnvClient
+from envforge.pipeline.sandbox.outside.executor import INFRASTRUCTURE_RETRIES, infrastructure_errors
+from envforge.pipeline.terminal import shown, unfiltered
 
 # player(ctx, tracker, log) plays one episode; the tracker holds the outcome.
 Player = Callable[[EpisodeContext, Tracker, Callable[[TrajectoryLine], None]], Awaitable[Tracker]]

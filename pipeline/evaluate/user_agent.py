@@ -26,12 +26,12 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any, Callable
 
-from pipeline.errors import UserError
-from pipeline.evaluate.context import EpisodeContext
-from pipeline.evaluate.episode import Decision, Tracker, Turn, trajectory_line
-from pipeline.kinds import AgentReturned, TrajectoryLine
-from pipeline.sandbox import SandboxFailure
-from pipeline.sandbox.outside.client import EnvClient, Observation
+from envforge.pipeline.errors import UserError
+from envforge.pipeline.evaluate.context import EpisodeContext
+from envforge.pipeline.evaluate.episode import Decision, Tracker, Turn, trajectory_line
+from envforge.pipeline.kinds import AgentReturned, TrajectoryLine
+from envforge.pipeline.sandbox import SandboxFailure
+from envforge.pipeline.sandbox.outside.client import EnvClient, Observation
 
 
 class EpisodeOver(RuntimeError):

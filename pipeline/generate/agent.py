@@ -29,17 +29,17 @@ import asyncio
 from dataclasses import dataclass, replace
 from pathlib import Path, PurePosixPath
 
-from pipeline import layout, safe_io
-from pipeline import records as files
-from pipeline.check import CheckReport, check_env
-from pipeline.errors import InfrastructureError
-from pipeline.generate.journal import JournaledClient
-from pipeline.kinds import CheckFound, CodingReply, CodingToolResult
-from pipeline.llm.messages import Message, ToolCall, ToolSpec
-from pipeline.records import DiskFull
-from pipeline.sandbox.limits import SandboxLimits
-from pipeline.sandbox.outside.executor import infrastructure_errors
-from pipeline.sandbox.outside.folder import name_problem, shown, write_problem
+from envforge.pipeline import layout, safe_io
+from envforge.pipeline import records as files
+from envforge.pipeline.check import CheckReport, check_env
+from envforge.pipeline.errors import InfrastructureError
+from envforge.pipeline.generate.journal import JournaledClient
+from envforge.pipeline.kinds import CheckFound, CodingReply, CodingToolResult
+from envforge.pipeline.llm.messages import Message, ToolCall, ToolSpec
+from envforge.pipeline.records import DiskFull
+from envforge.pipeline.sandbox.limits import SandboxLimits
+from envforge.pipeline.sandbox.outside.executor import infrastructure_errors
+from envforge.pipeline.sandbox.outside.folder import name_problem, shown, write_problem
 
 MAX_FILE_BYTES = 200_000  # one file written
 MAX_TOOL_CALLS_PER_REPLY = 16

@@ -2,11 +2,11 @@
 runtime's layers and observation policies, with a reference environment as the example."""
 from __future__ import annotations
 
-from pipeline import layout, paths
-from pipeline.errors import Rejected
-from pipeline.generate.agent import MAX_TOOL_CALLS_PER_REPLY, Workspace, run_agent
-from pipeline.generate.context import StageReport, ThemeContext
-from pipeline.prompts import render
+from envforge.pipeline import layout, paths
+from envforge.pipeline.errors import Rejected
+from envforge.pipeline.generate.agent import MAX_TOOL_CALLS_PER_REPLY, Workspace, run_agent
+from envforge.pipeline.generate.context import StageReport, ThemeContext
+from envforge.pipeline.prompts import render
 
 EXAMPLE_ENV = "crate_dock"
 EXAMPLE_FILES = (layout.CONFIG,) + layout.AGENT_FILES

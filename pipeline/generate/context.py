@@ -5,11 +5,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from pipeline import records as files
-from pipeline.generate.journal import JournaledClient
-from pipeline.generate.themes import Theme
-from pipeline.levelmax import SEARCH_NODES
-from pipeline.verify.models import ModelChecks
+from envforge.pipeline import records as files
+from envforge.pipeline.generate.journal import JournaledClient
+from envforge.pipeline.generate.themes import Theme
+from envforge.pipeline.levelmax import SEARCH_NODES
+from envforge.pipeline.verify.models import ModelChecks
 
 
 @dataclass(frozen=True)

@@ -2,11 +2,11 @@
 observation, termination, difficulty knobs, tags)."""
 from __future__ import annotations
 
-from pipeline import layout
-from pipeline.errors import Rejected
-from pipeline.generate.context import StageReport, ThemeContext
-from pipeline.llm.messages import Message
-from pipeline.prompts import render
+from envforge.pipeline import layout
+from envforge.pipeline.errors import Rejected
+from envforge.pipeline.generate.context import StageReport, ThemeContext
+from envforge.pipeline.llm.messages import Message
+from envforge.pipeline.prompts import render
 
 MIN_DESIGN_CHARS = 200
 

@@ -5,15 +5,15 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from dsl_schema.check import check_text, feedback_for_model
-from dsl_schema.problems import errors
-from pipeline import layout, paths, safe_io
-from pipeline.errors import LocatedError, Rejected
-from pipeline.generate.context import StageReport, ThemeContext
-from pipeline.llm.ask import ask_until_valid
-from pipeline.llm.messages import Message, Response
-from pipeline.located import Problem
-from pipeline.prompts import render
+from envforge.dsl_schema.check import check_text, feedback_for_model
+from envforge.dsl_schema.problems import errors
+from envforge.pipeline import layout, paths, safe_io
+from envforge.pipeline.errors import LocatedError, Rejected
+from envforge.pipeline.generate.context import StageReport, ThemeContext
+from envforge.pipeline.llm.ask import ask_until_valid
+from envforge.pipeline.llm.messages import Message, Response
+from envforge.pipeline.located import Problem
+from envforge.pipeline.prompts import render
 
 MAX_FEEDBACK_LINES = 40  # of the checker's problems sent back to the model per correction
 _FENCE = re.compile(r"```(?:ya?ml)?[ \t]*\n(.*?)```", re.S)

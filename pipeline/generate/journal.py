@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pipeline import records as files
-from pipeline.kinds import ModelCall
-from pipeline.llm.client import LLMClient
-from pipeline.llm.messages import Response
+from envforge.pipeline import records as files
+from envforge.pipeline.kinds import ModelCall
+from envforge.pipeline.llm.client import LLMClient
+from envforge.pipeline.llm.messages import Response
 
 
 class JournaledClient:

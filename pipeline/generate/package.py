@@ -8,15 +8,15 @@ import shutil
 import time
 from pathlib import Path
 
-from pipeline import layout, manifest
-from pipeline import records as files
-from pipeline.envfolder.spec import config_tags, read_config
-from pipeline.errors import LocatedError, Rejected, UserError
-from pipeline.generate.context import ThemeContext
-from pipeline.generate.dsl import config_errors
-from pipeline.generate.rundb import RunDB
-from pipeline.generate.themes import Theme
-from pipeline.kinds import EnvOrigin, Generated, HumanReview, Rejection, RejectionCause
+from envforge.pipeline import layout, manifest
+from envforge.pipeline import records as files
+from envforge.pipeline.envfolder.spec import config_tags, read_config
+from envforge.pipeline.errors import LocatedError, Rejected, UserError
+from envforge.pipeline.generate.context import ThemeContext
+from envforge.pipeline.generate.dsl import config_errors
+from envforge.pipeline.generate.rundb import RunDB
+from envforge.pipeline.generate.themes import Theme
+from envforge.pipeline.kinds import EnvOrigin, Generated, HumanReview, Rejection, RejectionCause
 
 LOG_EXCERPT_LINES = 12
 

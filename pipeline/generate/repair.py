@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import asyncio
 
-from pipeline import layout
-from pipeline.check import check_env
-from pipeline.errors import Rejected
-from pipeline.generate.agent import MAX_TOOL_CALLS_PER_REPLY, Workspace, format_check, run_agent
-from pipeline.generate.code import system_prompt
-from pipeline.generate.context import StageReport, ThemeContext
-from pipeline.prompts import render
+from envforge.pipeline import layout
+from envforge.pipeline.check import check_env
+from envforge.pipeline.errors import Rejected
+from envforge.pipeline.generate.agent import MAX_TOOL_CALLS_PER_REPLY, Workspace, format_check, run_agent
+from envforge.pipeline.generate.code import system_prompt
+from envforge.pipeline.generate.context import StageReport, ThemeContext
+from envforge.pipeline.prompts import render
 
 
 async def run(ctx: ThemeContext) -> StageReport:

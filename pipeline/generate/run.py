@@ -17,19 +17,19 @@ from pathlib import Path
 
 import jinja2
 
-from pipeline import __version__, layout
-from pipeline import records as files
-from pipeline.errors import InfrastructureError, Rejected, UserError
-from pipeline.generate import package, stages
-from pipeline.generate.context import GenerateRunOptions, StageReport, ThemeContext
-from pipeline.generate.journal import JournaledClient
-from pipeline.generate.rundb import RunDB
-from pipeline.generate.themes import Theme
-from pipeline.kinds import BudgetCapReached
-from pipeline.llm.client import LLMClient
-from pipeline.llm.errors import BudgetExceeded, LLMError, ReplayInvalid, ReplayMissing
-from pipeline.sandbox.outside.executor import INFRASTRUCTURE_RETRIES, infrastructure_errors
-from pipeline.verify.models import ModelChecks
+from envforge.pipeline import __version__, layout
+from envforge.pipeline import records as files
+from envforge.pipeline.errors import InfrastructureError, Rejected, UserError
+from envforge.pipeline.generate import package, stages
+from envforge.pipeline.generate.context import GenerateRunOptions, StageReport, ThemeContext
+from envforge.pipeline.generate.journal import JournaledClient
+from envforge.pipeline.generate.rundb import RunDB
+from envforge.pipeline.generate.themes import Theme
+from envforge.pipeline.kinds import BudgetCapReached
+from envforge.pipeline.llm.client import LLMClient
+from envforge.pipeline.llm.errors import BudgetExceeded, LLMError, ReplayInvalid, ReplayMissing
+from envforge.pipeline.sandbox.outside.executor import INFRASTRUCTURE_RETRIES, infrastructure_errors
+from envforge.pipeline.verify.models import ModelChecks
 
 # Faults of the installation or of the recordings, not of the environment being made.
 INFRASTRUCTURE = (ReplayMissing, ReplayInvalid, jinja2.TemplateError, UserError)

@@ -18,8 +18,8 @@ import json
 import time
 from pathlib import Path
 
-from pipeline import records as files
-from pipeline.kinds import RecordError, RejectionCause
+from envforge.pipeline import records as files
+from envforge.pipeline.kinds import RecordError, RejectionCause
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (

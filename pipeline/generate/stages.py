@@ -10,9 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Awaitable, Callable
 
-from pipeline import layout
-from pipeline.generate import code, design, dsl, repair, verify_stage
-from pipeline.generate.context import StageReport, ThemeContext
+from envforge.pipeline import layout
+from envforge.pipeline.generate import code, design, dsl, repair, verify_stage
+from envforge.pipeline.generate.context import StageReport, ThemeContext
 
 # Table 2 of the paper, in its column order; a theme passes a column if it was not rejected at or
 # before a stage of that column.

@@ -13,9 +13,9 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pipeline import safe_io
-from pipeline.errors import LocatedError, UserError
-from pipeline.kinds import ThemeRecord
+from envforge.pipeline import safe_io
+from envforge.pipeline.errors import LocatedError, UserError
+from envforge.pipeline.kinds import ThemeRecord
 
 MAX_THEME_CHARS = 2000
 MAX_FILE_BYTES = 10_000_000

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import asyncio
 
-from pipeline import layout
-from pipeline.errors import Rejected
-from pipeline.generate.context import StageReport, ThemeContext
-from pipeline.verify import VerifyRunOptions, verify_env
-from pipeline.verify.models import verify_with_models
+from envforge.pipeline import layout
+from envforge.pipeline.errors import Rejected
+from envforge.pipeline.generate.context import StageReport, ThemeContext
+from envforge.pipeline.verify import VerifyRunOptions, verify_env
+from envforge.pipeline.verify.models import verify_with_models
 
 OUTPUTS = (layout.VERIFICATION, layout.LEVEL_MAX_REWARDS, layout.LEVELS, layout.VAL_LEVELS, layout.MANIFEST)
 

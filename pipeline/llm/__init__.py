@@ -1,12 +1,12 @@
 """The LLM layer: one async client over Anthropic, OpenAI(-compatible) and replay, with
 retries, a cost ledger and budgets, an on-disk response cache, and record/replay.
 
-    from pipeline.llm import LLMClient, Message, ToolSpec
+    from envforge.pipeline.llm import LLMClient, Message, ToolSpec
     response = await client.complete([Message.user("hi")], theme="maze", stage="design")
 """
 from typing import TYPE_CHECKING
 
-from pipeline.lazy import exports
+from envforge.pipeline.lazy import exports
 
 # name -> the module defining it, imported on first use (PEP 562): a command that needs one piece of
 # the layer (a price table, an error class) does not import the SDK clients, the cache and retries.
@@ -27,9 +27,9 @@ __getattr__ = exports(__name__, _EXPORTS)
 
 
 if TYPE_CHECKING:
-    from pipeline.llm.client import LLMClient
-    from pipeline.llm.config import LLMConfig, resolve
-    from pipeline.llm.errors import (
+    from envforge.pipeline.llm.client import LLMClient
+    from envforge.pipeline.llm.config import LLMConfig, resolve
+    from envforge.pipeline.llm.errors import (
         BudgetExceeded,
         LLMError,
         MalformedResponse,
@@ -39,6 +39,6 @@ if TYPE_CHECKING:
         RetriesExhausted,
         TransientError,
     )
-    from pipeline.llm.ledger import Ledger
-    from pipeline.llm.messages import CallContext, Message, Request, Response, ToolCall, ToolSpec, Usage
-    from pipeline.llm.retry import RetryPolicy
+    from envforge.pipeline.llm.ledger import Ledger
+    from envforge.pipeline.llm.messages import CallContext, Message, Request, Response, ToolCall, ToolSpec, Usage
+    from envforge.pipeline.llm.retry import RetryPolicy

@@ -6,10 +6,10 @@ from typing import Any
 
 import anthropic
 
-from pipeline.llm import sdk
-from pipeline.llm.errors import MalformedResponse
-from pipeline.llm.messages import Message, Request, Response, ToolCall
-from pipeline.llm.trust import checked_usage, reply_byte_cap
+from envforge.pipeline.llm import sdk
+from envforge.pipeline.llm.errors import MalformedResponse
+from envforge.pipeline.llm.messages import Message, Request, Response, ToolCall
+from envforge.pipeline.llm.trust import checked_usage, reply_byte_cap
 
 # Below about 1024 tokens Anthropic does not cache a prefix; 4 chars per token is our estimate.
 AUTO_CACHE_MIN_CHARS = 4096

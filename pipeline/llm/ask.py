@@ -17,8 +17,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Awaitable, Callable, Generic, TypeVar
 
-from pipeline.llm.errors import BudgetExceeded
-from pipeline.llm.messages import Response
+from envforge.pipeline.llm.errors import BudgetExceeded
+from envforge.pipeline.llm.messages import Response
 
 T = TypeVar("T")
 ACCEPTED, UNPARSEABLE, BUDGET = "accepted", "unparseable", "budget"

@@ -16,8 +16,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from pipeline import records as files
-from pipeline.llm.messages import Response
+from envforge.pipeline import records as files
+from envforge.pipeline.llm.messages import Response
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS responses (

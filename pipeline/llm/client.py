@@ -12,23 +12,23 @@ import asyncio
 from dataclasses import replace
 from typing import Iterable
 
-from pipeline.llm.cache import ResponseCache, cache_key
-from pipeline.llm.config import LLMConfig
-from pipeline.llm.errors import MalformedResponse, TransientError
-from pipeline.llm.ledger import Ledger
-from pipeline.llm.messages import CallContext, Message, Request, Response, ToolSpec
-from pipeline.llm.prices import PriceTable
-from pipeline.llm.replay import Recorder, Replayer
-from pipeline.llm.retry import call_with_retries
-from pipeline.llm.trust import check_reply_size, reply_char_cap, reply_chars
+from envforge.pipeline.llm.cache import ResponseCache, cache_key
+from envforge.pipeline.llm.config import LLMConfig
+from envforge.pipeline.llm.errors import MalformedResponse, TransientError
+from envforge.pipeline.llm.ledger import Ledger
+from envforge.pipeline.llm.messages import CallContext, Message, Request, Response, ToolSpec
+from envforge.pipeline.llm.prices import PriceTable
+from envforge.pipeline.llm.replay import Recorder, Replayer
+from envforge.pipeline.llm.retry import call_with_retries
+from envforge.pipeline.llm.trust import check_reply_size, reply_char_cap, reply_chars
 
 
 def make_provider(config: LLMConfig):
     if config.provider == "anthropic":
-        from pipeline.llm.anthropic_provider import AnthropicProvider
+        from envforge.pipeline.llm.anthropic_provider import AnthropicProvider
         return AnthropicProvider(config.api_key, config.base_url, config.timeout)
     if config.provider == "openai":
-        from pipeline.llm.openai_provider import OpenAIProvider
+        from envforge.pipeline.llm.openai_provider import OpenAIProvider
         return OpenAIProvider(config.api_key, config.base_url, config.timeout)
     return None  # replay needs no network provider
 

@@ -12,9 +12,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping
 
-from pipeline import paths
-from pipeline.errors import UserError, not_a_folder
-from pipeline.llm.retry import RetryPolicy
+from envforge.pipeline import paths
+from envforge.pipeline.errors import UserError, not_a_folder
+from envforge.pipeline.llm.retry import RetryPolicy
 
 PROVIDERS = ("anthropic", "openai", "replay")
 BUNDLED_REPLAY_DIR = paths.BUNDLED_REPLAY_DIR

@@ -9,7 +9,7 @@ import email.utils
 import time
 from typing import Any
 
-from pipeline.llm.errors import LLMError, MalformedResponse, ProviderError, TransientError
+from envforge.pipeline.llm.errors import LLMError, MalformedResponse, ProviderError, TransientError
 
 RETRYABLE_STATUSES = {408, 409, 429}
 STATUS_NAMES = {408: "request timeout", 409: "conflict", 429: "rate limited", 529: "overloaded"}

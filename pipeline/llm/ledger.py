@@ -28,10 +28,10 @@ import math
 import threading
 from dataclasses import asdict, dataclass, field
 
-from pipeline.llm.errors import BudgetExceeded
-from pipeline.llm.messages import CallContext, Request, Response, Usage
-from pipeline.llm.prices import PriceTable
-from pipeline.llm.trust import FORGED, MISSING, finite_dollars, reply_chars, untrusted_kind, usage_problem
+from envforge.pipeline.llm.errors import BudgetExceeded
+from envforge.pipeline.llm.messages import CallContext, Request, Response, Usage
+from envforge.pipeline.llm.prices import PriceTable
+from envforge.pipeline.llm.trust import FORGED, MISSING, finite_dollars, reply_chars, untrusted_kind, usage_problem
 
 log = logging.getLogger("envforge.llm")
 CHARS_PER_TOKEN = 4

@@ -7,10 +7,10 @@ from typing import Any
 
 import openai
 
-from pipeline.llm import sdk
-from pipeline.llm.errors import MalformedResponse
-from pipeline.llm.messages import Message, Request, Response, ToolCall
-from pipeline.llm.trust import ABSENT, checked_usage, reply_byte_cap
+from envforge.pipeline.llm import sdk
+from envforge.pipeline.llm.errors import MalformedResponse
+from envforge.pipeline.llm.messages import Message, Request, Response, ToolCall
+from envforge.pipeline.llm.trust import ABSENT, checked_usage, reply_byte_cap
 
 FINISH_REASONS = {
     "stop": "end_turn",

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import yaml
 
-from pipeline.errors import UserError
-from pipeline.llm.messages import Usage
+from envforge.pipeline.errors import UserError
+from envforge.pipeline.llm.messages import Usage
 
 DEFAULT_PRICES = Path(__file__).with_name("prices.yaml")
 DATE_SUFFIX = re.compile(r"-(\d{8}|\d{4}-\d{2}-\d{2})$")

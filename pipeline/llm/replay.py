@@ -18,9 +18,9 @@ from typing import Any
 
 import yaml
 
-from pipeline import records as files
-from pipeline.llm.errors import ReplayInvalid, ReplayMissing
-from pipeline.llm.messages import CallContext, Message, Request, Response, ToolCall, Usage
+from envforge.pipeline import records as files
+from envforge.pipeline.llm.errors import ReplayInvalid, ReplayMissing
+from envforge.pipeline.llm.messages import CallContext, Message, Request, Response, ToolCall, Usage
 
 THEME_TEXT = "theme.txt"
 MAX_THEME_BYTES = 20_000

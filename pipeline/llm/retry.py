@@ -13,7 +13,7 @@ from typing import Awaitable, Callable, TypeVar
 
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, wait_exponential_jitter
 
-from pipeline.llm.errors import MalformedResponse, RetriesExhausted, TransientError
+from envforge.pipeline.llm.errors import MalformedResponse, RetriesExhausted, TransientError
 
 T = TypeVar("T")
 

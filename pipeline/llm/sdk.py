@@ -10,10 +10,10 @@ from typing import Any, AsyncIterator, Awaitable, Callable
 
 import httpx2
 
-from pipeline.llm.errors import MalformedResponse
-from pipeline.llm.http_errors import translate
-from pipeline.llm.messages import Request
-from pipeline.llm.trust import ABSENT
+from envforge.pipeline.llm.errors import MalformedResponse
+from envforge.pipeline.llm.http_errors import translate
+from envforge.pipeline.llm.messages import Request
+from envforge.pipeline.llm.trust import ABSENT
 
 # The most bytes of a reply body the current call reads (None: no bound); set by `call`.
 _REPLY_BYTES: ContextVar[int | None] = ContextVar("envforge_reply_bytes", default=None)

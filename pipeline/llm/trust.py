@@ -24,8 +24,8 @@ import json
 import math
 from typing import Any
 
-from pipeline.llm.errors import MalformedResponse
-from pipeline.llm.messages import Request, Response, Usage
+from envforge.pipeline.llm.errors import MalformedResponse
+from envforge.pipeline.llm.messages import Request, Response, Usage
 
 MAX_TOKENS_PER_CALL = 10**9  # no call reads or writes a billion tokens; more is a forged count
 PROMPT_OVERHEAD_TOKENS = 2048

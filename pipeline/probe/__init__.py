@@ -14,13 +14,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from pipeline.probe.change import ChangeOptions, make_change
-from pipeline.probe.items import KINDS, ChangeItem, Item, PlanItem, PredictItem, read_items, write_items
-from pipeline.probe.plan import PlanOptions, make_plan
-from pipeline.probe.predict import PredictOptions, make_predict
-from pipeline.probe.score import ProbeReport, run_probes, score_items
-from pipeline.probe.session import open_env, open_session
-from pipeline.sandbox import SandboxLimits
+from envforge.pipeline.probe.change import ChangeOptions, make_change
+from envforge.pipeline.probe.items import KINDS, ChangeItem, Item, PlanItem, PredictItem, read_items, write_items
+from envforge.pipeline.probe.plan import PlanOptions, make_plan
+from envforge.pipeline.probe.predict import PredictOptions, make_predict
+from envforge.pipeline.probe.score import ProbeReport, run_probes, score_items
+from envforge.pipeline.probe.session import open_env, open_session
+from envforge.pipeline.sandbox import SandboxLimits
 
 
 @dataclass

@@ -14,9 +14,9 @@ import random
 import re
 from typing import Protocol
 
-from pipeline.llm import LLMClient, Message
-from pipeline.probe.items import ChangeItem, PlanItem, PredictItem
-from pipeline.prompts import render
+from envforge.pipeline.llm import LLMClient, Message
+from envforge.pipeline.probe.items import ChangeItem, PlanItem, PredictItem
+from envforge.pipeline.prompts import render
 
 
 class ProbeAgent(Protocol):

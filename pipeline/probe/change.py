@@ -20,11 +20,11 @@ import json
 from dataclasses import dataclass
 from typing import Any, Iterator
 
-from pipeline.probe.items import ChangeItem, Start
-from pipeline.probe.session import ProbeSession
-from pipeline.probe.variants import select, variant_worker
-from pipeline.sandbox import SandboxLimits
-from pipeline.sandbox.outside.client import EnvClient
+from envforge.pipeline.probe.items import ChangeItem, Start
+from envforge.pipeline.probe.session import ProbeSession
+from envforge.pipeline.probe.variants import select, variant_worker
+from envforge.pipeline.sandbox import SandboxLimits
+from envforge.pipeline.sandbox.outside.client import EnvClient
 
 CONFIG_SECTIONS = ("reward", "termination", "transition")
 

@@ -11,10 +11,10 @@ import math
 from pathlib import Path
 from typing import Iterable
 
-from pipeline import records as files
-from pipeline.kinds import ChangeItem, PlanItem, PredictItem
-from pipeline.kinds import ProbeItem as Item
-from pipeline.kinds import ProbeStart as Start
+from envforge.pipeline import records as files
+from envforge.pipeline.kinds import ChangeItem, PlanItem, PredictItem
+from envforge.pipeline.kinds import ProbeItem as Item
+from envforge.pipeline.kinds import ProbeStart as Start
 
 # The items are the probe_item record kind (pipeline/kinds.py), a shape per kind.
 KINDS = tuple(shape.TAG_VALUE for shape in (PredictItem, PlanItem, ChangeItem))

@@ -14,11 +14,11 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from pipeline import planner
-from pipeline.probe.items import PlanItem, Start
-from pipeline.probe.session import ProbeSession
-from pipeline.probe.variant_env import meets
-from pipeline.probe.variants import select, variant_worker
+from envforge.pipeline import planner
+from envforge.pipeline.probe.items import PlanItem, Start
+from envforge.pipeline.probe.session import ProbeSession
+from envforge.pipeline.probe.variant_env import meets
+from envforge.pipeline.probe.variants import select, variant_worker
 
 
 @dataclass(frozen=True)

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from pipeline.probe.items import PredictItem, Start
-from pipeline.probe.session import ProbeSession
+from envforge.pipeline.probe.items import PredictItem, Start
+from envforge.pipeline.probe.session import ProbeSession
 
 SOURCES = ("counterfactual_action", "counterfactual_state")
 RESEED_BASE = 7_919  # RNG seeds of the extra truth samples: RESEED_BASE + 1, + 2, ...

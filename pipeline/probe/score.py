@@ -17,12 +17,12 @@ import contextlib
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-from pipeline.envfolder.spec import EnvSpec
-from pipeline.errors import LocatedError, UserError
-from pipeline.kinds import ProbeScores
-from pipeline.llm import LLMClient
-from pipeline.probe.agents import ProbeAgent, make_agent
-from pipeline.probe.items import (
+from envforge.pipeline.envfolder.spec import EnvSpec
+from envforge.pipeline.errors import LocatedError, UserError
+from envforge.pipeline.kinds import ProbeScores
+from envforge.pipeline.llm import LLMClient
+from envforge.pipeline.probe.agents import ProbeAgent, make_agent
+from envforge.pipeline.probe.items import (
     ChangeItem,
     Item,
     PlanItem,
@@ -33,9 +33,9 @@ from pipeline.probe.items import (
     score_plan,
     score_predict,
 )
-from pipeline.probe.variant_env import meets
-from pipeline.sandbox import SandboxLimits
-from pipeline.sandbox.outside.client import EnvClient
+from envforge.pipeline.probe.variant_env import meets
+from envforge.pipeline.sandbox import SandboxLimits
+from envforge.pipeline.sandbox.outside.client import EnvClient
 
 
 @dataclass

@@ -4,11 +4,11 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, field
 
-from pipeline.envfolder.spec import EnvSpec
-from pipeline.errors import UserError
-from pipeline.probe.items import Start
-from pipeline.sandbox import SandboxLimits
-from pipeline.sandbox.outside.client import EnvClient, Observation, StepResult
+from envforge.pipeline.envfolder.spec import EnvSpec
+from envforge.pipeline.errors import UserError
+from envforge.pipeline.probe.items import Start
+from envforge.pipeline.sandbox import SandboxLimits
+from envforge.pipeline.sandbox.outside.client import EnvClient, Observation, StepResult
 
 
 @dataclass

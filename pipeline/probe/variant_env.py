@@ -14,10 +14,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from pipeline.runtime.observation import get_path
+from envforge.pipeline.runtime.observation import get_path
 
 # The worker's own rule for which class of env_main is the environment: a variant must pick the same.
-from pipeline.sandbox.inside.host import find_env_class
+from envforge.pipeline.sandbox.inside.host import find_env_class
 
 
 def derive(original_module, module_name: str) -> type:

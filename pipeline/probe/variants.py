@@ -15,11 +15,11 @@ from typing import Iterator
 
 import yaml
 
-from pipeline import layout
-from pipeline.envfolder.spec import EnvSpec, read_config
-from pipeline.probe.variant_env import set_path
-from pipeline.sandbox import SandboxLimits
-from pipeline.sandbox.outside.client import EnvClient
+from envforge.pipeline import layout
+from envforge.pipeline.envfolder.spec import EnvSpec, read_config
+from envforge.pipeline.probe.variant_env import set_path
+from envforge.pipeline.sandbox import SandboxLimits
+from envforge.pipeline.sandbox.outside.client import EnvClient
 
 ORIGINAL = "_envforge_original"
 WRAPPER = f'''"""A derived variant of this environment, written by envforge probe in a private copy."""
@@ -28,7 +28,7 @@ from {ORIGINAL} import *  # noqa: F401,F403 - other env files may import names f
 
 globals().update({{k: v for k, v in vars(_original).items() if not k.startswith("__")}})
 
-from pipeline.probe.variant_env import derive  # noqa: E402
+from envforge.pipeline.probe.variant_env import derive  # noqa: E402
 
 Variant = derive(_original, __name__)
 

@@ -15,14 +15,14 @@ import random
 from dataclasses import dataclass
 from pathlib import Path
 
-from pipeline import layout, manifest
-from pipeline import records as files
-from pipeline.envfolder.spec import EnvSpec
-from pipeline.kinds import Skin
-from pipeline.reskin.identity import IdentityReport, check_identity
-from pipeline.reskin.styles import TEMPLATE_STYLES, template_source
-from pipeline.sandbox import SandboxLimits
-from pipeline.sandbox.outside.client import EnvClient
+from envforge.pipeline import layout, manifest
+from envforge.pipeline import records as files
+from envforge.pipeline.envfolder.spec import EnvSpec
+from envforge.pipeline.kinds import Skin
+from envforge.pipeline.reskin.identity import IdentityReport, check_identity
+from envforge.pipeline.reskin.styles import TEMPLATE_STYLES, template_source
+from envforge.pipeline.sandbox import SandboxLimits
+from envforge.pipeline.sandbox.outside.client import EnvClient
 
 REJECTED = "_rejected"
 

@@ -12,11 +12,11 @@ from __future__ import annotations
 import random
 from dataclasses import asdict, dataclass, field
 
-from pipeline import layout, planner
-from pipeline.envfolder.level import Level
-from pipeline.envfolder.spec import EnvSpec
-from pipeline.sandbox import SandboxFailure, SandboxLimits
-from pipeline.sandbox.outside.client import EnvClient
+from envforge.pipeline import layout, planner
+from envforge.pipeline.envfolder.level import Level
+from envforge.pipeline.envfolder.spec import EnvSpec
+from envforge.pipeline.sandbox import SandboxFailure, SandboxLimits
+from envforge.pipeline.sandbox.outside.client import EnvClient
 
 # What must be equal after a reset or a step of the two envs.
 COMPARED = ("state_hash", "t", "reward", "terminated", "truncated", "events")

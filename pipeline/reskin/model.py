@@ -11,13 +11,13 @@ import dataclasses
 import json
 import re
 
-from pipeline.envfolder.spec import EnvSpec
-from pipeline.llm import LLMClient, Message, Response
-from pipeline.llm.ask import ask_until_valid
-from pipeline.prompts import render
-from pipeline.reskin import Reskinned, install
-from pipeline.sandbox import SandboxLimits
-from pipeline.sandbox.outside.client import EnvClient
+from envforge.pipeline.envfolder.spec import EnvSpec
+from envforge.pipeline.llm import LLMClient, Message, Response
+from envforge.pipeline.llm.ask import ask_until_valid
+from envforge.pipeline.prompts import render
+from envforge.pipeline.reskin import Reskinned, install
+from envforge.pipeline.sandbox import SandboxLimits
+from envforge.pipeline.sandbox.outside.client import EnvClient
 
 _CODE = re.compile(r"```(?:python|py)?[ \t]*\n(.*?)```", re.S)
 

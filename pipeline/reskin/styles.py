@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 
-from pipeline.prompts import render as render_template
+from envforge.pipeline.prompts import render as render_template
 
 TEMPLATE_STYLES = ("json", "narrative", "inverse")
 HINT_LINE = "Note: the environment may contain semantic inversions."

@@ -17,17 +17,17 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from pipeline import layout, manifest
-from pipeline.errors import Rejected, UserError
-from pipeline.generate import package, stages
-from pipeline.generate.context import GenerateRunOptions, ThemeContext
-from pipeline.generate.dsl import config_errors
-from pipeline.generate.journal import JournaledClient
-from pipeline.generate.run import Run, ThemeOutcome
-from pipeline.generate.themes import Theme
-from pipeline.generate.verify_stage import OUTPUTS as VERIFY_OUTPUTS
-from pipeline.kinds import HumanReview, Rejection, ThemeRecord
-from pipeline.review.catalog import Catalog, Entry, model_calls, read_record
+from envforge.pipeline import layout, manifest
+from envforge.pipeline.errors import Rejected, UserError
+from envforge.pipeline.generate import package, stages
+from envforge.pipeline.generate.context import GenerateRunOptions, ThemeContext
+from envforge.pipeline.generate.dsl import config_errors
+from envforge.pipeline.generate.journal import JournaledClient
+from envforge.pipeline.generate.run import Run, ThemeOutcome
+from envforge.pipeline.generate.themes import Theme
+from envforge.pipeline.generate.verify_stage import OUTPUTS as VERIFY_OUTPUTS
+from envforge.pipeline.kinds import HumanReview, Rejection, ThemeRecord
+from envforge.pipeline.review.catalog import Catalog, Entry, model_calls, read_record
 
 RETRY_STAGES = stages.NAMES
 

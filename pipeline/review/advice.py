@@ -7,17 +7,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from pipeline import layout, terminal
-from pipeline.generate import stages
-from pipeline.kinds import (
+from envforge.pipeline import layout, terminal
+from envforge.pipeline.generate import stages
+from envforge.pipeline.kinds import (
     BudgetCapReached,
     DegeneratePolicy,
     DoingNothingScoresMax,
     NoBetterThanRandom,
     PlannerScoresNothing,
 )
-from pipeline.review.catalog import shorten
-from pipeline.review.details import Details
+from envforge.pipeline.review.catalog import shorten
+from envforge.pipeline.review.details import Details
 
 VERIFY_CHECKS = tuple(name for name, _ in stages.get("verify").checks)
 

@@ -10,13 +10,13 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Iterator, TypeVar
 
-from pipeline import layout, manifest, safe_io
-from pipeline import records as files
-from pipeline.errors import LocatedError, UserError, not_a_folder
-from pipeline.generate import stages
-from pipeline.generate.rundb import RunDB
-from pipeline.kinds import BudgetCapReached, HumanReview, ModelCall, Record, RecordError, RejectionCause
-from pipeline.review import history
+from envforge.pipeline import layout, manifest, safe_io
+from envforge.pipeline import records as files
+from envforge.pipeline.errors import LocatedError, UserError, not_a_folder
+from envforge.pipeline.generate import stages
+from envforge.pipeline.generate.rundb import RunDB
+from envforge.pipeline.kinds import BudgetCapReached, HumanReview, ModelCall, Record, RecordError, RejectionCause
+from envforge.pipeline.review import history
 
 R = TypeVar("R", bound=Record)
 

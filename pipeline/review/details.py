@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pipeline import layout, manifest, safe_io
-from pipeline.kinds import (
+from envforge.pipeline import layout, manifest, safe_io
+from envforge.pipeline.kinds import (
     Manifest,
     RecordError,
     Rejection,
@@ -15,9 +15,9 @@ from pipeline.kinds import (
     Verification,
     VerifyFigures,
 )
-from pipeline.review import history
-from pipeline.review.catalog import Entry, read_record
-from pipeline.review.edits import hand_edits
+from envforge.pipeline.review import history
+from envforge.pipeline.review.catalog import Entry, read_record
+from envforge.pipeline.review.edits import hand_edits
 
 # The files a reviewer reads, in reading order (what the agent is told comes after the code).
 SHOWN_FILES = (layout.DESIGN, layout.CONFIG, *layout.CODE_FILES, layout.AGENT_INSTRUCTION, layout.ACTION_SPACE)

@@ -11,10 +11,10 @@ from __future__ import annotations
 import difflib
 from pathlib import Path
 
-from pipeline import layout, safe_io
-from pipeline.generate.dsl import extract_yaml
-from pipeline.review.catalog import model_calls
-from pipeline.review.history import AgentAttempt
+from envforge.pipeline import layout, safe_io
+from envforge.pipeline.generate.dsl import extract_yaml
+from envforge.pipeline.review.catalog import model_calls
+from envforge.pipeline.review.history import AgentAttempt
 
 
 def model_versions(folder: Path, agent: list[AgentAttempt]) -> dict[str, str]:

@@ -10,8 +10,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator
 
-from pipeline import records as files
-from pipeline.kinds import CheckFound, CodingStep, CodingToolResult
+from envforge.pipeline import records as files
+from envforge.pipeline.kinds import CheckFound, CodingStep, CodingToolResult
 
 
 @dataclass

@@ -7,12 +7,12 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from pipeline import layout
-from pipeline.envfolder.level import Level
-from pipeline.envfolder.spec import DEFAULT_MAX_STEPS, claimed_max_rewards
-from pipeline.errors import LocatedError
-from pipeline.sandbox import SandboxFailure
-from pipeline.sandbox.outside.client import EnvClient
+from envforge.pipeline import layout
+from envforge.pipeline.envfolder.level import Level
+from envforge.pipeline.envfolder.spec import DEFAULT_MAX_STEPS, claimed_max_rewards
+from envforge.pipeline.errors import LocatedError
+from envforge.pipeline.sandbox import SandboxFailure
+from envforge.pipeline.sandbox.outside.client import EnvClient
 
 
 @dataclass

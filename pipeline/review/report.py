@@ -15,16 +15,16 @@ from pathlib import Path
 
 import jinja2
 
-from pipeline import records as files
-from pipeline.errors import UserError, not_a_folder
-from pipeline.generate import stages
-from pipeline.paths import TEMPLATES_DIR
-from pipeline.review import plots
-from pipeline.review.advice import advise
-from pipeline.review.catalog import Catalog, Entry, count_labels, shorten
-from pipeline.review.details import Details, gather
-from pipeline.review.highlight import highlight
-from pipeline.review.previews import previews
+from envforge.pipeline import records as files
+from envforge.pipeline.errors import UserError, not_a_folder
+from envforge.pipeline.generate import stages
+from envforge.pipeline.paths import TEMPLATES_DIR
+from envforge.pipeline.review import plots
+from envforge.pipeline.review.advice import advise
+from envforge.pipeline.review.catalog import Catalog, Entry, count_labels, shorten
+from envforge.pipeline.review.details import Details, gather
+from envforge.pipeline.review.highlight import highlight
+from envforge.pipeline.review.previews import previews
 
 ENV_PAGES = "envs"
 PREVIEW_WORKERS = 4
@@ -85,8 +85,8 @@ def evaluation_scores(folders: list[str]) -> dict[str, list[dict]]:
     """Environment name -> one row per evaluated method (agent and model), from `envforge evaluate` folders."""
     if not folders:
         return {}
-    from pipeline.evaluate.records import EPISODES_JSONL, Records
-    from pipeline.evaluate.report import summarize
+    from envforge.pipeline.evaluate.records import EPISODES_JSONL, Records
+    from envforge.pipeline.evaluate.report import summarize
 
     records = []
     for folder in folders:

@@ -6,10 +6,10 @@ import shutil
 import sys
 import time
 
-from pipeline.kinds import UnknownCause
-from pipeline.review.advice import advise
-from pipeline.review.catalog import Entry, count_labels, shorten
-from pipeline.review.details import Details
+from envforge.pipeline.kinds import UnknownCause
+from envforge.pipeline.review.advice import advise
+from envforge.pipeline.review.catalog import Entry, count_labels, shorten
+from envforge.pipeline.review.details import Details
 
 COLUMNS = ("name", "theme", "status", "stage", "reason", "repair", "cost")
 

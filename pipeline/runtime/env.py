@@ -24,10 +24,10 @@ from typing import Any
 
 import yaml
 
-from pipeline import layout
-from pipeline.runtime.levels import load_level, save_level
-from pipeline.runtime.observation import ObservationPolicy, policy_from_config
-from pipeline.runtime.termination import EndConditions
+from envforge.pipeline import layout
+from envforge.pipeline.runtime.levels import load_level, save_level
+from envforge.pipeline.runtime.observation import ObservationPolicy, policy_from_config
+from envforge.pipeline.runtime.termination import EndConditions
 
 
 class BaseEnv(ABC):
@@ -57,7 +57,7 @@ class BaseEnv(ABC):
 
     @property
     def max_steps(self) -> int:
-        from pipeline.envfolder.spec import max_steps  # the one rule, the host's too
+        from envforge.pipeline.envfolder.spec import max_steps  # the one rule, the host's too
 
         return max_steps(self.configs or {})
 

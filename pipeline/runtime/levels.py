@@ -8,7 +8,7 @@ from typing import Any
 
 import yaml
 
-from pipeline.runtime.plain import plain
+from envforge.pipeline.runtime.plain import plain
 
 
 def load_level(path: str | Path) -> dict[str, Any]:
@@ -34,7 +34,7 @@ def level_text(state: dict[str, Any]) -> str:
 def save_level(path: str | Path, state: dict[str, Any]) -> None:
     # Imported here: the record writer brings every record model (pipeline.kinds), which a sandbox
     # worker, importing this module at each start, needs only when an env's generator saves a level.
-    from pipeline import records
+    from envforge.pipeline import records
 
     records.write_text(path, level_text(state))
 

@@ -11,12 +11,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from dsl_schema.conditions import ConditionError, ConditionSyntaxError, holds, parse_condition
-from dsl_schema.names import CONDITION_SYNTAX
-from dsl_schema.problems import show, typed
-from pipeline import layout
-from pipeline.errors import LocatedError
-from pipeline.located import Problem
+from envforge.dsl_schema.conditions import ConditionError, ConditionSyntaxError, holds, parse_condition
+from envforge.dsl_schema.names import CONDITION_SYNTAX
+from envforge.dsl_schema.problems import show, typed
+from envforge.pipeline import layout
+from envforge.pipeline.errors import LocatedError
+from envforge.pipeline.located import Problem
 
 
 @dataclass(frozen=True)

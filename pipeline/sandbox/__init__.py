@@ -20,14 +20,14 @@ Use workers through the typed client (pipeline/sandbox/outside/client.py), which
 """
 from typing import TYPE_CHECKING
 
-from pipeline.lazy import exports
+from envforge.pipeline.lazy import exports
 
 if TYPE_CHECKING:
-    from pipeline.sandbox.limits import SandboxLimits
-    from pipeline.sandbox.outside.capabilities import capabilities
-    from pipeline.sandbox.outside.failures import SandboxFailure, WorkerStartFailed
-    from pipeline.sandbox.outside.pool import WorkerPool
-    from pipeline.sandbox.outside.process import Worker
+    from envforge.pipeline.sandbox.limits import SandboxLimits
+    from envforge.pipeline.sandbox.outside.capabilities import capabilities
+    from envforge.pipeline.sandbox.outside.failures import SandboxFailure, WorkerStartFailed
+    from envforge.pipeline.sandbox.outside.pool import WorkerPool
+    from envforge.pipeline.sandbox.outside.process import Worker
 
 # name -> the module defining it, imported on first use (PEP 562): every sandbox worker imports this
 # package (its entry is pipeline.sandbox.inside.worker), and the host side (outside/: the process,

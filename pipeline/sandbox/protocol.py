@@ -27,7 +27,7 @@ import json
 import traceback
 from typing import Any, Callable
 
-WORKER_MODULE = "pipeline.sandbox.inside.worker"  # what the parent runs with `python -m`
+WORKER_MODULE = "envforge.pipeline.sandbox.inside.worker"  # what the parent runs with `python -m`
 STARTED = {"started": True}  # what a worker writes, unasked, once confined and ready for requests
 OPENING = "load"  # the first request the parent sends a started worker: load what it holds
 HOSTS = ("env", "agent")  # what a worker holds: an environment or a learned agent

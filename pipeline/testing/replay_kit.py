@@ -9,7 +9,7 @@ from pathlib import Path
 
 import yaml
 
-from pipeline.testing import tiny_env
+from envforge.pipeline.testing import tiny_env
 
 DESIGN = """## Goal
 Walk along a corridor to the goal tile.

@@ -28,10 +28,10 @@ import dataclasses
 import time
 from pathlib import Path
 
-from pipeline import layout, manifest
-from pipeline import records as files
-from pipeline.errors import Rejected
-from pipeline.kinds import (
+from envforge.pipeline import layout, manifest
+from envforge.pipeline import records as files
+from envforge.pipeline.errors import Rejected
+from envforge.pipeline.kinds import (
     DifficultyBaseline,
     StageFigures,
     Verification,
@@ -39,11 +39,11 @@ from pipeline.kinds import (
     VerificationSummary,
     VerifyFigures,
 )
-from pipeline.sandbox.outside.capabilities import ran_under
-from pipeline.verify import reliability
-from pipeline.verify.context import BudgetRanOut, Clock, Context, VerifyRunOptions
-from pipeline.verify.stages import STAGES, VERIFY_STAGES, VerifyStage
-from pipeline.verify.stages import get as get_stage
+from envforge.pipeline.sandbox.outside.capabilities import ran_under
+from envforge.pipeline.verify import reliability
+from envforge.pipeline.verify.context import BudgetRanOut, Clock, Context, VerifyRunOptions
+from envforge.pipeline.verify.stages import STAGES, VERIFY_STAGES, VerifyStage
+from envforge.pipeline.verify.stages import get as get_stage
 
 __all__ = ["STAGES", "VERIFY_STAGES", "BudgetRanOut", "VerifyRunOptions", "VerificationResult", "record", "verify_env"]
 

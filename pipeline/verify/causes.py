@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from pipeline.kinds import (
+from envforge.pipeline.kinds import (
     BadGeneratedLevel,
     DegeneratePolicy,
     DoingNothingScoresMax,

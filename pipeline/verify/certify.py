@@ -8,15 +8,15 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
-from pipeline import layout
-from pipeline import records as files
-from pipeline.errors import Rejected
-from pipeline.kinds import LevelMaxRewards, LevelsFigures
-from pipeline.levelmax import FIT_MARGIN, LevelMax, certify
-from pipeline.sandbox import SandboxFailure
-from pipeline.sandbox.outside.client import EnvClient, Verdict
-from pipeline.verify.causes import crashed
-from pipeline.verify.context import Context, failure_text, located
+from envforge.pipeline import layout
+from envforge.pipeline import records as files
+from envforge.pipeline.errors import Rejected
+from envforge.pipeline.kinds import LevelMaxRewards, LevelsFigures
+from envforge.pipeline.levelmax import FIT_MARGIN, LevelMax, certify
+from envforge.pipeline.sandbox import SandboxFailure
+from envforge.pipeline.sandbox.outside.client import EnvClient, Verdict
+from envforge.pipeline.verify.causes import crashed
+from envforge.pipeline.verify.context import Context, failure_text, located
 
 
 class PooledCertifier:

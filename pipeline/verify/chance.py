@@ -15,8 +15,8 @@ import math
 import random
 import statistics
 
-from pipeline.planner import replay
-from pipeline.sandbox.outside.client import EnvClient, Level
+from envforge.pipeline.planner import replay
+from envforge.pipeline.sandbox.outside.client import EnvClient, Level
 
 PROBE_LEVELS = 3  # levels probed for randomness drawn during step
 PROBE_STEPS = 10  # random valid actions per probed level

@@ -15,9 +15,9 @@ unless told to write into the folder.
 """
 from __future__ import annotations
 
-from pipeline import layout
-from pipeline.envfolder.spec import EnvSpec
-from pipeline.kinds import ClaimCheck
+from envforge.pipeline import layout
+from envforge.pipeline.envfolder.spec import EnvSpec
+from envforge.pipeline.kinds import ClaimCheck
 
 EPS = 1e-6
 FLAGGED = ("beaten", "unreachable")

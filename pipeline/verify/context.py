@@ -12,14 +12,14 @@ import time
 from dataclasses import dataclass, field, fields
 from typing import Callable, Iterator
 
-from pipeline import layout
-from pipeline.envfolder.spec import EnvSpec
-from pipeline.errors import InfrastructureError, LocatedError, Rejected
-from pipeline.kinds import EnvDoesNotLoad, StageFigures, UnreadableFolder
-from pipeline.levelmax import SEARCH_NODES, SEARCH_SECONDS, Search, no_op
-from pipeline.sandbox import SandboxFailure, SandboxLimits
-from pipeline.sandbox.outside.client import EnvClient
-from pipeline.verify.claims import read_claims
+from envforge.pipeline import layout
+from envforge.pipeline.envfolder.spec import EnvSpec
+from envforge.pipeline.errors import InfrastructureError, LocatedError, Rejected
+from envforge.pipeline.kinds import EnvDoesNotLoad, StageFigures, UnreadableFolder
+from envforge.pipeline.levelmax import SEARCH_NODES, SEARCH_SECONDS, Search, no_op
+from envforge.pipeline.sandbox import SandboxFailure, SandboxLimits
+from envforge.pipeline.sandbox.outside.client import EnvClient
+from envforge.pipeline.verify.claims import read_claims
 
 
 @dataclass

@@ -18,17 +18,17 @@ from __future__ import annotations
 import random
 from collections import Counter
 
-from dsl_schema.conditions import ConditionError, ConditionSyntaxError, holds, parse_condition
-from pipeline import layout, planner
-from pipeline.errors import Rejected
-from pipeline.evaluate.agents import ActionsAgent, RandomAgent
-from pipeline.evaluate.episode import Turn, run_episode_sync
-from pipeline.kinds import ExecutionFigures
-from pipeline.sandbox import SandboxFailure
-from pipeline.sandbox.outside.client import EnvClient, Level
-from pipeline.verify.causes import EmptyObservation, EndConditionIgnored, crashed
-from pipeline.verify.context import Context, failure_text, located
-from pipeline.verify.outcome import StageOutcome, settle
+from envforge.dsl_schema.conditions import ConditionError, ConditionSyntaxError, holds, parse_condition
+from envforge.pipeline import layout, planner
+from envforge.pipeline.errors import Rejected
+from envforge.pipeline.evaluate.agents import ActionsAgent, RandomAgent
+from envforge.pipeline.evaluate.episode import Turn, run_episode_sync
+from envforge.pipeline.kinds import ExecutionFigures
+from envforge.pipeline.sandbox import SandboxFailure
+from envforge.pipeline.sandbox.outside.client import EnvClient, Level
+from envforge.pipeline.verify.causes import EmptyObservation, EndConditionIgnored, crashed
+from envforge.pipeline.verify.context import Context, failure_text, located
+from envforge.pipeline.verify.outcome import StageOutcome, settle
 
 # Levels to roll out on when the folder has none: generated from these seeds.
 FALLBACK_SEEDS = (1, 2, 3)

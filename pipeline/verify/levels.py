@@ -31,17 +31,17 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 
-from pipeline import layout, safe_io
-from pipeline import records as files
-from pipeline.errors import LocatedError, Rejected
-from pipeline.kinds import LevelsFigures
-from pipeline.levelfactory import EXAMPLES, GeneratorFailed, LevelFactory, Made
-from pipeline.levelmax import EPS, LevelMax, scorable, tidy, unscored_reason
-from pipeline.runtime.levels import save_level
-from pipeline.sandbox import SandboxFailure
-from pipeline.sandbox.outside.client import EnvClient, Level, Verdict
-from pipeline.verify import chance, claims
-from pipeline.verify.causes import (
+from envforge.pipeline import layout, safe_io
+from envforge.pipeline import records as files
+from envforge.pipeline.errors import LocatedError, Rejected
+from envforge.pipeline.kinds import LevelsFigures
+from envforge.pipeline.levelfactory import EXAMPLES, GeneratorFailed, LevelFactory, Made
+from envforge.pipeline.levelmax import EPS, LevelMax, scorable, tidy, unscored_reason
+from envforge.pipeline.runtime.levels import save_level
+from envforge.pipeline.sandbox import SandboxFailure
+from envforge.pipeline.sandbox.outside.client import EnvClient, Level, Verdict
+from envforge.pipeline.verify import chance, claims
+from envforge.pipeline.verify.causes import (
     BadGeneratedLevel,
     GeneratorAndShippedLevelsFail,
     GeneratorCrashed,
@@ -56,9 +56,9 @@ from pipeline.verify.causes import (
     ValTestOverlap,
     crashed,
 )
-from pipeline.verify.certify import PooledCertifier, write_max_rewards
-from pipeline.verify.context import Context, failure_text, located
-from pipeline.verify.outcome import StageOutcome, settle
+from envforge.pipeline.verify.certify import PooledCertifier, write_max_rewards
+from envforge.pipeline.verify.context import Context, failure_text, located
+from envforge.pipeline.verify.outcome import StageOutcome, settle
 
 
 def run(ctx: Context, _: list[LevelMax] | None) -> StageOutcome[LevelsFigures]:

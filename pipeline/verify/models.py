@@ -20,14 +20,14 @@ from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
-from pipeline.envfolder.spec import EnvSpec
-from pipeline.errors import Rejected, UserError
-from pipeline.evaluate import Limits, make_player
-from pipeline.evaluate.records import Records
-from pipeline.evaluate.runner import RunOptions, evaluate
-from pipeline.kinds import DifferentialFigures, ReactFigures
-from pipeline.verify import record
-from pipeline.verify.causes import ModelsNotSeparated, ReactRolloutFailed
+from envforge.pipeline.envfolder.spec import EnvSpec
+from envforge.pipeline.errors import Rejected, UserError
+from envforge.pipeline.evaluate import Limits, make_player
+from envforge.pipeline.evaluate.records import Records
+from envforge.pipeline.evaluate.runner import RunOptions, evaluate
+from envforge.pipeline.kinds import DifferentialFigures, ReactFigures
+from envforge.pipeline.verify import record
+from envforge.pipeline.verify.causes import ModelsNotSeparated, ReactRolloutFailed
 
 ROLLOUT_STEPS = 10
 UNREACHABLE = ("model_error", "budget")

@@ -11,15 +11,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, Generic, TypeVar
 
-from pipeline import layout
-from pipeline.errors import Rejected
-from pipeline.kinds import StageFigures
-from pipeline.sandbox import SandboxFailure
-from pipeline.verify.causes import StageRejection, WorkerFailed
-from pipeline.verify.context import Clock, failure_text
+from envforge.pipeline import layout
+from envforge.pipeline.errors import Rejected
+from envforge.pipeline.kinds import StageFigures
+from envforge.pipeline.sandbox import SandboxFailure
+from envforge.pipeline.verify.causes import StageRejection, WorkerFailed
+from envforge.pipeline.verify.context import Clock, failure_text
 
 if TYPE_CHECKING:
-    from pipeline.levelmax import LevelMax
+    from envforge.pipeline.levelmax import LevelMax
 
 F = TypeVar("F", bound=StageFigures)
 

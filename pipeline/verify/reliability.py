@@ -32,16 +32,16 @@ import queue
 from concurrent.futures import ThreadPoolExecutor
 from statistics import mean
 
-from pipeline import layout
-from pipeline.errors import Rejected
-from pipeline.evaluate.agents import ActionsAgent, RandomAgent
-from pipeline.evaluate.episode import run_episode_sync
-from pipeline.kinds import ConstantPolicyScore, LevelScores, ReliabilityFigures
-from pipeline.levelmax import EPS, LevelMax, scorable, tidy, unscored_reason
-from pipeline.sandbox import SandboxFailure
-from pipeline.sandbox.outside.client import Level
-from pipeline.verify import claims
-from pipeline.verify.causes import (
+from envforge.pipeline import layout
+from envforge.pipeline.errors import Rejected
+from envforge.pipeline.evaluate.agents import ActionsAgent, RandomAgent
+from envforge.pipeline.evaluate.episode import run_episode_sync
+from envforge.pipeline.kinds import ConstantPolicyScore, LevelScores, ReliabilityFigures
+from envforge.pipeline.levelmax import EPS, LevelMax, scorable, tidy, unscored_reason
+from envforge.pipeline.sandbox import SandboxFailure
+from envforge.pipeline.sandbox.outside.client import Level
+from envforge.pipeline.verify import claims
+from envforge.pipeline.verify.causes import (
     DegeneratePolicy,
     DoingNothingScoresMax,
     NoBetterThanRandom,
@@ -49,9 +49,9 @@ from pipeline.verify.causes import (
     PlannerScoresNothing,
     crashed,
 )
-from pipeline.verify.certify import write_max_rewards
-from pipeline.verify.context import Context, failure_text, located
-from pipeline.verify.outcome import StageOutcome, settle
+from envforge.pipeline.verify.certify import write_max_rewards
+from envforge.pipeline.verify.context import Context, failure_text, located
+from envforge.pipeline.verify.outcome import StageOutcome, settle
 
 RANDOM_AGENT = "uniform random declared action with sampled parameters"
 CONSTANT_PARAMS = 3  # parameter combinations per action tried as a constant policy

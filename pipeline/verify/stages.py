@@ -14,10 +14,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
-from pipeline.levelmax import LevelMax
-from pipeline.verify import execution, levels, reliability
-from pipeline.verify.context import Context
-from pipeline.verify.outcome import StageOutcome
+from envforge.pipeline.levelmax import LevelMax
+from envforge.pipeline.verify import execution, levels, reliability
+from envforge.pipeline.verify.context import Context
+from envforge.pipeline.verify.outcome import StageOutcome
 
 Run = Callable[[Context, "list[LevelMax] | None"], StageOutcome]
 

@@ -20,8 +20,8 @@ import os
 from pathlib import Path
 from typing import Any, Callable
 
-from pipeline import layout
-from pipeline.runtime.levels import save_level
+from envforge.pipeline import layout
+from envforge.pipeline.runtime.levels import save_level
 
 VALIDATE_NAMES = ("validate_level", "validate_world")
 BOUND_NAMES = ("max_reward", "calculate_max_reward", "compute_max_reward")

@@ -24,7 +24,7 @@ import traceback
 from pathlib import Path
 from typing import Any, Callable
 
-from pipeline.sandbox.protocol import AGENT_FILE, AGENT_OPS, Dispatcher, Failure, ask_model
+from envforge.pipeline.sandbox.protocol import AGENT_FILE, AGENT_OPS, Dispatcher, Failure, ask_model
 
 _modules = itertools.count()
 

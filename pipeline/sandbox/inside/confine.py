@@ -27,8 +27,8 @@ import resource
 import signal
 import sys
 
-from pipeline.sandbox.limits import EXIT_CPU, SandboxLimits
-from pipeline.sandbox.protocol import ENV_MOUNT
+from envforge.pipeline.sandbox.limits import EXIT_CPU, SandboxLimits
+from envforge.pipeline.sandbox.protocol import ENV_MOUNT
 
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 1, 2, 4, 8
 MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 32, 4096, 16384, 1 << 18
@@ -70,11 +70,12 @@ def _bind(source: str, target: str, readonly: bool) -> None:
 def readable_paths() -> list[str]:
     """What the worker must read: the interpreter's prefixes, site-packages and envforge's own
     packages — not the checkout around them, where a `.env` file with keys may sit."""
-    import dsl_schema
-    import pipeline
+    from envforge import dsl_schema, pipeline
 
     paths = {sys.base_prefix, sys.prefix}
-    paths.update(os.path.dirname(m.__file__) for m in (pipeline, dsl_schema))
+    # envforge's parts: one folder installed; in an editable install, the checkout's top-level folders
+    root = sys.modules[__name__.split(".")[0]]  # the import root (envforge), imported before this module
+    paths.update(os.path.dirname(m.__file__) for m in (root, pipeline, dsl_schema))
     paths.update(p for p in sys.path if p and os.path.isabs(p) and os.path.isdir(p))
     paths = sorted(os.path.realpath(p) for p in paths)
     # Drop paths already inside another kept path or a system directory.
@@ -161,7 +162,7 @@ def _landlock(base: str, folder: str) -> None:
     """The landlock rung: no capabilities (root stays uid 0 — the Python it runs may sit under
     /root, and uid 0 without CAP_SYS_RESOURCE is bound by RLIMIT_NPROC like anyone), then Landlock
     over what it may read and write."""
-    from pipeline.sandbox.inside import landlock
+    from envforge.pipeline.sandbox.inside import landlock
 
     readable = list(SYSTEM_DIRS) + readable_paths() + [f"/dev/{d}" for d, w in DEVICE_RIGHTS.items() if not w]
     writable = [folder, os.path.join(base, "tmp")] + [f"/dev/{d}" for d, w in DEVICE_RIGHTS.items() if w]
@@ -173,7 +174,7 @@ def _landlock(base: str, folder: str) -> None:
 def confine(mode: str, base: str, folder: str, uid: int, limits: SandboxLimits) -> str:
     """Confine this process on the rung `mode`; return the environment folder's path as seen
     afterwards. `folder`: the host's copy of the environment folder."""
-    from pipeline.sandbox.inside import syscalls  # loads libseccomp: only workers need it
+    from envforge.pipeline.sandbox.inside import syscalls  # loads libseccomp: only workers need it
 
     seccomp, why = syscalls.seccomp_available()
     if mode != "none" and not seccomp:

@@ -18,13 +18,13 @@ from typing import Any
 
 import yaml
 
-from pipeline import layout
-from pipeline.runtime import env as runtime_env
-from pipeline.runtime.levels import level_text, state_hash
-from pipeline.runtime.plain import NotPlainData, plain
-from pipeline.sandbox.inside import adapters, faults, rngs, search, snapshots
-from pipeline.sandbox.inside.faults import in_function, short, where, where_of
-from pipeline.sandbox.protocol import ENV_OPS, Dispatcher, Failure
+from envforge.pipeline import layout
+from envforge.pipeline.runtime import env as runtime_env
+from envforge.pipeline.runtime.levels import level_text, state_hash
+from envforge.pipeline.runtime.plain import NotPlainData, plain
+from envforge.pipeline.sandbox.inside import adapters, faults, rngs, search, snapshots
+from envforge.pipeline.sandbox.inside.faults import in_function, short, where, where_of
+from envforge.pipeline.sandbox.protocol import ENV_OPS, Dispatcher, Failure
 
 COMPAT_DIR = str(Path(runtime_env.__file__).resolve().parent / "compat")
 DEFAULT_MAX_STEPS = 100  # a search's horizon when the host sent no cap
@@ -228,7 +228,7 @@ class EnvHost(Dispatcher):
         return alias
 
     def _level_state(self, level: str) -> dict:
-        from pipeline.runtime.levels import load_level
+        from envforge.pipeline.runtime.levels import load_level
 
         path = self.env_dir / level
         if not path.is_file():

@@ -65,10 +65,10 @@ import json
 import math
 import time
 
-from pipeline.runtime.levels import state_hash
-from pipeline.sandbox.inside import rngs
-from pipeline.sandbox.inside.faults import where
-from pipeline.sandbox.protocol import Failure
+from envforge.pipeline.runtime.levels import state_hash
+from envforge.pipeline.sandbox.inside import rngs
+from envforge.pipeline.sandbox.inside.faults import where
+from envforge.pipeline.sandbox.protocol import Failure
 
 EPS = 1e-9
 MAX_ATOMS = 4096  # scalars of a state the novelty test reads

@@ -40,8 +40,8 @@ import random
 import sys
 from typing import Any, Callable
 
-from pipeline.sandbox.inside import rngs
-from pipeline.sandbox.protocol import Failure
+from envforge.pipeline.sandbox.inside import rngs
+from envforge.pipeline.sandbox.protocol import Failure
 
 MAX_SNAPSHOTS = 200_000  # snapshots held by handle at once
 # Instance attributes shared by every snapshot instead of copied.

@@ -19,8 +19,8 @@ import signal
 import sys
 from types import SimpleNamespace
 
-from pipeline.sandbox import protocol
-from pipeline.sandbox.limits import EXIT_ALARM, SandboxLimits
+from envforge.pipeline.sandbox import protocol
+from envforge.pipeline.sandbox.limits import EXIT_ALARM, SandboxLimits
 
 # A worker enforces its own deadline too, a little after the parent's, so that a worker
 # whose parent was killed mid-call does not run on forever.
@@ -47,7 +47,7 @@ def _flags(argv: list[str]) -> SimpleNamespace:
 
 
 def main() -> None:
-    from pipeline.sandbox.inside import agent_host, confine, host
+    from envforge.pipeline.sandbox.inside import agent_host, confine, host
 
     args = _flags(sys.argv[1:])
     request_fd, reply_fd = (int(x) for x in args.fds.split(","))

@@ -40,8 +40,10 @@ import subprocess
 import sys
 from dataclasses import dataclass
 
-from pipeline.errors import UserError
-from pipeline.sandbox.inside.landlock import landlock_abi  # a kernel probe: the host asks it to choose the rung
+from envforge.pipeline.errors import UserError
+from envforge.pipeline.sandbox.inside.landlock import (
+    landlock_abi,  # a kernel probe: the host asks it to choose the rung
+)
 
 RUNGS = ("namespaces", "userns", "landlock")  # strongest first
 NONE = "none"
@@ -84,7 +86,7 @@ def _unshare_works(rung: str) -> str:
 @functools.lru_cache(maxsize=1)
 def ladder() -> tuple[Rung, ...]:
     """Every rung, strongest first, with whether this machine allows it (probed once a process)."""
-    from pipeline.sandbox.inside.syscalls import seccomp_available
+    from envforge.pipeline.sandbox.inside.syscalls import seccomp_available
 
     root = os.geteuid() == 0
     seccomp, seccomp_why = seccomp_available()
@@ -203,8 +205,8 @@ def namespaced(mode: str) -> bool:
 def enforcement(mode: str | None = None) -> list[tuple[str, bool, str]]:
     """What a worker of `mode` (default: this machine's) gets, one mechanism a row:
     (name, enforced, what it is or why not)."""
-    from pipeline.sandbox.inside.syscalls import DENIED, seccomp_available
-    from pipeline.sandbox.limits import SandboxLimits
+    from envforge.pipeline.sandbox.inside.syscalls import DENIED, seccomp_available
+    from envforge.pipeline.sandbox.limits import SandboxLimits
 
     mode = mode or capabilities()["mode"]
     ns = namespaced(mode)

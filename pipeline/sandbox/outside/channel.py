@@ -11,8 +11,8 @@ import selectors
 import time
 from typing import Callable
 
-from pipeline.sandbox.limits import SandboxLimits
-from pipeline.sandbox.outside.failures import SandboxFailure
+from envforge.pipeline.sandbox.limits import SandboxLimits
+from envforge.pipeline.sandbox.outside.failures import SandboxFailure
 
 OUTPUT_TAIL = 4096  # bytes of what the worker printed kept, for failures and death classification
 

@@ -22,16 +22,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator
 
-from pipeline.envfolder.level import Level
-from pipeline.sandbox.limits import SandboxLimits
-from pipeline.sandbox.outside import replies
-from pipeline.sandbox.outside.executor import open_worker
-from pipeline.sandbox.outside.failures import SandboxFailure
-from pipeline.sandbox.outside.process import OnRequest, Worker
-from pipeline.sandbox.outside.replies import JSON, NUMBER, OPTIONAL
+from envforge.pipeline.envfolder.level import Level
+from envforge.pipeline.sandbox.limits import SandboxLimits
+from envforge.pipeline.sandbox.outside import replies
+from envforge.pipeline.sandbox.outside.executor import open_worker
+from envforge.pipeline.sandbox.outside.failures import SandboxFailure
+from envforge.pipeline.sandbox.outside.process import OnRequest, Worker
+from envforge.pipeline.sandbox.outside.replies import JSON, NUMBER, OPTIONAL
 
 if TYPE_CHECKING:
-    from pipeline.envfolder.spec import EnvSpec
+    from envforge.pipeline.envfolder.spec import EnvSpec
 
 # Wall-clock slack on top of a search's own time budget before the worker call times out.
 SEARCH_MARGIN_SECONDS = 15.0

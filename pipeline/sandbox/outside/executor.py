@@ -15,9 +15,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
 
-from pipeline.sandbox.limits import SandboxLimits
-from pipeline.sandbox.outside.folder import FolderCopy
-from pipeline.sandbox.outside.process import Worker
+from envforge.pipeline.sandbox.limits import SandboxLimits
+from envforge.pipeline.sandbox.outside.folder import FolderCopy
+from envforge.pipeline.sandbox.outside.process import Worker
 
 KINDS = ("local", "ray")
 
@@ -33,7 +33,7 @@ class Executor:
         if self.kind not in KINDS:
             raise ValueError(f"executor: expected one of {', '.join(KINDS)}, found {self.kind!r}")
         if self.kind == "ray":
-            from pipeline.sandbox.outside import remote
+            from envforge.pipeline.sandbox.outside import remote
 
             remote.connect(self.address)
         return self
@@ -68,7 +68,7 @@ def open_worker(env_dir: str | Path, limits: SandboxLimits | None = None, env_id
     """A loaded sandbox worker holding `env_dir` (`folder`: a copy of it to share): here, or on a
     cluster node with `ray` (`executor`, else the one of the call in progress)."""
     if (executor or current()).kind == "ray" and host == "env":
-        from pipeline.sandbox.outside.remote import RayWorker
+        from envforge.pipeline.sandbox.outside.remote import RayWorker
 
         return RayWorker(env_dir, limits, env_id=env_id, skin=skin, folder=folder)
     return Worker(env_dir, limits, env_id=env_id, skin=skin, host=host, folder=folder)
@@ -82,6 +82,6 @@ def infrastructure_errors() -> tuple[type[BaseException], ...]:
     """Failures of the machinery, not of an environment: a caller retries the work elsewhere."""
     if current().kind != "ray":
         return ()
-    from pipeline.sandbox.outside.remote import NodeLost
+    from envforge.pipeline.sandbox.outside.remote import NodeLost
 
     return (NodeLost,)

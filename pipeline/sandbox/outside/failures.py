@@ -4,8 +4,8 @@ from __future__ import annotations
 import signal
 from dataclasses import asdict, dataclass
 
-from pipeline.errors import InfrastructureError
-from pipeline.sandbox.limits import EXIT_ALARM, EXIT_CPU, SandboxLimits
+from envforge.pipeline.errors import InfrastructureError
+from envforge.pipeline.sandbox.limits import EXIT_ALARM, EXIT_CPU, SandboxLimits
 
 KINDS = {
     "exception": "the environment's code raised",

@@ -21,7 +21,7 @@ import stat
 import tempfile
 import threading
 
-from pipeline.sandbox.outside.failures import SandboxFailure
+from envforge.pipeline.sandbox.outside.failures import SandboxFailure
 
 DIR_PREFIX = "envforge-sbx-"
 log = logging.getLogger("envforge.sandbox")

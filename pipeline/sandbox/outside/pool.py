@@ -14,11 +14,11 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Iterator
 
-from pipeline.sandbox.limits import SandboxLimits
-from pipeline.sandbox.outside.capabilities import capabilities, namespaced
-from pipeline.sandbox.outside.executor import current, open_worker
-from pipeline.sandbox.outside.folder import FolderCopy, signature
-from pipeline.sandbox.outside.process import Worker
+from envforge.pipeline.sandbox.limits import SandboxLimits
+from envforge.pipeline.sandbox.outside.capabilities import capabilities, namespaced
+from envforge.pipeline.sandbox.outside.executor import current, open_worker
+from envforge.pipeline.sandbox.outside.folder import FolderCopy, signature
+from envforge.pipeline.sandbox.outside.process import Worker
 
 CPU_REUSE_SHARE = 0.8  # a worker that used more of its CPU seconds is not reused
 

@@ -23,12 +23,12 @@ import weakref
 from pathlib import Path
 from typing import Any, Callable, Self
 
-from pipeline.sandbox.limits import SandboxLimits, worker_environment
-from pipeline.sandbox.outside.capabilities import LAUNCHERS, namespaced, require, used
-from pipeline.sandbox.outside.channel import Channel, Gone
-from pipeline.sandbox.outside.failures import SandboxFailure, WorkerStartFailed, exit_failure, failure_of
-from pipeline.sandbox.outside.folder import DIR_PREFIX, FolderCopy, private_dir, remove_tree
-from pipeline.sandbox.protocol import ENV_MOUNT, OPENING, STARTED, WORKER_MODULE
+from envforge.pipeline.sandbox.limits import SandboxLimits, worker_environment
+from envforge.pipeline.sandbox.outside.capabilities import LAUNCHERS, namespaced, require, used
+from envforge.pipeline.sandbox.outside.channel import Channel, Gone
+from envforge.pipeline.sandbox.outside.failures import SandboxFailure, WorkerStartFailed, exit_failure, failure_of
+from envforge.pipeline.sandbox.outside.folder import DIR_PREFIX, FolderCopy, private_dir, remove_tree
+from envforge.pipeline.sandbox.protocol import ENV_MOUNT, OPENING, STARTED, WORKER_MODULE
 
 _uid_counter = itertools.count()
 # on_request(kind, args) -> answer (plain JSON): the parent's side of a worker's request.

@@ -12,7 +12,7 @@ here and never leave it, and one process writes every record, so `--resume` work
 machine. A node that dies takes its actors with it; a call on such a worker raises `NodeLost`,
 an infrastructure fault that callers retry elsewhere, never a verdict on the environment.
 
-Ray is an optional extra (`pip install 'envforge[ray]'`); nothing here imports it until a
+Ray is an optional extra (`pip install 'envforge-rl[ray]'`); nothing here imports it until a
 command asks for the Ray executor.
 """
 from __future__ import annotations
@@ -25,11 +25,12 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from pipeline.errors import InfrastructureError, UserError
-from pipeline.sandbox.limits import SandboxLimits
-from pipeline.sandbox.outside.capabilities import NONE, Unconfined, opted_in, used
-from pipeline.sandbox.outside.failures import SandboxFailure, WorkerStartFailed
-from pipeline.sandbox.outside.folder import FolderCopy
+from envforge.pipeline import install_hint
+from envforge.pipeline.errors import InfrastructureError, UserError
+from envforge.pipeline.sandbox.limits import SandboxLimits
+from envforge.pipeline.sandbox.outside.capabilities import NONE, Unconfined, opted_in, used
+from envforge.pipeline.sandbox.outside.failures import SandboxFailure, WorkerStartFailed
+from envforge.pipeline.sandbox.outside.folder import FolderCopy
 
 ADDRESS_VARIABLE = "ENVFORGE_RAY_ADDRESS"
 
@@ -59,9 +60,9 @@ def _actor_class():
                      unconfined: bool = False):
             import tempfile
 
-            from pipeline.sandbox.outside.capabilities import Unconfined
-            from pipeline.sandbox.outside.failures import WorkerStartFailed
-            from pipeline.sandbox.outside.process import Worker
+            from envforge.pipeline.sandbox.outside.capabilities import Unconfined
+            from envforge.pipeline.sandbox.outside.failures import WorkerStartFailed
+            from envforge.pipeline.sandbox.outside.process import Worker
 
             self.dir = tempfile.mkdtemp(prefix="envforge-ray-")
             folder = os.path.join(self.dir, name)
@@ -132,7 +133,7 @@ def connect(address: str | None) -> dict:
     try:
         import ray
     except ImportError:
-        raise UserError("--executor ray: expected the Ray extra to be installed (pip install 'envforge[ray]'), "
+        raise UserError(f"--executor ray: expected the Ray extra to be installed ({install_hint('ray')}), "
                         "found no module named 'ray'") from None
     if not ray.is_initialized():
         if address is None:
@@ -188,7 +189,7 @@ def cluster_environment(environ: dict[str, str], token_path: str | None) -> dict
     """The environment of a local cluster's processes: an allowlist of `environ` without any
     secret-looking name, and (unless the user turned authentication off) token authentication
     with the token in `token_path`."""
-    from pipeline.sandbox.limits import secret_looking
+    from envforge.pipeline.sandbox.limits import secret_looking
 
     env = {k: v for k, v in environ.items()
            if (k in _CLUSTER_NAMES or k.startswith(_CLUSTER_PREFIXES)) and not secret_looking(k)}

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from pipeline.sandbox.outside.failures import SandboxFailure
+from envforge.pipeline.sandbox.outside.failures import SandboxFailure
 
 MAX_DEPTH = 64  # levels of nested lists and mappings in one result
 MAX_ITEMS = 2_000_000  # scalars, lists and mappings in one result

@@ -5,9 +5,9 @@ import sys
 
 from pipeline.runtime import SkinEnv
 
-_host = sys.modules["pipeline.sandbox.inside.host"]
+_host = sys.modules["envforge.pipeline.sandbox.inside.host"]
 _host._check_reward = lambda value, env, what="reward": value
-sys.modules["pipeline.sandbox.protocol"].encode = lambda reply: (json.dumps(reply) + "\n").encode()
+sys.modules["envforge.pipeline.sandbox.protocol"].encode = lambda reply: (json.dumps(reply) + "\n").encode()
 
 
 class ForgedNan(SkinEnv):

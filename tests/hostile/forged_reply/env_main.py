@@ -9,7 +9,7 @@ import sys
 
 from pipeline.runtime import SkinEnv
 
-_protocol = sys.modules["pipeline.sandbox.protocol"]
+_protocol = sys.modules["envforge.pipeline.sandbox.protocol"]
 _encode = _protocol.encode
 with open("forge.txt") as f:
     FORGE = f.read().strip()

@@ -3,6 +3,6 @@
 The sandbox worker puts pipeline/runtime/compat on sys.path, so environments written for
 the published AutoEnv code load unchanged on envforge's runtime.
 """
-from pipeline.runtime.env import BaseEnv, ObsEnv, SkinEnv
+from envforge.pipeline.runtime.env import BaseEnv, ObsEnv, SkinEnv
 
 __all__ = ["BaseEnv", "ObsEnv", "SkinEnv"]
