@@ -5,10 +5,10 @@ body than its max_tokens allows (trust.reply_byte_cap), and read a field of a re
 server sent it (the SDKs build reply objects without checking types)."""
 from __future__ import annotations
 
+import sys
 from contextvars import ContextVar
+from functools import cache
 from typing import Any, AsyncIterator, Awaitable, Callable
-
-import httpx2
 
 from envforge.pipeline.llm.errors import MalformedResponse
 from envforge.pipeline.llm.http_errors import translate
@@ -23,20 +23,27 @@ class ReplyTooLarge(Exception):
     """A reply body longer than the call's bound; reading stopped."""
 
 
-class _Bounded(httpx2.AsyncByteStream):
-    def __init__(self, stream: Any, limit: int):
-        self._stream, self._limit = stream, limit
+@cache
+def _bounded_stream(base: type) -> type:
+    """A byte stream over `base` (the AsyncByteStream of the SDK's HTTP library: httpx for
+    openai 2, which verifiers 0.4 pins, httpx2 for openai 3 and anthropic 2) that stops at a limit:
+    the library reads only a stream of its own class."""
+    class Bounded(base):
+        def __init__(self, stream: Any, limit: int):
+            self._stream, self._limit = stream, limit
 
-    async def __aiter__(self) -> AsyncIterator[bytes]:
-        seen = 0
-        async for chunk in self._stream:
-            seen += len(chunk)
-            if seen > self._limit:
-                raise ReplyTooLarge(f"reply body longer than {self._limit:,} bytes; reading stopped there")
-            yield chunk
+        async def __aiter__(self) -> AsyncIterator[bytes]:
+            seen = 0
+            async for chunk in self._stream:
+                seen += len(chunk)
+                if seen > self._limit:
+                    raise ReplyTooLarge(f"reply body longer than {self._limit:,} bytes; reading stopped there")
+                yield chunk
 
-    async def aclose(self) -> None:
-        await self._stream.aclose()
+        async def aclose(self) -> None:
+            await self._stream.aclose()
+
+    return Bounded
 
 
 async def _bound_reply(response: Any) -> None:
@@ -48,7 +55,8 @@ async def _bound_reply(response: Any) -> None:
     declared = response.headers.get("content-length", "").strip()
     if declared.isdigit() and int(declared) > limit:
         raise ReplyTooLarge(f"reply body of {int(declared):,} bytes (content-length), more than {limit:,}; not read")
-    response.stream = _Bounded(response.stream, limit)
+    library = sys.modules[type(response).__module__.partition(".")[0]]  # httpx or httpx2
+    response.stream = _bounded_stream(library.AsyncByteStream)(response.stream, limit)
 
 
 def http_client(sdk: Any, **kwargs: Any) -> Any:
