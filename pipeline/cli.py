@@ -13,7 +13,6 @@ import sys
 
 from envforge.pipeline import __version__
 from envforge.pipeline.errors import InfrastructureError, UserError
-from envforge.pipeline.generate.interrupt import EXIT_INTERRUPTED, resume_command
 from envforge.pipeline.sandbox.outside.capabilities import OPT_IN_VARIABLE, require
 from envforge.pipeline.sandbox.outside.failures import SandboxFailure
 from envforge.pipeline.terminal import Shown
@@ -47,7 +46,7 @@ COMMAND_MODULES = [
 def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     """The parser for `argv`: when it names a command, only that command's module is imported (a
     command's imports cost a fraction of a second of every run); otherwise every command's, so that
-    help and a mistyped command list them all."""
+    help and a mistyped command list them all; `--version` alone, none (it answers before any command)."""
     parser = argparse.ArgumentParser(
         prog="envforge",
         description="Turn environment themes into verified text environments for LLM agents.",
@@ -56,7 +55,11 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     named = [f"envforge.pipeline.commands.{argv[0]}"] if argv else []
     parser.add_argument("--unconfined", action="store_true", help=UNCONFINED_HELP)
-    for name in named if named and named[0] in COMMAND_MODULES else COMMAND_MODULES:
+    if argv and argv[0] == "--version":
+        named = []
+    elif not (named and named[0] in COMMAND_MODULES):
+        named = COMMAND_MODULES
+    for name in named:
         module = importlib.import_module(name)
         (module.register if hasattr(module, "register") else module.run.register)(subparsers)
     for command, sub in subparsers.choices.items():
@@ -119,6 +122,8 @@ def _run(argv: list[str] | None) -> int:
         print(f"envforge {args.command}: the environment failed in the sandbox: {exc}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
+        from envforge.pipeline.generate.interrupt import EXIT_INTERRUPTED, resume_command
+
         resume = resume_command(args)
         print(f"envforge {args.command}: interrupted" + (f"; `{resume}` continues where it stopped" if resume else ""),
               file=sys.stderr)
