@@ -14,7 +14,7 @@ import re
 import shutil
 from pathlib import Path
 
-from envforge.pipeline import DISTRIBUTION, __version__, layout
+from envforge.pipeline import DISTRIBUTION, __version__, layout, quoting
 from envforge.pipeline.errors import UserError
 
 MAX_FOLDER_BYTES = 512 * 1024 * 1024
@@ -27,7 +27,7 @@ build-backend = "setuptools.build_meta"
 [project]
 name = "{dist}"
 version = "0.1.0"
-description = "The envforge environment {name} as a verifiers environment (written by envforge {version})."
+description = {description}
 readme = "README.md"
 requires-python = ">=3.11"
 dependencies = ["{distribution}[verifiers]>={version}"]
@@ -40,12 +40,12 @@ include-package-data = true
 "{module}" = ["env/**/*"]
 '''
 
-MODULE = '''"""The envforge environment {name} as a verifiers environment (written by `envforge export verifiers`).
-Its code runs in envforge's sandbox workers; this module only points envforge at the folder env/."""
+MODULE = '''{docstring}
 from pathlib import Path
 
 from envforge.integrations.verifiers import load_environment as _load
 
+ENV_NAME = {name}
 ENV_DIR = Path(__file__).resolve().parent / "env"
 
 
@@ -55,7 +55,7 @@ def load_environment(split: str = "test", skin: str | None = None, max_levels: i
 
 README = '''# {dist}
 
-The envforge environment `{name}` as a [verifiers](https://pypi.org/project/verifiers/) environment,
+The envforge environment {name} as a [verifiers](https://pypi.org/project/verifiers/) environment,
 written by `envforge export verifiers` (envforge {version}). Each level is a task row; each rollout
 plays its level in an envforge sandbox worker; the reward is envforge's normalized reward.
 
@@ -85,11 +85,20 @@ def export_verifiers(env_dirs: list[str], out: str | Path) -> list[Path]:
             raise UserError(f"--out {out}: expected no {module}/ there yet (nothing is overwritten), found one")
         package = project / module
         _copy_folder(env.path, package / "env")
-        values = {"name": env.name, "module": module, "dist": module.replace("_", "-"), "version": __version__,
+        # The name is the folder's, so any text: each file quotes it for its own language.
+        common = {"module": module, "dist": module.replace("_", "-"), "version": __version__,
                   "distribution": DISTRIBUTION}
-        (project / "pyproject.toml").write_text(PYPROJECT.format(**values), encoding="utf-8")
-        (project / "README.md").write_text(README.format(**values), encoding="utf-8")
-        (package / "__init__.py").write_text(MODULE.format(**values), encoding="utf-8")
+        about = (f"The envforge environment {quoting.one_line(env.name)} as a verifiers environment (written by "
+                 f"envforge {__version__}).")
+        (project / "pyproject.toml").write_text(PYPROJECT.format(**common, description=quoting.toml(about)),
+                                                encoding="utf-8")
+        (project / "README.md").write_text(README.format(**common, name=quoting.markdown_code(env.name)),
+                                           encoding="utf-8")
+        docstring = (f"The envforge environment {env.name} as a verifiers environment (written by `envforge export "
+                     "verifiers`).\nIts code runs in envforge's sandbox workers; this module only points envforge "
+                     "at the folder env/.")
+        (package / "__init__.py").write_text(MODULE.format(docstring=quoting.python(docstring),
+                                                           name=quoting.python(env.name)), encoding="utf-8")
         written.append(project)
     return written
 

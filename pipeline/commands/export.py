@@ -5,6 +5,7 @@ needs envforge-rl[verifiers] to run).
 """
 from __future__ import annotations
 
+from envforge.pipeline import quoting
 from envforge.pipeline.commands._flags import arg, command, env_dirs
 
 DESCRIPTION = """Write each environment as an installable verifiers environment module (DIR/envforge_NAME/,
@@ -22,5 +23,5 @@ def run(args) -> int:
 
     for project in export_verifiers(args.env_dirs, args.out):
         module = project.name
-        print(f"envforge export: {project} (pip install {project}; vf-eval {module} -m MODEL -b URL)")
+        print(f"envforge export: {project} (pip install {quoting.shell(project)}; vf-eval {module} -m MODEL -b URL)")
     return 0

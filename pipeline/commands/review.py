@@ -8,7 +8,7 @@ import dataclasses
 import json
 import sys
 
-from envforge.pipeline import paths
+from envforge.pipeline import paths, quoting
 from envforge.pipeline import records as files
 from envforge.pipeline.api.options import LLMOptions
 from envforge.pipeline.api.play import PlayOptions, play
@@ -181,7 +181,7 @@ async def _retry(cat: Catalog, plan: actions.RetryPlan, client, args) -> int:
         print(f"{entry.name}: accepted -> {entry.folder}")
     else:
         print(f"{entry.name}: {outcome.status} at {outcome.stage}: {outcome.reason}\n"
-              f"`envforge review show {entry.name}` explains it.")
+              f"`envforge review show {quoting.shell(entry.name)}` explains it.")
     return EXIT_ACCEPTED if outcome.status == "accepted" else EXIT_REJECTED
 
 

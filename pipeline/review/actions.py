@@ -17,7 +17,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from envforge.pipeline import layout, manifest
+from envforge.pipeline import layout, manifest, quoting
 from envforge.pipeline.errors import Rejected, UserError
 from envforge.pipeline.generate import package, stages
 from envforge.pipeline.generate.context import GenerateRunOptions, ThemeContext
@@ -41,7 +41,7 @@ def decide(catalog: Catalog, name: str, decision: str, reason: str) -> Entry:
     if entry.status not in ("accepted", "rejected") or entry.place not in ("accepted", "rejected"):
         raise UserError(f"{name} is {entry.status or 'unknown'} (folder: {entry.folder or 'missing'}); only a finished "
                         f"environment can be accepted or rejected: finish it with `envforge generate --resume` or "
-                        f"`envforge review retry {name} --from STAGE`")
+                        f"`envforge review retry {quoting.shell(name)} --from STAGE`")
     if entry.status == decision:
         raise UserError(f"{name} is already {entry.label}" + (f" ({entry.reason})" if entry.reason else ""))
     undo = entry.by_hand  # deciding as the pipeline did
@@ -50,8 +50,8 @@ def decide(catalog: Catalog, name: str, decision: str, reason: str) -> Entry:
         if problems:
             config = entry.path / layout.CONFIG
             raise UserError(f"{name}: cannot be accepted: {config} fails `envforge dsl check` ({len(problems)} "
-                            f"error(s); first: {problems[0]}); fix it and run `envforge review retry {name} --from "
-                            f"verify`, or retry --from dsl")
+                            f"error(s); first: {problems[0]}); fix it and run `envforge review retry "
+                            f"{quoting.shell(name)} --from verify`, or retry --from dsl")
     out, db = catalog.out, catalog.db
     work = _to_work(catalog, entry)
     theme = _theme(work, entry)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from envforge.pipeline import layout, terminal
+from envforge.pipeline import layout, quoting, terminal
 from envforge.pipeline.generate import stages
 from envforge.pipeline.kinds import (
     BudgetCapReached,
@@ -36,7 +36,9 @@ def advise(d: Details) -> Advice | None:
     e = d.entry
     if e.status != "rejected":
         return None
-    name, folder = e.name, e.folder or "its folder"
+    # A command shown here is one a reviewer may paste into a shell: what it names is quoted.
+    name, folder = quoting.shell(e.name), e.folder or "its folder"
+    check = f"`{quoting.command('envforge', 'check', e.folder)}`" if e.folder else "`envforge check FOLDER`"
     retry_verify = f"`envforge review retry {name} --from verify`"
     fix_then_verify = f"after fixing it in {folder}, run {retry_verify} (no model needed)"
     if e.by_hand:
@@ -58,7 +60,7 @@ def advise(d: Details) -> Advice | None:
         return Advice(
             "the environment's code fails when it is played (a crash, a hang, a bad observation or "
             "action handling on some level)",
-            f"fix the file the reason names (`envforge check {folder}` lists the problems); {fix_then_verify}",
+            f"fix the file the reason names ({check} lists the problems); {fix_then_verify}",
         )
     if e.stage == "verify":  # the model-driven checks
         return Advice("a model-driven check failed: models of different strength play it the same way, or a model "
@@ -67,7 +69,7 @@ def advise(d: Details) -> Advice | None:
     if e.stage == "repair":
         return Advice("the coding agent could not make `envforge check` pass within its steps: the code still fails "
                       "the basic test (see the failing check)",
-                      f"fix the code in {folder} (`envforge check {folder}` lists the problems), then {retry_verify}; "
+                      f"fix the code in {folder} ({check} lists the problems), then {retry_verify}; "
                       f"or `envforge review retry {name} --from repair` with a model")
     if e.stage in stages.NAMES:
         return Advice(f"the model's {e.stage} stage did not produce usable files (see the reason)",

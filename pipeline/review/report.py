@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import time
+import urllib.parse
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -35,7 +36,8 @@ def _templates() -> jinja2.Environment:
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(TEMPLATES_DIR / "report")),
                              undefined=jinja2.StrictUndefined, autoescape=True, trim_blocks=True,
                              lstrip_blocks=True)
-    env.filters.update(highlight=lambda text, name: highlight(name, text), shorten=shorten, pct=_pct, num=_num)
+    env.filters.update(page_file=page_file, highlight=lambda text, name: highlight(name, text), shorten=shorten,
+                       pct=_pct, num=_num)
     return env
 
 
@@ -57,12 +59,18 @@ def write_report(catalog: Catalog, site: str | Path, evaluations: list[str] = ()
         page = templates.get_template("env.html.j2").render(
             **_env_page(gather(entry), shown[entry.name], scores.get(entry.name, [])), generated=generated,
             run=str(catalog.out.root))
-        files.write_text(root / ENV_PAGES / f"{entry.name}.html", page)
+        files.write_text(root / ENV_PAGES / page_file(entry.name), page)
     index = root / "index.html"
     files.write_text(index, templates.get_template("index.html.j2").render(
         entries=entries, table2=table2(entries), plot=_table2_plot(entries), counts=count_labels(entries),
         generated=generated, run=str(catalog.out.root), pages=ENV_PAGES, evaluations=list(evaluations)))
     return index
+
+
+def page_file(name: str) -> str:
+    """The file name of an environment's page: its name percent-quoted whole, so a name holding a
+    slash or `..` (a run's database is read as found) names a file inside envs/ and nothing else."""
+    return urllib.parse.quote(name, safe="") + ".html"
 
 
 def table2(entries: list[Entry]) -> dict:
