@@ -205,7 +205,7 @@ def namespaced(mode: str) -> bool:
 def enforcement(mode: str | None = None) -> list[tuple[str, bool, str]]:
     """What a worker of `mode` (default: this machine's) gets, one mechanism a row:
     (name, enforced, what it is or why not)."""
-    from envforge.pipeline.sandbox.inside.syscalls import DENIED, seccomp_available
+    from envforge.pipeline.sandbox.inside.syscalls import DENIED, OWN_PROCESS, seccomp_available
     from envforge.pipeline.sandbox.limits import SandboxLimits
 
     mode = mode or capabilities()["mode"]
@@ -233,7 +233,9 @@ def enforcement(mode: str | None = None) -> list[tuple[str, bool, str]]:
         ("no_new_privs", mode != NONE or seccomp, "set before the env's code runs"),
         ("tmpfs quota", ns, f"/env changes and /tmp: {lim.disk_mb} MB, {lim.disk_inodes} inodes" if ns else not_here),
         ("keyring", seccomp, "a fresh, empty session keyring" if seccomp else seccomp_reason),
-        ("seccomp", seccomp, f"EPERM for {len(DENIED)} calls: {', '.join(DENIED)}; EAGAIN for clone, fork, vfork; "
+        ("seccomp", seccomp, f"EPERM for {len(DENIED)} calls: {', '.join(DENIED)}; EPERM for "
+                             f"{', '.join(OWN_PROCESS)} naming any process but itself, and for a signal to any "
+                             f"other process; EAGAIN for clone, fork, vfork; "
                              f"socket() of any family but AF_UNIX" + (" (AF_UNIX too)" if landlock else "")
          if seccomp else seccomp_reason),
         ("environment", True, "an allowlist: none of envforge's variables; envforge's /proc/PID/environ unreadable"),
