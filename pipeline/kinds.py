@@ -238,6 +238,7 @@ class VerificationSummary(KeepsUnknown, Shape):
     reason: str = ""
     verified_at: str = ""
     confinement: str = ""
+    runs_as: str = ""  # the uid its environment code ran as (capabilities.runs_as)
 
 
 @dataclass
@@ -306,6 +307,7 @@ class Manifest(KeepsUnknown, Generated, EnvOrigin, Record):
     OMIT_DEFAULTS = True
     verification: VerificationSummary | None = None
     confinement: str | None = None
+    runs_as: str | None = None  # the uid verify's environment code ran as (capabilities.runs_as)
     difficulty_baseline: DifficultyBaseline | None = None
     skins: dict[str, Skin] = field(default_factory=dict)
     files: dict[str, str] | None = None
@@ -1033,6 +1035,7 @@ class VerificationResult(Record):
     stages: VerifyFigures = field(default_factory=VerifyFigures)
     env_dir: str = ""
     confinement: str = ""  # the sandbox rung its workers ran on (pipeline/sandbox/outside/capabilities.py)
+    runs_as: str = ""  # the uid their environment code ran as (capabilities.runs_as)
     # the options it ran with (pipeline.verify.context.VerifyRunOptions.recorded)
     options: dict = field(default_factory=dict)
     cause: RejectionCause | None = None  # why the rejecting stage rejected, for code (None: accepted)
@@ -1227,6 +1230,7 @@ class EpisodeRecord(WhichEpisode, Record):
     level_hash: str = ""  # sha256 of the level file
     settings: dict = field(default_factory=dict)  # episode limits and agent options (RunOptions.settings())
     confinement: str = ""  # the sandbox rung of the episode's worker (pipeline/sandbox/outside/capabilities.py)
+    runs_as: str = ""  # the uid the environment code of the episode's worker ran as (capabilities.runs_as)
 
     @classmethod
     def scored(cls, *, total_reward: float, max_reward: float | None, unscored: str = "", max_note: str = "",

@@ -79,7 +79,7 @@ def verified(folder: Path, summary: VerificationSummary, baseline: DifficultyBas
     """verify's verdict and, when reliability ran, the random agent's difficulty baseline. A
     manifest that is not JSON is rebuilt from what verify knows."""
     def change(m: Manifest) -> None:
-        m.verification, m.confinement = summary, summary.confinement
+        m.verification, m.confinement, m.runs_as = summary, summary.confinement, summary.runs_as or None
         if baseline is not None:
             m.difficulty_baseline = baseline
     return _update(folder, change)

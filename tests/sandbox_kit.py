@@ -42,10 +42,6 @@ class RecordingWorker(Worker):
         super()._start()
         RecordingWorker.started.append(self)
 
-    @property
-    def uid(self) -> int:
-        return int(self.proc.args[self.proc.args.index("--uid") + 1])
-
     def pids(self) -> list[int]:
         """The worker's host pids: the launcher and everything below it."""
         pids, todo = [], [self.proc.pid]

@@ -1,5 +1,7 @@
 """The confinement ladder (issue 21): every rung contains the same hostile environment, as root and
-as a normal user; with no rung, nothing runs unless opted in, and then records say so.
+as a normal user; with no rung, nothing runs unless opted in, and then records say so. Root in a
+container (issue 34): on whichever rung the container leaves it, environment code runs as a uid of
+its own and cannot read root's files, or nothing runs; records and doctor name that uid.
 
 Each run is a driver process (standing in for envforge) started as root, or as uid 65534 through
 `setpriv`, with ENVFORGE_CONFINEMENT picking the rung. The driver joins a session keyring holding
@@ -39,6 +41,10 @@ NOBODY = 65534
 AVAILABLE = {r.name: r for r in ladder()}
 ROOT_ONLY = pytest.mark.skipif(
     os.geteuid() != 0, reason="needs root (to run as another uid and to make mount namespaces)"
+)
+ROOT_IN_A_CONTAINER = pytest.mark.skipif(
+    os.geteuid() != 0, reason="simulates root in a container: needs root (to plant a root-owned 0600 file and to "
+                              "take capabilities from root); as a normal user the env runs as that user"
 )
 
 DRIVER = r"""
@@ -247,22 +253,189 @@ def test_evaluate_as_a_normal_user_runs_the_probe_confined_and_records_the_rung(
     assert done.returncode == 0, done.stdout + done.stderr
     assert len(rows) == 1 and rows[0]["steps"] > 0 and rows[0]["stop_reason"] != "env_error", rows
     assert rows[0]["confinement"] == rung
+    assert rows[0]["runs_as"] == f"uid {NOBODY} (yours)" + ("; uid 0 in its user namespace" if rung == "userns" else "")
     assert (connections, outside, tmp_written) == ([], [], False)
     assert CANARY not in written + done.stdout + done.stderr
 
 
-def test_check_says_which_confinement_the_env_ran_under(tmp_path):
-    from envforge.pipeline.sandbox.outside.capabilities import capabilities
+# -- root in a container: environment code never runs as uid 0 (issue 34) --------------------------
+# Three containers, simulated around the driver as Docker would start envforge: the landlock rung
+# forced; a seccomp profile like Docker's default (unshare, setns and clone with a namespace flag
+# refused: the namespaced rungs fail and envforge picks landlock itself); Docker's default
+# capabilities (no CAP_SYS_ADMIN: the root rung fails and envforge picks userns). uid 0 owns
+# /etc/shadow and every 0600 file of root, and reading what one owns takes no capability: the env
+# reads them unless it runs as another uid.
+DOCKER_SECCOMP = r"""
+import errno, os, sys
+import pyseccomp
+f = pyseccomp.SyscallFilter(pyseccomp.ALLOW)
+for name in ("unshare", "setns"):
+    f.add_rule(pyseccomp.ERRNO(errno.EPERM), name)
+# CLONE_NEWNS, NEWCGROUP, NEWUTS, NEWIPC, NEWUSER, NEWPID, NEWNET: Docker allows clone only without them
+for flag in (0x00020000, 0x02000000, 0x04000000, 0x08000000, 0x10000000, 0x20000000, 0x40000000):
+    f.add_rule(pyseccomp.ERRNO(errno.EPERM), "clone", pyseccomp.Arg(0, pyseccomp.MASKED_EQ, flag, flag))
+f.add_rule(pyseccomp.ERRNO(errno.ENOSYS), "clone3")
+f.load()
+os.execvp(sys.argv[1], sys.argv[1:])
+"""
+NO_SYS_ADMIN = ["setpriv", "--bounding-set=-sys_admin", "--inh-caps=-sys_admin"]
+CONTAINERS = {  # name -> (wrapper, rung forced, the rung envforge must end on)
+    "landlock-forced": ([], "landlock", "landlock"),
+    "docker-seccomp": ([sys.executable, "-c", DOCKER_SECCOMP], "", "landlock"),
+    "no-cap-sys-admin": (NO_SYS_ADMIN, "", "userns"),
+}
+READ_DRIVER = r"""
+import json, sys
+from envforge.pipeline.sandbox import SandboxLimits, Worker
+worker = Worker(sys.argv[1], SandboxLimits(call_seconds=60, cpu_seconds=60))
+worker.call("reset", level="levels/level_01.yaml")
+worker.call("step", action={"action": "go", "params": {}})
+state = worker.call("observe", want_state=True)["state"]
+children = open(f"/proc/{worker.proc.pid}/task/{worker.proc.pid}/children").read().split()
+inner = int(children[0]) if children else worker.proc.pid
+status = dict(line.split(":", 1) for line in open(f"/proc/{inner}/status").read().splitlines())
+seen = {k: status[k].split() for k in ("Uid", "Gid", "Groups", "CapEff", "CapPrm", "CapBnd", "NoNewPrivs")}
+worker.close()
+print(json.dumps({"confinement": worker.confinement, "runs_as": worker.runs_as, "read": state["read"],
+                  "ids": state["ids"], "host_view": seen}))
+"""
+
+
+class RootFiles:
+    """A root-owned 0600 file beside the Python the worker runs (the virtual environment: on every rung
+    a path the worker may read), /etc/shadow, and the env that tries to read them."""
+
+    def __init__(self, uid: int):
+        self.dir = self.planted = Path(tempfile.mkdtemp(prefix="envforge-rootfiles-"))
+        os.chmod(self.dir, 0o755)
+        self.secret = Path(sys.prefix) / f"envforge-test-secret-{uuid.uuid4().hex}"
+        self.secret.write_text(f"{CANARY}\n")
+        os.chown(self.secret, 0, 0)
+        os.chmod(self.secret, 0o600)
+        self.shadow = Path("/etc/shadow")
+        self.shadow_line = self.shadow.read_text().splitlines()[0] if self.shadow.exists() else CANARY
+        self.env = self.dir / "env"
+        shutil.copytree(HOSTILE / "read_root_files", self.env)
+        (self.env / LEVEL).write_text(yaml.safe_dump({"n": 0, "files": [str(self.secret), str(self.shadow)]}))
+        for path in [self.dir, *self.dir.rglob("*")]:
+            os.chown(path, uid, uid)
+
+    def close(self) -> None:
+        self.secret.unlink(missing_ok=True)
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+CONTAINER_RUNS = [(name, uid) for name in CONTAINERS for uid in (0, NOBODY)]
+
+
+@ROOT_IN_A_CONTAINER
+@pytest.mark.parametrize("container,uid", CONTAINER_RUNS,
+                         ids=[f"{c}-{'root' if u == 0 else 'uid65534'}" for c, u in CONTAINER_RUNS])
+def test_in_a_container_env_code_cannot_read_roots_files(container: str, uid: int):
+    wrapper, forced, rung = CONTAINERS[container]
+    if uid and container == "no-cap-sys-admin":
+        pytest.skip("a normal user has no CAP_SYS_ADMIN to take away: test_every_rung_contains_the_hostile_probe"
+                    "[userns-uid65534] is this run")
+    if not AVAILABLE[rung].available:
+        pytest.skip(f"{rung} not available here: {AVAILABLE[rung].detail}")
+    scene = RootFiles(uid)
+    try:
+        done = run_as(scene, forced, uid, wrapper + [sys.executable, "-c", READ_DRIVER, str(scene.env)])
+    finally:
+        scene.close()
+    said = done.stdout + done.stderr
+    assert done.returncode == 0, said
+    assert CANARY not in said and scene.shadow_line not in said, "the env read a file of root's"
+    report = json.loads(done.stdout.strip().splitlines()[-1])
+    assert report["confinement"] == rung, report
+    assert {path: result.split(":")[0] for path, result in report["read"].items()} == {
+        str(scene.secret): "PermissionError", str(scene.shadow): "PermissionError"}, report["read"]
+    ids, host = report["ids"], report["host_view"]
+    # As the env sees itself: not uid 0, no groups, no capabilities.
+    assert ids["uid"] == ids["euid"] != 0 and ids["gid"] == ids["egid"] != 0, ids
+    assert ids["groups"] == [] and ids["capabilities"] == [0, 0, 0], ids
+    # As the host sees it: root's worker is a uid of its own (200000+) that owns no file; a normal user's, that user.
+    host_uid = int(host["Uid"][0])
+    assert set(host["Uid"]) == set(host["Gid"]) == {str(host_uid)} and host["Groups"] == [], host
+    assert (host["CapEff"], host["CapPrm"], host["CapBnd"], host["NoNewPrivs"]) == (
+        ["0" * 16], ["0" * 16], ["0" * 16] if uid == 0 else host["CapBnd"], ["1"]), host
+    if uid == 0:
+        assert 200_000 <= host_uid < 700_000, host
+        assert report["runs_as"].startswith(f"uid {host_uid} (its own), owning no file, no groups"), report
+        assert ids["uid"] == (1 if rung == "userns" else host_uid), ids
+    else:
+        assert host_uid == uid and report["runs_as"] == f"uid {uid} (yours)", report
+
+
+@ROOT_IN_A_CONTAINER
+def test_root_that_cannot_change_uid_is_refused_in_one_line_and_runs_no_env_code(tmp_path):
+    """A container that took CAP_SETUID and CAP_SETGID from root (and CAP_SYS_ADMIN, as Docker does):
+    no rung can run environment code as anyone but uid 0, so none runs."""
+    env, marker = _marked_env(tmp_path)
+    strip = ["setpriv", "--bounding-set=-sys_admin,-setuid,-setgid", "--inh-caps=-sys_admin,-setuid,-setgid"]
+    done = subprocess.run(strip + [sys.executable, "-m", "envforge", "check", str(env)], capture_output=True,
+                          text=True, timeout=900, cwd=ROOT,
+                          env={k: v for k, v in os.environ.items() if k not in ("ENVFORGE_CONFINEMENT",
+                                                                               "ENVFORGE_UNCONFINED")})
+    assert done.returncode == 2, done.stdout + done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(
+        "envforge check: error: no sandbox can be made here, so no environment code runs"), done.stderr
+    for rung in ("userns", "landlock"):
+        assert (f"{rung}: root without CAP_SETUID, CAP_SETGID cannot run environment code as a uid of its own, and "
+                f"envforge runs none as uid 0") in lines[0], lines[0]
+    assert not marker.exists(), "environment code ran"
+
+
+@ROOT_IN_A_CONTAINER
+@pytest.mark.parametrize("container", ["docker-seccomp", "no-cap-sys-admin"])
+def test_in_a_container_doctor_and_records_name_the_uid_env_code_runs_as(container: str, tmp_path):
+    wrapper, _, rung = CONTAINERS[container]
+    if not AVAILABLE[rung].available:
+        pytest.skip(f"{rung} not available here: {AVAILABLE[rung].detail}")
+    from envforge.pipeline.testing.tiny_env import write_env
+
+    env = write_env(tmp_path / "corridor")
+    base = {k: v for k, v in os.environ.items() if k not in ("ENVFORGE_CONFINEMENT", "ENVFORGE_UNCONFINED")}
+
+    def envforge_in_container(*argv: str) -> subprocess.CompletedProcess:
+        done = subprocess.run(wrapper + [sys.executable, "-m", "envforge", *argv], capture_output=True, text=True,
+                              timeout=900, cwd=ROOT, env=base)
+        assert done.returncode == 0, done.stdout + done.stderr
+        return done
+
+    own = "its own uid per worker (200000+), owning no file, no groups, no capabilities" + (
+        "; uid 1 in its user namespace" if rung == "userns" else "")
+    doctor = envforge_in_container("doctor").stdout
+    assert f"confinement: {rung}, environment code as {own}" in doctor, doctor
+    assert f"uid: enforced (environment code runs as {own})" in doctor, doctor
+    envforge_in_container("evaluate", str(env), "--agent", "random", "--runs", "1", "--max-levels", "1",
+                          "--out", str(tmp_path / "out"))
+    rows = [json.loads(line) for line in (tmp_path / "out" / "episodes.jsonl").read_text().splitlines()]
+    assert rows and {r["confinement"] for r in rows} == {rung}, rows
+    for row in rows:
+        uid = int(row["runs_as"].split()[1])
+        assert 200_000 <= uid < 700_000 and row["runs_as"].startswith(f"uid {uid} (its own), owning no file"), row
+    envforge_in_container("verify", str(env), "--write")
+    verification = json.loads((env / "verification.json").read_text())
+    manifest = json.loads((env / "manifest.json").read_text())
+    assert (verification["confinement"], verification["runs_as"]) == (rung, own), verification
+    assert (manifest["confinement"], manifest["runs_as"], manifest["verification"]["runs_as"]) == (rung, own, own)
+
+
+def test_check_says_which_confinement_the_env_ran_under_and_as_which_uid(tmp_path):
+    from envforge.pipeline.sandbox.outside.capabilities import capabilities, runs_as
     from envforge.pipeline.testing.tiny_env import write_env
 
     env = write_env(tmp_path / "corridor")
     done = envforge("check", str(env), cwd=ROOT)
     last = done.stdout.strip().splitlines()[-1]
-    assert last.startswith("ok: ") and f", sandbox: {capabilities()['mode']} (" in last, done.stdout + done.stderr
+    mode = capabilities()["mode"]
+    assert last.startswith("ok: ") and f", sandbox: {mode}, env code as {runs_as(mode)} (" in last, (
+        done.stdout + done.stderr)
     done = _no_rung("-m", "envforge", "check", str(env), "--unconfined")
-    assert done.returncode == 0 and ", sandbox: none (" in done.stdout.strip().splitlines()[-1], (
-        done.stdout + done.stderr
-    )
+    assert done.returncode == 0 and f", sandbox: none, env code as uid {os.geteuid()} (" in (
+        done.stdout.strip().splitlines()[-1]), done.stdout + done.stderr
 
 
 # -- no rung: refuse, or run with the opt-in and say so ---------------------------------------
@@ -349,8 +522,8 @@ def test_with_no_rung_and_the_opt_in_commands_run_warn_and_records_say_none(tmp_
     assert episodes and {e["confinement"] for e in episodes} == {"none"}
 
 
-def test_confined_records_name_their_rung(tmp_path):
-    from envforge.pipeline.sandbox.outside.capabilities import capabilities
+def test_confined_records_name_their_rung_and_the_uid_env_code_ran_as(tmp_path):
+    from envforge.pipeline.sandbox.outside.capabilities import capabilities, runs_as
     from envforge.pipeline.testing.tiny_env import write_env
 
     env = write_env(tmp_path / "corridor")
@@ -361,8 +534,11 @@ def test_confined_records_name_their_rung(tmp_path):
         timeout=900,
         cwd=ROOT,
     )
-    assert json.loads((env / "verification.json").read_text())["confinement"] == capabilities()["mode"], done.stderr
-    assert json.loads((env / "manifest.json").read_text())["confinement"] == capabilities()["mode"]
+    mode = capabilities()["mode"]
+    verification = json.loads((env / "verification.json").read_text())
+    assert (verification["confinement"], verification["runs_as"]) == (mode, runs_as(mode)), done.stderr
+    manifest = json.loads((env / "manifest.json").read_text())
+    assert (manifest["confinement"], manifest["runs_as"]) == (mode, runs_as(mode))
 
 
 @ROOT_ONLY

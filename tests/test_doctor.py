@@ -90,12 +90,15 @@ def test_doctor_runs_offline_from_the_bundled_recording(tmp_path):
 
 def test_doctor_lists_each_sandbox_mechanism_as_enforced_or_not_available(tmp_path):
     from envforge.pipeline.sandbox.inside.syscalls import seccomp_available
-    from envforge.pipeline.sandbox.outside.capabilities import capabilities, ladder
+    from envforge.pipeline.sandbox.outside.capabilities import capabilities, ladder, runs_as
 
     out = doctor(tmp_path).stdout
     lines = out[out.index("sandbox:"):out.index("providers:")].splitlines()
     mode = capabilities()["mode"]
-    assert lines[1].strip() == f"confinement: {mode}"
+    assert lines[1].strip() == f"confinement: {mode}, environment code as {runs_as(mode)}"
+    root = os.geteuid() == 0
+    assert (" its own uid per worker (200000+), owning no file, no groups" in lines[1]) == (root and mode != "none")
+    assert f"uid {os.geteuid()} (yours)" in lines[1] or root, lines[1]
     assert lines[2].strip() == "ladder (strongest first):"
     rungs = {line.strip().split(": ")[0]: line.strip().split(": ")[1].split(" (")[0] for line in lines[3:6]}
     assert rungs == {r.name: "used" if r.name == mode else "available" if r.available else "not available"
@@ -103,7 +106,7 @@ def test_doctor_lists_each_sandbox_mechanism_as_enforced_or_not_available(tmp_pa
     states = {line.strip().split(": ")[0]: line.strip().split(": ")[1].split(" (")[0] for line in lines[6:]}
     ns = "enforced" if mode in ("namespaces", "userns") else "not available"
     seccomp = "enforced" if seccomp_available()[0] else "not available"
-    assert states == {"namespaces": ns, "chroot": ns, "uid": "enforced" if mode == "namespaces" else "not available",
+    assert states == {"namespaces": ns, "chroot": ns, "uid": "enforced" if root and mode != "none" else "not available",
                       "landlock": "enforced" if mode == "landlock" else "not available", "rlimits": "enforced",
                       "no_new_privs": "enforced" if mode != "none" or seccomp == "enforced" else "not available",
                       "tmpfs quota": ns, "keyring": seccomp, "seccomp": seccomp, "environment": "enforced",

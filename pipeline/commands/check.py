@@ -27,9 +27,10 @@ def run(args, options: CheckOptions) -> int:
     errors = sum(p.severity == "error" for p in report.problems)
     warnings = len(report.problems) - errors
     stats = report.stats
-    from envforge.pipeline.sandbox.outside.capabilities import ran_under
+    from envforge.pipeline.sandbox.outside.capabilities import ran_as, ran_under
 
-    sandbox = f"sandbox: {ran_under()}"  # the confinement the env's code ran under (capabilities.py)
+    # the confinement the env's code ran under and the uid it ran as (capabilities.py)
+    sandbox = f"sandbox: {ran_under()}, env code as {ran_as()}"
     if report.ok:
         print(f"ok: {args.env_dir}: {stats.get('levels', 0)} levels, {stats.get('actions', 0)} actions, "
               f"random episodes of {stats.get('random_episode_steps', [])} steps"

@@ -60,16 +60,16 @@ def sandbox_report() -> list[str]:
     """The confinement ladder (which rung workers get here, and why not the others), then what
     the chosen rung enforces, one mechanism a line."""
     try:
-        from envforge.pipeline.sandbox.outside.capabilities import NONE, capabilities, enforcement, opted_in
+        from envforge.pipeline.sandbox.outside.capabilities import NONE, capabilities, enforcement, opted_in, runs_as
         caps = capabilities()
         mode = caps["mode"]
         rows = enforcement(mode)
     except Exception as exc:  # noqa: BLE001 - doctor reports every failure instead of crashing
         return [f"unknown ({type(exc).__name__}: {exc})"]
     if mode != NONE:
-        lines = [f"confinement: {mode}"]
+        lines = [f"confinement: {mode}, environment code as {runs_as(mode)}"]
     elif opted_in():
-        lines = ["confinement: none (--unconfined: environment code runs UNCONFINED)"]
+        lines = [f"confinement: none (--unconfined: environment code runs UNCONFINED, as {runs_as(mode)})"]
     else:
         lines = [f"confinement: none: environment code will not run here: {caps['reason']}"]
     lines.append("ladder (strongest first):")

@@ -24,7 +24,7 @@ from envforge.pipeline.evaluate.records import Records, Trajectory, content_hash
 from envforge.pipeline.evaluate.report import average
 from envforge.pipeline.kinds import EpisodeEnd, EpisodeRecord, EpisodeStart, TrajectoryLine
 from envforge.pipeline.sandbox import SandboxFailure, SandboxLimits, WorkerPool
-from envforge.pipeline.sandbox.outside.capabilities import ran_under
+from envforge.pipeline.sandbox.outside.capabilities import ran_as, ran_under
 from envforge.pipeline.sandbox.outside.client import EnvClient
 from envforge.pipeline.sandbox.outside.executor import INFRASTRUCTURE_RETRIES, infrastructure_errors
 from envforge.pipeline.terminal import shown, unfiltered
@@ -164,13 +164,13 @@ async def _episode(spec: EpisodeSpec, player: Player, options: RunOptions, recor
     trajectory.write(EpisodeStart(**identity, split=options.split, max_reward=max_reward,
                                   env_dir=str(spec.env.dir.path), limits=vars(options.limits)))
     lease = pool.lease(spec.env.dir.path)
-    confinement = ran_under()
+    confinement, ran = ran_under(), ran_as()
     try:
         worker = await loop.run_in_executor(executor, lease.__enter__)
     except SandboxFailure as f:
         tracker.stop("env_error", f"the environment did not load: {f}")
     else:
-        confinement = worker.confinement
+        confinement, ran = worker.confinement, worker.runs_as
         try:
             # The episode's length is the runtime's: config.yaml's cap, or less if asked.
             ctx = EpisodeContext(spec.env, spec.level, spec.run, turns, max_reward,
@@ -183,7 +183,7 @@ async def _episode(spec: EpisodeSpec, player: Player, options: RunOptions, recor
     determined = {k: v for k, v in spec.determined_by.items() if k not in ("split", "max_reward")}
     record = tracker.record(**identity, split=options.split, trajectory=str(path.relative_to(records.out)),
                             tags=spec.env.tags, **determined)
-    record.confinement = confinement
+    record.confinement, record.runs_as = confinement, ran
     trajectory.write(EpisodeEnd(record))
     trajectory.close()
     return record, tracker.budget_scope

@@ -39,7 +39,7 @@ from envforge.pipeline.kinds import (
     VerificationSummary,
     VerifyFigures,
 )
-from envforge.pipeline.sandbox.outside.capabilities import ran_under
+from envforge.pipeline.sandbox.outside.capabilities import ran_as, ran_under
 from envforge.pipeline.verify import reliability
 from envforge.pipeline.verify.context import BudgetRanOut, Clock, Context, VerifyRunOptions
 from envforge.pipeline.verify.stages import STAGES, VERIFY_STAGES, VerifyStage
@@ -78,7 +78,7 @@ def verify_env(
         # A call the budget refused may be what rejected: a safety stop, never recorded as a verdict.
         options.say(f"stopped at {result.stage}: the --budget of {options.budget_seconds:g}s ran out")
         raise BudgetRanOut(options.budget_seconds, result.stage, result.stages.total.wall_seconds)
-    result.confinement = ran_under()
+    result.confinement, result.runs_as = ran_under(), ran_as()
     if not result.reason:
         result.reason = "accepted: " + ", ".join(s for s in STAGES if s in stages) + " passed"
         result.reason += _accepted_notes(result.stages)
@@ -136,4 +136,4 @@ def record(env_dir: Path, result: VerificationResult) -> None:
         {k: v.random_normalized for k, v in rel.per_level.items() if v.random_normalized is not None},
         rel.random_normalized) if rel and rel.per_level else None
     manifest.verified(env_dir, VerificationSummary(result.accepted, result.stage, result.reason, written.verified_at,
-                                                   result.confinement), baseline)
+                                                   result.confinement, result.runs_as), baseline)

@@ -1,23 +1,28 @@
 """Worker-side confinement, run by the worker before it loads any environment code; one branch per
 rung of the ladder (capabilities.py says which rung a machine gets and why).
 
-"namespaces" (root) and "userns" (any user) — the worker was started by `unshare` (with
-`--user --map-root-user` for userns) in network, mount and PID namespaces of its own. It builds a
+"namespaces" (root) and "userns" (any user) — the worker was started by `unshare` (in a user
+namespace for userns: see userns.py) in network, mount and PID namespaces of its own. It builds a
 minimal root file system in a tmpfs — read-only binds of the system and Python directories, a
 private /tmp, /dev/null & co, a fresh /proc and the environment at /env: an overlay of the
 (shared, read-only) copy of its folder under a private writable layer. That layer and /tmp live
 on one tmpfs capped in size and inodes, so whatever the env writes is bounded and vanishes with
-its mount namespace. It chroots into it and sets resource limits; as root it becomes a uid of its
-own with no groups, in a user namespace it drops every capability (it has no other uid to become).
+its mount namespace. It chroots into it and sets resource limits.
 
-"landlock" — no namespace: the worker drops every capability, then Landlock limits file access
-to read-only system and Python paths and the worker's own folder copy and tmp (see landlock.py).
+"landlock" — no namespace: resource limits, then Landlock limits file access to read-only system
+and Python paths and the worker's own folder copy and tmp (see landlock.py).
 
 "none" (the --unconfined opt-in) — only resource limits, no capabilities, and what follows.
 
 Every rung, and "none" where libseccomp is present: the worker first joins a fresh, empty session
-keyring and last loads the seccomp filter of syscalls.py. RLIMIT_NPROC=1 on every rung: no fork,
-no threads (on the landlock rung as a normal user it binds because the user has other processes).
+keyring and then loads the seccomp filter of syscalls.py. Last, on every rung, it takes the uid
+environment code runs as (`--uid`, chosen by the parent: process.WorkerProcess): a uid of its own
+that owns no file (200000+; uid 1 of its user namespace on the userns rung, mapped to one) when
+envforge is root, with no groups and no capabilities; else it stays the uid it is (yours; root of
+its own user namespace on the userns rung) and gives up every capability. Root's worker never
+runs environment code as uid 0 on any rung: uid 0 owns /etc/shadow and every 0600 file of root,
+and reading what one owns needs no capability. RLIMIT_NPROC=1 on every rung: no fork, no threads
+(on the landlock rung as a normal user it binds because the user has other processes).
 """
 from __future__ import annotations
 
@@ -133,11 +138,29 @@ def set_limits(limits: SandboxLimits, single_process: bool) -> None:
     signal.signal(signal.SIGXCPU, lambda *_: os._exit(EXIT_CPU))
 
 
-def drop_privileges(uid: int) -> None:
+def become(uid: int) -> None:
+    """Become `uid` (and gid `uid`) for good, from root: no supplementary groups, an empty bounding
+    and ambient set, no capabilities (the kernel clears them when every uid leaves 0), no_new_privs.
+    Checked: a capability left is an error, not a worker."""
+    for cap in range(64):  # while this process may still (CAP_SETPCAP); EINVAL past the last one
+        if _libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0 and ctypes.get_errno() == 1:  # EPERM
+            raise OSError(1, f"prctl(PR_CAPBSET_DROP, {cap})")
+    _libc.prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)
     os.setgroups([])
-    os.setgid(uid)
-    os.setuid(uid)
+    os.setresgid(uid, uid, uid)
+    os.setresuid(uid, uid, uid)
     _libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
+    left = _capabilities()
+    if any(left):
+        raise OSError(f"expected no capabilities as uid {uid}, found effective/permitted/inheritable {left}")
+
+
+def _capabilities() -> list[int]:
+    header = (ctypes.c_uint32 * 2)(0x20080522, 0)  # _LINUX_CAPABILITY_VERSION_3, this process
+    data = (ctypes.c_uint32 * 6)()
+    if _libc.capget(header, data) != 0:
+        raise OSError(ctypes.get_errno(), "capget")
+    return [data[i] | data[i + 3] << 32 for i in range(3)]
 
 
 def drop_capabilities() -> None:
@@ -158,22 +181,71 @@ def drop_capabilities() -> None:
     _libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
 
 
-def _landlock(base: str, folder: str) -> None:
-    """The landlock rung: no capabilities (root stays uid 0 — the Python it runs may sit under
-    /root, and uid 0 without CAP_SYS_RESOURCE is bound by RLIMIT_NPROC like anyone), then Landlock
-    over what it may read and write."""
+def _landlock(base: str, folder: str) -> dict[str, int]:
+    """The landlock rung's file access: Landlock over what the worker may read and write. Returns
+    the Python paths opened for `serve_imports` (see there)."""
     from envforge.pipeline.sandbox.inside import landlock
 
-    readable = list(SYSTEM_DIRS) + readable_paths() + [f"/dev/{d}" for d, w in DEVICE_RIGHTS.items() if not w]
+    python = readable_paths()
+    readable = list(SYSTEM_DIRS) + python + [f"/dev/{d}" for d, w in DEVICE_RIGHTS.items() if not w]
     writable = [folder, os.path.join(base, "tmp")] + [f"/dev/{d}" for d, w in DEVICE_RIGHTS.items() if w]
     os.chdir(folder)
-    drop_capabilities()
+    kept = {}
+    if os.geteuid() == 0:
+        for path in python:
+            try:
+                kept[path] = os.open(path, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+            except OSError:
+                pass
     landlock.restrict(readable, writable)
+    return kept
+
+
+def serve_imports(kept: dict[str, int]) -> None:
+    """After root's landlock worker becomes a uid of its own, Python must still import from the
+    interpreter, site-packages and envforge (readable_paths), which may sit under a folder only root
+    may enter (a pyenv or a venv under /root, mode 0700). Each was opened (O_PATH) while still root:
+    a walk through /proc/self/fd/N starts at that folder, past the folders above it; every file's own
+    mode and Landlock still apply. A path hook serves every import path under one the new uid cannot
+    enter through its descriptor; paths it can enter are left to Python's own finder."""
+    from importlib.machinery import (
+        BYTECODE_SUFFIXES,
+        EXTENSION_SUFFIXES,
+        SOURCE_SUFFIXES,
+        ExtensionFileLoader,
+        FileFinder,
+        SourceFileLoader,
+        SourcelessFileLoader,
+    )
+
+    blocked = {}
+    for path, fd in kept.items():
+        if os.access(path, os.R_OK | os.X_OK):
+            os.close(fd)
+        else:
+            blocked[path.rstrip("/") + "/"] = fd
+    if not blocked:
+        return
+    loaders = [(ExtensionFileLoader, EXTENSION_SUFFIXES), (SourceFileLoader, SOURCE_SUFFIXES),
+               (SourcelessFileLoader, BYTECODE_SUFFIXES)]
+
+    def through_descriptor(path: str) -> FileFinder:
+        inside = path.rstrip("/") + "/"
+        for folder, fd in blocked.items():
+            if inside.startswith(folder):
+                alias = f"/proc/self/fd/{fd}/{inside[len(folder):]}".rstrip("/")
+                if os.path.isdir(alias):
+                    return FileFinder(alias, *loaders)
+        raise ImportError(f"{path}: not under a folder kept for imports")  # Python's own finder then
+
+    sys.path_hooks.insert(0, through_descriptor)
+    sys.path_importer_cache.clear()
 
 
 def confine(mode: str, base: str, folder: str, uid: int, limits: SandboxLimits) -> str:
     """Confine this process on the rung `mode`; return the environment folder's path as seen
-    afterwards. `folder`: the host's copy of the environment folder."""
+    afterwards. `folder`: the host's copy of the environment folder; `uid`: the uid environment code
+    runs as (as this process will see it), which it becomes last, unless it is that uid already."""
     from envforge.pipeline.sandbox.inside import syscalls  # loads libseccomp: only workers need it
 
     seccomp, why = syscalls.seccomp_available()
@@ -181,23 +253,23 @@ def confine(mode: str, base: str, folder: str, uid: int, limits: SandboxLimits) 
         raise OSError(f"the {mode} rung needs seccomp: {why}")
     if seccomp:
         syscalls.fresh_session_keyring()
-    if mode == "namespaces":
+    kept: dict[str, int] = {}
+    if mode in ("namespaces", "userns"):
         build_root(os.path.join(base, "root"), os.path.join(base, "rw"), folder, uid, limits)
         set_limits(limits, single_process=True)
-        drop_privileges(uid)
-    elif mode == "userns":
-        build_root(os.path.join(base, "root"), os.path.join(base, "rw"), folder, 0, limits)
-        set_limits(limits, single_process=True)
-        drop_capabilities()
     elif mode == "landlock":
         set_limits(limits, single_process=True)
-        _landlock(base, folder)
+        kept = _landlock(base, folder)
     elif mode == "none":
         os.chdir(folder)
         set_limits(limits, single_process=False)
-        drop_capabilities()
     else:
         raise ValueError(f"confinement: expected one of namespaces, userns, landlock, none, found {mode!r}")
     if seccomp:
         syscalls.deny_syscalls(unix_sockets=mode != "landlock")
+    if uid != os.getuid():
+        become(uid)
+        serve_imports(kept)
+    else:
+        drop_capabilities()
     return ENV_MOUNT if mode in ("namespaces", "userns") else folder

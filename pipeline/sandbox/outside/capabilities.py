@@ -5,12 +5,21 @@ Rungs, strongest first; a worker gets the first one this machine allows:
   namespaces  root and `unshare`: network, mount and PID namespaces of its own, a minimal
               read-only root with the folder as the only writable place, a uid of its own.
   userns      any user, where the kernel allows unprivileged user namespaces (`unshare --user
-              --map-root-user`): the same namespaces and the same minimal root, built by the same
-              code (confine.build_root), then every capability dropped.
+              --map-root-user`; for root, a map of its own: userns.py): the same namespaces and the
+              same minimal root, built by the same code (confine.build_root), then every capability
+              dropped.
   landlock    where no namespace can be made (Docker's default seccomp profile, hardened
               kernels): Landlock limits file access to read-only system and Python paths and the
               worker's own folder copy and tmp; seccomp refuses sockets, io_uring, ptrace and the
               rest of syscalls.py's list; resource limits; no capabilities.
+
+The uid environment code runs as (`runs_as`): when envforge is root, on every rung a uid of its own
+per worker (200000+: owns no file, no groups, no capabilities; on the userns rung uid 1 of its user
+namespace, mapped to it), never uid 0 — uid 0 owns /etc/shadow and root's 0600 files, and reading
+what one owns takes no capability. Root needs CAP_SETUID and CAP_SETGID for that (and CAP_SETPCAP
+on the landlock rung): a rung that would leave its worker uid 0 is not available. A normal user's
+worker runs as that user (no other uid can be had without privilege), which Landlock or the
+minimal root keeps from the user's files.
 
 Inside every rung: seccomp refuses io_uring_* and every socket family but AF_UNIX (AF_UNIX too on
 the landlock rung, which has no network namespace: Landlock does not govern connecting to a
@@ -39,6 +48,7 @@ import shutil
 import subprocess
 import sys
 from dataclasses import dataclass
+from pathlib import Path
 
 from envforge.pipeline.errors import UserError
 from envforge.pipeline.sandbox.inside.landlock import (
@@ -73,6 +83,10 @@ def _unshare_works(rung: str) -> str:
     """"" when a worker can be started under the rung's launcher here; else why not."""
     if not shutil.which("unshare"):
         return "util-linux 'unshare' not found on PATH"
+    if rung == "userns" and os.geteuid() == 0:
+        from envforge.pipeline.sandbox.outside import userns
+
+        return _root_cannot_switch(("setuid", "setgid")) or userns.probe(LAUNCHERS["namespaces"])
     try:
         probe = subprocess.run(list(LAUNCHERS[rung]) + ["true"], capture_output=True, timeout=10)
     except (OSError, subprocess.TimeoutExpired) as exc:
@@ -80,6 +94,24 @@ def _unshare_works(rung: str) -> str:
     if probe.returncode != 0:
         said = probe.stderr.decode(errors="replace").strip().splitlines()
         return f"unshare refused: {said[-1] if said else f'exit status {probe.returncode}'}"
+    return ""
+
+
+_CAPABILITY_BITS = {"setgid": 6, "setuid": 7, "setpcap": 8}
+
+
+def _root_cannot_switch(needed: tuple[str, ...]) -> str:
+    """"" when this root process holds the capabilities `needed` to start a worker as a uid of its
+    own; else why not (read from /proc/self/status: Docker's --cap-drop, setpriv, capsh)."""
+    try:
+        status = dict(line.split(":", 1) for line in Path("/proc/self/status").read_text().splitlines() if ":" in line)
+        effective = int(status["CapEff"], 16)
+    except (OSError, KeyError, ValueError) as e:
+        return f"cannot read this process's capabilities from /proc/self/status: {e}"
+    missing = [f"CAP_{name.upper()}" for name in needed if not effective >> _CAPABILITY_BITS[name] & 1]
+    if missing:
+        return (f"root without {', '.join(missing)} cannot run environment code as a uid of its own, and "
+                f"envforge runs none as uid 0")
     return ""
 
 
@@ -110,7 +142,7 @@ def ladder() -> tuple[Rung, ...]:
         why = ("no Landlock in this kernel (5.13+ has it; or it is disabled: lsm= boot option, or refused by a"
                " seccomp policy)")
     else:
-        why = no_seccomp
+        why = no_seccomp or (_root_cannot_switch(("setuid", "setgid", "setpcap")) if root else "")
     scoped = ", signals and abstract sockets scoped" if abi >= 6 else ""
     rungs.append(Rung("landlock", not why, why or f"Landlock ABI {abi}: read-only system and Python paths, "
                                                   f"the folder copy and a private tmp writable{scoped}; "
@@ -144,7 +176,8 @@ def choose() -> tuple[str, str]:
 def refusal(rungs: tuple[Rung, ...]) -> str:
     tried = "; ".join(f"{r.name}: {r.detail}" for r in rungs)
     return (f"no sandbox can be made here, so no environment code runs ({tried}). To get one: run as root "
-            f"with util-linux unshare, or allow unprivileged user namespaces (sysctl "
+            f"with util-linux unshare (root keeping CAP_SETUID, CAP_SETGID and CAP_SETPCAP, Docker's defaults, for the "
+            f"other rungs; or run as a normal user), or allow unprivileged user namespaces (sysctl "
             f"kernel.apparmor_restrict_unprivileged_userns=0 / user.max_user_namespaces>0; in Docker: "
             f"--security-opt seccomp=unconfined --security-opt apparmor=unconfined --security-opt "
             f"systempaths=unconfined), or use a kernel with Landlock (6.7+) and libseccomp (apt install libseccomp2); "
@@ -171,12 +204,28 @@ def require(allow_unconfined: bool | None = None) -> str:
     return NONE
 
 
-_used: set[str] = set()
+OWN_UIDS = "200000+"  # the range process._worker_uid draws a worker's own uid from, as said
 
 
-def used(rung: str) -> None:
-    """A worker of this process (here or on a Ray node) ran on `rung`."""
-    _used.add(rung)
+def runs_as(mode: str, uid: int | None = None) -> str:
+    """The uid environment code runs as on `mode`, as records and `doctor` say it: a worker's own
+    `uid` (the host's view), or without it what every worker of this process gets."""
+    me = os.geteuid()
+    if me == 0 and mode in RUNGS:
+        said = f"uid {uid} (its own)" if uid is not None else f"its own uid per worker ({OWN_UIDS})"
+        inner = "; uid 1 in its user namespace" if mode == "userns" else ""
+        return f"{said}, owning no file, no groups, no capabilities{inner}"
+    if me == 0:
+        return "uid 0 (root, unconfined)"
+    return f"uid {me} (yours)" + ("; uid 0 in its user namespace" if mode == "userns" else "")
+
+
+_used: dict[str, str] = {}  # rung -> the uid its workers ran as (runs_as)
+
+
+def used(rung: str, ran_as: str | None = None) -> None:
+    """A worker of this process (here or on a Ray node) ran on `rung` as `ran_as` (runs_as)."""
+    _used.setdefault(rung, ran_as or runs_as(rung))
 
 
 def ran_under() -> str:
@@ -186,6 +235,12 @@ def ran_under() -> str:
     if _used:
         return max(_used, key=order.index)
     return capabilities()["mode"]
+
+
+def ran_as() -> str:
+    """The uid environment code ran as on `ran_under()`'s rung, as records say it."""
+    rung = ran_under()
+    return _used.get(rung) or runs_as(rung)
 
 
 def capabilities() -> dict:
@@ -215,7 +270,6 @@ def enforcement(mode: str | None = None) -> list[tuple[str, bool, str]]:
     seccomp, seccomp_reason = seccomp_available()
     lim = SandboxLimits()
     not_here = f"not on the {mode} rung"
-    own_uid = mode == "namespaces"
     return [
         ("namespaces", ns, ("network, mount and PID namespaces of its own (no network)"
                             + ("; an unprivileged user namespace, no capabilities" if mode == "userns" else ""))
@@ -224,9 +278,7 @@ def enforcement(mode: str | None = None) -> list[tuple[str, bool, str]]:
         ("landlock", landlock, f"file access: system and Python paths read-only, the folder copy and a private "
                                f"tmp read-write, nothing else (/proc included) (ABI {landlock_abi()})"
          if landlock else not_here),
-        ("uid", own_uid, "a uid of its own (200000+), no groups" if own_uid else
-         ("root of its own user namespace (your uid outside), no capabilities" if mode == "userns" else
-          "your own uid" if not root else "uid 0 without capabilities")),
+        ("uid", mode != NONE and root, "environment code runs as " + runs_as(mode)),
         ("rlimits", True, f"CPU, address space {lim.memory_mb} MB, file size {lim.file_size_mb} MB, "
                           f"{lim.open_files} open files; wall clock per call; output {lim.output_kb} KB"
                           + ("; RLIMIT_NPROC=1: no fork, no threads" if mode != NONE else "")),

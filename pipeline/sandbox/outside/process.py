@@ -24,7 +24,8 @@ from pathlib import Path
 from typing import Any, Callable, Self
 
 from envforge.pipeline.sandbox.limits import SandboxLimits, worker_environment
-from envforge.pipeline.sandbox.outside.capabilities import LAUNCHERS, namespaced, require, used
+from envforge.pipeline.sandbox.outside import userns
+from envforge.pipeline.sandbox.outside.capabilities import LAUNCHERS, NONE, namespaced, require, runs_as, used
 from envforge.pipeline.sandbox.outside.channel import Channel, Gone
 from envforge.pipeline.sandbox.outside.failures import SandboxFailure, WorkerStartFailed, exit_failure, failure_of
 from envforge.pipeline.sandbox.outside.folder import DIR_PREFIX, FolderCopy, private_dir, remove_tree
@@ -85,6 +86,17 @@ def _worker_uid() -> int:
     return 200_000 + (os.getpid() * 4099 + next(_uid_counter)) % 500_000
 
 
+def _worker_ids(mode: str) -> tuple[int, int]:
+    """(the uid environment code runs as, seen from here; the same uid as the worker sees it) on
+    `mode`. Root's workers get a uid of their own on every rung (capabilities.runs_as says why);
+    anyone else's stay that user (uid 0 of their own user namespace on the userns rung)."""
+    me = os.geteuid()
+    if me != 0 or mode == NONE:
+        return me, 0 if mode == "userns" else me
+    uid = _worker_uid()
+    return uid, userns.INNER_UID if mode == "userns" else uid
+
+
 _PR_SET_DUMPABLE = 4
 
 
@@ -113,7 +125,9 @@ class WorkerProcess:
         self.limits = limits or SandboxLimits()
         self.mode = require(unconfined)
         self.confinement = self.mode  # the rung it runs on (the parent's word, not the worker's)
-        used(self.mode)
+        self.uid, self._inner_uid = _worker_ids(self.mode)  # what environment code runs as (the parent's word)
+        self.runs_as = runs_as(self.mode, self.uid if self.uid != os.geteuid() else None)
+        used(self.mode, runs_as(self.mode))
         self._closed = False
         _sweep_stale_dirs()
         if folder is None or not namespaced(self.mode):
@@ -123,8 +137,18 @@ class WorkerProcess:
         self.base = private_dir()
         for name in ("root", "rw", "tmp"):
             os.mkdir(os.path.join(self.base, name))
+        if not namespaced(self.mode) and self.uid != os.geteuid():
+            # Root's landlock worker becomes self.uid before it reads its folder copy or writes its
+            # tmp: both 0700 folders of root until made its own (the copy inside is 0666/0777).
+            for path in (self.folder.home, self.base, os.path.join(self.base, "tmp")):
+                os.chown(path, self.uid, self.uid)
         _undumpable()
-        self._start()
+        try:
+            self._start()
+        except BaseException:  # no process to close later: its folders go now
+            remove_tree(self.base)
+            self.folder.release()
+            raise
         _live.add(self)
 
     def _start(self) -> None:
@@ -133,19 +157,24 @@ class WorkerProcess:
         reply_r, reply_w = os.pipe()
         output_r, output_w = os.pipe()
         _compile_worker_code()
-        prefix = list(LAUNCHERS.get(self.mode, ()))
+        # Root's userns worker: a map of its own (userns.py), then the root rung's launcher inside it.
+        mapped = self.mode == "userns" and self.uid != os.geteuid()
+        prefix = list(LAUNCHERS["namespaces" if mapped else self.mode] if namespaced(self.mode) else ())
         # A namespaced worker's /tmp is private; elsewhere its tmp is the folder made for it.
         tmp = "/tmp" if namespaced(self.mode) else os.path.join(self.base, "tmp")
         cmd = prefix + [
             sys.executable, "-s", "-P", "-m", WORKER_MODULE,
-            "--base", self.base, "--folder", self.folder.path, "--mode", self.mode, "--uid", str(_worker_uid()),
+            "--base", self.base, "--folder", self.folder.path, "--mode", self.mode, "--uid", str(self._inner_uid),
             "--fds", f"{request_r},{reply_w}", "--limits", json.dumps(self.limits.to_dict()),
         ] + (["--host", self.host] if self.host != "env" else [])
+        options = dict(cwd=self.base, env=worker_environment(home=tmp), stdin=subprocess.DEVNULL,
+                       stdout=output_w, stderr=output_w, pass_fds=(request_r, reply_w), start_new_session=True)
+        self._unmapped = ""  # why root's userns worker got no user namespace of its own (Worker._await_started)
         try:
-            self.proc = subprocess.Popen(
-                cmd, cwd=self.base, env=worker_environment(home=tmp), stdin=subprocess.DEVNULL,
-                stdout=output_w, stderr=output_w, pass_fds=(request_r, reply_w), start_new_session=True,
-            )
+            if mapped:
+                self.proc, self._unmapped = userns.start(cmd, self.uid, self.limits.start_seconds, **options)
+            else:
+                self.proc = subprocess.Popen(cmd, **options)
         finally:
             for fd in (request_r, reply_w, output_w):
                 os.close(fd)
@@ -271,6 +300,8 @@ class Worker(WorkerProcess):
         fault, never a verdict on the environment."""
         seconds = self.limits.start_seconds
         try:
+            if self._unmapped:
+                raise SandboxFailure("timeout" if self._unmapped == userns.TIMED_OUT else "userns", self._unmapped)
             try:
                 message = self.channel.receive("start", seconds, self._no_request_at_start)
             except Gone:

@@ -4,7 +4,7 @@ A `RayWorker` is a `Worker` whose process lives on some node of the cluster: the
 the environment folder's files (regular files only, bounded; links and special files refused,
 as everywhere on the host), a Ray actor on that node unpacks them and starts an ordinary
 sandboxed `Worker` there — confined on the node's own rung of the ladder (capabilities.py), which
-it reports back (`confinement`, in every record) — and every call goes to that actor. A node with
+it reports back (`confinement` and `runs_as`, in every record) — and every call goes to that actor. A node with
 no rung is refused, as a machine is (`Unconfined`); with the driver's --unconfined opt-in its
 workers run and the node is named in a warning. The episode loops, agents, model calls and records stay in this
 process: the keys are
@@ -88,7 +88,10 @@ def _actor_class():
                 return {"failure": self.failure, "node": self.node}
             if self.start_failed:
                 return {"start_failed": self.start_failed, "node": self.node}
-            return {"info": self.worker.info, "node": self.node, "confinement": self.worker.confinement}
+            from envforge.pipeline.sandbox.outside.capabilities import runs_as  # the node's uid, said there
+
+            return {"info": self.worker.info, "node": self.node, "confinement": self.worker.confinement,
+                    "runs_as": self.worker.runs_as, "ran_as": runs_as(self.worker.confinement)}
 
         def call(self, op: str, timeout: float | None, args: dict) -> dict:
             # Failures cross the cluster as plain data: exceptions with fields do not pickle.
@@ -298,8 +301,8 @@ class RayWorker:
             self.close()
             raise WorkerStartFailed(f"Ray node {self.node}: {started['start_failed']}")
         self.info = started["info"]
-        self.confinement = str(started["confinement"])
-        used(self.confinement)
+        self.confinement, self.runs_as = str(started["confinement"]), str(started["runs_as"])
+        used(self.confinement, str(started["ran_as"]))
         if self.confinement == NONE:
             _warn_unconfined(self.node)
 
