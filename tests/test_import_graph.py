@@ -24,7 +24,7 @@ TOP_LEVEL = ("pipeline", "dsl_schema", "learning", "envforge")
 LAYERS: list[tuple[str, set[str]]] = [
     ("floor", {"pipeline", "pipeline.errors", "pipeline.located", "pipeline.paths", "pipeline.records",
                "pipeline.kinds", "pipeline.safe_io", "pipeline.lazy", "pipeline.terminal", "pipeline.prompts",
-               "pipeline.testing"}),
+               "pipeline.quoting", "pipeline.testing"}),
     ("DSL", {"dsl_schema"}),
     ("env folder and runtime", {"pipeline.envfolder", "pipeline.layout", "pipeline.manifest", "pipeline.runtime"}),
     ("sandbox", {"pipeline.sandbox"}),
