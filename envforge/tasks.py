@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+import site
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -52,14 +53,27 @@ EPISODE = "envforge_episode"  # the store key of the episode's record
 CALL_ONE_TOOL = "Call exactly one of the tools: one action per turn."
 
 
-@task
+def _in_site_packages(path: Path) -> bool:
+    places = [*site.getsitepackages(), site.getusersitepackages()]
+    return "site-packages" in path.parts or any(str(path).startswith(p) for p in places)
+
+
+# `inspect eval envforge/env` names a task by the installed package it comes from, which Inspect tells
+# by the module's place in site-packages (a wheel) or by an editable distribution named as the package.
+# envforge's distribution is envforge-rl (the index's `envforge` is another project), so an editable
+# install goes untold: there each task's name carries the package itself, and envforge/NAME finds it
+# installed either way.
+NAMESPACE = "" if _in_site_packages(Path(__file__).resolve()) else "envforge/"
+
+
+@task(name=f"{NAMESPACE}env")
 def env(path: str = str(paths.GENERATED_ENVS_DIR), split: str = "test", max_levels: int | None = None,
         skin: str | None = None) -> Task:
     """Every level of the environment(s) at `path` as a sample (see the module docstring)."""
     return _task(Path(path), split, max_levels, skin)
 
 
-@task
+@task(name=f"{NAMESPACE}reference")
 def reference(env: str | None = None, split: str = "test", max_levels: int | None = None,
               skin: str | None = None) -> Task:
     """The reference environments that come with envforge (all, or the one named `env`), from any folder."""

@@ -27,7 +27,10 @@ import tempfile
 import venv
 from pathlib import Path
 
+from envforge.pipeline import DISTRIBUTION
+
 ROOT = Path(__file__).resolve().parent.parent
+WHEEL_STEM = DISTRIBUTION.replace("-", "_")  # how a wheel's and its metadata's file names spell it
 SKIP = shutil.ignore_patterns(".git", ".venv", "build", "dist", "runs", "out", "*.egg-info", "__pycache__",
                               ".pytest_cache", ".hypothesis", "_data")
 SECRETS = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_BASE_URL", "OPENAI_API_KEY", "OPENAI_BASE_URL",
@@ -39,7 +42,7 @@ def build_wheel(tmp: Path) -> Path:
     shutil.copytree(ROOT, source, ignore=SKIP)
     subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w",
                     str(tmp / "wheel"), str(source)], check=True)
-    (wheel,) = (tmp / "wheel").glob("envforge-*.whl")
+    (wheel,) = (tmp / "wheel").glob(f"{WHEEL_STEM}-*.whl")
     return wheel
 
 
@@ -70,7 +73,7 @@ def demo(envforge: Path, cwd: Path, args: list[str], home: Path) -> None:
 def top_level_names(venv: Path) -> list[str]:
     """The import names envforge's distribution puts at the top of site-packages: the first part of
     each path its RECORD lists, the scripts and the metadata aside."""
-    info = next(venv.glob("lib/python*/site-packages/envforge_rl-*.dist-info"))
+    info = next(venv.glob(f"lib/python*/site-packages/{WHEEL_STEM}-*.dist-info"))
     names = set()
     for line in (info / "RECORD").read_text().splitlines():
         first = line.split(",")[0].split("/")[0]
