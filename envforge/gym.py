@@ -18,6 +18,7 @@ from __future__ import annotations
 import copy
 import json
 import string
+import warnings
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -25,7 +26,7 @@ from typing import Any
 import gymnasium
 from gymnasium import spaces
 
-from envforge.pipeline import layout, paths, safe_io
+from envforge.pipeline import layout, manifest, paths, safe_io
 from envforge.pipeline.api.environment import Environment, Session, Step
 from envforge.pipeline.envfolder.actions import ActionSpace
 from envforge.pipeline.errors import UserError
@@ -203,10 +204,11 @@ class EnvforgeEnv(gymnasium.Env):
 def make(path: str | Path, level: str | None = None, split: str = "test", skin: str | None = None,
          **kwargs: Any) -> EnvforgeEnv:
     """A Gymnasium environment for the envforge environment folder at `path` (see EnvforgeEnv),
-    with a spec as `gymnasium.make` gives one (id envforge/<name>-v0; `env.spec.make()` makes another)."""
+    with a spec as `gymnasium.make` gives one (id envforge/<name>-v0, max_episode_steps the config's
+    termination.max_steps; `env.spec.make()` makes another)."""
     env = EnvforgeEnv(path, level=level, split=split, skin=skin, **kwargs)
     env.spec = gymnasium.envs.registration.EnvSpec(
-        id=env_id(path), entry_point=f"{__name__}:EnvforgeEnv",
+        id=env_id(path), entry_point=f"{__name__}:EnvforgeEnv", max_episode_steps=env.max_steps,
         kwargs={"path": str(Path(path).resolve()), "level": level, "split": split, "skin": skin, **kwargs})
     return env
 
@@ -226,13 +228,24 @@ def env_id(path: str | Path) -> str:
 
 
 def register(root: str | Path = paths.GENERATED_ENVS_DIR) -> list[str]:
-    """Register every accepted environment under `root` (not _rejected/ or _work/) with Gymnasium
-    as `envforge/<name>-v0`, so `gymnasium.make("envforge/crate_dock-v0")` works; returns the ids."""
+    """Register with Gymnasium, as `envforge/<name>-v0` (max_episode_steps: the config's
+    termination.max_steps), every environment folder under `root` (not _rejected/ or _work/) that
+    envforge accepted (pipeline.manifest.acceptance: its verify's verdict, or a person's decision), so
+    `gymnasium.make("envforge/crate_dock-v0")` works; returns the ids. Each folder left out (verify
+    rejected it, or none judged it) is named, with why, in one warning."""
     envs = layout.find_envs(root)
     if not envs:
         raise UserError(f"{root}: expected environment folders ({', '.join(layout.REQUIRED_FILES)}), found none")
-    ids = []
+    ids, skipped = [], []
     for env in envs:
+        decided = manifest.acceptance(env.path)
+        if not decided.accepted:
+            skipped.append(f"{env.name}: {decided.why}")
+            continue
         ids.append(env_id(env.path))
-        gymnasium.register(id=ids[-1], entry_point=f"{__name__}:EnvforgeEnv", kwargs={"path": str(env.path)})
+        gymnasium.register(id=ids[-1], entry_point=f"{__name__}:EnvforgeEnv", kwargs={"path": str(env.path)},
+                           max_episode_steps=Environment(env.path).max_steps)
+    if skipped:
+        warnings.warn(f"envforge.register: {len(skipped)} environment folder(s) under {root} not registered, "
+                      "envforge did not accept them: " + "; ".join(skipped), stacklevel=2)
     return ids

@@ -31,6 +31,7 @@ from envforge.pipeline.kinds import (
     Manifest,
     RecordError,
     Skin,
+    Verification,
     VerificationSummary,
 )
 from envforge.pipeline.located import LocatedError
@@ -112,3 +113,32 @@ def _update(folder: str | Path, change: Callable[[Manifest], Any], *, human_revi
         manifest.files = layout.EnvDir.at(folder).file_hashes()
     files.write(folder / layout.MANIFEST, manifest)
     return manifest
+
+
+@dataclasses.dataclass(frozen=True)
+class Acceptance:
+    """Whether envforge accepted an environment folder, and what decided it (said to a user)."""
+    accepted: bool
+    why: str
+
+
+def acceptance(folder: str | Path) -> Acceptance:
+    """What envforge decided of the environment at `folder`: a person's decision (`envforge review
+    accept|reject`, the manifest's human_review) stands over verify's verdict (verification.json, else
+    the manifest's copy of it); a folder no verify judged, or whose verification.json cannot be read
+    (another kind, a newer envforge's, not of its shape), is not accepted."""
+    folder = Path(folder)
+    m = read(folder)
+    if m.human_review is not None and m.human_review.decision in ("accepted", "rejected"):
+        return Acceptance(m.human_review.decision == "accepted", f"{m.human_review.decision} by a person "
+                          f"(envforge review){': ' + m.human_review.reason if m.human_review.reason else ''}")
+    try:
+        verdict = files.read(folder / layout.VERIFICATION, Verification) or m.verification
+    except (RecordError, LocatedError) as e:
+        return Acceptance(False, f"its {layout.VERIFICATION} cannot be read: {e}")
+    if verdict is None:
+        return Acceptance(False, f"never verified (no {layout.VERIFICATION}; envforge verify --write judges it)")
+    if verdict.accepted:
+        return Acceptance(True, "accepted by envforge verify")
+    return Acceptance(False, f"rejected by envforge verify at {verdict.stage or 'a stage'}"
+                             f"{': ' + verdict.reason[:300] if verdict.reason else ''}")

@@ -3,6 +3,7 @@ environment in generated_envs/ and on the offline demo's accepted ones."""
 from __future__ import annotations
 
 import os
+import shutil
 import warnings
 from pathlib import Path
 
@@ -158,16 +159,68 @@ def test_text_that_is_not_an_action_uses_a_step_and_changes_nothing():
         env.close()
 
 
-def test_registered_ids_make_through_gymnasium():
-    ids = envforge.register(ROOT / "generated_envs")
-    assert "envforge/crate_dock-v0" in ids and "envforge/tide_pool-v0" in ids
-    env = gymnasium.make("envforge/tide_pool-v0")
+@pytest.fixture(scope="module")
+def judged_root(tmp_path_factory, generate_demo):
+    """A folder of environments as verify left them: the demo's two it accepted, the one it rejected
+    (at reliability) copied out of _rejected/, and a reference environment no verify judged."""
+    root = tmp_path_factory.mktemp("judged")
+    for env in layout.find_envs(generate_demo.out):
+        shutil.copytree(env.path, root / env.path.name)
+    (rejected,) = (generate_demo.out / "_rejected").iterdir()
+    shutil.copytree(rejected, root / "card_game")
+    shutil.copytree(CRATE_DOCK, root / "crate_dock", ignore=shutil.ignore_patterns("__pycache__"))
+    return root
+
+
+def test_register_registers_what_verify_accepted_and_names_what_it_left_out(judged_root):
+    with pytest.warns(UserWarning) as caught:
+        ids = envforge.register(judged_root)
+    accepted = sorted(p.name for p in judged_root.iterdir() if p.name not in ("card_game", "crate_dock"))
+    assert len(accepted) == 2 and ids == [f"envforge/{name}-v0" for name in accepted]
+    (warning,) = [str(w.message) for w in caught]
+    assert "2 environment folder(s)" in warning
+    assert "card_game: rejected by envforge verify at reliability" in warning
+    assert "crate_dock: never verified (no verification.json" in warning
+    for name in ("card_game", "crate_dock"):
+        with pytest.raises(gymnasium.error.NameNotFound):
+            gymnasium.make(f"envforge/{name}-v0")
+
+
+def test_a_persons_review_decision_stands_over_verify_s_verdict(judged_root, tmp_path):
+    from envforge.pipeline import manifest
+    from envforge.pipeline.kinds import HumanReview
+
+    root = tmp_path / "root"
+    shutil.copytree(judged_root / "card_game", root / "card_game")
+    manifest.decided(root / "card_game", HumanReview("accepted", "the reward is fine by me"))
+    shutil.copytree(judged_root / sorted(os.listdir(judged_root))[0], root / "overruled")
+    manifest.decided(root / "overruled", HumanReview("rejected", "too easy"))
+    with pytest.warns(UserWarning, match="overruled: rejected by a person \\(envforge review\\): too easy"):
+        assert envforge.register(root) == ["envforge/card_game-v0"]
+
+
+def test_registered_ids_make_through_gymnasium_with_the_step_cap_on_the_spec(judged_root):
+    with pytest.warns(UserWarning):
+        ids = envforge.register(judged_root)
+    for env_id in ids:
+        env = gymnasium.make(env_id)
+        try:
+            max_steps = env.unwrapped.max_steps
+            assert env.spec.max_episode_steps == max_steps == envforge.open(env.unwrapped.env.path).max_steps
+            obs, info = env.reset(seed=3)
+            check_env(env.unwrapped)
+        finally:
+            env.close()
+
+
+def test_make_gives_the_spec_the_configs_step_cap():
+    env = envforge.make(CRATE_DOCK)
+    assert env.spec.max_episode_steps == env.max_steps == 30
+    again = env.spec.make()  # as gymnasium.make does: within a TimeLimit of the same cap
     try:
-        obs, info = env.reset(seed=3)
-        assert "tide level" in obs
-        check_env(env.unwrapped)
+        assert again.spec.max_episode_steps == 30 and isinstance(again, gymnasium.wrappers.TimeLimit)
     finally:
-        env.close()
+        again.close(), env.close()
 
 
 def test_vector_env_plays_several_episodes_at_once():
