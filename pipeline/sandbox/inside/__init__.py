@@ -4,6 +4,7 @@ imports from here only kernel probes (syscalls.seccomp_available and DENIED, lan
 
   worker      the entry point (`python -m pipeline.sandbox.inside.worker`): confine, then answer requests
   confine     the confinement each rung applies before any environment code loads
+  enter_userns  root's userns worker's first step: a user namespace envforge maps (a script, run before confinement)
   syscalls    the seccomp filter (and whether libseccomp is here)
   landlock    Landlock file and network rules for the landlock rung
   host        EnvHost: loads an environment and answers reset/step/snapshot/search/... requests

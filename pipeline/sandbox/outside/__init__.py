@@ -12,4 +12,5 @@ outside the worker and treats what comes back from it as hostile input.
   replies       bounded, validated reading of a worker's reply
   failures      SandboxFailure and its kinds; WorkerStartFailed (an infrastructure fault)
   capabilities  the confinement ladder: which rung workers get here, and why
+  userns        root's userns rung: a user namespace whose uid 1 is the worker's own uid
 """
