@@ -649,6 +649,8 @@ class ReliabilityFigures(StageFigures):
     constant_normalized: dict[str, float] | None = None
     best_constant_policy: ConstantPolicyScore | None = None
     inconclusive: str | None = None  # why the figures decide nothing
+    # invalid play (each undeclared or malformed action repeated): its best total on any level, by policy
+    invalid_play: dict[str, float] | None = None
 
     def summary(self) -> str:
         shown = ["?" if x is None else x for x in (self.random_normalized, self.planner_normalized)]
@@ -961,6 +963,20 @@ class DegeneratePolicy(RejectionCause):
     planner_normalized: float
     margin: float
     levels: int  # levels scored
+
+
+@_cause("invalid_play_pays")
+class InvalidPlayPays(RejectionCause):
+    """Actions the environment does not declare (an unknown name, a parameter outside its declared
+    domain or missing) earn reward: more than the max, or more than doing nothing and every
+    constant policy there by `margin` of the max."""
+    policy: str  # "repeating an undeclared action 'undeclared_action'"
+    action: dict  # the invalid action it repeats
+    level: str
+    total: float  # what it scored there
+    max_reward: float
+    baseline: float  # the best of doing nothing and every constant policy of declared actions there
+    margin: float
 
 
 @_cause("planner_scores_nothing")

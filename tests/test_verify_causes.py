@@ -21,6 +21,7 @@ from envforge.pipeline.kinds import (
     EnvCrashed,
     GeneratorAndShippedLevelsFail,
     GeneratorIgnoresSeed,
+    InvalidPlayPays,
     RejectionCause,
     SafetyStop,
     UnknownCause,
@@ -163,6 +164,29 @@ def test_a_reward_one_repeated_action_earns_names_the_policy_in_the_cause(tmp_pa
     assert recorded.cause == DegeneratePolicy("repeating move(direction='right')",
                                               {"action": "move", "params": {"direction": "right"}}, 1.0, 1.0, 0.2, 3)
     assert report["cause"]["policy"] == "repeating move(direction='right')"
+
+
+def test_a_reward_for_an_action_the_env_does_not_declare_is_rejected_naming_the_policy_and_level(tmp_path):
+    """Issue 38: an undeclared action name earns a 'discovery' bonus (2 a step against a max of 1).
+    Search, random agent and constant policies play only declared actions: invalid play is the
+    control that finds it. The sound corridor earns nothing for invalid play and is accepted."""
+    discovery = {"env_main.py": ('        reached = self._state["pos"] == self._state["goal"]\n',
+                                 '        if action.get("action") != "move":\n'
+                                 '            return (2.0, ["discovery"], {})\n'
+                                 '        reached = self._state["pos"] == self._state["goal"]\n')}
+    report, recorded = _rejected(write_env(tmp_path / "e", replace=discovery), "reliability")
+    cause = recorded.cause
+    assert isinstance(cause, InvalidPlayPays), report["reason"]
+    assert (cause.policy, cause.action, cause.max_reward) == (
+        "repeating an undeclared action 'undeclared_action'", {"action": "undeclared_action", "params": {}}, 1.0)
+    assert cause.total == 24.0  # 2 on each of the episode's 12 steps (termination.max_steps)
+    assert f"repeating an undeclared action 'undeclared_action' scores 24 on {cause.level}" in report["reason"]
+    assert report["stages"]["reliability"]["invalid_play"]["repeating an undeclared action 'undeclared_action'"] == 24
+
+    sound = envforge("verify", write_env(tmp_path / "sound"), "--json")
+    figures = json.loads(sound.stdout)["stages"]["reliability"]
+    assert sound.returncode == 0 and figures["invalid_play"] and set(figures["invalid_play"].values()) == {0}
+    assert "repeating move without its parameter 'direction'" in figures["invalid_play"]
 
 
 def test_review_advice_reads_the_cause_not_the_wording_of_the_reason():

@@ -164,6 +164,32 @@ class ActionSpace:
         return self.invalid_reason(action) or next(
             (f"the environment reported {e!r}" for e in events if str(e).lower().startswith("invalid")), None)
 
+    def invalid_examples(self, most: int = 6) -> list[tuple[str, dict]]:
+        """(what it is, action) for up to `most` actions this space calls invalid (invalid_reason),
+        of the kinds agents really send: a name it does not declare, then for declared actions in
+        turn a value outside a declared range or enum, a value of the wrong type, a missing
+        parameter (a parameter it does not have is left out: ignoring one is no fault).
+        Deterministic; empty when nothing is declared."""
+        if not self.actions:
+            return []
+        name = "undeclared_action"
+        while self.get(name) is not None:
+            name += "_"
+        found = [(f"an undeclared action {name!r}", {"action": name, "params": {}})]
+        for action in self.actions:
+            values = {p.name: _candidate_values(p)[0] for p in action.params}
+            for p in action.params:
+                for what, value in _outside(p):
+                    found.append((f"{action.name} with {p.name}={value!r} ({what})",
+                                  {"action": action.name, "params": {**values, p.name: value}}))
+                if not p.optional:
+                    found.append((f"{action.name} without its parameter {p.name!r}",
+                                  {"action": action.name, "params": {k: v for k, v in values.items() if k != p.name}}))
+        kept = [(what, a) for what, a in found if self.invalid_reason(a)]
+        if len(kept) <= most:
+            return kept
+        return [kept[0]] + [kept[1 + i * (len(kept) - 2) // max(1, most - 2)] for i in range(most - 1)]
+
     # -- search --------------------------------------------------------------------------
     def candidates(self) -> list[dict]:
         """Every action with every combination of its parameters' values (an integer range of at
@@ -216,6 +242,23 @@ def _sample_value(param: Param, rng: random.Random) -> Any:
         return rng.randint(int(lo), int(hi))
     return {"number": rng.uniform(0, 5), "boolean": rng.random() < 0.5, "string": "a", "array": [],
             "object": {}}.get(param.type or "", rng.randint(0, 5))
+
+
+def _outside(p: Param) -> list[tuple[str, Any]]:
+    """Values a declared parameter refuses: past its range's ends, outside its enum, of another type."""
+    out = []
+    if p.range is not None:
+        lo, hi = p.range
+        step = 1 if isinstance(hi, int) and isinstance(lo, int) else max(1.0, abs(hi - lo))
+        out += [("above its range", hi + step), ("below its range", lo - step)]
+    if p.enum is not None:
+        out.append(("outside its values", "not_one_of_them" if not any(v == "not_one_of_them" for v in p.enum)
+                    else "not_one_of_them_"))
+    if p.type in ("integer", "number", "boolean"):
+        out.append(("of the wrong type", "not_a_number"))
+    elif p.type == "string":
+        out.append(("of the wrong type", 12345))
+    return out
 
 
 def _count(values: list[list]) -> int:

@@ -14,8 +14,8 @@ Raised where (every `raise Rejected` of verify carries one):
               TooFewLevels, ValidatorAcceptsUnsolvable, BadGeneratedLevel, ShippedLevelRefused,
               UnfitLevel, ValTestOverlap, GeneratorAndShippedLevelsFail (both, each with its cause),
               EnvCrashed (certify.py, chance); WitnessNotReplayed (levelmax.py)
-  reliability EnvCrashed, NoScorableLevels, DoingNothingScoresMax, DegeneratePolicy, PlannerScoresNothing,
-              NoBetterThanRandom
+  reliability EnvCrashed, NoScorableLevels, DoingNothingScoresMax, DegeneratePolicy, InvalidPlayPays,
+              PlannerScoresNothing, NoBetterThanRandom
   models      ReactRolloutFailed, ModelsNotSeparated
 """
 from __future__ import annotations
@@ -33,6 +33,7 @@ from envforge.pipeline.kinds import (
     GeneratorAndShippedLevelsFail,
     GeneratorCrashed,
     GeneratorIgnoresSeed,
+    InvalidPlayPays,
     ModelsNotSeparated,
     NoBetterThanRandom,
     NoScorableLevels,
@@ -55,7 +56,8 @@ from envforge.pipeline.kinds import (
 __all__ = [
     "BadGeneratedLevel", "DegeneratePolicy", "DoingNothingScoresMax", "EmptyObservation", "EndConditionIgnored",
     "EnvCrashed", "EnvDoesNotLoad", "GeneratorAndShippedLevelsFail", "GeneratorCrashed", "GeneratorIgnoresSeed",
-    "ModelsNotSeparated", "NoBetterThanRandom", "NoScorableLevels", "PlannerScoresNothing", "ReactRolloutFailed",
+    "InvalidPlayPays", "ModelsNotSeparated", "NoBetterThanRandom", "NoScorableLevels", "PlannerScoresNothing",
+    "ReactRolloutFailed",
     "RejectionCause", "SafetyStop", "ShippedLevelRefused", "StageRejection", "TooFewLevels", "UnfitLevel",
     "UnreadableFolder", "ValTestOverlap", "ValidatorAcceptsUnsolvable", "ValidatorCrashed", "ValidatorRejectsAll",
     "WitnessNotReplayed", "WorkerFailed", "crashed",

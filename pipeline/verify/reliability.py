@@ -18,6 +18,12 @@ env declares one). A reward that such a policy nearly maxes — its mean normali
 `margin` of the planner's, and the planner a skilled agent or the policy itself within `margin`
 of the max — is rejected, naming the policy ("repeating RESEARCH scores 0.93 of the max").
 
+Invalid play is a control too: each action the space calls invalid of the kinds agents send (an
+undeclared name, a parameter outside its declared range or values, of the wrong type, or missing:
+ActionSpace.invalid_examples) repeated until the episode ends, as a constant policy is. It earns nothing a skilled agent could not: a total above the level's max, or above the
+best of doing nothing and every constant policy there by `margin` of the max, is rejected naming the
+policy and the level (an environment paying a "discovery" bonus for unknown action names).
+
 The random agent's mean normalized score per level is the difficulty baseline kept in
 manifest.json for evaluation tables. A random or constant-policy episode that scores above a
 level's max reward proves the max wrong: the episode becomes the level's witness and max
@@ -44,6 +50,7 @@ from envforge.pipeline.verify import claims
 from envforge.pipeline.verify.causes import (
     DegeneratePolicy,
     DoingNothingScoresMax,
+    InvalidPlayPays,
     NoBetterThanRandom,
     NoScorableLevels,
     PlannerScoresNothing,
@@ -60,11 +67,11 @@ CONSTANT_PARAMS = 3  # parameter combinations per action tried as a constant pol
 def run(ctx: Context, levels: list[LevelMax]) -> StageOutcome[ReliabilityFigures]:
     """The levels, with any max reward a random or constant-policy episode corrected (and, when the
     environment passes and verify writes, level_max_rewards.json rewritten with them), and its figures."""
-    policies = constant_policies(ctx)
+    policies = constant_policies(ctx) + invalid_policies(ctx)
     figures = ReliabilityFigures(levels=len(levels), margin=float(ctx.options.margin), random_agent=RANDOM_AGENT,
                                  random_episodes_per_level=ctx.options.random_episodes,
                                  workers=max(1, min(ctx.options.workers, len(levels))),
-                                 constant_policies=[name for name, _ in policies])
+                                 constant_policies=[name for name, _ in constant_policies(ctx)])
     return settle("reliability", figures, lambda figures: _score(ctx, levels, policies, figures))
 
 
@@ -113,6 +120,7 @@ def _score(ctx: Context, levels: list[LevelMax], policies: list[tuple[str, dict]
                                                    float(tidy(example.nothing_reward)), float(tidy(example.max_reward)),
                                                    ctx.no_op["action"] if ctx.no_op else None))
     _degenerate(ctx, scored, constant_totals, planner_mean, figures)
+    _invalid_play_pays(ctx, scored, constant_totals, figures)
     if planner_mean <= 0 and any(lm.search_exhaustive for lm in out):
         raise Rejected(f"reward: expected the search planner to score on the levels, found a mean normalized "
                        f"reward of {planner_mean:g} over {len(scored)} level(s)",
@@ -157,6 +165,33 @@ def constant_policies(ctx: Context) -> list[tuple[str, dict]]:
     return out
 
 
+def invalid_policies(ctx: Context) -> list[tuple[str, dict]]:
+    """(name, action) of each invalid-play control (module docstring)."""
+    return [(f"repeating {what}", action) for what, action in ctx.space.invalid_examples()]
+
+
+def _invalid_play_pays(ctx: Context, scored: list[LevelMax], totals: dict[str, dict[str, float]],
+                       figures: ReliabilityFigures) -> None:
+    """Reject a reward that invalid play earns (module docstring)."""
+    invalid = invalid_policies(ctx)
+    if not invalid:
+        return
+    margin, declared = ctx.options.margin, [name for name, _ in constant_policies(ctx)]
+    figures.invalid_play = {name: float(tidy(max(totals[lm.source][name] for lm in scored))) for name, _ in invalid}
+    for lm in scored:
+        baseline = max([lm.nothing_reward, 0.0] + [totals[lm.source][name] for name in declared])
+        for name, action in invalid:
+            total = totals[lm.source][name]
+            if total > lm.max_reward + EPS or total > baseline + margin * lm.max_reward + EPS:
+                level = layout.level_key(lm.source)
+                raise Rejected(
+                    f"reward: expected no reward for actions the environment does not declare, found that {name} "
+                    f"scores {total:g} on {level} (max {lm.max_reward:g}; doing nothing and the constant policies "
+                    f"of declared actions at most {baseline:g}): invalid play, not skill, earns the reward",
+                    cause=InvalidPlayPays(name, action, level, float(tidy(total)), float(tidy(lm.max_reward)),
+                                          float(tidy(baseline)), float(margin)))
+
+
 def _shown(action: dict) -> str:
     params = action.get("params") or {}
     if not params:
@@ -168,7 +203,7 @@ def _degenerate(ctx: Context, scored: list[LevelMax], totals: dict[str, dict[str
                 figures: ReliabilityFigures) -> None:
     """Reject a reward that a constant-action policy nearly maxes (module docstring)."""
     means, actions = {}, {}
-    for name, action in constant_policies(ctx):
+    for name, action in constant_policies(ctx):  # not invalid play: _invalid_play_pays judges that
         actions[name] = action
         means[name] = float(round(mean(min(1.0, totals[lm.source][name] / lm.max_reward) for lm in scored), 4))
     ranked = sorted(means.items(), key=lambda kv: -kv[1])
@@ -250,15 +285,17 @@ def _score_level(ctx: Context, worker, lm: LevelMax, counts: dict,
         counts["episodes"] += 1
         totals.append(episode.total_reward)
         raise_max(episode.total_reward, episode.actions, "a random episode")
-    constant = {}
+    constant, declared = {}, {name for name, _ in constant_policies(ctx)}
     for name, action in policies:
         episode = run_episode_sync(ActionsAgent([action] * ctx.max_steps), worker, level)
         counts["episodes"] += 1
         constant[name] = episode.total_reward
-        raise_max(episode.total_reward, episode.actions, name)
+        if name in declared:  # what invalid play scores is no max: _invalid_play_pays judges it
+            raise_max(episode.total_reward, episode.actions, name)
     planner_total = run_episode_sync(ActionsAgent(lm.witness), worker, level).total_reward
     counts["episodes"] += 1
-    lm = dataclasses.replace(lm, best_seen=max(lm.best_seen, planner_total, *totals, *constant.values()))
+    lm = dataclasses.replace(lm, best_seen=max(lm.best_seen, planner_total, *totals,
+                                               *(v for k, v in constant.items() if k in declared)))
     scores = LevelScores(float(tidy(lm.max_reward)), lm.certainty, float(round(mean(totals), 4)),
                          float(tidy(planner_total)))
     if scorable(lm):
