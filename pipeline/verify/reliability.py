@@ -20,9 +20,10 @@ of the max — is rejected, naming the policy ("repeating RESEARCH scores 0.93 o
 
 Invalid play is a control too: each action the space calls invalid of the kinds agents send (an
 undeclared name, a parameter outside its declared range or values, of the wrong type, or missing:
-ActionSpace.invalid_examples) repeated until the episode ends, as a constant policy is. It earns nothing a skilled agent could not: a total above the level's max, or above the
-best of doing nothing and every constant policy there by `margin` of the max, is rejected naming the
-policy and the level (an environment paying a "discovery" bonus for unknown action names).
+ActionSpace.invalid_examples) repeated until the episode ends, as a constant policy is. It earns
+nothing a skilled agent could not: a total above the level's max, or above the best of doing
+nothing and every constant policy there by `margin` of the max, is rejected naming the policy and
+the level (an environment paying a "discovery" bonus for unknown action names).
 
 The random agent's mean normalized score per level is the difficulty baseline kept in
 manifest.json for evaluation tables. A random or constant-policy episode that scores above a
