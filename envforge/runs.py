@@ -7,6 +7,9 @@ files and the same numbers.
 """
 from __future__ import annotations
 
+import functools
+import importlib
+import inspect
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
@@ -18,6 +21,37 @@ from envforge.pipeline.evaluate.records import Records
 from envforge.pipeline.kinds import EpisodeRecord
 
 
+def _in_keywords(options: str):
+    """A UserError the call raises names its options as the call's keywords (`out=runs/x`), not as
+    the command's flags (`--out runs/x`): Options.in_keywords of the options class at `options`."""
+    def say(error: UserError) -> None:
+        module, _, name = options.rpartition(".")
+        said = getattr(importlib.import_module(module), name).in_keywords(str(error))
+        error.args = (said, *error.args[1:])
+
+    def wrap(call):
+        if inspect.iscoroutinefunction(call):
+            @functools.wraps(call)
+            async def called_async(*args, **keywords):
+                try:
+                    return await call(*args, **keywords)
+                except UserError as e:
+                    say(e)
+                    raise
+            return called_async
+
+        @functools.wraps(call)
+        def called(*args, **keywords):
+            try:
+                return call(*args, **keywords)
+            except UserError as e:
+                say(e)
+                raise
+        return called
+    return wrap
+
+
+@_in_keywords("envforge.pipeline.api.evaluate.EvaluateOptions")
 async def evaluate_async(envs: str | Path | Iterable[str | Path], agent: str | None = None, *,
                          out: str | Path | None = None, **options: Any):
     """Score `agent` ("react", "tools", "random", "planner", learned:PATH, MODULE:ATTR) on the
@@ -62,6 +96,7 @@ class Generation:
         return self.summary["errors"]
 
 
+@_in_keywords("envforge.pipeline.api.generate.GenerateOptions")
 async def generate_async(themes: str | Path, out: str | Path, **options: Any) -> Generation:
     """Turn a themes file into environments under `out`, as `envforge generate` does. `options`
     are generate's flags: provider="replay" (the offline demo), model=…, levels=15, seed=0,
@@ -87,6 +122,7 @@ def episodes(out: str | Path) -> list[EpisodeRecord]:
     return Records(folder).all()
 
 
+@_in_keywords("envforge.pipeline.api.verify.VerifyOptions")
 def verify(env_dir: str | Path, **options: Any):
     """Verify the environment folder `env_dir` as `envforge verify` does, with its defaults.
     `options` are verify's flags (stages="execution,levels", write=True, search_nodes=…, seed=…,
@@ -100,6 +136,7 @@ def verify(env_dir: str | Path, **options: Any):
     return run_sync(asyncio.to_thread(job.run))  # its model checks run an event loop of their own
 
 
+@_in_keywords("envforge.pipeline.api.check.CheckOptions")
 def check(env_dir: str | Path, **options: Any):
     """The basic code test of `env_dir` in the sandbox, as `envforge check` does (seed=…, budget=…).
     Returns the CheckReport: `.ok`, `.problems`, `.stats`."""
@@ -109,6 +146,7 @@ def check(env_dir: str | Path, **options: Any):
     return check_env(str(env_dir), CheckOptions.from_keywords("envforge.check", **options))
 
 
+@_in_keywords("envforge.pipeline.api.probe.ProbeOptions")
 def probe(env_dir: str | Path, **options: Any):
     """World-model test items from the environment at `env_dir`, as `envforge probe` does (kind=
     "predict,plan", n=50, seed=0, out=FILE, skin=…, max_k=…, choices=…, samples=…). Returns the
@@ -119,6 +157,7 @@ def probe(env_dir: str | Path, **options: Any):
     return make_probes(str(env_dir), ProbeOptions.from_keywords("envforge.probe", **options))
 
 
+@_in_keywords("envforge.pipeline.api.reskin.ReskinOptions")
 def reskin(env_dir: str | Path, **options: Any):
     """A skin for the environment at `env_dir`, as `envforge reskin` does (style="json"|"narrative"|
     "inverse" from templates, or any other style written by the model with model=…; check=NAME

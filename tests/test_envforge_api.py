@@ -116,6 +116,32 @@ def test_evaluate_rejects_bad_options_with_one_line(tmp_path):
         envforge.evaluate(tmp_path / "missing", agent="random", out=tmp_path / "o")
 
 
+def test_a_python_call_run_again_is_told_in_keywords_what_to_pass(tmp_path):
+    """Issue 37: the README's notebook example failed the second time with `--out evaluation: ...
+    pass --resume`, flags a Python caller cannot pass. The error names the call's keywords, and
+    resume=True, as it says, runs the cell again."""
+    out = tmp_path / "nb"
+    first = envforge.evaluate(CRATE_DOCK, agent="random", max_levels=1, runs=1, out=out)
+    with pytest.raises(envforge.UserError) as refused:
+        envforge.evaluate(CRATE_DOCK, agent="random", max_levels=1, runs=1, out=out)
+    said = str(refused.value)
+    assert said.startswith(f"out={out}: it already holds an evaluation") and "pass resume=True" in said, said
+    assert "--" not in said
+    again = envforge.evaluate(CRATE_DOCK, agent="random", max_levels=1, runs=1, out=out, resume=True)
+    assert [e.total_reward for e in again.episodes] == [e.total_reward for e in first.episodes]
+    with pytest.raises(envforge.UserError, match=r"^agent=nosuch: expected react, tools, random"):
+        envforge.evaluate(CRATE_DOCK, agent="nosuch", out=tmp_path / "other")
+
+
+def test_an_options_error_in_keywords_keeps_what_names_no_flag():
+    from envforge.pipeline.api.evaluate import EvaluateOptions
+
+    said = EvaluateOptions.in_keywords("--runs, --concurrency and --max-levels: expected positive numbers; "
+                                       "--no-such-flag stays; see `envforge evaluate --help`")
+    assert said == ("runs, concurrency and max_levels: expected positive numbers; --no-such-flag stays; "
+                    "see `envforge evaluate --help`")
+
+
 def test_the_core_api_needs_no_extra_and_make_says_which_to_install():
     code = ("import sys; sys.modules['gymnasium'] = None; sys.modules['inspect_ai'] = None\n"
             "import envforge\n"

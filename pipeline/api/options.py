@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 from typing import Any, Callable, ClassVar, Mapping, TypeVar
 
 from envforge.pipeline.api.values import COUNT, SECONDS, USD, BadValue, number, one_of, out_dir, whole
@@ -25,6 +26,7 @@ from envforge.pipeline.errors import UserError
 from envforge.pipeline.llm.config import PROVIDERS, LLMConfig
 
 T = TypeVar("T", bound="Options")
+_FLAG = re.compile(r"(?<![\w-])(--[a-z][a-z0-9-]*)( [^\s:,]+(?=:))?")  # a flag, and the value before its colon
 
 
 def option(default: Any = None, check: Callable[[Any], Any] | None = None, *, help: str = "",
@@ -71,6 +73,32 @@ class Options:
             if f.name == name:
                 return f
         raise KeyError(f"{cls.__name__} has no option {name!r}")
+
+    @staticmethod
+    def flags_of(f: dataclasses.Field) -> tuple[str, ...]:
+        """The command line's flags of the option `f`: those it declares, else --NAME (dashes for
+        underscores). The one rule, for the parser (pipeline/commands/_flags.py) and in_keywords."""
+        return f.metadata.get("flags") or ("--" + f.name.replace("_", "-"),)
+
+    @classmethod
+    def in_keywords(cls, message: str) -> str:
+        """An error's message as a Python call says it: each of these options' flags by its keyword
+        (`--out runs/x: ...` -> `out=runs/x: ...`, `pass --resume` -> `pass resume=True`, `--runs and
+        --max-levels` -> `runs and max_levels`); other text as it is."""
+        known = {}
+        for name in cls.names():
+            f = cls.field(name)
+            known.update(dict.fromkeys(cls.flags_of(f), (name, cls.default(name) is False)))
+
+        def said(match: re.Match) -> str:
+            if match.group(1) not in known:
+                return match.group(0)
+            name, switch = known[match.group(1)]
+            if switch:
+                return f"{name}=True" + (match.group(2) or "")
+            return f"{name}={match.group(2)[1:]}" if match.group(2) else name
+
+        return _FLAG.sub(said, message)
 
     @classmethod
     def default(cls, name: str) -> Any:

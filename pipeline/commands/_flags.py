@@ -148,4 +148,4 @@ def _add_flag(container, field: dataclasses.Field, options: type[Options]) -> ar
         keywords["choices"] = check.choices
     elif check is not None:
         keywords["type"] = flag_type(check)
-    return container.add_argument(*(meta.get("flags") or ("--" + field.name.replace("_", "-"),)), **keywords)
+    return container.add_argument(*Options.flags_of(field), **keywords)
