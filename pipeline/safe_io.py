@@ -15,7 +15,10 @@ import hashlib
 import json
 import math
 import os
+import re
+import secrets
 import stat
+from itertools import accumulate
 from pathlib import Path, PurePosixPath
 from typing import Any, Iterator
 
@@ -236,13 +239,14 @@ class _BoundedLoader(yaml.SafeLoader):
     """SafeLoader with a nesting-depth cap, an integer-length cap and an alias-expansion cap."""
 
     file = "<text>"
+    most = MAX_DEPTH
 
     def compose_node(self, parent, index):
         self._depth = getattr(self, "_depth", 0) + 1
         try:
-            if self._depth > MAX_DEPTH:
+            if self._depth > self.most:
                 mark = self.peek_event().start_mark
-                raise _fail(self.file, f"nesting at most {MAX_DEPTH} levels deep", "deeper nesting", mark.line + 1)
+                raise _fail(self.file, f"nesting at most {self.most} levels deep", "deeper nesting", mark.line + 1)
             return super().compose_node(parent, index)
         finally:
             self._depth -= 1
@@ -302,14 +306,14 @@ def _children(node) -> list:
     return []
 
 
-def parse_yaml(text: str, file: str) -> Any:
-    """The YAML document in `text`, bounded; a located error for anything else."""
-    return parse_yaml_node(text, file)[0]
+def parse_yaml(text: str, file: str, most: int = MAX_DEPTH) -> Any:
+    """The YAML document in `text`, bounded (nesting at most `most` levels); a located error for anything else."""
+    return parse_yaml_node(text, file, most)[0]
 
 
-def parse_yaml_node(text: str, file: str) -> tuple[Any, yaml.Node | None]:
+def parse_yaml_node(text: str, file: str, most: int = MAX_DEPTH) -> tuple[Any, yaml.Node | None]:
     """The YAML document in `text` and its node tree (for line numbers), bounded."""
-    loader = type("Loader", (_BoundedLoader,), {"file": file})(text)
+    loader = type("Loader", (_BoundedLoader,), {"file": file, "most": most})(text)
     try:
         node = loader.get_single_node()
         return (loader.construct_document(node) if node is not None else None), node
@@ -337,33 +341,108 @@ def load_yaml(root: str | Path, rel: str | Path, limit: int = MAX_BYTES, label: 
     return parse_yaml(read_text(root, rel, limit, label), file)
 
 
-def _json_depth(text: str, file: str) -> None:
-    """Refuse nesting deeper than MAX_DEPTH before the (recursive) JSON parser sees it."""
-    depth, in_string, escaped, line = 0, False, False, 1
-    for ch in text:
-        if in_string:
-            if escaped:
-                escaped = False
-            elif ch == "\\":
-                escaped = True
-            elif ch == '"':
-                in_string = False
-        elif ch == '"':
-            in_string = True
-        elif ch in "[{":
+class _TooDeep:
+    """What `parse_json(..., cut_deep=True)` puts in place of a value nested too deep."""
+
+    def __repr__(self) -> str:
+        return "<nested too deep>"
+
+
+TOO_DEEP = _TooDeep()
+_STRING = r'"[^"\\]*(?:\\.[^"\\]*)*"'  # a JSON string literal, escapes included
+_STRINGS = re.compile(_STRING, re.S)
+_NOT_BRACKETS = re.compile(r"[^\[\]{}]+")
+_TOKENS = re.compile(_STRING + r"|[\[\]{}]", re.S)
+_STEP = {"[": 1, "{": 1, "]": -1, "}": -1}
+_DIGITS_AS_ONES = bytes.maketrans(b"0123456789", b"1111111111")
+
+
+def _risky_numbers(skeleton: str) -> bool:
+    """Whether a number in a JSON text's `skeleton` could fail the checks of `parse_json`: a run of
+    more than MAX_INT_DIGITS digits, an exponent, NaN or Infinity (C string functions only)."""
+    if b"1" * (MAX_INT_DIGITS + 1) in skeleton.encode("utf-8", "replace").translate(_DIGITS_AS_ONES):
+        return True
+    letters = skeleton.replace("true", "").replace("false", "")
+    return "e" in letters or "E" in letters or "NaN" in skeleton or "Infinity" in skeleton
+
+
+def _too_deep(skeleton: str, most: int) -> bool:
+    """Whether lists and objects nest deeper than `most` in a JSON text's `skeleton` (its strings
+    emptied), found at the speed of the C string functions; few brackets are not even scanned."""
+    if skeleton.count("[") + skeleton.count("{") <= most:
+        return False
+    brackets = _NOT_BRACKETS.sub("", skeleton)
+    return max(accumulate(map(_STEP.__getitem__, brackets)), default=0) > most
+
+
+def _deep_spans(text: str, most: int) -> list[tuple[int, int]]:
+    """(start, end) of each outermost list or object of `text` that opens deeper than `most`."""
+    spans, depth, start = [], 0, 0
+    for token in _TOKENS.finditer(text):
+        ch = token.group()
+        if ch in "[{":
             depth += 1
-            if depth > MAX_DEPTH:
-                raise _fail(file, f"nesting at most {MAX_DEPTH} levels deep", "deeper nesting", line)
+            if depth == most + 1:
+                start = token.start()
         elif ch in "]}":
+            if depth == most + 1:
+                spans.append((start, token.end()))
             depth -= 1
-        if ch == "\n":
-            line += 1
+    if depth > most:
+        spans.append((start, len(text)))  # never closed: the parser then finds the text cut short
+    return spans
 
 
-def parse_json(text: str, file: str, finite: bool = True) -> Any:
-    """The JSON value in `text`, bounded; with `finite`, NaN and ±Infinity (and numbers too large
-    for a float) are refused."""
-    _json_depth(text, file)
+def _cut_deep(text: str, spans: list[tuple[int, int]]) -> tuple[str, str]:
+    """`text` with each span replaced by one string no reply can foresee, and that string."""
+    mark = f"\x00nested too deep {secrets.token_hex(8)}"
+    pieces, at = [], 0
+    for start, end in spans:
+        pieces += [text[at:start], json.dumps(mark)]
+        at = end
+    return "".join(pieces) + text[at:], mark
+
+
+def _put_too_deep(value: Any, mark: str) -> Any:
+    """`value` with each string `mark` replaced by TOO_DEEP (no recursion: it is shallow, but one loop)."""
+    if isinstance(value, str) and value == mark:
+        return TOO_DEEP
+    stack = [value]
+    while stack:
+        node = stack.pop()
+        pairs = list(node.items()) if isinstance(node, dict) else enumerate(node) if isinstance(node, list) else ()
+        for key, child in pairs:
+            if isinstance(child, str) and child == mark:
+                node[key] = TOO_DEEP
+            elif isinstance(child, (dict, list)):
+                stack.append(child)
+    return value
+
+
+def holds_too_deep(value: Any) -> bool:
+    """Whether `value` (from `parse_json(..., cut_deep=True)`) had a part nested too deep."""
+    stack = [value]
+    while stack:
+        node = stack.pop()
+        if node is TOO_DEEP:
+            return True
+        stack += node.values() if isinstance(node, dict) else node if isinstance(node, list) else ()
+    return False
+
+
+def parse_json(text: str, file: str, finite: bool = True, most: int = MAX_DEPTH, cut_deep: bool = False) -> Any:
+    """The JSON value in `text`, bounded: lists and objects nest at most `most` levels (the
+    recursive parser never sees deeper), integers have at most MAX_INT_DIGITS digits, and with
+    `finite`, NaN and ±Infinity (and numbers too large for a float) are refused. Deeper nesting is
+    a located error, or with `cut_deep` each value that opens deeper is replaced by TOO_DEEP (a
+    model's reply whose one tool call is too deep is still read: that call is refused alone)."""
+    skeleton = _STRINGS.sub('""', text)  # what the checks look at: brackets, numbers, literals
+    spans = _deep_spans(text, most) if _too_deep(skeleton, most) else []
+    if spans and not cut_deep:
+        raise _fail(file, f"nesting at most {most} levels deep", "deeper nesting", text.count("\n", 0, spans[0][0]) + 1)
+    mark = ""
+    if spans:
+        text, mark = _cut_deep(text, spans)
 
     def integer(s: str) -> int:
         if len(s.lstrip("-")) > MAX_INT_DIGITS:
@@ -381,12 +460,17 @@ def parse_json(text: str, file: str, finite: bool = True) -> Any:
             raise _fail(file, "a finite number", s)
         return float(s)
 
+    # The checks run in Python for each number: only where one could fail them (a long run of digits,
+    # an exponent, NaN or Infinity outside strings; found at C speed), so most texts parse at C speed.
+    risky = _risky_numbers(skeleton)
+    hooks = {"parse_int": integer, "parse_float": number, "parse_constant": constant} if risky else {}
     try:
-        return json.loads(text, parse_int=integer, parse_float=number, parse_constant=constant)
+        value = json.loads(text, **hooks)
     except json.JSONDecodeError as e:
         raise _fail(file, "valid JSON", e.msg, e.lineno) from None
     except (RecursionError, ValueError) as e:
         raise _fail(file, "valid JSON", f"{type(e).__name__}: {str(e)[:120]}") from None
+    return _put_too_deep(value, mark) if mark else value
 
 
 def load_json(root: str | Path, rel: str | Path, limit: int = MAX_BYTES, label: str | None = None,

@@ -15,7 +15,7 @@ from cli_kit import envforge
 
 from envforge.pipeline.generate.agent import MAX_TOOL_CALLS_PER_REPLY, READ_CHARS, RECENT_CHARS
 from envforge.pipeline.testing import replay_kit, tiny_env
-from envforge.pipeline.testing.llm_server import Reply
+from envforge.pipeline.testing.llm_server import RawJSON, Reply
 
 pytestmark = pytest.mark.slow  # measured: a whole generate (coding agent, check, verify) in each test
 
@@ -185,6 +185,26 @@ def test_hostile_file_names_are_tool_errors_not_internal_errors(llm_server, tmp_
     review = envforge("review", "--out", out, "show", "corridor")
     assert review.returncode == 0, review.stderr
     assert not any(line.startswith("error: forged line") for line in review.stdout.splitlines())
+
+
+@pytest.mark.parametrize("wire", ["openai", "anthropic"])
+def test_tool_arguments_nested_100000_deep_are_a_tool_error_the_model_reads_and_the_theme_is_counted(
+        llm_server, tmp_path, wire):
+    """They ended as "internal error: RecursionError", and the theme was left out of Table 2."""
+    deep = RawJSON('{"path": "notes.md", "content": ' + "[" * 100_000 + "]" * 100_000 + "}")
+    script = [Reply("", [("write_file", deep)]), Reply("", writes(FILES)), Reply("", [("finish", {"summary": "done"})])]
+    done, summary, out = generate(llm_server, tmp_path, script, wire)
+
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert summary["accepted"] == ["corridor"] and not summary["errors"]
+    assert summary["rates"]["overall"] == 1.0  # the theme is counted in Table 2
+    told = json.dumps(llm_server.requests[3]["body"])  # the request after the deep reply
+    assert "error: write_file: the arguments are nested more than 100 levels deep; they were not read" in told
+    (result,) = [e for e in steps(out / "corridor", "code") if "tool" in e][:1]
+    assert result["error"] and "nested more than 100 levels deep" in result["result"]
+    assert not (out / "corridor" / "notes.md").exists()
+    if wire == "anthropic":  # sent back as a tool error, as the API marks one
+        assert '"is_error": true' in told
 
 
 def test_the_sandbox_copy_leaves_out_a_name_with_a_control_character_and_check_prints_it_escaped(tmp_path):

@@ -125,7 +125,7 @@ def test_untrusted_usage_from_any_source_never_lowers_the_spent_total():
     assert spent[0] == pytest.approx(held) and spent[1] == 0.0
     assert ledger.run.forged_usage == 2 and ledger.run.cost_usd == pytest.approx(held)
     assert ledger.run.usage.input_tokens == 2 * 100 and ledger.run.usage.output_tokens == 2  # the size estimate
-    assert "untrusted: 2 call(s) with untrusted usage (2 forged, 0 missing)" in ledger.summary()
+    assert "untrusted: 2 call(s) with untrusted usage (2 forged, 0 missing, 0 implausible)" in ledger.summary()
 
 
 @pytest.mark.parametrize("cap", [float("nan"), float("inf"), -1.0])

@@ -25,7 +25,8 @@ async def _tool_round_trip(client):
 @pytest.mark.parametrize("provider", ["openai", "anthropic"])
 def test_tool_call_and_its_result_cross_the_wire(provider, llm_server, make_llm_client):
     llm_server.script = [
-        Reply("Writing it.", tool_calls=[("write_file", {"path": "env_main.py", "content": "x = 1\n"})]),
+        Reply("Writing it.", tool_calls=[("write_file", {"path": "env_main.py", "content": "x = 1\n"})],
+              input_tokens=10),
         Reply("Done."),
     ]
     first, second = asyncio.run(_tool_round_trip(make_llm_client(provider, no_cache=True)))
@@ -55,7 +56,7 @@ def test_tool_call_and_its_result_cross_the_wire(provider, llm_server, make_llm_
 
 
 def test_anthropic_marks_a_long_stable_prefix_for_prompt_caching(llm_server, make_llm_client):
-    llm_server.script = [Reply(cached_tokens=1500), Reply()]
+    llm_server.script = [Reply(cached_tokens=1500, input_tokens=10), Reply()]
     abstraction = "The environment abstraction. " * 200  # ~6000 characters
 
     async def go():

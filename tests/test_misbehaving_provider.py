@@ -54,7 +54,7 @@ DESIGN = "## Goal\n" + "Walk the corridor to its far end, one room at a time. " 
 # The cheapest call of a generate run reserves the design stage's max_tokens (4000) of output.
 CHEAPEST = {"openai": 4000 * 0.60 / 1e6, "anthropic": 4000 * 5.00 / 1e6}
 CAP = {"openai": "0.02", "anthropic": "0.10"}
-KINDS = ["negative", "nan", "string", "over_cached", "missing"]
+KINDS = ["negative", "nan", "string", "over_cached", "missing", "implausible"]
 
 
 @pytest.mark.slow  # measured: a whole generate on the real SDK's wire, a test
@@ -72,12 +72,16 @@ def test_untrusted_usage_is_charged_its_reservation_and_the_run_stops_at_the_cap
     assert summary["skipped"], "themes after the cap are not started"
     stopped = [r for r in summary["rejected"].values() if r["reason"].startswith("budget exceeded")]
     assert len(stopped) == 1 and stopped[0]["stage"] in ("design", "dsl")
-    expected = "missing" if kind == "missing" else "forged"
-    counts = "(0 forged, %d missing)" % calls if kind == "missing" else "(%d forged, 0 missing)" % calls
-    assert f"untrusted: {calls} call(s) with untrusted usage {counts}" in run.stderr
+    expected = kind if kind in ("missing", "implausible") else "forged"
+    counts = {k: calls if k == expected else 0 for k in ("forged", "missing", "implausible")}
+    assert (f"untrusted: {calls} call(s) with untrusted usage ({counts['forged']} forged, {counts['missing']} "
+            f"missing, {counts['implausible']} implausible)") in run.stderr
     assert f"{expected} usage" in run.stderr
+    assert summary["model_calls"]["implausible_usage"] == counts["implausible"]
     total = next(line.split() for line in run.stderr.splitlines() if line.strip().startswith("total "))
     assert "$-" not in run.stderr and all(field.replace("/", "").replace(".", "").isdigit() for field in total[1:])
+    if kind == "implausible":  # counted at the size estimate (characters / 4), not the 1 token reported
+        assert int(total[4]) >= calls * 500, total  # the design prompt: about 4,000 characters
 
 
 @pytest.mark.slow  # measured: a whole generate on the real SDK's wire, a test
@@ -189,3 +193,126 @@ def test_a_cached_reply_over_the_cap_is_not_served(llm_server, make_llm_client):
             return await client.complete(messages, max_tokens=100)
 
     assert asyncio.run(go()).text == "ok" and llm_server.count() == 1
+
+
+# --- issue 34: decoded bytes bounded, implausible usage, arguments nested too deep ----------------
+import asyncio  # noqa: E402
+import subprocess  # noqa: E402
+import sys  # noqa: E402
+
+from envforge.pipeline.testing.llm_server import Bomb, RawJSON  # noqa: E402
+
+WIRE_MODELS = {"openai": "openai/gpt-4o-mini", "anthropic": "anthropic/claude-haiku-4-5"}
+# One call through the loopback server in a process of its own, after a first call has loaded
+# everything: what it raised, and its peak resident memory before and after (KB).
+ONE_CALL = r"""
+import asyncio, json, resource, sys
+from envforge.pipeline.llm import LLMClient, Message, resolve
+from envforge.pipeline.llm.errors import LLMError
+
+async def main(model, url):
+    async with LLMClient(resolve(model=model, base_url=url, no_cache=True)) as client:
+        await client.complete([Message.user("warm up")], max_tokens=4000)
+        before, error = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, ""
+        try:
+            await client.complete([Message.user("design a maze")], max_tokens=4000)
+        except LLMError as exc:
+            error = str(exc)
+        print(json.dumps({"error": error, "before_kb": before,
+                          "peak_kb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}))
+
+asyncio.run(main(sys.argv[1], sys.argv[2]))
+"""
+
+
+@pytest.mark.parametrize("wire", ["openai", "anthropic"])
+def test_a_gzip_bomb_is_refused_at_the_cap_once_decoded_holding_no_more_than_the_cap(
+        llm_server, llm_env, monkeypatch, wire):
+    """A gigabyte of text in a megabyte of gzip: the reply bound counts decoded bytes, and the
+    process never holds more than the bound of them (it held the whole gigabyte and more before)."""
+    monkeypatch.setenv("OPENAI_API_KEY", "test-key")
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "test-key")
+    llm_server.script = [Reply("warm"), Bomb(1_000_000_000), Bomb(1_000_000_000), Bomb(1_000_000_000)]
+    url = llm_server.openai_url if wire == "openai" else llm_server.url
+    done = subprocess.run([sys.executable, "-c", ONE_CALL, WIRE_MODELS[wire], url], capture_output=True,
+                          text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads(done.stdout)
+    cap = reply_byte_cap(4000)
+    assert f"{wire}: reply body longer than {cap:,} bytes once decoded from gzip; reading stopped there" \
+        in result["error"], result
+    assert llm_server.count() == 4  # the warm-up, then the malformed-reply retries, no more
+    grown_mb = (result["peak_kb"] - result["before_kb"]) / 1024
+    assert grown_mb < 64, f"the peak resident memory grew by {grown_mb:.0f} MB reading three 1 GB bombs"
+    assert llm_server.requests[1]["headers"].get("accept-encoding") == "gzip, deflate"
+
+
+@pytest.mark.slow  # measured: a whole generate on the real SDK's wire, a test
+@pytest.mark.parametrize("wire", ["openai", "anthropic"])
+def test_a_gzip_bomb_for_the_design_rejects_the_theme_naming_the_cause(llm_server, tmp_path, wire):
+    llm_server.rule = lambda n: Bomb(1_000_000_000)
+    run = generate_against(llm_server, wire, tmp_path, "--budget-usd", "5", themes="A maze with keys\n")
+    assert run.returncode == 1, run.stderr[-2000:]
+    (verdict,) = run.summary["rejected"].values()
+    assert verdict["stage"] == "design"
+    assert f"reply body longer than {reply_byte_cap(4000):,} bytes once decoded from gzip" in verdict["reason"]
+    assert run.summary["model_calls"]["unusable_replies"] == llm_server.count() == 3
+    assert run.summary["cost_usd"] >= 3 * CHEAPEST[wire]  # billed: each charged its reservation
+    assert run.stored_bytes() < 1_000_000, run.largest_stored()
+
+
+@pytest.mark.parametrize("wire", ["openai", "anthropic"])
+def test_a_provider_reporting_one_token_a_call_is_charged_by_size_and_stopped_at_the_cap(
+        llm_server, make_llm_client, wire):
+    """32 calls of 200,000 characters each reported as 1 token went through a $0.10 cap for $0.0001."""
+    from envforge.pipeline.llm import BudgetExceeded, Message
+    from envforge.pipeline.llm.messages import Usage
+
+    llm_server.rule = lambda n: Reply("noted", usage=forged_usage("implausible"))
+    client = make_llm_client(wire, model=WIRE_MODELS[wire], no_cache=True, run_budget_usd=0.10)
+    prompt = ("The agent reads a long account of the rooms it has walked through. " * 3000)[:200_000]
+
+    async def go() -> str:
+        async with client:
+            for _ in range(32):
+                try:
+                    await client.complete([Message.user(prompt)], stage="design", max_tokens=1000)
+                except BudgetExceeded as exc:
+                    return str(exc)
+        return ""
+
+    stopped = asyncio.run(go())
+    run, made = client.ledger.run, llm_server.count()
+    assert stopped.startswith("budget exceeded: the run cap is $0.1000"), stopped
+    assert 0 < made < 32 and run.calls == made
+    assert run.implausible_usage == made and run.untrusted == made
+    assert run.usage.input_tokens == made * 50_000  # counted at the size estimate, characters / 4
+    assert made * client.ledger.cost(client.spec, Usage(50_000, 0)) <= run.cost_usd <= 0.10
+    summary = client.ledger.summary()
+    assert f"untrusted: {made} call(s) with untrusted usage (0 forged, 0 missing, {made} implausible)" in summary
+    assert "implausible usage: a prompt of 1 tokens (cache included) for a request of 200,000 characters" in summary
+
+
+DEEP = '{"path": "notes.md", "content": ' + "[" * 100_000 + "]" * 100_000 + "}"
+
+
+@pytest.mark.parametrize("wire", ["openai", "anthropic"])
+def test_tool_arguments_nested_too_deep_make_a_call_the_model_is_told_of_and_the_rest_is_read(
+        llm_server, make_llm_client, wire):
+    from envforge.pipeline.llm import Message
+
+    flat = {"path": "a.md", "content": [[["as deep as allowed"] * 2]]}
+    edge = RawJSON('{"content": ' + "[" * 99 + "]" * 99 + "}")  # 100 levels: the most allowed
+    llm_server.script = [Reply("Writing.", [("write_file", RawJSON(DEEP)), ("write_file", flat), ("finish", edge)])]
+
+    async def go():
+        async with make_llm_client(wire, no_cache=True) as client:
+            return await client.complete([Message.user("write the files")], stage="code")
+
+    reply = asyncio.run(go())
+    deep, kept, at_edge = reply.tool_calls
+    assert deep.name == "write_file" and deep.arguments == {}
+    assert deep.problem.startswith("the arguments are nested more than 100 levels deep; they were not read")
+    assert kept.arguments == flat and not kept.problem
+    assert not at_edge.problem and json.dumps(at_edge.arguments).count("[") == 99
+    assert reply.text == "Writing."

@@ -145,7 +145,9 @@ class ToolsAgent:
             out = {"error": "format", "message": f"expected a call to one of the tools, found no tool call but {found}"}
         else:
             call = response.tool_calls[0]  # one action per turn: later calls are ignored
-            out = {"action": {"action": call.name, "params": dict(call.arguments)}, "thought": response.text.strip()}
+            out = ({"error": "format", "message": f"the call of {clip(call.name)}: {call.problem}"} if call.problem
+                   else {"action": {"action": call.name, "params": dict(call.arguments)},
+                         "thought": response.text.strip()})
         return decision_of(out, self.names, spent)
 
 

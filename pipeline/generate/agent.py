@@ -255,6 +255,8 @@ def _dropped_note(asked: int, ran: int, max_steps: int, steps: int) -> str:
 
 
 async def _execute(workspace: Workspace, call: ToolCall) -> tuple[str, bool]:
+    if call.problem:  # the reply reader could not read the arguments (too deep, say): no tool runs
+        return f"error: {shown(str(call.name), 60)}: {call.problem}", True
     args = call.arguments if isinstance(call.arguments, dict) else {}
     try:
         if call.name == "run_check":  # envforge's own machinery: its faults are no tool error

@@ -237,9 +237,11 @@ class Run:
             "model_calls": {
                 "made": self.client.ledger.run.calls if self.client else 0,
                 "from_journal": sum(j.served for j in self.journals),
-                # replies whose usage was forged or missing, and billed replies we could
-                # not use: each was charged at least its reservation (pipeline/llm/ledger.py)
+                # replies whose usage was forged, missing or implausibly low (those counted apart too),
+                # and billed replies we could not use: each was charged at least its reservation
+                # (pipeline/llm/ledger.py)
                 "untrusted_usage": self.client.ledger.run.untrusted if self.client else 0,
+                "implausible_usage": self.client.ledger.run.implausible_usage if self.client else 0,
                 "unusable_replies": self.client.ledger.run.unparsed if self.client else 0,
             },
             "cost_usd": round(cost, 6),

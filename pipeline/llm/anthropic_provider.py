@@ -9,12 +9,13 @@ import anthropic
 from envforge.pipeline.llm import sdk
 from envforge.pipeline.llm.errors import MalformedResponse
 from envforge.pipeline.llm.messages import Message, Request, Response, ToolCall
-from envforge.pipeline.llm.trust import checked_usage, reply_byte_cap
+from envforge.pipeline.llm.trust import ABSENT, checked_usage, reply_byte_cap
 
 # Below about 1024 tokens Anthropic does not cache a prefix; 4 chars per token is our estimate.
 AUTO_CACHE_MIN_CHARS = 4096
 MAX_CACHE_BREAKPOINTS = 4
 EPHEMERAL = {"type": "ephemeral"}
+INPUT_AT = 3  # a tool_use block's input opens at level 4 of the body: {"content": [{"input": {...}}]}
 
 
 class AnthropicProvider:
@@ -42,9 +43,9 @@ class AnthropicProvider:
                 for t in request.tools
             ]
         kwargs.update(sdk.sampling_fields(request, "stop_sequences"))
-        raw = await sdk.call(self._client.messages.create, kwargs, anthropic, self.name,
-                             reply_byte_cap(request.max_tokens))
-        return from_wire(raw, request.model)
+        body = await sdk.call(self._client.messages.with_raw_response.create, kwargs, anthropic, self.name,
+                              reply_byte_cap(request.max_tokens), depth=INPUT_AT + sdk.ARGUMENTS_DEPTH)
+        return from_wire(body, request.model)
 
     async def close(self) -> None:
         await self._client.close()
@@ -85,28 +86,29 @@ def to_wire(messages: tuple[Message, ...]) -> tuple[list[dict], list[dict]]:
     return system, turns
 
 
-def from_wire(raw: Any, model: str) -> Response:
-    content = getattr(raw, "content", None)
+def from_wire(body: Any, model: str) -> Response:
+    """Our Response from the reply's JSON body (as parsed by sdk.call; nothing in it is trusted)."""
+    content = sdk.field(body, "content")
     if not isinstance(content, list):
-        raise MalformedResponse(f"anthropic: response has no content list: {str(raw)[:200]}")
+        raise MalformedResponse(f"anthropic: response has no content list: {str(body)[:200]}")
     texts: list[str] = []
     calls: list[ToolCall] = []
-    for block in content:
-        if block.type == "text":
-            texts.append(block.text)
-        elif block.type == "tool_use":
-            if not isinstance(block.input, dict):
-                raise MalformedResponse(f"anthropic: tool_use {block.name!r} input is not an object")
-            calls.append(ToolCall(block.id, block.name, dict(block.input)))
-    u = getattr(raw, "usage", None)
+    for n, block in enumerate(content):
+        kind = sdk.field(block, "type")
+        if kind == "text":
+            texts.append(sdk.text_field(block, "text", "anthropic", f"content[{n}]"))
+        elif kind == "tool_use":
+            calls.append(sdk.tool_call("anthropic", sdk.field(block, "id"), sdk.field(block, "name"),
+                                       sdk.field(block, "input")))
+    u = sdk.field(body, "usage")
     names = ("input_tokens", "output_tokens", "cache_read_input_tokens", "cache_creation_input_tokens")
-    usage, problem = checked_usage("anthropic", None if u is None else {n: sdk.field(u, n) for n in names},
+    usage, problem = checked_usage("anthropic", None if u in (ABSENT, None) else {n: sdk.field(u, n) for n in names},
                                    prompt="input_tokens", output="output_tokens",
                                    cache_read="cache_read_input_tokens", cache_write="cache_creation_input_tokens")
     return Response(
         text="".join(texts),
         tool_calls=tuple(calls),
-        stop_reason=raw.stop_reason or ("tool_use" if calls else "end_turn"),
+        stop_reason=sdk.text_field(body, "stop_reason", "anthropic", "reply") or ("tool_use" if calls else "end_turn"),
         usage=usage,
         model=f"anthropic/{model}",
         usage_problem=problem,

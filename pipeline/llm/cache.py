@@ -11,13 +11,20 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import logging
 import sqlite3
 import time
 from pathlib import Path
 from typing import Any
 
 from envforge.pipeline import records as files
+from envforge.pipeline import safe_io
 from envforge.pipeline.llm.messages import Response
+from envforge.pipeline.located import LocatedError
+
+log = logging.getLogger("envforge.llm")
+# An entry: {"tool_calls": [{"arguments": {...}}]}, the arguments as deep as a reply may send them.
+ENTRY_DEPTH = 3 + safe_io.MAX_DEPTH
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS responses (
@@ -52,13 +59,29 @@ class ResponseCache:
         db.execute("PRAGMA busy_timeout=60000")
         return db
 
-    def get_sync(self, key: str) -> Response | None:
+    def get_sync(self, key: str, most: int | None = None) -> Response | None:
+        """The entry of `key`, None when there is none. With `most`, an entry longer than `most`
+        characters is not read (SQLite measures it) and not served, nor is one the bounded JSON
+        reader refuses: an entry is a model's reply, as untrusted as when it came."""
         db = self._connect()
         try:
-            row = db.execute("SELECT response FROM responses WHERE key = ?", (key,)).fetchone()
+            row = db.execute("SELECT CASE WHEN ? IS NULL OR length(response) <= ? THEN response END, "
+                             "length(response) FROM responses WHERE key = ?", (most, most, key)).fetchone()
         finally:
             db.close()
-        return None if row is None else Response.from_dict(json.loads(row[0]), source="cache")
+        if row is None:
+            return None
+        if row[0] is None:
+            log.warning("response cache %s: the entry %s is %s characters, more than %s: not served",
+                        self.path, key[:12], f"{row[1]:,}", f"{most:,}")
+            return None
+        try:
+            data = safe_io.parse_json(row[0], f"{self.path}: entry {key[:12]}", finite=False, most=ENTRY_DEPTH)
+            return Response.from_dict(data, source="cache")
+        except (LocatedError, TypeError, AttributeError, ValueError) as exc:
+            log.warning("response cache %s: the entry %s is unreadable (%s): not served", self.path, key[:12],
+                        str(exc)[:200])
+            return None
 
     def put_sync(self, key: str, provider: str, response: Response) -> None:
         db = self._connect()
@@ -72,8 +95,8 @@ class ResponseCache:
         finally:
             db.close()
 
-    async def get(self, key: str) -> Response | None:
-        return await asyncio.to_thread(self.get_sync, key)
+    async def get(self, key: str, most: int | None = None) -> Response | None:
+        return await asyncio.to_thread(self.get_sync, key, most)
 
     async def put(self, key: str, provider: str, response: Response) -> None:
         await asyncio.to_thread(self.put_sync, key, provider, response)

@@ -20,7 +20,7 @@ from envforge.pipeline.llm.messages import CallContext, Message, Request, Respon
 from envforge.pipeline.llm.prices import PriceTable
 from envforge.pipeline.llm.replay import Recorder, Replayer
 from envforge.pipeline.llm.retry import call_with_retries
-from envforge.pipeline.llm.trust import check_reply_size, reply_char_cap, reply_chars
+from envforge.pipeline.llm.trust import check_reply_size, reply_byte_cap, reply_char_cap, reply_chars
 
 
 def make_provider(config: LLMConfig):
@@ -79,7 +79,7 @@ class LLMClient:
         index = self._counters[ctx] = index if index is not None else self._counters.get(ctx, 0) + 1
 
         if self.replayer is not None:
-            response = self.replayer.load(ctx, index)
+            response = self.replayer.load(ctx, index, reply_byte_cap(request.max_tokens))
             check_reply_size(f"replay from {self.replayer.root}", response, request.max_tokens)
             self.ledger.settle(ctx, response.model, response, "replay", 0, request=request)
             return self._recorded(ctx, index, request, response)
@@ -87,8 +87,8 @@ class LLMClient:
         key = None
         if self.cache is not None and use_cache:
             key = cache_key(self._cache_identity, request.key_material(), sample)
-            hit = await self.cache.get(key)
-            # An entry larger than the reply cap (written before there was one) is not served.
+            # An entry larger than the reply cap (written before there was one) is neither read nor served.
+            hit = await self.cache.get(key, reply_byte_cap(request.max_tokens))
             if hit is not None and reply_chars(hit) <= reply_char_cap(request.max_tokens):
                 self.ledger.settle(ctx, self.spec, hit, "cache", 0, request=request)
                 return self._recorded(ctx, index, request, hit)

@@ -11,7 +11,7 @@ makes the caps hold under concurrency too.
 Settling. When a reply is used, the reservation is replaced by its cost at the usage it reports
 when that usage is trusted (trust.py: finite non-negative integers, cached <= prompt). An
 *untrusted* usage (forged: negative, NaN, a string, more cached than prompt tokens, more tokens than the request
-and max_tokens allow; or missing)
+and max_tokens allow; missing; or implausible: fewer prompt tokens than the request's characters / 32)
 is charged the larger of the reservation and the cost of the usage estimated from the sizes of
 the request and the reply (characters / 4), and its tokens are counted at that estimate (a
 count larger than the call could hold was never billed, so it does not overrun a cap); the
@@ -31,7 +31,16 @@ from dataclasses import asdict, dataclass, field
 from envforge.pipeline.llm.errors import BudgetExceeded
 from envforge.pipeline.llm.messages import CallContext, Request, Response, Usage
 from envforge.pipeline.llm.prices import PriceTable
-from envforge.pipeline.llm.trust import FORGED, MISSING, finite_dollars, reply_chars, untrusted_kind, usage_problem
+from envforge.pipeline.llm.trust import (
+    FORGED,
+    IMPLAUSIBLE,
+    MISSING,
+    finite_dollars,
+    reply_chars,
+    request_chars,
+    untrusted_kind,
+    usage_problem,
+)
 
 log = logging.getLogger("envforge.llm")
 CHARS_PER_TOKEN = 4
@@ -49,11 +58,12 @@ class Totals:
     cost_usd: float = 0.0
     forged_usage: int = 0  # answered calls whose reported usage was not believable
     missing_usage: int = 0  # answered calls that reported no usage
+    implausible_usage: int = 0  # answered calls that reported fewer prompt tokens than their request's size implies
     unparsed: int = 0  # billed attempts whose reply could not be used (charged their reservation)
 
     @property
     def untrusted(self) -> int:
-        return self.forged_usage + self.missing_usage
+        return self.forged_usage + self.missing_usage + self.implausible_usage
 
     def add(self, usage: Usage, cost: float, source: str, retries: int, untrusted: str = "") -> None:
         self.calls += 1
@@ -66,6 +76,7 @@ class Totals:
         self.usage = self.usage + usage
         self.forged_usage += untrusted == FORGED
         self.missing_usage += untrusted == MISSING
+        self.implausible_usage += untrusted == IMPLAUSIBLE
 
     def add_unparsed(self, cost: float) -> None:
         self.unparsed += 1
@@ -73,10 +84,7 @@ class Totals:
 
 
 def estimate_tokens(request: Request) -> int:
-    chars = sum(len(m.content) + sum(len(str(c.arguments)) + len(c.name) for c in m.tool_calls)
-                for m in request.messages)
-    chars += sum(len(t.name) + len(t.description) + len(str(t.parameters)) for t in request.tools)
-    return math.ceil(chars / CHARS_PER_TOKEN)
+    return math.ceil(request_chars(request) / CHARS_PER_TOKEN)
 
 
 def estimated_usage(request: Request | None, response: Response) -> Usage:
@@ -157,7 +165,7 @@ class Ledger:
                held_usd: float = 0.0, request: Request | None = None) -> float:
         """Record one answered call; returns its cost in dollars (see the module docstring).
         `held_usd`: the call's reservation; `request`: what was sent (sizes an untrusted usage)."""
-        problem = response.usage_problem or usage_problem(response.usage, request)
+        problem = response.usage_problem or usage_problem(response.usage, request, reported=source != "replay")
         usage = estimated_usage(request, response) if problem else response.usage
         cost = self.cost(model, usage) if source == "provider" else 0.0
         if problem and source == "provider":
@@ -220,7 +228,8 @@ class Ledger:
         parts = []
         if run.untrusted:
             parts.append(f"{run.untrusted} call(s) with untrusted usage ({run.forged_usage} forged, "
-                         f"{run.missing_usage} missing), each charged at least its reservation")
+                         f"{run.missing_usage} missing, {run.implausible_usage} implausible), each charged at least "
+                         f"its reservation")
         if run.unparsed:
             parts.append(
                 f"{run.unparsed} billed attempt(s) whose reply could not be used, each charged its reservation"

@@ -13,11 +13,20 @@ Role = Literal["system", "user", "assistant", "tool"]
 
 @dataclass(frozen=True)
 class ToolCall:
-    """A tool the model asked to run: `arguments` is the decoded JSON object."""
+    """A tool the model asked to run: `arguments` is the decoded JSON object. `problem`: why the
+    arguments could not be read ("" when they were; `arguments` is then {}): the tool does not run
+    and the model is told this as the call's result (a tool error, never an error of envforge)."""
 
     id: str
     name: str
     arguments: dict[str, Any]
+    problem: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        data: dict[str, Any] = {"id": self.id, "name": self.name, "arguments": self.arguments}
+        if self.problem:
+            data["problem"] = self.problem
+        return data
 
 
 @dataclass(frozen=True)
@@ -116,7 +125,7 @@ class Response:
     def to_dict(self) -> dict[str, Any]:
         return {
             "text": self.text,
-            "tool_calls": [asdict(c) for c in self.tool_calls],
+            "tool_calls": [c.to_dict() for c in self.tool_calls],
             "stop_reason": self.stop_reason,
             "usage": asdict(self.usage),
             "model": self.model,
@@ -163,7 +172,7 @@ class Request:
         """The request as plain data, for content addressing and recordings."""
         return {
             "model": self.model,
-            "messages": [asdict(m) for m in self.messages],
+            "messages": [{**asdict(m), "tool_calls": [c.to_dict() for c in m.tool_calls]} for m in self.messages],
             "tools": [asdict(t) for t in self.tools],
             "max_tokens": self.max_tokens,
             "temperature": self.temperature,

@@ -7,10 +7,12 @@ from typing import Any
 
 import openai
 
+from envforge.pipeline import safe_io
 from envforge.pipeline.llm import sdk
 from envforge.pipeline.llm.errors import MalformedResponse
 from envforge.pipeline.llm.messages import Message, Request, Response, ToolCall
 from envforge.pipeline.llm.trust import ABSENT, checked_usage, reply_byte_cap
+from envforge.pipeline.located import LocatedError
 
 FINISH_REASONS = {
     "stop": "end_turn",
@@ -49,9 +51,9 @@ class OpenAIProvider:
                 for t in request.tools
             ]
         kwargs.update(sdk.sampling_fields(request, "stop"))
-        raw = await sdk.call(self._client.chat.completions.create, kwargs, openai, self.name,
-                             reply_byte_cap(request.max_tokens))
-        return from_wire(raw, request.model)
+        body = await sdk.call(self._client.chat.completions.with_raw_response.create, kwargs, openai, self.name,
+                              reply_byte_cap(request.max_tokens))
+        return from_wire(body, request.model)
 
     async def close(self) -> None:
         await self._client.close()
@@ -79,28 +81,32 @@ def to_wire(messages: tuple[Message, ...]) -> list[dict]:
     return out
 
 
-def from_wire(raw: Any, model: str) -> Response:
-    choices = getattr(raw, "choices", None)
-    if not choices:
-        raise MalformedResponse(f"openai: response has no choices: {str(raw)[:200]}")
+def from_wire(body: Any, model: str) -> Response:
+    """Our Response from the reply's JSON body (as parsed by sdk.call; nothing in it is trusted)."""
+    choices = sdk.field(body, "choices")
+    if not isinstance(choices, list) or not choices:
+        raise MalformedResponse(f"openai: response has no choices: {str(body)[:200]}")
     choice = choices[0]
-    message = choice.message
+    message = sdk.field(choice, "message")
+    if not isinstance(message, dict):
+        raise MalformedResponse("openai: choices[0] has no message object")
     calls: list[ToolCall] = []
-    for call in message.tool_calls or ():
-        try:
-            arguments = json.loads(call.function.arguments or "{}")
-        except json.JSONDecodeError as exc:
-            raise MalformedResponse(
-                f"openai: arguments of tool call {call.function.name!r} are not JSON: {exc}"
-            ) from exc
-        if not isinstance(arguments, dict):
-            raise MalformedResponse(f"openai: arguments of tool call {call.function.name!r} are not an object")
-        calls.append(ToolCall(call.id, call.function.name, arguments))
-    usage, problem = checked_usage("openai", usage_fields(getattr(raw, "usage", None)), prompt="prompt_tokens",
+    listed = sdk.field(message, "tool_calls")
+    for n, call in enumerate(listed if isinstance(listed, list) else ()):
+        function = sdk.field(call, "function")
+        name = sdk.field(function, "name")
+        where = f"arguments of tool call {str(name)[:60]!r}"
+        text = sdk.text_field(function, "arguments", "openai", f"tool_calls[{n}].function") or "{}"
+        try:  # a string of JSON in the JSON body: read by the same bounded reader, on its own
+            arguments = safe_io.parse_json(text, where, most=sdk.ARGUMENTS_DEPTH, cut_deep=True)
+        except LocatedError as exc:
+            raise MalformedResponse(f"openai: {where} are not JSON: {exc}") from None
+        calls.append(sdk.tool_call("openai", sdk.field(call, "id"), name, arguments))
+    usage, problem = checked_usage("openai", usage_fields(sdk.field(body, "usage")), prompt="prompt_tokens",
                                    output="completion_tokens", cache_read="cached_tokens", cache_in_prompt=True)
-    finish = choice.finish_reason or ("tool_calls" if calls else "stop")
+    finish = sdk.text_field(choice, "finish_reason", "openai", "choices[0]") or ("tool_calls" if calls else "stop")
     return Response(
-        text=message.content or "",
+        text=sdk.text_field(message, "content", "openai", "choices[0].message"),
         tool_calls=tuple(calls),
         stop_reason=FINISH_REASONS.get(finish, finish),
         usage=usage,
@@ -110,8 +116,8 @@ def from_wire(raw: Any, model: str) -> Response:
 
 
 def usage_fields(usage: Any) -> dict[str, Any] | None:
-    """The reply's usage counts as sent (the SDK does not check their types), None for no usage."""
-    if usage is None:
+    """The reply's usage counts as sent, None for no usage."""
+    if usage in (ABSENT, None):
         return None
     details = sdk.field(usage, "prompt_tokens_details")
     return {

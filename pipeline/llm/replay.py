@@ -19,10 +19,14 @@ from typing import Any
 import yaml
 
 from envforge.pipeline import records as files
+from envforge.pipeline import safe_io
 from envforge.pipeline.llm.errors import ReplayInvalid, ReplayMissing
 from envforge.pipeline.llm.messages import CallContext, Message, Request, Response, ToolCall, Usage
+from envforge.pipeline.located import LocatedError
 
 THEME_TEXT = "theme.txt"
+SUMMARY_BYTES = 1_000_000  # a recording's `request` summary, read besides the reply's own cap
+RECORDING_DEPTH = 4 + safe_io.MAX_DEPTH  # response: tool_calls: - arguments: as deep as a reply may send them
 MAX_THEME_BYTES = 20_000
 HEADER = ("# envforge recording. Replay uses only `response`; `request` summarises the call for\n"
           "# people (earlier turns are counted, the turns added since the last reply are shown).\n")
@@ -79,7 +83,7 @@ def request_summary(request: Request, ctx: CallContext, index: int, model: str) 
 def response_data(response: Response) -> dict[str, Any]:
     data: dict[str, Any] = {"text": response.text}
     if response.tool_calls:
-        data["tool_calls"] = [asdict(c) for c in response.tool_calls]
+        data["tool_calls"] = [c.to_dict() for c in response.tool_calls]
     data["stop_reason"] = response.stop_reason
     data["usage"] = {k: v for k, v in asdict(response.usage).items() if v}
     if response.model:
@@ -134,16 +138,20 @@ class Replayer:
                     self._themes.setdefault(_words(text), path.parent)
         return self._themes
 
-    def load(self, ctx: CallContext, index: int) -> Response:
-        path = self.theme_folder(ctx) / slug(ctx.stage) / f"{index:03d}.yaml"
+    def load(self, ctx: CallContext, index: int, reply_bytes: int | None = None) -> Response:
+        """The recorded reply; with `reply_bytes` (the call's reply cap), a file longer than it plus
+        SUMMARY_BYTES is refused unread. It is parsed by the bounded YAML reader either way."""
+        folder = self.theme_folder(ctx) / slug(ctx.stage)
+        path = folder / f"{index:03d}.yaml"
         if not path.is_file():
             raise ReplayMissing(
                 f"no recording for call {index} of stage {ctx.stage!r} of theme {ctx.theme!r}: "
                 f"expected the file {path}", str(path))
+        most = safe_io.MAX_BYTES * 100 if reply_bytes is None else reply_bytes + SUMMARY_BYTES
         try:
-            doc = yaml.safe_load(path.read_text(encoding="utf-8"))
-        except yaml.YAMLError as exc:
-            raise ReplayInvalid(f"{path}: not valid YAML: {exc}") from exc
+            doc = safe_io.parse_yaml(safe_io.read_text(folder, path.name, most, str(path)), str(path), RECORDING_DEPTH)
+        except LocatedError as exc:
+            raise ReplayInvalid(f"not a recording envforge can read: {exc}") from exc
         return parse_response(doc, path, ctx, index)
 
 
@@ -167,7 +175,7 @@ def parse_response(doc: Any, path: Path, ctx: CallContext, index: int) -> Respon
         if not isinstance(arguments, dict):
             raise ReplayInvalid(f"{where}.arguments: expected a mapping, found {type(arguments).__name__}")
         call_id = str(call.get("id") or f"call_{slug(ctx.stage)}_{index:03d}_{n}")
-        calls.append(ToolCall(call_id, call["name"], arguments))
+        calls.append(ToolCall(call_id, call["name"], arguments, str(call.get("problem") or "")))
     usage_data = r.get("usage") or {}
     try:
         usage = Usage(**{k: int(v) for k, v in usage_data.items()})

@@ -7,16 +7,21 @@ Usage. A reply's usage is trusted when every count is present and is an integer 
 tokens than the request has UTF-8 bytes plus `PROMPT_OVERHEAD_TOKENS` and `MESSAGE_OVERHEAD_TOKENS`
 a message (a byte-level tokenizer never makes more tokens than bytes; the overhead covers chat
 templates and a provider's tool-use preamble), and the output is no more than the call's
-`max_tokens`. Anything else is *untrusted*: "missing" (no usage, or no prompt or output count:
-local servers such as vLLM, Ollama or llama.cpp often send none) or "forged" (negative, NaN, a
-string, a float, more cached than prompt tokens, more tokens than the call could hold). The ledger
-charges an untrusted call at least its reservation and counts it (ledger.py).
+`max_tokens`; and, when a provider reported it (not a recording a person may have written), the
+prompt is at least the request's characters / `MOST_CHARS_PER_TOKEN` tokens. Anything else is
+*untrusted*: "missing" (no usage, or no prompt or output count: local servers such as vLLM,
+Ollama or llama.cpp often send none), "forged" (negative, NaN, a string, a float, more cached
+than prompt tokens, more tokens than the call could hold) or "implausible" (fewer prompt tokens
+than the request's size implies: a provider reporting 1 token a call would let any number of
+calls through a budget). The ledger charges an untrusted call at least its reservation, and by
+the sizes of its request and reply, and counts it (ledger.py).
 
-Size. A reply may hold at most `REPLY_CHARS_PER_TOKEN` characters per token of the call's
+Size. A reply may hold at most `MOST_CHARS_PER_TOKEN` characters per token of the call's
 `max_tokens`, plus `REPLY_SLACK_CHARS` (text and tool calls together, the arguments as JSON).
 Real tokens average about 4 characters; the margin covers long runs of spaces or punctuation
 that a tokenizer packs into one token. A larger reply is a `MalformedResponse`: it is charged,
-never stored nor sent back to the model. Its HTTP body is read only up to `reply_byte_cap`.
+never stored nor sent back to the model. Its HTTP body is read only up to `reply_byte_cap`,
+counted as sent and once decoded (sdk.py), and so is a cache entry or a recording.
 """
 from __future__ import annotations
 
@@ -30,10 +35,10 @@ from envforge.pipeline.llm.messages import Request, Response, Usage
 MAX_TOKENS_PER_CALL = 10**9  # no call reads or writes a billion tokens; more is a forged count
 PROMPT_OVERHEAD_TOKENS = 2048
 MESSAGE_OVERHEAD_TOKENS = 16
-REPLY_CHARS_PER_TOKEN = 32
+MOST_CHARS_PER_TOKEN = 32  # no tokenizer packs more characters into one token, whichever way it is counted
 REPLY_SLACK_CHARS = 1024
 REPLY_ENVELOPE_BYTES = 64 * 1024
-FORGED, MISSING = "forged", "missing"
+FORGED, MISSING, IMPLAUSIBLE = "forged", "missing", "implausible"
 ABSENT = object()  # a field the reply does not have
 
 
@@ -79,9 +84,10 @@ def checked_usage(provider: str, fields: dict[str, Any] | None, *, prompt: str, 
                  cache_read_tokens=read, cache_write_tokens=counts.get(cache_write, 0)), ""
 
 
-def usage_problem(usage: Usage, request: Request | None = None) -> str:
+def usage_problem(usage: Usage, request: Request | None = None, reported: bool = True) -> str:
     """The same rule on usage already in our own form (a cache entry, a journal, a recording), and,
-    given the `request`, the bounds of what that call could have used (see above)."""
+    given the `request`, the bounds of what that call could have used (see above); the lower bound
+    only on usage a provider `reported` (a recording's usage is optional, 0 when left out)."""
     _, problem = checked_usage("stored", {k: getattr(usage, k) for k in vars(usage)}, prompt="input_tokens",
                                output="output_tokens", cache_read="cache_read_tokens",
                                cache_write="cache_write_tokens")
@@ -95,7 +101,19 @@ def usage_problem(usage: Usage, request: Request | None = None) -> str:
                 f"(at most {most:,} tokens)")
     if usage.output_tokens > request.max_tokens:
         return f"{FORGED} usage: {usage.output_tokens:,} output tokens, more than max_tokens {request.max_tokens:,}"
+    chars = request_chars(request)
+    if reported and prompt < chars // MOST_CHARS_PER_TOKEN:
+        return (f"{IMPLAUSIBLE} usage: a prompt of {prompt:,} tokens (cache included) for a request of {chars:,} "
+                f"characters (at least {chars // MOST_CHARS_PER_TOKEN:,} tokens at {MOST_CHARS_PER_TOKEN} characters "
+                f"a token); charged by its size")
     return ""
+
+
+def request_chars(request: Request) -> int:
+    """The characters of `request`: messages, tool calls and tools (what its prompt is made of)."""
+    chars = sum(len(m.content) + sum(len(str(c.arguments)) + len(c.name) for c in m.tool_calls)
+                for m in request.messages)
+    return chars + sum(len(t.name) + len(t.description) + len(str(t.parameters)) for t in request.tools)
 
 
 def prompt_token_bound(request: Request) -> int:
@@ -108,7 +126,7 @@ def prompt_token_bound(request: Request) -> int:
 
 
 def untrusted_kind(problem: str) -> str:
-    """"forged" or "missing" for a problem of `checked_usage`, "" for none."""
+    """"forged", "missing" or "implausible" for a problem of `usage_problem`, "" for none."""
     return problem.split(" ", 1)[0] if problem else ""
 
 
@@ -119,7 +137,7 @@ def reply_chars(response: Response) -> int:
 
 
 def reply_char_cap(max_tokens: int) -> int:
-    return max_tokens * REPLY_CHARS_PER_TOKEN + REPLY_SLACK_CHARS
+    return max_tokens * MOST_CHARS_PER_TOKEN + REPLY_SLACK_CHARS
 
 
 def reply_byte_cap(max_tokens: int) -> int:
@@ -134,7 +152,7 @@ def check_reply_size(provider: str, response: Response, max_tokens: int) -> None
     if size > cap:
         raise MalformedResponse(
             f"{provider}: reply of {size:,} characters ({len(response.tool_calls)} tool call(s)) is more than "
-            f"max_tokens {max_tokens:,} allows (at most {cap:,}: {REPLY_CHARS_PER_TOKEN} per token plus "
+            f"max_tokens {max_tokens:,} allows (at most {cap:,}: {MOST_CHARS_PER_TOKEN} per token plus "
             f"{REPLY_SLACK_CHARS}); not used")
 
 

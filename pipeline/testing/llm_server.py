@@ -12,7 +12,10 @@ It also misbehaves on demand, as a buggy provider or a runaway model does: a `Re
 `usage` is a dict sends those numbers as they are (negative, NaN, strings, more cached tokens than
 prompt tokens) under each wire's own field names, and `usage=None` sends no usage at all;
 `forged_usage(kind)` makes the usage of each kind in `USAGE_FORGERIES`. A reply's text may be
-tens of MB (`runaway_text`). tests/misbehaving.py drives `envforge generate` against it.
+tens of MB (`runaway_text`), or a `Bomb`: a gigabyte of text in a megabyte of gzip. Tool-call
+arguments given as `RawJSON` are sent as that text (nested 100,000 deep, say). A Reply's
+`input_tokens` left unset is counted as a provider would: the request's characters / 4.
+tests/misbehaving.py drives `envforge generate` against it.
 
 Run it by hand for manual checks, e.g. a server that answers 429 to every other request:
     python scripts/llm_server.py --every-other 429
@@ -23,7 +26,7 @@ import inspect
 import json
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Callable
 
@@ -34,11 +37,23 @@ ERROR_TYPES = {400: "invalid_request_error", 401: "authentication_error", 403: "
 REPORTED = "reported"  # Reply.usage: the usage of input_tokens, output_tokens and cached_tokens
 
 
+@dataclass(frozen=True)
+class RawJSON:
+    """Tool-call arguments sent as this JSON text, as is (nested 100,000 deep, say, which no JSON
+    encoder writes): the Anthropic wire's `input`, the OpenAI wire's `arguments` string."""
+
+    text: str
+
+
+def _mark(i: int) -> str:
+    return f"\x00raw arguments {i}\x00"
+
+
 @dataclass
 class Reply:
     text: str = "ok"
-    tool_calls: list[tuple[str, dict]] = field(default_factory=list)  # (name, arguments)
-    input_tokens: int = 10
+    tool_calls: list[tuple[str, dict | RawJSON]] = field(default_factory=list)  # (name, arguments)
+    input_tokens: int | None = None  # None: as a provider counts, the request body's characters / 4
     output_tokens: int = 5
     cached_tokens: int = 0
     stop_reason: str | None = None  # None: derived (tool use or end of turn)
@@ -60,6 +75,7 @@ USAGE_FORGERIES: dict[str, Any] = {
     "over_cached": {"input": 100, "output": 50, "cached": 10_000_000},
     "missing": None,
     "partial": {"output": 50},  # llama.cpp and some vLLM builds: no prompt count
+    "implausible": {"input": 1, "output": 50, "cached": 0},  # 1 token a call, whatever was sent (issue 34)
 }
 
 
@@ -85,14 +101,27 @@ class Fault:
     delay: float = 0.0
 
 
+@dataclass
+class Bomb:
+    """A reply whose text is `size` bytes of one letter, sent gzip-encoded and chunked: about 1 KB
+    on the wire a MB of text, compressed as it is sent, so the server spends only what the client
+    reads. Its usage is reported as a Reply's default."""
+
+    size: int = 1_000_000_000
+    delay: float = 0.0
+
+
+BOMB_BLOCK = 1 << 20  # bytes of text one compressed block of a Bomb holds
+
+
 def rate_limited(retry_after: str = "0") -> Fault:
     return Fault(status=429, headers={"retry-after": retry_after}, message="Rate limit reached, slow down")
 
 
 class LLMServer:
     def __init__(self) -> None:
-        self.script: list[Reply | Fault] = []
-        self.rule: Callable[..., Reply | Fault | None] | None = None
+        self.script: list[Reply | Fault | Bomb] = []
+        self.rule: Callable[..., Reply | Fault | Bomb | None] | None = None
         self.requests: list[dict[str, Any]] = []  # {"path", "body", "headers", "bytes"}
         self.bytes_sent = 0  # response bodies, all requests together
         self.answers_cut = 0  # answers the client stopped reading (it closed the connection)
@@ -129,7 +158,7 @@ class LLMServer:
     def largest_request(self) -> int:
         return max((r["bytes"] for r in self.requests), default=0)
 
-    def _take_step(self, request: dict[str, Any]) -> Reply | Fault:
+    def _take_step(self, request: dict[str, Any]) -> Reply | Fault | Bomb:
         """Record `request` and choose its answer, under one lock so numbering is exact."""
         with self._lock:
             self.requests.append(request)
@@ -157,7 +186,8 @@ def _usage_fields(reply: Reply) -> dict[str, Any] | None:
 def anthropic_body(reply: Reply, model: str) -> dict:
     content: list[dict] = [{"type": "text", "text": reply.text}] if reply.text else []
     for i, (name, args) in enumerate(reply.tool_calls, start=1):
-        content.append({"type": "tool_use", "id": f"toolu_{i:02d}", "name": name, "input": args})
+        content.append({"type": "tool_use", "id": f"toolu_{i:02d}", "name": name,
+                        "input": _mark(i) if isinstance(args, RawJSON) else args})
     body = {
         "id": "msg_loopback", "type": "message", "role": "assistant", "model": model, "content": content,
         "stop_reason": reply.stop_reason or ("tool_use" if reply.tool_calls else "end_turn"),
@@ -183,7 +213,8 @@ def openai_body(reply: Reply, model: str) -> dict:
     message: dict[str, Any] = {"role": "assistant", "content": reply.text or None}
     if reply.tool_calls:
         message["tool_calls"] = [
-            {"id": f"call_{i:02d}", "type": "function", "function": {"name": name, "arguments": json.dumps(args)}}
+            {"id": f"call_{i:02d}", "type": "function",
+             "function": {"name": name, "arguments": args.text if isinstance(args, RawJSON) else json.dumps(args)}}
             for i, (name, args) in enumerate(reply.tool_calls, start=1)
         ]
     finish = reply.stop_reason or ("tool_calls" if reply.tool_calls else "stop")
@@ -223,6 +254,8 @@ def _handler_for(server: LLMServer) -> type[BaseHTTPRequestHandler]:
                                       "bytes": length})
             try:
                 time.sleep(step.delay)
+                if isinstance(step, Reply) and step.input_tokens is None:
+                    step = replace(step, input_tokens=max(1, len(json.dumps(body)) // 4))
                 self._answer(step, body.get("model", ""))
             except (BrokenPipeError, ConnectionResetError):
                 self.close_connection = True  # the client gave up waiting (a timeout test) or reading
@@ -232,11 +265,16 @@ def _handler_for(server: LLMServer) -> type[BaseHTTPRequestHandler]:
                 with server._lock:
                     server.in_flight -= 1
 
-        def _answer(self, step: Reply | Fault, model: str) -> None:
+        def _answer(self, step: Reply | Fault | Bomb, model: str) -> None:
             anthropic_api = self.path.rstrip("/").endswith("/messages")
+            if isinstance(step, Bomb):
+                return self._send_bomb(step, model, anthropic_api)
             if isinstance(step, Reply):
-                payload = anthropic_body(step, model) if anthropic_api else openai_body(step, model)
-                return self._send(200, json.dumps(payload).encode(), {}, chunked=step.chunked)
+                payload = json.dumps(anthropic_body(step, model) if anthropic_api else openai_body(step, model))
+                for i, (_, args) in enumerate(step.tool_calls, start=1):
+                    if isinstance(args, RawJSON):  # the Anthropic wire's input, put in as it is
+                        payload = payload.replace(json.dumps(_mark(i)), args.text)
+                return self._send(200, payload.encode(), {}, chunked=step.chunked)
             if step.kind == "drop":
                 self.close_connection = True
                 self.connection.shutdown(2)  # socket.SHUT_RDWR: the client sees the peer vanish
@@ -272,4 +310,40 @@ def _handler_for(server: LLMServer) -> type[BaseHTTPRequestHandler]:
                 with server._lock:
                     server.bytes_sent += len(data)
 
+        def _send_bomb(self, bomb: Bomb, model: str, anthropic_api: bool) -> None:
+            mark = "\x00bomb\x00"
+            wire = anthropic_body if anthropic_api else openai_body
+            envelope = json.dumps(wire(Reply(mark, input_tokens=10), model))
+            head, tail = (part.encode() for part in envelope.split(json.dumps(mark)[1:-1]))
+            self.send_response(200)
+            self.send_header("content-type", "application/json")
+            self.send_header("content-encoding", "gzip")
+            self.send_header("transfer-encoding", "chunked")
+            self.end_headers()
+            for piece in _gzip_pieces(head, bomb.size, tail):
+                self.wfile.write(b"%x\r\n%s\r\n" % (len(piece), piece))
+                with server._lock:
+                    server.bytes_sent += len(piece)
+            self.wfile.write(b"0\r\n\r\n")
+
     return Handler
+
+
+def _gzip_pieces(head: bytes, size: int, tail: bytes):
+    """A gzip member (RFC 1952) of `head`, `size` bytes of "a", `tail`, made as it is sent: one
+    block of BOMB_BLOCK letters is compressed once (a full flush makes each copy of it the same
+    bytes) and repeated; the checksum is computed over what is sent."""
+    import struct
+    import zlib
+
+    deflate = zlib.compressobj(9, zlib.DEFLATED, -zlib.MAX_WBITS)
+    letters = b"a" * BOMB_BLOCK
+    yield b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x02\xff" + deflate.compress(head) + deflate.flush(zlib.Z_FULL_FLUSH)
+    block = deflate.compress(letters) + deflate.flush(zlib.Z_FULL_FLUSH)
+    crc = zlib.crc32(head)
+    for start in range(0, size, BOMB_BLOCK):
+        part = letters if start + BOMB_BLOCK <= size else letters[:size - start]
+        crc = zlib.crc32(part, crc)
+        yield block if len(part) == BOMB_BLOCK else deflate.compress(part) + deflate.flush(zlib.Z_FULL_FLUSH)
+    crc, total = zlib.crc32(tail, crc), len(head) + size + len(tail)
+    yield deflate.compress(tail) + deflate.flush() + struct.pack("<II", crc, total & 0xFFFFFFFF)
