@@ -388,6 +388,24 @@ def test_root_that_cannot_change_uid_is_refused_in_one_line_and_runs_no_env_code
 
 
 @ROOT_IN_A_CONTAINER
+def test_root_of_a_user_namespace_without_ids_to_spare_is_refused_in_one_line(tmp_path):
+    """A rootless container's root (here: `unshare --user --map-root-user`, which maps uid 0 alone) has
+    its namespace's capabilities but no uid to give a worker: nothing runs, rather than env code as root."""
+    env, marker = _marked_env(tmp_path)
+    done = subprocess.run(["unshare", "--user", "--map-root-user", sys.executable, "-m", "envforge", "check",
+                           str(env)], capture_output=True, text=True, timeout=900, cwd=ROOT,
+                          env={k: v for k, v in os.environ.items() if k not in ("ENVFORGE_CONFINEMENT",
+                                                                               "ENVFORGE_UNCONFINED")})
+    assert done.returncode == 2, done.stdout + done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(
+        "envforge check: error: no sandbox can be made here, so no environment code runs"), done.stderr
+    for rung in ("namespaces", "userns", "landlock"):
+        assert f"{rung}: no uid of its own for a worker: this user namespace maps none of 200000-699999" in lines[0]
+    assert not marker.exists(), "environment code ran"
+
+
+@ROOT_IN_A_CONTAINER
 @pytest.mark.parametrize("container", ["docker-seccomp", "no-cap-sys-admin"])
 def test_in_a_container_doctor_and_records_name_the_uid_env_code_runs_as(container: str, tmp_path):
     wrapper, _, rung = CONTAINERS[container]

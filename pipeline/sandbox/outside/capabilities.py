@@ -86,7 +86,8 @@ def _unshare_works(rung: str) -> str:
     if rung == "userns" and os.geteuid() == 0:
         from envforge.pipeline.sandbox.outside import userns
 
-        return _root_cannot_switch(("setuid", "setgid")) or userns.probe(LAUNCHERS["namespaces"])
+        return _no_own_uids() or _root_cannot_switch(("setuid", "setgid")) or userns.probe(LAUNCHERS["namespaces"],
+                                                                                            own_uids()[0])
     try:
         probe = subprocess.run(list(LAUNCHERS[rung]) + ["true"], capture_output=True, timeout=10)
     except (OSError, subprocess.TimeoutExpired) as exc:
@@ -98,6 +99,31 @@ def _unshare_works(rung: str) -> str:
 
 
 _CAPABILITY_BITS = {"setgid": 6, "setuid": 7, "setpcap": 8}
+OWN_UID_RANGE = (200_000, 700_000)  # where root's workers take a uid of their own (process._worker_uid)
+
+
+@functools.lru_cache(maxsize=1)
+def own_uids() -> tuple[int, int] | None:
+    """The widest span [lo, hi) of OWN_UID_RANGE that this process's user namespace maps both as uids
+    and as gids (the whole range on a host; a rootless container maps 65536 ids or so); None: none."""
+    def mapped(name: str) -> list[tuple[int, int]]:
+        try:
+            rows = [line.split() for line in Path(f"/proc/self/{name}").read_text().splitlines()]
+        except OSError:
+            return [OWN_UID_RANGE]  # no user namespaces here: every id is the kernel's own
+        return [(int(inside), int(inside) + int(count)) for inside, _, count in rows]
+
+    lo_all, hi_all = OWN_UID_RANGE
+    spans = [(max(a, c, lo_all), min(b, d, hi_all)) for a, b in mapped("uid_map") for c, d in mapped("gid_map")]
+    spans = [(lo, hi) for lo, hi in spans if hi > lo]
+    return max(spans, key=lambda span: span[1] - span[0]) if spans else None
+
+
+def _no_own_uids() -> str:
+    if own_uids() is None:
+        return (f"no uid of its own for a worker: this user namespace maps none of {OWN_UID_RANGE[0]}-"
+                f"{OWN_UID_RANGE[1] - 1} (a rootless container?); run envforge as a normal user there")
+    return ""
 
 
 def _root_cannot_switch(needed: tuple[str, ...]) -> str:
@@ -127,7 +153,7 @@ def ladder() -> tuple[Rung, ...]:
         if seccomp
         else f"no seccomp (every rung needs it: pip install pyseccomp, apt install libseccomp2): {seccomp_why}"
     )
-    why = "not running as root" if not root else no_seccomp or _unshare_works("namespaces")
+    why = "not running as root" if not root else no_seccomp or _no_own_uids() or _unshare_works("namespaces")
     rungs = [Rung("namespaces", not why, why or "root: network, mount and PID namespaces, minimal read-only "
                                                 "root, the folder the only writable place, a uid of its own")]
     if sys.platform != "linux":
@@ -142,7 +168,7 @@ def ladder() -> tuple[Rung, ...]:
         why = ("no Landlock in this kernel (5.13+ has it; or it is disabled: lsm= boot option, or refused by a"
                " seccomp policy)")
     else:
-        why = no_seccomp or (_root_cannot_switch(("setuid", "setgid", "setpcap")) if root else "")
+        why = no_seccomp or (_no_own_uids() or _root_cannot_switch(("setuid", "setgid", "setpcap")) if root else "")
     scoped = ", signals and abstract sockets scoped" if abi >= 6 else ""
     rungs.append(Rung("landlock", not why, why or f"Landlock ABI {abi}: read-only system and Python paths, "
                                                   f"the folder copy and a private tmp writable{scoped}; "
@@ -204,7 +230,7 @@ def require(allow_unconfined: bool | None = None) -> str:
     return NONE
 
 
-OWN_UIDS = "200000+"  # the range process._worker_uid draws a worker's own uid from, as said
+OWN_UIDS = f"{OWN_UID_RANGE[0]}+"  # the range process._worker_uid draws a worker's own uid from, as said
 
 
 def runs_as(mode: str, uid: int | None = None) -> str:

@@ -25,7 +25,15 @@ from typing import Any, Callable, Self
 
 from envforge.pipeline.sandbox.limits import SandboxLimits, worker_environment
 from envforge.pipeline.sandbox.outside import userns
-from envforge.pipeline.sandbox.outside.capabilities import LAUNCHERS, NONE, namespaced, require, runs_as, used
+from envforge.pipeline.sandbox.outside.capabilities import (
+    LAUNCHERS,
+    NONE,
+    namespaced,
+    own_uids,
+    require,
+    runs_as,
+    used,
+)
 from envforge.pipeline.sandbox.outside.channel import Channel, Gone
 from envforge.pipeline.sandbox.outside.failures import SandboxFailure, WorkerStartFailed, exit_failure, failure_of
 from envforge.pipeline.sandbox.outside.folder import DIR_PREFIX, FolderCopy, private_dir, remove_tree
@@ -82,8 +90,10 @@ def _pid_alive(pid: int) -> bool:
 
 
 def _worker_uid() -> int:
-    """A uid no one else uses, so per-uid limits (process count) bind this worker alone."""
-    return 200_000 + (os.getpid() * 4099 + next(_uid_counter)) % 500_000
+    """A uid no one else uses, so per-uid limits (process count) bind this worker alone: one this
+    user namespace maps (capabilities.own_uids; the ladder offers root no rung without one)."""
+    lo, hi = own_uids()
+    return lo + (os.getpid() * 4099 + next(_uid_counter)) % (hi - lo)
 
 
 def _worker_ids(mode: str) -> tuple[int, int]:

@@ -20,7 +20,6 @@ from pathlib import Path
 
 ENTRY = str(Path(__file__).resolve().parents[1] / "inside" / "enter_userns.py")
 INNER_UID = 1  # the worker's uid inside its user namespace, mapped to its own uid outside
-PROBE_UID = 200_000  # what the probe maps INNER_UID to (it runs `true`)
 
 
 TIMED_OUT = "timeout"
@@ -79,10 +78,10 @@ def _read(fd: int, seconds: float) -> bytes | None:
     return None
 
 
-def probe(launcher: tuple[str, ...]) -> str:
-    """"" when root's userns worker can be started here; else why not."""
+def probe(launcher: tuple[str, ...], uid: int) -> str:
+    """"" when root's userns worker (as `uid` outside) can be started here; else why not."""
     try:
-        proc, problem = start(list(launcher) + ["true"], uid=PROBE_UID, seconds=10,
+        proc, problem = start(list(launcher) + ["true"], uid=uid, seconds=10,
                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     except OSError as e:
         return f"cannot start {sys.executable}: {e}"
