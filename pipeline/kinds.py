@@ -1526,8 +1526,30 @@ class ProbeScores(Record):
     items: list[dict]  # a row per item: {id, env, kind, skin, score, random, ...}
 
 
+# -- export harbor ----------------------------------------------------------------------------
+
+@dataclass
+class HarborTask(Record):
+    """A Harbor task's envforge/task.json, in its image (pipeline/api/harbor.py): the level it plays,
+    and the max reward its normalized score divides by, with that max's note (EnvSpec.scoring_max)."""
+    KIND = "harbor_task"
+    environment: str  # the environment's name (its folder is envforge/env/ beside this file)
+    level: str  # levels/level_01.yaml
+    max_reward: float
+    max_note: str = ""
+    skin: str | None = None
+
+
+@dataclass
+class HarborTurn(Record):
+    """A line of a Harbor task's episode log: what the agent sent to envforge-play on one turn (an
+    action as `envforge play` reads one, or text that is none), replayed to show and to score it."""
+    KIND = "harbor_turn"
+    text: str
+
+
 MODELS: tuple[type[Record], ...] = (
     Manifest, Verification, VerificationResult, LevelMaxRewards, EpisodeRecord, TrajectoryLine, EvaluateSummary,
     IterationLevels, LearnedAgent, PoolRecord, Study, LearnSettings, LearnResults, ThemeRecord, Rejection, ModelCall,
-    CodingStep, ProbeItem, ProbeScores,
+    CodingStep, ProbeItem, ProbeScores, HarborTask, HarborTurn,
 )

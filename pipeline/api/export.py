@@ -72,11 +72,9 @@ def module_name(env_name: str) -> str:
 
 def export_verifiers(env_dirs: list[str], out: str | Path) -> list[Path]:
     """Write one project per environment under `out`; returns their folders."""
-    envs = [e for d in env_dirs for e in (layout.find_envs(d) or _none(d))]
+    envs = environments(env_dirs)
     names = [module_name(e.name) for e in envs]
-    twice = sorted({n for n in names if names.count(n) > 1})
-    if twice:
-        raise UserError(f"ENV_DIR: expected environments whose module names differ, found {', '.join(twice)} twice")
+    distinct(names, "module names")
     out = Path(out)
     written = []
     for env, module in zip(envs, names):
@@ -84,7 +82,7 @@ def export_verifiers(env_dirs: list[str], out: str | Path) -> list[Path]:
         if project.exists():
             raise UserError(f"--out {out}: expected no {module}/ there yet (nothing is overwritten), found one")
         package = project / module
-        _copy_folder(env.path, package / "env")
+        copy_folder(env.path, package / "env")
         # The name is the folder's, so any text: each file quotes it for its own language.
         common = {"module": module, "dist": module.replace("_", "-"), "version": __version__,
                   "distribution": DISTRIBUTION}
@@ -103,12 +101,24 @@ def export_verifiers(env_dirs: list[str], out: str | Path) -> list[Path]:
     return written
 
 
+def environments(env_dirs: list[str]) -> list[layout.EnvDir]:
+    """The environment folders ENV_DIR… name, each a folder or a folder holding some (every exporter's)."""
+    return [e for d in env_dirs for e in (layout.find_envs(d) or _none(d))]
+
+
+def distinct(names: list[str], what: str) -> None:
+    """What the exported environments are named by must differ (their folders would collide)."""
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:
+        raise UserError(f"ENV_DIR: expected environments whose {what} differ, found {', '.join(twice)} twice")
+
+
 def _none(path: str):
     raise UserError(f"{path}: expected an environment folder ({', '.join(layout.REQUIRED_FILES)}) or a folder "
                     "holding some, found none")
 
 
-def _copy_folder(source: Path, target: Path) -> None:
+def copy_folder(source: Path, target: Path) -> None:
     """Copy the folder's files and folders; a link, device or pipe in it is refused, the size bounded."""
     total = count = 0
     for root, dirs, files in os.walk(source, followlinks=False):

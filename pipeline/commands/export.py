@@ -1,24 +1,41 @@
-"""envforge export verifiers ENV_DIR… --out DIR: environments as installable verifiers modules.
+"""envforge export FORMAT ENV_DIR… --out DIR: environments in another tool's shape.
 
-The writer is pipeline.api.export (it needs no verifiers to write; the module it writes
-needs envforge-rl[verifiers] to run).
+    verifiers   installable verifiers modules (pipeline.api.export; the module needs envforge-rl[verifiers])
+    harbor      Harbor task folders, one per level (pipeline.api.harbor; their images install envforge-rl)
+
+Neither writer needs the other tool installed.
 """
 from __future__ import annotations
 
 from envforge.pipeline import quoting
+from envforge.pipeline.api.harbor import HarborOptions
 from envforge.pipeline.commands._flags import arg, command, env_dirs
+from envforge.pipeline.errors import UserError
 
-DESCRIPTION = """Write each environment as an installable verifiers environment module (DIR/envforge_NAME/,
-pyproject.toml naming envforge-rl[verifiers]): pip install it, then vf-eval envforge_NAME -m MODEL -b
-URL."""
+DESCRIPTION = """Write environments in another tool's shape. verifiers: each environment as an installable
+verifiers environment module (DIR/envforge_NAME/, pyproject.toml naming envforge-rl[verifiers]): pip install
+it, then vf-eval envforge_NAME -m MODEL -b URL. harbor: one Harbor task per level (DIR/NAME-level_01/:
+task.toml, instruction.md, environment/Dockerfile playing the level in envforge's sandbox, tests/test.sh
+writing the normalized reward, solution/solve.sh playing the level's certified witness): harbor run -p DIR."""
 
 
-@command("export", description=DESCRIPTION,
-         help="write environments as installable modules of another tool (verifiers)",
-         arguments=[arg("format", choices=["verifiers"], help="the tool's shape (verifiers)"),
+@command("export", HarborOptions, description=DESCRIPTION,
+         help="write environments in another tool's shape (verifiers modules, Harbor tasks)",
+         arguments=[arg("format", choices=["verifiers", "harbor"], help="the tool's shape (verifiers, harbor)"),
                     env_dirs(nargs="+"),
-                    arg("--out", required=True, metavar="DIR", help="where the module folders are written")])
-def run(args) -> int:
+                    arg("--out", required=True, metavar="DIR", help="where the module or task folders are written")])
+def run(args, options: HarborOptions) -> int:
+    if args.format == "harbor":
+        from envforge.pipeline.api.harbor import export_harbor
+
+        tasks = export_harbor(args.env_dirs, args.out, options)
+        print(f"envforge export: {len(tasks)} Harbor task(s) in {args.out} "
+              f"(harbor run -p {quoting.shell(args.out)} -a oracle)")
+        return 0
+    given = [name for name, value in options.flat().items() if value != HarborOptions.default(name)]
+    if given:
+        raise UserError(f"envforge export verifiers: expected no harbor options, found "
+                        f"{', '.join('--' + name.replace('_', '-') for name in given)}")
     from envforge.pipeline.api.export import export_verifiers
 
     for project in export_verifiers(args.env_dirs, args.out):
