@@ -3,7 +3,7 @@
 - `envforge.integrations.openenv`: an OpenEnv HTTP/WebSocket server (`envforge serve`;
   pip install 'envforge-rl[openenv]'), the library's pipeline.api.serve.
 - `envforge.integrations.harbor`: Harbor task folders (`envforge export harbor`), and what plays and
-  scores a task in its image (`python -m envforge.integrations.harbor play|score`).
+  scores a task in its image (`envforge-play`, tests/test.sh).
 - `envforge.integrations.trl`: TRL's GRPOTrainer `environment_factory` and dataset (TRLEnvironments).
 - `envforge.integrations.verifiers`: a `verifiers` environment (`load_environment`, `envforge export
   verifiers`; pip install 'envforge-rl[verifiers]').

@@ -1,5 +1,5 @@
 """Harbor tasks: `envforge export harbor ENV_DIR… --out DIR` writes one task per level, and the task's
-image plays and scores that level with `python -m envforge.integrations.harbor play|score`. This
+image plays and scores that level with `python -m envforge.pipeline.commands.harbor_task play|score`. This
 module is the one place that knows the task's layout, on both sides.
 
 DIR/NAME-level_01/ is a task as Harbor reads one (harbor.models.task: task.toml, instruction.md,
@@ -31,7 +31,6 @@ without a container that way); unset, they are the image's own.
 """
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import fcntl
 import json
@@ -112,7 +111,7 @@ WORKDIR /home/agent
 PLAY_SCRIPT = '''#!/bin/sh
 # envforge-play ACTION: one action of this task's level, played in envforge's sandbox; prints what
 # the environment shows next. `envforge-play --show` prints it again without acting.
-exec python3 -m envforge.integrations.harbor play "$@"
+exec python3 -m envforge.pipeline.commands.harbor_task play "$@"
 '''
 
 TEST_SCRIPT = '''#!/bin/bash
@@ -120,7 +119,7 @@ TEST_SCRIPT = '''#!/bin/bash
 # the level, in envforge's sandbox, and writes the episode's normalized reward (total / the level's
 # certified max reward, clipped to [0, 1]) to /logs/verifier/reward.txt; its record to
 # /logs/verifier/envforge-episode.json. Exits 1, writing no reward, when the environment fails.
-exec python3 -m envforge.integrations.harbor score
+exec python3 -m envforge.pipeline.commands.harbor_task score
 '''
 
 SOLVE_HEAD = '''#!/bin/bash
@@ -369,23 +368,3 @@ def score() -> int:
     print(f"envforge: {task.task.environment} {task.task.level}: {record.stop_reason} after {record.steps} step(s), "
           f"total reward {record.total_reward:g} of {task.task.max_reward:g}: normalized {reward:g}")
     return 0
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m envforge.integrations.harbor",
-                                     description="Play or score this Harbor task's level (in its image).")
-    sub = parser.add_subparsers(dest="command", required=True)
-    p = sub.add_parser("play", help="one action (as `envforge play` reads one: `move north`, JSON)")
-    p.add_argument("action", nargs="*", help="the action; its words are joined by spaces")
-    p.add_argument("--show", action="store_true", help="print what the environment shows now, without acting")
-    sub.add_parser("score", help=f"replay the episode and write its normalized reward to {REWARD}")
-    args = parser.parse_args(argv)
-    try:
-        if args.command == "score":
-            return score()
-        if args.show and args.action:
-            parser.error("expected an action or --show, found both")
-        return play(" ".join(args.action) if args.action else None)
-    except UserError as e:
-        print(f"envforge: {e}", file=sys.stderr)
-        return 1
