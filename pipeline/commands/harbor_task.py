@@ -11,7 +11,7 @@ from envforge.pipeline.errors import UserError
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="envforge-play" if argv is None and sys.argv[1:2] == ["play"] else None,
+    parser = argparse.ArgumentParser(prog="python -m envforge.pipeline.commands.harbor_task",
                                      description="Play or score this Harbor task's level (in its image).")
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("play", help="one action (as `envforge play` reads one: `move north`, JSON)")
