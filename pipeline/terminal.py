@@ -44,3 +44,37 @@ class Shown:
 def unfiltered(stream: TextIO) -> TextIO:
     """The stream under `Shown`: for envforge's own progress bar, which redraws with a carriage return."""
     return stream.stream if isinstance(stream, Shown) else stream
+
+
+def in_notebook(stream: TextIO) -> bool:
+    """Whether `stream` is a Jupyter kernel's output (ipykernel's OutStream), which shows a carriage
+    return as a redraw of the line: progress there is one line redrawn, not a line per update."""
+    return type(unfiltered(stream)).__module__.split(".")[0] == "ipykernel"
+
+
+class StatusLine:
+    """Progress on one line, redrawn (a notebook cell): `show` replaces the line, `keep` prints a line
+    that stays (an outcome) and redraws nothing until the next `show`."""
+
+    WIDTH = 160  # a cell's line is not measured: long ones are cut
+
+    def __init__(self, stream: TextIO):
+        self.stream, self.shown = unfiltered(stream), 0
+
+    def show(self, text: str) -> None:
+        text = shown(text)[: self.WIDTH]
+        self.stream.write("\r" + text.ljust(self.shown))
+        self.stream.flush()
+        self.shown = len(text)
+
+    def keep(self, text: str) -> None:
+        self.stream.write("\r" + shown(text).ljust(self.shown) + "\n")
+        self.stream.flush()
+        self.shown = 0
+
+    def close(self) -> None:
+        """End the redrawn line, so what is printed next starts a line of its own."""
+        if self.shown:
+            self.stream.write("\n")
+            self.stream.flush()
+            self.shown = 0

@@ -27,7 +27,7 @@ from envforge.pipeline.sandbox import SandboxFailure, SandboxLimits, WorkerPool
 from envforge.pipeline.sandbox.outside.capabilities import ran_as, ran_under
 from envforge.pipeline.sandbox.outside.client import EnvClient
 from envforge.pipeline.sandbox.outside.executor import INFRASTRUCTURE_RETRIES, infrastructure_errors
-from envforge.pipeline.terminal import shown, unfiltered
+from envforge.pipeline.terminal import in_notebook, shown, unfiltered
 
 # player(ctx, tracker, log) plays one episode; the tracker holds the outcome.
 Player = Callable[[EpisodeContext, Tracker, Callable[[TrajectoryLine], None]], Awaitable[Tracker]]
@@ -191,13 +191,13 @@ async def _episode(spec: EpisodeSpec, player: Player, options: RunOptions, recor
 
 class Progress:
     """Progress on stderr: the plan before the first episode starts, then episodes done, mean
-    normalized score so far and dollars spent. On a terminal a redrawn bar; elsewhere (a log, CI,
-    Jupyter) plain lines: one per twentieth of the run, and one at least every `every_seconds`
+    normalized score so far and dollars spent. On a terminal or in a notebook cell a redrawn bar;
+    elsewhere (a log, CI) plain lines: one per twentieth of the run, and one at least every `every_seconds`
     while episodes finish. `mode`: "bar", "lines" or "off" (default: bar on a terminal, else lines)."""
 
     def __init__(self, label: str, mode: str | None = None, every_seconds: float = 60.0):
         self.label = label
-        self.mode = mode or ("bar" if sys.stderr.isatty() else "lines")
+        self.mode = mode or ("bar" if sys.stderr.isatty() or in_notebook(sys.stderr) else "lines")
         self.every_seconds = every_seconds
         self.scores: list[float] = []
         self.dollars = 0.0

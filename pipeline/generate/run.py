@@ -29,6 +29,7 @@ from envforge.pipeline.kinds import BudgetCapReached
 from envforge.pipeline.llm.client import LLMClient
 from envforge.pipeline.llm.errors import BudgetExceeded, LLMError, ReplayInvalid, ReplayMissing
 from envforge.pipeline.sandbox.outside.executor import INFRASTRUCTURE_RETRIES, infrastructure_errors
+from envforge.pipeline.terminal import StatusLine, in_notebook
 from envforge.pipeline.verify.models import ModelChecks
 
 # Faults of the installation or of the recordings, not of the environment being made.
@@ -67,15 +68,22 @@ class Run:
     journals: list[JournaledClient] = field(default_factory=list)
     verifiers: ModelChecks | None = None  # the model-driven verification, when models are configured
     active: dict[str, str] = field(default_factory=dict)  # theme -> the stage it is in now
+    status: StatusLine | None = None  # progress redrawn on one line (a notebook cell)
 
     # -- progress ----------------------------------------------------------------------
-    def say(self, name: str, what: str) -> None:
+    def say(self, name: str, what: str, kept: bool = False) -> None:
+        """A theme's progress (`kept`: an outcome, which stays on screen). In a notebook cell, progress
+        is one line redrawn and outcomes stay above it; elsewhere a line each."""
         done = len(self.outcomes)
         accepted = sum(o.status == "accepted" for o in self.outcomes)
         spent = self.client.ledger.run.cost_usd if self.client else 0.0
-        print(
-            f"[{done}/{self.total} done, {accepted} accepted, ${spent:.2f}] {name}: {what}", file=sys.stderr, flush=True
-        )
+        line = f"[{done}/{self.total} done, {accepted} accepted, ${spent:.2f}] {name}: {what}"
+        if self.status is None and in_notebook(sys.stderr):
+            self.status = StatusLine(sys.stderr)
+        if self.status is None:
+            print(line, file=sys.stderr, flush=True)
+        else:
+            (self.status.keep if kept else self.status.show)(line)
 
     # -- one theme -----------------------------------------------------------------------
     async def theme(self, theme: Theme, resume: bool) -> ThemeOutcome:
@@ -105,20 +113,20 @@ class Run:
                 if self.options.pause_after == stage.name:
                     self.db.set_theme(self.run_id, theme.name, theme.text, theme.where, "paused", stage.name,
                                       f"paused after {stage.name}: edit {work} and run again with --resume")
-                    self.say(theme.name, f"paused after {stage.name} (edit {work}, then --resume)")
+                    self.say(theme.name, f"paused after {stage.name} (edit {work}, then --resume)", kept=True)
                     return self._finish(ThemeOutcome(theme.name, "paused", stage.name, path=str(work)))
         except Rejected as rejection:
             return self._reject(theme, work, rejection)
         except Broken as broken:
             self.db.set_theme(self.run_id, theme.name, theme.text, theme.where, "error", broken.stage, broken.reason)
-            self.say(theme.name, f"error in {broken.stage}: {broken.reason}")
+            self.say(theme.name, f"error in {broken.stage}: {broken.reason}", kept=True)
             return self._finish(ThemeOutcome(theme.name, "error", broken.stage, broken.reason, str(work)))
         try:
             path = package.accept(ctx, self.out, self._record(theme.name))
         except Rejected as rejection:  # the DSL gate, run again at packaging
             return self._reject(theme, work, rejection)
         self.db.set_theme(self.run_id, theme.name, theme.text, theme.where, "accepted", "package", "accepted")
-        self.say(theme.name, f"accepted -> {path}")
+        self.say(theme.name, f"accepted -> {path}", kept=True)
         return self._finish(ThemeOutcome(theme.name, "accepted", path=str(path)))
 
     async def _stage_anywhere(self, ctx: ThemeContext, stage: stages.Stage) -> StageReport:
@@ -183,7 +191,7 @@ class Run:
 
     def _reject(self, theme: Theme, work: Path, rejection: Rejected) -> ThemeOutcome:
         path = package.reject(work, self.out, theme, rejection, self.db, self.run_id)
-        self.say(theme.name, f"rejected at {rejection.stage}: {rejection.reason}")
+        self.say(theme.name, f"rejected at {rejection.stage}: {rejection.reason}", kept=True)
         return self._finish(ThemeOutcome(theme.name, "rejected", rejection.stage, rejection.reason, str(path)))
 
     def _already_packaged(self, name: str) -> ThemeOutcome | None:
@@ -207,6 +215,8 @@ class Run:
 
     def _finish(self, outcome: ThemeOutcome) -> ThemeOutcome:
         self.outcomes.append(outcome)
+        if len(self.outcomes) == self.total and self.status is not None:
+            self.status.close()
         return outcome
 
     def waiting_for(self) -> str:
