@@ -182,16 +182,20 @@ def test_check_of_an_env_leaving_a_3000_deep_chain_leaves_nothing_and_the_next_c
 
 
 def _deep_chain(top: Path, depth: int) -> None:
-    """A chain too deep to name by path (over PATH_MAX) and too deep to walk recursively."""
+    """A chain too deep to name by path (over PATH_MAX) and too deep to walk recursively, every
+    folder below `top` with no permission at all. Each loses them once its own file and folder are
+    made (through the open folder below, which needs none), so its owner need not be root."""
     top.mkdir()
     fd = os.open(top, os.O_RDONLY)
-    for _ in range(depth):
+    for level in range(depth):
         os.mkdir("d", dir_fd=fd)
-        (inner := os.open("d", os.O_RDONLY, dir_fd=fd))
+        inner = os.open("d", os.O_RDONLY, dir_fd=fd)
+        if level:  # not `top` itself
+            os.fchmod(fd, 0)
         os.close(fd)
         fd = inner
         os.close(os.open("f", os.O_WRONLY | os.O_CREAT, 0, dir_fd=fd))
-        os.fchmod(fd, 0)
+    os.fchmod(fd, 0)
     os.close(fd)
 
 
@@ -295,3 +299,34 @@ def test_an_env_of_thousands_of_sub_folders_leaves_descriptors_for_the_next_env(
         assert crowded == {"env_error"}
         assert "expected an environment folder of at most 10000 files and folders, found more" in \
             next(r["stop_detail"] for r in rows if r["env"] == "a_crowded")
+
+
+def test_a_ray_node_unpacks_the_shipped_folder_and_refuses_a_link_or_a_name_outside(tmp_path):
+    """What a Ray node unpacks (pipeline.sandbox.outside.remote) on any Python 3.11, whose tarfile may
+    lack the "data" filter (3.11.4 on; Debian 12 ships 3.11.2)."""
+    import io
+    import tarfile
+
+    from envforge.pipeline.sandbox.outside.remote import pack_folder, unpack_folder
+
+    (tmp_path / "env" / "levels").mkdir(parents=True)
+    (tmp_path / "env" / "levels" / "level_01.yaml").write_text("a: 1\n")
+    copy = FolderCopy(str(tmp_path / "env"), 1, 10).acquire()
+    try:
+        files = pack_folder(copy)
+    finally:
+        copy.release()
+    (tmp_path / "node").mkdir()
+    unpack_folder(files, str(tmp_path / "node"))
+    assert (tmp_path / "node" / "levels" / "level_01.yaml").read_text() == "a: 1\n"
+    for name, kind in [("leak", tarfile.SYMTYPE), ("../outside.txt", tarfile.REGTYPE)]:
+        buffer = io.BytesIO()
+        with tarfile.open(fileobj=buffer, mode="w") as tar:
+            member = tarfile.TarInfo(name)
+            member.type, member.linkname = kind, "/etc/shadow" if kind == tarfile.SYMTYPE else ""
+            tar.addfile(member, io.BytesIO(b""))
+        (tmp_path / "bad").mkdir(exist_ok=True)
+        refused = f"expected regular files and folders inside the folder, found '{re.escape(name)}'"
+        with pytest.raises(ValueError, match=refused):
+            unpack_folder(buffer.getvalue(), str(tmp_path / "bad"))
+        assert list((tmp_path / "bad").iterdir()) == [] and not (tmp_path / "outside.txt").exists()

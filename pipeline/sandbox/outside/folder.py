@@ -331,7 +331,7 @@ def _empty_dir(path: str) -> None:
                     _unlink(entry.name, fd)
             if child is not None:
                 try:
-                    inner = os.open(child, _OPEN_DIR, dir_fd=fd)
+                    inner = _open_child(child, fd)
                 except FileNotFoundError:
                     continue
                 os.close(fd)
@@ -349,6 +349,22 @@ def _empty_dir(path: str) -> None:
                 pass
     finally:
         os.close(fd)
+
+
+def _open_child(name: str, dir_fd: int) -> int:
+    """The folder `name` in `dir_fd`, opened for reading even when it has no permission left: the
+    owner gives them back first. Only root reads a folder of mode 0, so the folder is pinned (O_PATH
+    needs no permission on it, O_NOFOLLOW refuses a link put in its place) and its mode set through
+    the pin: nothing but that folder is ever changed."""
+    try:
+        return os.open(name, _OPEN_DIR, dir_fd=dir_fd)
+    except PermissionError:
+        pinned = os.open(name, os.O_PATH | os.O_NOFOLLOW | os.O_DIRECTORY, dir_fd=dir_fd)
+        try:
+            os.chmod(f"/proc/self/fd/{pinned}", 0o700)
+            return os.open(f"/proc/self/fd/{pinned}", _OPEN_DIR & ~os.O_NOFOLLOW)
+        finally:
+            os.close(pinned)
 
 
 def _chmod_fd(fd: int) -> None:

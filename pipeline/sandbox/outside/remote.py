@@ -47,6 +47,22 @@ def pack_folder(copy: FolderCopy) -> bytes:
     return buffer.getvalue()
 
 
+def unpack_folder(files: bytes, folder: str) -> None:
+    """pack_folder's tar into `folder`: regular files and folders only, every name inside it. The
+    same check on every Python (tarfile's "data" filter came with 3.11.4; Debian 12's is 3.11.2)."""
+    with tarfile.open(fileobj=io.BytesIO(files)) as tar:
+        members = tar.getmembers()
+        for member in members:
+            if not (member.isfile() or member.isdir()) or member.name.startswith("/") or ".." in Path(
+                    member.name).parts:
+                raise ValueError(f"expected regular files and folders inside the folder, found "
+                                 f"{member.name!r} (tar type {member.type!r})")
+        if hasattr(tarfile, "data_filter"):
+            tar.extractall(folder, members, filter="data")
+        else:
+            tar.extractall(folder, members)
+
+
 def _actor_class():
     import ray
 
@@ -67,8 +83,7 @@ def _actor_class():
             self.dir = tempfile.mkdtemp(prefix="envforge-ray-")
             folder = os.path.join(self.dir, name)
             os.mkdir(folder)
-            with tarfile.open(fileobj=io.BytesIO(files)) as tar:
-                tar.extractall(folder, filter="data")
+            unpack_folder(files, folder)
             self.node = ray.get_runtime_context().get_node_id()
             self.worker, self.failure, self.refused, self.start_failed = None, None, None, None
             try:
