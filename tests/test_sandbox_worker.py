@@ -188,6 +188,25 @@ def test_a_worker_that_does_not_start_in_time_is_an_infrastructure_fault_and_lea
     assert_nothing_left(worker, [worker.proc.pid])
 
 
+def test_a_worker_not_running_as_the_uid_the_parent_chose_loads_nothing(counter):
+    """The parent reads the uid and gid the worker's process has once it says it is confined (from
+    /proc, not the worker's word): one other than it chose is a failed start, before the env's code
+    is loaded. Here the parent's record of the uid is off by one, as a worker that skipped its change
+    of uid would be."""
+    class Misnamed(RecordingWorker):
+        def _start(self) -> None:
+            super()._start()
+            self.expected, self.uid = self.uid, self.uid + 1
+
+    with pytest.raises(WorkerStartFailed) as caught:
+        Misnamed(counter, LIMITS)
+    worker = RecordingWorker.started[-1]
+    assert f"expected the worker to run environment code as uid and gid {worker.uid}, found uid " \
+           f"{worker.expected}, gid {worker.expected}" in str(caught.value), caught.value
+    assert "no environment code had run" in str(caught.value)
+    assert_nothing_left(worker, [worker.proc.pid])
+
+
 def test_the_call_limit_bounds_the_envs_load_not_the_workers_start(counter):
     """A call limit no start could meet (1 ms): the worker still starts (its start has its own limit),
     and the limit fires on the first call of the env's code, its load (an import of 0.2 s): a finding

@@ -317,9 +317,14 @@ class Worker(WorkerProcess):
             except Gone:
                 raise self._death("start") from None
             if message == STARTED:
-                return
-            failure = SandboxFailure("protocol", f"expected {json.dumps(STARTED)} first, found a message with "
-                                                 f"keys {sorted(map(str, message))[:6]}")
+                found = self._ids_seen()
+                if found in (None, (self.uid, self.uid)):  # None: gone, which the load will say
+                    return
+                failure = SandboxFailure("protocol", f"expected the worker to run environment code as uid and gid "
+                                                     f"{self.uid}, found uid {found[0]}, gid {found[1]}")
+            else:
+                failure = SandboxFailure("protocol", f"expected {json.dumps(STARTED)} first, found a message with "
+                                                     f"keys {sorted(map(str, message))[:6]}")
         except SandboxFailure as caught:
             failure = caught
         self.failed = True
@@ -335,6 +340,17 @@ class Worker(WorkerProcess):
         output = self.output_text().strip()
         raise WorkerStartFailed(f"the sandbox worker for {self.env_dir.name} {what}"
                                 + (f"; its output: {output[-300:]!r}" if output else ""))
+
+    def _ids_seen(self) -> tuple[int, int] | None:
+        """(uid, gid) of the process that will run environment code, as the kernel shows it here (the
+        effective ones: what file access is checked against); None when /proc cannot say."""
+        pids = _children(self.proc.pid) if namespaced(self.mode) else [self.proc.pid]
+        try:
+            with open(f"/proc/{pids[0]}/status") as f:
+                status = dict(line.split(":", 1) for line in f.read().splitlines() if ":" in line)
+            return int(status["Uid"].split()[1]), int(status["Gid"].split()[1])
+        except (OSError, IndexError, KeyError, ValueError):
+            return None
 
     @staticmethod
     def _no_request_at_start(message: dict) -> None:
