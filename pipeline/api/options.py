@@ -250,7 +250,10 @@ class ServeOptions(Options):
                                  "long without a message (default {default})")
     max_message_kb: int = option(64, whole(1, 16 * 1024), help="largest WebSocket message or request body in KiB "
                                  "(default {default})")
-    max_connections: int | None = None  # open connections (sessions, health checks); more get 503; None: connections()
+    request_seconds: float = option(10.0, number(1.0, 600.0), help="a client's request head, then its body, must "
+                                    "each arrive within this long, or it gets 408 and is closed (slow clients; "
+                                    "default {default})")
+    max_connections: int | None = None  # open connections (sessions, health checks); None: connections()
     skin: str | None = option(None, help="serve this skin of the environments (see envforge reskin)")
 
     @property
@@ -260,3 +263,8 @@ class ServeOptions(Options):
     def connections(self) -> int:
         """The open connections allowed: max_connections, else 4 a session and at least 16."""
         return self.max_connections or max(16, 4 * self.max_sessions)
+
+    def connections_per_client(self) -> int:
+        """The open connections one address may hold: half of connections(), at least 8 (a trainer on
+        one machine holds its sessions and a few health checks; on loopback every client is one address)."""
+        return max(8, self.connections() // 2)

@@ -13,27 +13,34 @@
 Each environment is served at /NAME (and at / when only one is served) in OpenEnv's shape: a
 WebSocket session at /NAME/ws (what OpenEnv's client speaks: reset, step, state, close messages),
 /NAME/schema (the typed action, observation and state models, derived from the action space),
-/NAME/health and /NAME/metadata. Every session gets its own sandbox worker, started on its first
-reset and closed when the session closes, its client vanishes, or it idles past `idle_seconds`.
-OpenEnv's stateless HTTP /reset, /step and /state would start a worker per request for an episode
-nobody can continue: here they answer 409 and name the session route.
+/NAME/health, /NAME/metadata, /NAME/openapi.json (this environment's routes) and /NAME/mcp (JSON-RPC:
+it answers that no MCP tools are served, episodes are played in sessions), which is what `openenv
+validate` checks. Every session gets its own sandbox worker, started on its first reset and closed
+when the session closes, its client vanishes, or it idles past `idle_seconds`. OpenEnv's stateless
+HTTP /reset, /step and /state would start a worker per request for an episode nobody can continue:
+here they answer 409 and name the session route.
 
-Bounds: at most `max_sessions` sessions (workers) at once over all environments served, at most
-`max_message_bytes` per WebSocket message or HTTP body, at most `connections()` connections.
-The environment's code runs only in the sandbox workers; this process reads its folder as data.
+Bounds: at most `max_sessions` sessions (workers) at once over all environments served (serve_sessions:
+one more is refused with CAPACITY_REACHED, a closed session's slot is free when its close is read),
+at most `max_message_bytes` per WebSocket message or HTTP body, at most `connections()` connections,
+each request's head and body within `request_seconds` (serve_guard: slow clients are closed, a new
+connection closes the longest-waiting idle one). The environment's code runs only in the sandbox
+workers; this process reads its folder as data.
 """
 from __future__ import annotations
 
+import json
 import math
 import threading
 import uuid
 from dataclasses import dataclass, field
 from typing import Any, Literal, Optional
 
-from fastapi import FastAPI, WebSocketDisconnect
+from fastapi import FastAPI, Request, WebSocketDisconnect
 from fastapi.responses import JSONResponse
 from openenv.core.env_server.http_server import HTTPEnvServer
 from openenv.core.env_server.interfaces import Environment as OpenEnvEnvironment
+from openenv.core.env_server.mcp_types import JsonRpcErrorCode, JsonRpcResponse
 from openenv.core.env_server.types import Action, ConcurrencyConfig, EnvironmentMetadata, Observation, State
 from pydantic import Field, create_model, field_validator, model_validator
 from pydantic_core import PydanticCustomError
@@ -42,6 +49,8 @@ from uvicorn.protocols.utils import ClientDisconnected
 from envforge.pipeline import __version__, layout
 from envforge.pipeline.api.environment import Environment, Session
 from envforge.pipeline.api.options import ServeOptions
+from envforge.pipeline.api.serve_guard import Guard, protocol
+from envforge.pipeline.api.serve_sessions import Capacity, Sessions
 from envforge.pipeline.errors import UserError
 from envforge.pipeline.kinds import normalize
 from envforge.pipeline.sandbox import SandboxFailure
@@ -117,32 +126,13 @@ def _class_name(name: str) -> str:
     return "".join(part.capitalize() for part in name.replace("-", "_").split("_") if part.isidentifier()) or "Env"
 
 
-class WorkerCap:
-    """The sandbox workers the server holds at once, over every environment it serves."""
-
-    def __init__(self, limit: int):
-        self.limit, self.held = limit, 0
-        self._lock = threading.Lock()
-
-    def acquire(self) -> None:
-        with self._lock:
-            if self.held >= self.limit:
-                raise RuntimeError(f"expected a free session, found all {self.limit} in use (--max-sessions); "
-                                   "close one or try later")
-            self.held += 1
-
-    def release(self) -> None:
-        with self._lock:
-            self.held -= 1
-
-
 @dataclass
 class Served:
     """One environment folder served: read once on the host, its code never imported."""
 
     env: Environment
     action_cls: type[Action]
-    workers: WorkerCap
+    capacity: Capacity
     skin: str | None = None
     live: set = field(default_factory=set)  # the sessions holding a worker (for tests and shutdown)
 
@@ -221,11 +211,11 @@ class EnvforgeEnvironment(OpenEnvEnvironment):
         if self._closed:
             raise RuntimeError("the session is closed")
         if self._session is None:
-            self._served.workers.acquire()
+            self._served.capacity.start_worker()
             try:
                 self._session = self._served.env.session(skin=self._served.skin)
             except BaseException:
-                self._served.workers.release()
+                self._served.capacity.worker_stopped()
                 raise
             self._served.live.add(self)
         return self._session
@@ -237,7 +227,7 @@ class EnvforgeEnvironment(OpenEnvEnvironment):
                 session.close()
             finally:
                 self._served.live.discard(self)
-                self._served.workers.release()
+                self._served.capacity.worker_stopped()
 
     def _level(self, seed: Any, level: Any) -> str | None:
         if level is not None:
@@ -296,23 +286,27 @@ def build_app(env_dirs: list[str], options: ServeOptions = DEFAULTS) -> tuple[Fa
     if twice:
         raise UserError(f"ENV_DIR: expected environments with distinct names (each is served at /NAME), "
                         f"found {', '.join(twice)} more than once")
-    workers = WorkerCap(options.max_sessions)
+    capacity = Capacity(options.max_sessions)
     root = FastAPI(title="envforge serve", version=__version__)
     served: dict[str, Served] = {}
     for env in envs:
         if options.skin is not None and options.skin not in env.skins():
             raise UserError(f"--skin: expected one of {', '.join(env.skins()) or '(none)'} for {env.name}, "
                             f"found {options.skin!r}")
-        one = Served(env, action_model(env), workers, options.skin)
+        one = Served(env, action_model(env), capacity, options.skin)
         served[env.name] = one
+        # Sessions are admitted, idled out and freed by serve_sessions.Sessions; OpenEnv's own reaper is off.
         server = HTTPEnvServer(_factory(one), one.action_cls, EnvforgeObservation, env_name=env.name,
                                concurrency_config=ConcurrencyConfig(max_concurrent_envs=options.max_sessions,
-                                                                    session_timeout=options.idle_seconds))
-        app = FastAPI()
-        server.register_routes(app)
+                                                                    session_timeout=None))
+        app = FastAPI(title=f"envforge serve: {env.name}", version=__version__, servers=[{"url": f"/{env.name}"}],
+                      openapi_url=None, docs_url=None, redoc_url=None)
+        server.register_routes(app, mode="production")
         app.router.routes = [r for r in app.router.routes if getattr(r, "path", "") in KEPT]
         for path in STATELESS:
             app.add_api_route(path, _stateless(env.name), methods=["GET", "POST"], include_in_schema=False)
+        app.add_api_route("/mcp", _mcp(env.name), methods=["POST"], summary="JSON-RPC: no MCP tools are served")
+        app.add_api_route("/openapi.json", _openapi(app), methods=["GET"], include_in_schema=False)
         root.include_router(app.router, prefix=f"/{env.name}")
         if len(envs) == 1:
             root.include_router(app.router)
@@ -320,10 +314,11 @@ def build_app(env_dirs: list[str], options: ServeOptions = DEFAULTS) -> tuple[Fa
     @root.get("/", include_in_schema=False)
     def index() -> dict:
         return {"envforge": __version__, "environments": {n: f"/{n}/ws" for n in served},
-                "max_sessions": options.max_sessions, "idle_seconds": options.idle_seconds,
-                "max_message_bytes": options.max_message_bytes}
+                "max_sessions": options.max_sessions, "sessions": capacity.sessions, "workers": capacity.workers,
+                "idle_seconds": options.idle_seconds, "max_message_bytes": options.max_message_bytes}
 
     root.add_middleware(_BodyLimit, limit=options.max_message_bytes)
+    root.add_middleware(Sessions, capacity=capacity, idle_seconds=options.idle_seconds)
     return root, served
 
 
@@ -337,6 +332,35 @@ def _factory(served: Served):
         return EnvforgeEnvironment(served)
     make.__name__ = f"envforge:{served.env.name}"
     return make
+
+
+def _openapi(app: FastAPI):
+    def document() -> dict:
+        return app.openapi()
+    return document
+
+
+def _mcp(name: str):
+    """POST /NAME/mcp: a JSON-RPC 2.0 endpoint that serves no tools. envforge's episodes live in sandbox
+    workers held by sessions; a tool call without one would start a worker per call (as /step would)."""
+    async def answer(request: Request) -> JSONResponse:
+        try:
+            call = json.loads(await request.body())
+        except ValueError:
+            return _rpc(JsonRpcErrorCode.PARSE_ERROR, "expected a JSON-RPC 2.0 request, found no JSON", None)
+        ident = call.get("id") if isinstance(call, dict) else None
+        ident = ident if isinstance(ident, (str, int)) and not isinstance(ident, bool) else None
+        method = call.get("method") if isinstance(call, dict) else None
+        if not isinstance(call, dict) or call.get("jsonrpc") != "2.0" or not isinstance(method, str):
+            return _rpc(JsonRpcErrorCode.INVALID_REQUEST, 'expected a JSON-RPC 2.0 request object ({"jsonrpc": '
+                        '"2.0", "method": ..., "id": ...})', ident)
+        return _rpc(JsonRpcErrorCode.METHOD_NOT_FOUND, f"{method[:100]!r}: envforge serves no MCP tools; play {name} "
+                    f"in a session at /{name}/ws (OpenEnv's EnvClient: reset, step, state)", ident)
+    return answer
+
+
+def _rpc(code: JsonRpcErrorCode, message: str, ident) -> JSONResponse:
+    return JSONResponse(JsonRpcResponse.error_response(code, message, request_id=ident).model_dump())
 
 
 def _stateless(name: str):
@@ -415,9 +439,13 @@ def serve(env_dirs: list[str], options: ServeOptions = DEFAULTS, ready=None) -> 
                         f"listen on, found {e.strerror or e}") from None
     sock.listen(128)  # connections made from here on wait for the server: `ready` may announce it
     host, port = sock.getsockname()[:2]
-    config = uvicorn.Config(app, log_level="warning", ws_max_size=options.max_message_bytes,
-                            limit_concurrency=options.connections(), ws_ping_interval=20.0,
-                            ws_ping_timeout=20.0, timeout_keep_alive=5, h11_max_incomplete_event_size=16 * 1024)
+    # Connections are bounded by serve_guard (uvicorn's limit_concurrency would count the silent ones
+    # against everyone: 503 for all); a head over 16 KiB is refused by h11; dead WebSocket peers by ping.
+    guard = Guard(total=options.connections(), per_client=options.connections_per_client(),
+                  seconds=options.request_seconds)
+    config = uvicorn.Config(app, log_level="warning", http=protocol(guard), ws_max_size=options.max_message_bytes,
+                            ws_ping_interval=20.0, ws_ping_timeout=20.0, timeout_keep_alive=5,
+                            h11_max_incomplete_event_size=16 * 1024)
     server = uvicorn.Server(config)
     if ready is not None:
         ready(host, port, list(served))
