@@ -496,6 +496,7 @@ class ExecutionFigures(StageFigures):
     truncated_episodes: int = 0
     failures_by_kind: dict[str, int] = field(default_factory=dict)
     end_conditions: dict | None = None  # {"checked": [...], "unchecked": {condition: why}}
+    dynamics: str | None = None  # the dynamics' fingerprint (pipeline/verify/dynamics.py): equal, the same game
 
     def summary(self) -> str:
         return (f"{self.episodes} episodes ({self.steps} steps) on {self.levels} levels, planner search "

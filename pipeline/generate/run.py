@@ -30,6 +30,7 @@ from envforge.pipeline.llm.client import LLMClient
 from envforge.pipeline.llm.errors import BudgetExceeded, LLMError, ReplayInvalid, ReplayMissing
 from envforge.pipeline.sandbox.outside.executor import INFRASTRUCTURE_RETRIES, infrastructure_errors
 from envforge.pipeline.terminal import StatusLine, in_notebook
+from envforge.pipeline.verify.dynamics import dynamics_of, same_dynamics
 from envforge.pipeline.verify.models import ModelChecks
 
 # Faults of the installation or of the recordings, not of the environment being made.
@@ -257,6 +258,8 @@ class Run:
             "cost_usd": round(cost, 6),
             "cost_per_accepted_usd": round(cost / len(accepted), 6) if accepted else None,
             "stopped": self.stopped,
+            # accepted environments with the same dynamics (verify's fingerprint): the same game twice
+            "same_dynamics": same_dynamics((name, dynamics_of(self.out.root / name)) for name in accepted),
         }
 
 
@@ -348,6 +351,11 @@ def print_summary(summary: dict, file=None) -> None:
         print(f"  error {name} at {r['stage']} (not a verdict; not counted above): {r['reason']}", file=file)
     for name, why in summary["skipped"].items():
         print(f"  skipped {name}: {why}", file=file)
+    told: set[str] = set()
+    for name, others in summary.get("same_dynamics", {}).items():
+        if name not in told:
+            told.update([name, *others])
+            print(f"  same dynamics: {name} and {', '.join(others)} (one game under another skin or name)", file=file)
     per = summary["cost_per_accepted_usd"]
     calls = summary["model_calls"]
     untrusted = [f"{calls['untrusted_usage']} call(s) with untrusted usage"] if calls.get("untrusted_usage") else []

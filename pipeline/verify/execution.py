@@ -12,6 +12,8 @@ entry the condition grammar parses is evaluated on the true state (with t, max_s
 remaining_steps and last_action_result); one that becomes true on a step before the cap while
 the environment goes on (done() false) rejects, naming the condition and the step. A condition
 outside the grammar or naming a path the state lacks cannot be checked: the figures list it.
+
+Last, the fingerprint of the dynamics (dynamics.py) from fixed action sequences: figures.dynamics.
 """
 from __future__ import annotations
 
@@ -26,6 +28,7 @@ from envforge.pipeline.evaluate.episode import Turn, run_episode_sync
 from envforge.pipeline.kinds import ExecutionFigures
 from envforge.pipeline.sandbox import SandboxFailure
 from envforge.pipeline.sandbox.outside.client import EnvClient, Level
+from envforge.pipeline.verify import dynamics
 from envforge.pipeline.verify.causes import EmptyObservation, EndConditionIgnored, crashed
 from envforge.pipeline.verify.context import Context, failure_text, located
 from envforge.pipeline.verify.outcome import StageOutcome, settle
@@ -55,9 +58,20 @@ def _roll_out(ctx: Context, sources: list[Level], figures: ExecutionFigures, lev
                 plan = _plan(ctx, worker, source, figures, failures)
                 _episode(ctx, worker, source, "planner episode", figures, failures,
                          ActionsAgent(plan, then=RandomAgent(ctx.space, rng)), seed=0, ends=ends)
+            figures.dynamics = _dynamics(ctx, worker, sources) or None
     finally:
         figures.failures_by_kind = dict(failures)
     return levels
+
+
+def _dynamics(ctx: Context, env: EnvClient, sources: list[Level]) -> str:
+    """The fingerprint of the dynamics (pipeline/verify/dynamics.py) on the levels rolled out on."""
+    try:
+        return dynamics.fingerprint(env, ctx.space.candidates(), sources, ctx.max_steps)
+    except SandboxFailure as f:
+        raise Rejected(f"{located(f, layout.ENV_MAIN)}: expected the fingerprint's fixed action sequences to run "
+                       f"without failure, found {failure_text(f)}",
+                       cause=crashed(f, layout.ENV_MAIN, "the dynamics fingerprint")) from None
 
 
 def _plan(ctx: Context, env: EnvClient, source: Level, figures: ExecutionFigures, failures: Counter) -> list[dict]:
