@@ -109,7 +109,7 @@ def test_doctor_lists_each_sandbox_mechanism_as_enforced_or_not_available(tmp_pa
     assert states == {"namespaces": ns, "chroot": ns, "uid": "enforced" if root and mode != "none" else "not available",
                       "landlock": "enforced" if mode == "landlock" else "not available", "rlimits": "enforced",
                       "no_new_privs": "enforced" if mode != "none" or seccomp == "enforced" else "not available",
-                      "tmpfs quota": ns, "keyring": seccomp, "seccomp": seccomp, "environment": "enforced",
+                      "disk quota": "enforced", "keyring": seccomp, "seccomp": seccomp, "environment": "enforced",
                       "folder copy": "enforced"}
     if seccomp == "enforced":
         listed = next(line for line in lines if line.strip().startswith("seccomp:"))

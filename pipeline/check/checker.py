@@ -19,7 +19,8 @@ from envforge.pipeline.located import Problem
 from envforge.pipeline.sandbox import SandboxFailure, SandboxLimits
 from envforge.pipeline.sandbox.outside.client import EnvClient
 
-FATAL_KINDS = {"wall_clock", "timeout", "cpu_limit", "memory", "crash", "output_limit", "exit", "protocol", "load"}
+FATAL_KINDS = {"wall_clock", "timeout", "cpu_limit", "memory", "disk_quota", "crash", "output_limit", "exit",
+               "protocol", "load"}
 
 
 @dataclass

@@ -30,13 +30,22 @@ class SandboxLimits:
     open_files: int = 64
     output_kb: int = 1024  # stdout + stderr over the worker's life; more kills it
     message_mb: int = 32  # largest reply
-    disk_mb: int = 64  # what it may write: changes to its folder and its private /tmp, together
-    disk_inodes: int = 8192  # files and folders it may create there
+    # What it may write: changes to its folder and its tmp, together, in bytes and in files and
+    # folders it creates; past either it is ended as "disk_quota" (outside/quota.py).
+    disk_mb: int = 64
+    disk_inodes: int = 8192
     folder_mb: int = 512  # largest environment folder copied into the sandbox
     folder_files: int = 10_000  # most files and folders in it
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+    @property
+    def disk_bound(self) -> tuple[int, int]:
+        """(MB, inodes) of the tmpfs holding a namespaced worker's writable places: a little above its
+        quota, so that the host sees it crossed (and names the cause), while the kernel bounds what it
+        writes between two of the host's looks. 64 inodes: the tmpfs's own folders."""
+        return self.disk_mb + max(4, self.disk_mb // 8), self.disk_inodes + max(64, self.disk_inodes // 8) + 64
 
 
 # Allowlist: a worker sees only these variables, whatever the parent holds.

@@ -7,7 +7,8 @@ minimal root file system in a tmpfs — read-only binds of the system and Python
 private /tmp, /dev/null & co, a fresh /proc and the environment at /env: an overlay of the
 (shared, read-only) copy of its folder under a private writable layer. That layer and /tmp live
 on one tmpfs capped in size and inodes, so whatever the env writes is bounded and vanishes with
-its mount namespace. It chroots into it and sets resource limits.
+its mount namespace (the host watches it against the quota: outside/quota.py); the root's own
+tmpfs is read-only. It chroots into it and sets resource limits.
 
 "landlock" — no namespace: resource limits, then Landlock limits file access to read-only system
 and Python paths and the worker's own folder copy and tmp (see landlock.py).
@@ -94,8 +95,8 @@ def readable_paths() -> list[str]:
 
 def build_root(root: str, rw: str, folder: str, uid: int, limits: SandboxLimits) -> None:
     _mount(None, "/", None, MS_REC | MS_PRIVATE)
-    _mount("tmpfs", rw, "tmpfs", MS_NOSUID | MS_NODEV,
-           f"mode=700,size={limits.disk_mb}m,nr_inodes={limits.disk_inodes}")
+    size_mb, inodes = limits.disk_bound
+    _mount("tmpfs", rw, "tmpfs", MS_NOSUID | MS_NODEV, f"mode=700,size={size_mb}m,nr_inodes={inodes}")
     for name in ("upper", "work", "tmp"):
         os.mkdir(os.path.join(rw, name))
     os.chown(os.path.join(rw, "upper"), uid, uid)
@@ -119,6 +120,9 @@ def build_root(root: str, rw: str, folder: str, uid: int, limits: SandboxLimits)
     os.makedirs(root + ENV_MOUNT)
     _mount("overlay", root + ENV_MOUNT, "overlay", MS_NOSUID | MS_NODEV,
            f"lowerdir={folder},upperdir={rw}/upper,workdir={rw}/work")
+    # The root's own tmpfs read-only (8 MB outside the quota, made by the worker while it was root):
+    # what it may write is the quota's tmpfs alone (/env's upper layer and /tmp).
+    _mount(None, root, None, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV)
     os.chroot(root)
     os.chdir(ENV_MOUNT)
 

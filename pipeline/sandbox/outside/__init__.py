@@ -9,6 +9,7 @@ outside the worker and treats what comes back from it as hostile input.
   executor      where workers run: this machine or a Ray cluster (the --executor flag)
   remote        RayWorker: a Worker on a Ray node, the folder shipped as a tar
   folder        the sandbox's link-free, bounded copy of an environment folder
+  quota         a worker's disk quota, watched from here (a thread, and a look after each call)
   replies       bounded, validated reading of a worker's reply
   failures      SandboxFailure and its kinds; WorkerStartFailed (an infrastructure fault)
   capabilities  the confinement ladder: which rung workers get here, and why

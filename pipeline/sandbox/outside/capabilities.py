@@ -309,7 +309,10 @@ def enforcement(mode: str | None = None) -> list[tuple[str, bool, str]]:
                           f"{lim.open_files} open files; wall clock per call; output {lim.output_kb} KB"
                           + ("; RLIMIT_NPROC=1: no fork, no threads" if mode != NONE else "")),
         ("no_new_privs", mode != NONE or seccomp, "set before the env's code runs"),
-        ("tmpfs quota", ns, f"/env changes and /tmp: {lim.disk_mb} MB, {lim.disk_inodes} inodes" if ns else not_here),
+        ("disk quota", True, f"its folder's changes and its tmp: {lim.disk_mb} MB and {lim.disk_inodes} files and "
+                             f"folders, past which it is ended (disk_quota); "
+                             + ("on a tmpfs the kernel bounds, watched by envforge" if ns else
+                                "ordinary folders, watched by envforge every 0.2 s and after each call")),
         ("keyring", seccomp, "a fresh, empty session keyring" if seccomp else seccomp_reason),
         ("seccomp", seccomp, f"EPERM for {len(DENIED)} calls: {', '.join(DENIED)}; EPERM for "
                              f"{', '.join(OWN_PROCESS)} naming any process but itself, and for a signal to any "

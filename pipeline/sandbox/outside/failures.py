@@ -14,6 +14,7 @@ KINDS = {
     "wall_clock": "an episode or a run took longer than its wall-clock budget",
     "cpu_limit": "the worker used up its CPU seconds",
     "memory": "the worker ran out of its memory limit",
+    "disk_quota": "the worker wrote more than its disk quota (bytes or files) into its folder and tmp",
     "exit": "the environment ended the worker process",
     "crash": "the worker died from a signal",
     "output_limit": "the worker printed more than its output limit",

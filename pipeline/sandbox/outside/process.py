@@ -9,6 +9,7 @@ own requests). The pipes themselves are channel.Channel.
 from __future__ import annotations
 
 import atexit
+import dataclasses
 import functools
 import itertools
 import json
@@ -37,6 +38,7 @@ from envforge.pipeline.sandbox.outside.capabilities import (
 from envforge.pipeline.sandbox.outside.channel import Channel, Gone
 from envforge.pipeline.sandbox.outside.failures import SandboxFailure, WorkerStartFailed, exit_failure, failure_of
 from envforge.pipeline.sandbox.outside.folder import DIR_PREFIX, FolderCopy, private_dir, remove_tree
+from envforge.pipeline.sandbox.outside.quota import DiskQuota, folders_usage, tmpfs_usage
 from envforge.pipeline.sandbox.protocol import ENV_MOUNT, OPENING, STARTED, WORKER_MODULE
 
 _uid_counter = itertools.count()
@@ -189,10 +191,36 @@ class WorkerProcess:
             for fd in (request_r, reply_w, output_w):
                 os.close(fd)
         self.channel = Channel(request_w, reply_r, output_r, self.limits)
+        self.quota = self._disk_quota()
+
+    def _disk_quota(self) -> DiskQuota:
+        """The worker's disk quota (quota.py): on a namespaced rung its tmpfs, seen through its
+        /proc/PID/root; elsewhere its folder copy and tmp, walked."""
+        if namespaced(self.mode):
+            def measure(max_entries: int):
+                inner = _children(self.proc.pid)
+                return tmpfs_usage(f"/proc/{inner[0]}/root/tmp") if inner else None
+        else:
+            places = [self.folder.path, os.path.join(self.base, "tmp")]
+
+            def measure(max_entries: int):  # the folders stay until close(), the worker alive or not
+                return folders_usage(places, self.proc.pid, max_entries)
+        return DiskQuota(self.limits, measure, self._signal_kill, cheap=namespaced(self.mode))
+
+    def _signal_kill(self) -> None:
+        """SIGKILL to the process running env code, without waiting (the quota's watcher thread
+        calls it; whoever waits on the worker sees it die)."""
+        for pid in _children(self.proc.pid) or ([self.proc.pid] if self.proc.returncode is None else []):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
 
     # -- the process's end ------------------------------------------------------------
     def _death(self, op: str) -> SandboxFailure:
-        """Why the worker is gone: its exit status, classified (failures.exit_failure)."""
+        """Why the worker is gone: past its disk quota, else its exit status, classified
+        (failures.exit_failure)."""
+        self.quota.stop()  # before it is reaped: its pid is not to be looked at again
         try:
             code = self.proc.wait(timeout=5)
         except subprocess.TimeoutExpired:
@@ -201,6 +229,8 @@ class WorkerProcess:
         self.channel.drain_output()
         if code == 1 and namespaced(self.mode) and self.channel.output_tail.endswith(_UNSHARE_SIGKILLED):
             code = -signal.SIGKILL
+        if self.quota.exceeded:
+            return dataclasses.replace(self.quota.exceeded, op=op)
         return exit_failure(code, op, self.limits)
 
     def _cpu_seconds(self) -> float:
@@ -247,6 +277,7 @@ class WorkerProcess:
         if self._closed:
             return
         self._closed = True
+        self.quota.stop()
         try:
             self.channel.end_requests()  # EOF: a healthy worker exits by itself
             self.proc.wait(timeout=2)
@@ -293,6 +324,7 @@ class Worker(WorkerProcess):
         try:
             with self._lock:
                 self._await_started()
+            self.quota.start()  # what its places hold now is the start: no env code has run
             # Loading the environment (or agent) runs its code: a call like any other, timed by call_seconds.
             load = {"env_id": self.env_id, **({"skin": self.skin} if self.skin is not None else {})}
             self.info = self.call(OPENING, **load)
@@ -369,6 +401,9 @@ class Worker(WorkerProcess):
         one is a protocol failure."""
         with self._lock:
             if self._closed or self.proc.poll() is not None:
+                if self.quota.exceeded:  # killed between calls
+                    self.failed = True
+                    raise dataclasses.replace(self.quota.exceeded, op=op, output=self.output_text())
                 raise SandboxFailure("usage", f"worker is closed; cannot {op}", op=op)
             seconds = timeout or self.limits.call_seconds
             return self._exchange(op, seconds, on_request, {"op": op, "args": args, "timeout": seconds})
@@ -385,11 +420,17 @@ class Worker(WorkerProcess):
             failure.op = failure.op or op
             failure.output = failure.output or self.output_text()
             self.failed = True
-            if failure.kind in ("timeout", "output_limit", "protocol", "cpu_limit", "crash", "exit"):
+            if failure.kind in ("timeout", "output_limit", "protocol", "cpu_limit", "crash", "exit", "disk_quota"):
                 self._kill()
             raise
         finally:
             self.cpu_seconds_used = max(self.cpu_seconds_used, self._cpu_seconds())
+        # Past the quota, the call's own outcome (often "No space left on device") is its consequence.
+        over = self.quota.look(now=self.quota.cheap or reply.get("ok") is not True)
+        if over:
+            self.failed = True
+            self._kill()
+            raise dataclasses.replace(over, op=op, output=self.output_text())
         if reply.get("ok") is not True:
             self.failed = True
             raise failure_of(reply, op, self.output_text())

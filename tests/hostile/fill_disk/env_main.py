@@ -1,6 +1,7 @@
 """Hostile env: step writes 640 MB, in 10 MB files, into its own folder and /tmp, then creates
-empty files in /tmp until it cannot. Expected: the first write past the worker's quota fails inside
-the worker (No space left on device), the env raises, and the next env loads on a clean disk.
+empty files in /tmp until it cannot. Expected (namespaced rungs, where /tmp is its own): a write
+past the worker's tmpfs fails inside the worker (No space left on device), the env raises, the call
+fails as "disk_quota", and the next env loads on a clean disk.
 """
 import os
 
