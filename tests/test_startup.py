@@ -37,3 +37,6 @@ def test_a_command_that_runs_no_model_and_reads_no_dsl_imports_neither():
     assert "envforge.pipeline.commands.play" in modules
     assert not {"jsonschema", "anthropic", "openai", "envforge.pipeline.generate.stages",
                 "envforge.pipeline.commands.generate"} & modules
+    # review lists and explains a run: the DSL's checker (jsonschema: 1.8 CPU-s beside jupyter) waits for a retry
+    modules = imported_by("review", "--help")
+    assert "envforge.pipeline.commands.review" in modules and "jsonschema" not in modules

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from envforge.dsl_schema.check import check_text, feedback_for_model
+from envforge import dsl_schema  # its checker (and jsonschema) loaded on first use: review's listing needs neither
 from envforge.dsl_schema.problems import errors
 from envforge.pipeline import layout, paths, safe_io
 from envforge.pipeline.errors import LocatedError, Rejected
@@ -43,11 +43,11 @@ async def run(ctx: ThemeContext) -> StageReport:
         return await ctx.llm.complete("dsl", head + turns, max_tokens=6000)
 
     async def check(document: str) -> str:
-        problems = check_text(document, layout.CONFIG)
+        problems = dsl_schema.check_text(document, layout.CONFIG)
         found[:] = errors(problems)
         if not found:
             return ""
-        lines = feedback_for_model(problems).splitlines()
+        lines = dsl_schema.feedback_for_model(problems).splitlines()
         more = len(lines) - MAX_FEEDBACK_LINES
         return "\n".join(lines[:MAX_FEEDBACK_LINES] + ([f"({more} more problem(s) not shown)"] if more > 0 else []))
 
@@ -70,7 +70,7 @@ def config_errors(folder: Path) -> list[Problem]:
         text = safe_io.read_text(folder, layout.CONFIG)
     except LocatedError as e:
         return [e.problem]
-    return errors(check_text(text, layout.CONFIG))
+    return errors(dsl_schema.check_text(text, layout.CONFIG))
 
 
 def check_edited(ctx: ThemeContext) -> None:
