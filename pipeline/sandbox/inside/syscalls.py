@@ -24,8 +24,9 @@ semaphores and queues are shared) are in DENIED.
 
 Compared with Docker's default profile (moby/profiles seccomp/default.json), checked against the
 kernel's x86_64 table: every call it refuses to a container with the default capabilities is in
-DENIED, except `clone`/`clone3` (EAGAIN/ENOSYS here), `socket` (refused but for AF_UNIX) and
-`personality` (Docker allows five values; refused here). Docker allows what only reaches into its
+DENIED (`personality` wholly: Docker allows five values), except `clone`/`clone3` (EAGAIN/ENOSYS
+here), `socket` (refused but for AF_UNIX) and six no kernel implements (getpmsg, putpmsg,
+afs_syscall, tuxcall, security, vserver: ENOSYS). Docker allows what only reaches into its
 own namespaces — prlimit64, setpriority, ioprio_set, sched_set*, kill, pidfd_open, IPC — which here
 are limited to the worker itself or refused, since the landlock rung has no namespace.
 """

@@ -288,6 +288,7 @@ def enforcement(mode: str | None = None) -> list[tuple[str, bool, str]]:
     (name, enforced, what it is or why not)."""
     from envforge.pipeline.sandbox.inside.syscalls import DENIED, OWN_PROCESS, seccomp_available
     from envforge.pipeline.sandbox.limits import SandboxLimits
+    from envforge.pipeline.sandbox.outside import quota
 
     mode = mode or capabilities()["mode"]
     ns = namespaced(mode)
@@ -312,7 +313,7 @@ def enforcement(mode: str | None = None) -> list[tuple[str, bool, str]]:
         ("disk quota", True, f"its folder's changes and its tmp: {lim.disk_mb} MB and {lim.disk_inodes} files and "
                              f"folders, past which it is ended (disk_quota); "
                              + ("on a tmpfs the kernel bounds, watched by envforge" if ns else
-                                "ordinary folders, watched by envforge every 0.2 s and after each call")),
+                                f"ordinary folders, watched by envforge every {quota.TICK:g} s and after each call")),
         ("keyring", seccomp, "a fresh, empty session keyring" if seccomp else seccomp_reason),
         ("seccomp", seccomp, f"EPERM for {len(DENIED)} calls: {', '.join(DENIED)}; EPERM for "
                              f"{', '.join(OWN_PROCESS)} naming any process but itself, and for a signal to any "
