@@ -81,3 +81,25 @@ def test_a_quota_failure_counts_against_the_env_in_evaluate_and_is_no_infrastruc
     rows = [json.loads(line) for line in next(out.rglob("episodes.jsonl")).read_text().splitlines()]
     assert len(rows) == 1 and rows[0]["stop_reason"] == "env_error", rows
     assert "disk_quota" in json.dumps(rows[0]), rows[0]
+
+
+@pytest.mark.parametrize("rung", RUNGS)
+def test_a_pooled_worker_ended_while_idle_fails_the_next_lease_as_disk_quota(host: Host, monkeypatch, rung):
+    from envforge.pipeline.sandbox.outside.pool import WorkerPool
+
+    _on(rung, monkeypatch)
+    env = host.env("write_between_calls")
+    with WorkerPool(size=1, limits=LIMITS) as pool:
+        with pool.lease(env) as worker:
+            worker.call("reset", level=LEVEL)
+            worker.call("step", action=STEP)  # healthy: it goes back to the pool, its timer armed
+        for _ in range(600):  # a safety stop of 60 s, not a bound
+            if not worker.alive:
+                break
+            time.sleep(0.1)
+        assert not worker.alive, "the idle worker outlived its quota"
+        with pytest.raises(SandboxFailure) as caught:
+            with pool.lease(env):
+                pass
+    assert (caught.value.kind, caught.value.op) == ("disk_quota", "lease"), caught.value
+    assert pool.started == 1 and pool.reused == 0

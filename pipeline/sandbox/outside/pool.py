@@ -9,6 +9,7 @@ copy of the folder (each writes to a private layer over it), made once.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import threading
 from collections import defaultdict
 from pathlib import Path
@@ -80,7 +81,12 @@ class WorkerPool:
                 if worker.alive:
                     self.reused += 1
                     return worker
+                # Killed while idle: past its disk quota (the environment wrote between calls), a
+                # failure of the environment that the next lease reports, not a fresh start.
+                over = getattr(getattr(worker, "quota", None), "exceeded", None)
                 worker.close()
+                if over is not None:
+                    raise dataclasses.replace(over, op="lease")
         return None
 
     def _evict_one(self) -> None:
