@@ -41,9 +41,9 @@ import tempfile
 from pathlib import Path
 from typing import Any, Iterator, TypeVar
 
-from envforge.pipeline import __version__, kinds
+from envforge.pipeline import __version__, kinds, safe_io
 from envforge.pipeline.kinds import Record, RecordError
-from envforge.pipeline.located import UserError
+from envforge.pipeline.located import LocatedError, UserError
 
 R = TypeVar("R", bound=Record)
 
@@ -98,10 +98,11 @@ def check(data: Any, kind: str, where: str | Path) -> dict:
 
 def loads(text: str, kind: str, where: str | Path) -> dict:
     """One JSON record from text: a located RecordError when it is not JSON or not `kind`."""
-    try:
-        data = json.loads(text)
-    except ValueError as e:
-        raise RecordError(f"{where}: expected JSON ({format_of(kind)}), found invalid JSON: {e}") from None
+    try:  # the one bounded JSON reader: a record may come with a folder from anywhere
+        data = safe_io.parse_json(text, str(where), finite=False)
+    except LocatedError as e:
+        raise RecordError(f"{where}: expected JSON ({format_of(kind)}), found invalid JSON: {e.problem.found}"
+                          + (f" (line {e.problem.line})" if e.problem.line else "")) from None
     return check(data, kind, where)
 
 
@@ -177,8 +178,8 @@ def read_jsonl(path: str | Path, kind: str, repair: bool = False) -> Iterator[tu
         if not line.strip():
             continue
         try:
-            data = json.loads(line)
-        except ValueError:
+            data = safe_io.parse_json(line, f"{path}:{number}", finite=False)
+        except LocatedError:
             cut = number == len(lines)  # no newline after it: cut short by a kill or a full disk
             warn(f"{path}:{number}: expected a JSON record ({format_of(kind)}), found "
                  + ("a line cut short" if cut else "a line that is not JSON") + "; left out")

@@ -357,10 +357,10 @@ _STEP = {"[": 1, "{": 1, "]": -1, "}": -1}
 _DIGITS_AS_ONES = bytes.maketrans(b"0123456789", b"1111111111")
 
 
-def _risky_numbers(skeleton: str) -> bool:
+def _risky_numbers(skeleton: str, digits: int) -> bool:
     """Whether a number in a JSON text's `skeleton` could fail the checks of `parse_json`: a run of
-    more than MAX_INT_DIGITS digits, an exponent, NaN or Infinity (C string functions only)."""
-    if b"1" * (MAX_INT_DIGITS + 1) in skeleton.encode("utf-8", "replace").translate(_DIGITS_AS_ONES):
+    more than `digits` digits, an exponent, NaN or Infinity (C string functions only)."""
+    if b"1" * (digits + 1) in skeleton.encode("utf-8", "replace").translate(_DIGITS_AS_ONES):
         return True
     letters = skeleton.replace("true", "").replace("false", "")
     return "e" in letters or "E" in letters or "NaN" in skeleton or "Infinity" in skeleton
@@ -373,6 +373,12 @@ def _too_deep(skeleton: str, most: int) -> bool:
         return False
     brackets = _NOT_BRACKETS.sub("", skeleton)
     return max(accumulate(map(_STEP.__getitem__, brackets)), default=0) > most
+
+
+def too_deep(text: str, most: int = MAX_DEPTH) -> bool:
+    """Whether brackets nest deeper than `most` in `text`, JSON or a Python literal (a string in
+    single quotes is counted as brackets: a shallow text may be called deep, never the reverse)."""
+    return _too_deep(_STRINGS.sub('""', text), most)
 
 
 def _deep_spans(text: str, most: int) -> list[tuple[int, int]]:
@@ -430,9 +436,10 @@ def holds_too_deep(value: Any) -> bool:
     return False
 
 
-def parse_json(text: str, file: str, finite: bool = True, most: int = MAX_DEPTH, cut_deep: bool = False) -> Any:
+def parse_json(text: str, file: str, finite: bool = True, most: int = MAX_DEPTH, cut_deep: bool = False,
+               digits: int = MAX_INT_DIGITS) -> Any:
     """The JSON value in `text`, bounded: lists and objects nest at most `most` levels (the
-    recursive parser never sees deeper), integers have at most MAX_INT_DIGITS digits, and with
+    recursive parser never sees deeper), integers have at most `digits` digits, and with
     `finite`, NaN and ±Infinity (and numbers too large for a float) are refused. Deeper nesting is
     a located error, or with `cut_deep` each value that opens deeper is replaced by TOO_DEEP (a
     model's reply whose one tool call is too deep is still read: that call is refused alone)."""
@@ -445,8 +452,8 @@ def parse_json(text: str, file: str, finite: bool = True, most: int = MAX_DEPTH,
         text, mark = _cut_deep(text, spans)
 
     def integer(s: str) -> int:
-        if len(s.lstrip("-")) > MAX_INT_DIGITS:
-            raise _fail(file, f"an integer of at most {MAX_INT_DIGITS} digits", f"one of {len(s.lstrip('-'))} digits")
+        if len(s.lstrip("-")) > digits:
+            raise _fail(file, f"an integer of at most {digits} digits", f"one of {len(s.lstrip('-'))} digits")
         return int(s)
 
     def number(s: str) -> float:
@@ -462,7 +469,7 @@ def parse_json(text: str, file: str, finite: bool = True, most: int = MAX_DEPTH,
 
     # The checks run in Python for each number: only where one could fail them (a long run of digits,
     # an exponent, NaN or Infinity outside strings; found at C speed), so most texts parse at C speed.
-    risky = _risky_numbers(skeleton)
+    risky = _risky_numbers(skeleton, digits)
     hooks = {"parse_int": integer, "parse_float": number, "parse_constant": constant} if risky else {}
     try:
         value = json.loads(text, **hooks)

@@ -316,3 +316,15 @@ def test_tool_arguments_nested_too_deep_make_a_call_the_model_is_told_of_and_the
     assert kept.arguments == flat and not kept.problem
     assert not at_edge.problem and json.dumps(at_edge.arguments).count("[") == 99
     assert reply.text == "Writing."
+
+
+def test_an_action_nested_deeper_than_the_one_bound_is_a_format_error_not_read():
+    """The ReAct reply's dictionary goes through the one bounded reader: 150 levels (which JSON's
+    and Python's parsers would read) is refused as any unreadable action is."""
+    from envforge.pipeline.evaluate.react import FormatError, parse_action
+
+    shallow = '<action>{"action": "push", "params": {"box": ' + "[" * 98 + "1" + "]" * 98 + "}}</action>"  # 100 levels
+    assert parse_action(shallow)["action"] == "push"
+    deep = '<action>{"action": "push", "params": {"box": ' + "[" * 150 + "1" + "]" * 150 + "}}</action>"
+    with pytest.raises(FormatError, match='expected a dictionary with an "action" key inside <action></action>'):
+        parse_action(deep)

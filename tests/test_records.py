@@ -232,6 +232,22 @@ def test_a_record_without_format_is_read_as_version_1_and_another_kind_is_refuse
         records.read_json(old, "study")
 
 
+def test_a_record_nested_100000_deep_is_a_located_record_error_and_a_journal_line_is_left_out(tmp_path, capsys):
+    """A record may come with a folder from anywhere: it is read by the one bounded JSON reader."""
+    deep = tmp_path / "study.json"
+    deep.write_text('{"envs": ' + "[" * 100_000 + "]" * 100_000 + "}")
+    with pytest.raises(records.RecordError, match="study.json: expected JSON .*found invalid JSON: deeper nesting"):
+        records.read_json(deep, "study")
+    journal = tmp_path / "pool.jsonl"
+    records.append_jsonl(journal, "pool", {"env": "a"})
+    with open(journal, "a") as f:
+        f.write('{"env": ' + "[" * 100_000 + "]" * 100_000 + "}\n")
+    records.append_jsonl(journal, "pool", {"env": "b"})
+    assert [data["env"] for _, data in records.read_jsonl(journal, "pool")] == ["a", "b"]
+    assert "pool.jsonl:2: expected a JSON record (envforge.pool/1), found a line that is not JSON; left out" \
+        in capsys.readouterr().err
+
+
 def test_an_atomic_write_leaves_no_temporary_file_and_replaces_the_whole_file(tmp_path):
     target = tmp_path / "deep" / "summary.json"
     records.write_json(target, "evaluate_summary", {"methods": [1, 2]})

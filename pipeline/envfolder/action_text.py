@@ -15,7 +15,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from envforge.dsl_schema.actions import ACTION_FORMAT, Param
+from envforge.pipeline import safe_io
 from envforge.pipeline.envfolder.actions import DECLARED, NO_EVIDENCE, ActionSpace
+from envforge.pipeline.located import LocatedError
 
 
 @dataclass(frozen=True)
@@ -96,8 +98,8 @@ class ActionText:
         text = text.strip()
         if text.startswith("{"):
             try:
-                data = json.loads(text)
-            except ValueError:
+                data = safe_io.parse_json(text, "the action")
+            except LocatedError:
                 data = None
             if not isinstance(data, dict) or not isinstance(data.get("action"), str):
                 raise ValueError('expected {"action": NAME, "params": {...}}')
@@ -159,6 +161,6 @@ def _example_value(param: Param) -> Any:
 
 def _value(text: str) -> Any:
     try:
-        return json.loads(text)
-    except ValueError:
+        return safe_io.parse_json(text, "a parameter")
+    except LocatedError:
         return text

@@ -24,8 +24,10 @@ Standard library only; no files, network, processes or threads. One object plays
 so it may remember what it saw.
 """
 import ast
-import json
 import re
+
+from envforge.pipeline import safe_io
+from envforge.pipeline.located import LocatedError
 
 _ACTION_TAG = re.compile(r"<(/?)action>", re.I)
 _THOUGHT_OPEN = re.compile(r"<thinking_memory>", re.I)
@@ -160,11 +162,13 @@ def _objects(text):
 
 def _load(candidate):
     """A dictionary literal as JSON, as Python, or as Python holding JSON's true/false/null."""
-    loaders = (json.loads, ast.literal_eval,
+    if safe_io.too_deep(candidate):  # no parser (nor Python's, which recurses) is given it
+        return None
+    loaders = (lambda c: safe_io.parse_json(c, "the action", finite=False), ast.literal_eval,
                lambda c: ast.literal_eval(re.sub(r"\b(true|false|null)\b", lambda m: _JSON_LITERALS[m.group(1)], c)))
     for load in loaders:
         try:
             return load(candidate)
-        except (ValueError, SyntaxError, MemoryError, RecursionError, TypeError):
+        except (LocatedError, ValueError, SyntaxError, MemoryError, RecursionError, TypeError):
             continue
     return None

@@ -14,7 +14,9 @@ import random
 import re
 from typing import Protocol
 
+from envforge.pipeline import safe_io
 from envforge.pipeline.llm import LLMClient, Message
+from envforge.pipeline.located import LocatedError
 from envforge.pipeline.probe.items import ChangeItem, PlanItem, PredictItem
 from envforge.pipeline.prompts import render
 
@@ -95,8 +97,8 @@ class ModelProbeAgent:
             action_choices=[_action(a) for a in item.action_choices]))])
         found = re.findall(r"<plan>(.*?)</plan>", text, re.S)
         try:
-            plan = json.loads(found[-1]) if found else []
-        except ValueError:
+            plan = safe_io.parse_json(found[-1], "the plan") if found else []
+        except LocatedError:
             return []
         return [a for a in plan if isinstance(a, dict)][:item.max_length] if isinstance(plan, list) else []
 

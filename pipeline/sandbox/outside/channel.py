@@ -11,8 +11,12 @@ import selectors
 import time
 from typing import Callable
 
+from envforge.pipeline import safe_io
+from envforge.pipeline.located import LocatedError
 from envforge.pipeline.sandbox.limits import SandboxLimits
 from envforge.pipeline.sandbox.outside.failures import SandboxFailure
+
+PYTHON_INT_DIGITS = 4300  # sys.get_int_max_str_digits()'s default: the longest integer Python reads from text
 
 OUTPUT_TAIL = 4096  # bytes of what the worker printed kept, for failures and death classification
 
@@ -69,10 +73,13 @@ class Channel:
                     if len(buf) > limit:
                         raise SandboxFailure("protocol", f"reply to '{op}' is larger than {self.limits.message_mb} MB")
                     if buf.endswith(b"\n"):
-                        try:
-                            message = json.loads(buf)
-                        except (ValueError, RecursionError) as e:
-                            what = "nested too deep" if isinstance(e, RecursionError) else "not JSON"
+                        try:  # the one bounded JSON reader: nesting, integer lengths
+                            # integers as long as Python reads: replies.py says which field is too long
+                            message = safe_io.parse_json(buf.decode("utf-8"), f"reply to {op!r}", finite=False,
+                                                         digits=PYTHON_INT_DIGITS)
+                        except (LocatedError, UnicodeDecodeError) as e:
+                            deep = isinstance(e, LocatedError) and e.problem.found == "deeper nesting"
+                            what = "nested too deep" if deep else "not JSON"
                             raise SandboxFailure("protocol", f"reply to '{op}' is {what}") from None
                         if not isinstance(message, dict):
                             raise SandboxFailure("protocol", f"reply to '{op}': expected a mapping, found "
