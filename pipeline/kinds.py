@@ -652,6 +652,7 @@ class ReliabilityFigures(StageFigures):
     inconclusive: str | None = None  # why the figures decide nothing
     # invalid play (each undeclared or malformed action repeated): its best total on any level, by policy
     invalid_play: dict[str, float] | None = None
+    trivial_levels: dict[str, str] | None = None  # level -> why it is trivial (reliability.trivial_levels)
 
     def summary(self) -> str:
         shown = ["?" if x is None else x for x in (self.random_normalized, self.planner_normalized)]

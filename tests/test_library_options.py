@@ -85,7 +85,7 @@ def test_a_bad_value_is_refused_as_its_flag_would_be(tmp_path):
 
 def test_the_executor_is_an_option_of_the_call(tmp_path):
     """`executor` is checked by the call that takes it (the Python API used to drop it silently)."""
-    with pytest.raises(envforge.UserError, match="--ray-address 1.2.3.4:1: expected --executor ray with it"):
+    with pytest.raises(envforge.UserError, match="^ray_address=1.2.3.4:1: expected executor ray with it"):
         envforge.evaluate(CRATE_DOCK, agent="random", ray_address="1.2.3.4:1", out=tmp_path / "o")
     with pytest.raises(envforge.UserError, match="executor='cloud': expected one of local, ray"):
         envforge.evaluate(CRATE_DOCK, agent="random", executor="cloud", out=tmp_path / "o")
@@ -106,7 +106,7 @@ def test_check_and_verify_from_python_are_the_commands(tmp_path):
         envforge.UserError, match="envforge.verify: expected keyword options among stages, .*found stage"
     ):
         envforge.verify(env, stage="execution")
-    with pytest.raises(envforge.UserError, match="--stages: expected some of execution,levels,reliability"):
+    with pytest.raises(envforge.UserError, match="^stages: expected some of execution,levels,reliability"):
         envforge.verify(env, stages="speed")
 
 
@@ -121,7 +121,7 @@ def test_probe_and_reskin_from_python_are_the_commands(tmp_path):
     assert made.summary["predict"]["items"] == len(made.items) == len(made.out.read_text().splitlines()) > 0
     skin = envforge.reskin(env, style="json", sequences=1)
     assert skin.report.ok and skin.name == "json" and (env / "skins" / "json.py").is_file()
-    with pytest.raises(envforge.UserError, match="expected one of --style STYLE or --check NAME"):
+    with pytest.raises(envforge.UserError, match="expected one of style=STYLE or check=NAME"):
         envforge.reskin(env)
     with pytest.raises(
         envforge.UserError, match="envforge.probe: expected keyword options among kind, n, .*found items"

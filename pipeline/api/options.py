@@ -26,7 +26,8 @@ from envforge.pipeline.errors import UserError
 from envforge.pipeline.llm.config import PROVIDERS, LLMConfig
 
 T = TypeVar("T", bound="Options")
-_FLAG = re.compile(r"(?<![\w-])(--[a-z][a-z0-9-]*)( [^\s:,]+(?=:))?")  # a flag, and the value before its colon
+# a flag, and its value: the word before a colon, or a metavar (STYLE)
+_FLAG = re.compile(r"(?<![\w-])(--[a-z][a-z0-9-]*)( [^\s:,]+(?=:)| [A-Z][A-Z_]*\b)?")
 
 
 def option(default: Any = None, check: Callable[[Any], Any] | None = None, *, help: str = "",
@@ -83,8 +84,8 @@ class Options:
     @classmethod
     def in_keywords(cls, message: str) -> str:
         """An error's message as a Python call says it: each of these options' flags by its keyword
-        (`--out runs/x: ...` -> `out=runs/x: ...`, `pass --resume` -> `pass resume=True`, `--runs and
-        --max-levels` -> `runs and max_levels`); other text as it is."""
+        (`--out runs/x: ...` -> `out=runs/x: ...`, `--style STYLE` -> `style=STYLE`, `pass --resume` ->
+        `pass resume=True`, `--runs and --max-levels` -> `runs and max_levels`); other text as it is."""
         known = {}
         for name in cls.names():
             f = cls.field(name)

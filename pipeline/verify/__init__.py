@@ -118,6 +118,10 @@ def _accepted_notes(stages: VerifyFigures) -> str:
         notes.append(f"{len(unknown)} level(s) with an unknown or zero max reward, left out of normalized scores: "
                      + ", ".join(f"{k} ({v})" for k, v in list(unknown.items())[:8])
                      + (", ..." if len(unknown) > 8 else ""))
+    if rel and rel.trivial_levels:
+        notes.append(f"{len(rel.trivial_levels)} trivial level(s): " + ", ".join(
+            f"{k} ({v})" for k, v in list(rel.trivial_levels.items())[:5]) + (", ..." if len(rel.trivial_levels) > 5
+                                                                              else ""))
     notes += [w for stage in (stages.execution, levels, rel) if stage for w in stage.warnings or []]
     return f" ({'; '.join(notes)})" if notes else ""
 

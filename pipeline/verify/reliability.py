@@ -122,6 +122,7 @@ def _score(ctx: Context, levels: list[LevelMax], policies: list[tuple[str, dict]
                                                    ctx.no_op["action"] if ctx.no_op else None))
     _degenerate(ctx, scored, constant_totals, planner_mean, figures)
     _invalid_play_pays(ctx, scored, constant_totals, figures)
+    figures.trivial_levels = trivial_levels(ctx, scored, constant_totals) or None
     if planner_mean <= 0 and any(lm.search_exhaustive for lm in out):
         raise Rejected(f"reward: expected the search planner to score on the levels, found a mean normalized "
                        f"reward of {planner_mean:g} over {len(scored)} level(s)",
@@ -163,6 +164,25 @@ def constant_policies(ctx: Context) -> list[tuple[str, dict]]:
         for action in picked:
             shown = f"repeating {_shown(action)}"
             out.append((f"doing nothing ({shown})" if name == no_op else shown, action))
+    return out
+
+
+def trivial_levels(ctx: Context, scored: list[LevelMax], totals: dict[str, dict[str, float]]) -> dict[str, str]:
+    """level -> why it is trivial: doing nothing or one action repeated scores its max, or a witness
+    of at most one step reaches it. Named, not rejected: a set of them teaches nothing (issue 36)."""
+    out = {}
+    for lm in scored:
+        why = ""
+        if lm.nothing_reward >= lm.max_reward - EPS:
+            why = "doing nothing scores the max"
+        else:
+            best = max(((totals[lm.source][name], name) for name, _ in constant_policies(ctx)), default=None)
+            if best is not None and best[0] >= lm.max_reward - EPS:
+                why = f"{best[1]} scores the max"
+            elif lm.witness is not None and len(lm.witness) <= 1:
+                why = f"solved in {len(lm.witness)} step(s)"
+        if why:
+            out[layout.level_key(lm.source)] = why
     return out
 
 
