@@ -7,15 +7,15 @@ tree of subcommands (dsl, review) adds it itself, in the module's `register(subp
 from __future__ import annotations
 
 import argparse
-import importlib
+import difflib
 import os
+import re
 import sys
 
-from envforge.pipeline import __version__
-from envforge.pipeline.errors import InfrastructureError, UserError
-from envforge.pipeline.sandbox.outside.capabilities import OPT_IN_VARIABLE, require
-from envforge.pipeline.sandbox.outside.failures import SandboxFailure
-from envforge.pipeline.terminal import Shown
+# Only the standard library's lightest modules at the top: a Ctrl-C while the rest is imported (a
+# third of a second) is the command's, and ends in its one line (main).
+EXIT_INTERRUPTED = 130  # pipeline/generate/interrupt.py says it too; a test holds them equal
+EXIT_OUTPUT_CLOSED = 141  # 128 + SIGPIPE, what a shell reports for a writer whose reader went away
 
 # Commands that run environment code (in sandbox workers): they refuse to start where no rung of
 # the confinement ladder applies, unless --unconfined (pipeline/sandbox/outside/capabilities.py). `review`
@@ -47,7 +47,11 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     """The parser for `argv`: when it names a command, only that command's module is imported (a
     command's imports cost a fraction of a second of every run); otherwise every command's, so that
     help and a mistyped command list them all; `--version` alone, none (it answers before any command)."""
-    parser = argparse.ArgumentParser(
+    import importlib
+
+    from envforge.pipeline import __version__
+
+    parser = Parser(
         prog="envforge",
         description="Turn environment themes into verified text environments for LLM agents.",
     )
@@ -68,6 +72,35 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     return parser
 
 
+class Parser(argparse.ArgumentParser):
+    """argparse's parser, whose usage error is one line with a suggestion (`did you mean --json?`),
+    not the usage of every flag: the command's `--help` lists them. Subcommands' parsers are made of
+    the same class (argparse's default)."""
+
+    def error(self, message: str):
+        # A value's own check says what it expected; a flag or choice argparse does not know, or one
+        # missing, points at the help as well.
+        then = "" if ": expected " in message else f"; `{self.prog} --help` lists what it takes"
+        self.exit(2, f"{self.prog}: error: {message}{_suggestion(message, self)}{then}\n")
+
+
+def _suggestion(message: str, parser: argparse.ArgumentParser) -> str:
+    """` — did you mean X?` for a mistyped flag or choice in argparse's `message`, or ""."""
+    choice = re.search(r"invalid choice: '(.*?)' \(choose from (.*)\)", message)
+    if choice:
+        known = re.findall(r"'([^']*)'", choice.group(2)) or [c.strip() for c in choice.group(2).split(",")]
+        close = difflib.get_close_matches(choice.group(1), known, n=1)
+        return f" — did you mean {close[0]!r}?" if close else ""
+    if "unrecognized arguments" not in message:
+        return ""
+    flags = [f for action in parser._actions for f in action.option_strings]
+    for typed in message.partition(":")[2].split():
+        close = difflib.get_close_matches(typed.split("=")[0], flags, n=1) if typed.startswith("-") else []
+        if close:
+            return f" — did you mean {close[0]}?"
+    return ""
+
+
 def _open_standard_streams() -> None:
     """A closed stdin, stdout or stderr (`envforge play <&-`) is opened on /dev/null: otherwise
     the next pipe made (a sandbox worker's) takes its number and the worker's replies get mixed
@@ -85,24 +118,83 @@ def _open_standard_streams() -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run one command; what it prints goes through terminal.Shown (see there)."""
-    _open_standard_streams()
+    """Run one command; what it prints goes through terminal.Shown (see there). However it ends —
+    Ctrl-C at any instant (the imports included), a closed pipe, a full disk — it ends in one line
+    and an exit status, never a traceback."""
+    typed = (argv if argv is not None else sys.argv[1:])[:1]
+    name = " ".join(["envforge", *typed[:1]]) if typed and not typed[0].startswith("-") else "envforge"
     streams = sys.stdout, sys.stderr
-    sys.stdout, sys.stderr = (s if isinstance(s, Shown) else Shown(s) for s in streams)
     try:
+        from envforge.pipeline.terminal import Shown
+
+        _open_standard_streams()
+        streams = sys.stdout, sys.stderr
+        sys.stdout, sys.stderr = (s if isinstance(s, Shown) else Shown(s, name)
+                                  for s, name in zip(streams, ("stdout", "stderr")))
         return _run(argv)
+    except KeyboardInterrupt:  # before the command started (its own Ctrl-C is _run's)
+        _say(f"{name}: interrupted before it started; nothing was done")
+        return EXIT_INTERRUPTED
     finally:
         sys.stdout, sys.stderr = streams
+        _flush_or_drop(streams)
+
+
+def _say(line: str) -> None:
+    """`line` on stderr, or nowhere when stderr is closed too."""
+    try:
+        print(line, file=sys.stderr, flush=True)
+    except (OSError, ValueError):
+        pass
+    except BaseException as exc:  # terminal.OutputClosed: stderr's reader went away as well
+        if type(exc).__name__ != "OutputClosed":
+            raise
+
+
+def _flush_or_drop(streams) -> None:
+    """Flush what the command printed; a stream whose reader went away is pointed at /dev/null, so
+    Python's own flush at exit does not fail (it would exit 120)."""
+    for stream in streams:
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            _drop(stream)
+
+
+def _drop(stream) -> None:
+    """Point `stream`'s file descriptor at /dev/null (what it still buffers goes nowhere)."""
+    try:
+        null = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(null, stream.fileno())
+        os.close(null)
+    except (OSError, ValueError, AttributeError):
+        pass
 
 
 def _run(argv: list[str] | None) -> int:
+    import sqlite3
+
+    from envforge.pipeline.errors import DiskFull, InfrastructureError, OutputClosed, UserError, write_fault
+    from envforge.pipeline.sandbox.outside.capabilities import OPT_IN_VARIABLE, require
+    from envforge.pipeline.sandbox.outside.failures import SandboxFailure
+
     argv = sys.argv[1:] if argv is None else list(argv)
     parser = build_parser(argv)
     parser.set_defaults(argv=argv)  # as typed: the resume hint repeats it
-    args = parser.parse_args(argv)
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:  # the command's own parser says it, with a suggestion from its flags
+        sub = _subparsers(parser).get(getattr(args, "command", None) or "", parser)
+        sub.error(f"unrecognized arguments: {' '.join(unknown)}")
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
+
+    def resume(then: str) -> str:
+        from envforge.pipeline.generate.interrupt import resume_command  # when needed: it imports asyncio
+
+        hint = resume_command(args)
+        return f"; `{hint}` {then}" if hint else ""
+
     try:
         if args.unconfined:
             os.environ[OPT_IN_VARIABLE] = "1"  # read by every worker this process starts
@@ -110,7 +202,8 @@ def _run(argv: list[str] | None) -> int:
             require()  # no sandbox, no run: one line, before anything else happens
         return int(args.func(args) or 0)
     except UserError as exc:
-        print(f"envforge {args.command}: error: {exc}", file=sys.stderr)
+        then = resume("continues where it stopped") if isinstance(exc, DiskFull) else ""
+        print(f"envforge {args.command}: error: {exc}{then}", file=sys.stderr)
         return 2
     except InfrastructureError as exc:
         print(f"envforge {args.command}: infrastructure failure: {exc} (nothing was judged; run the same "
@@ -122,16 +215,30 @@ def _run(argv: list[str] | None) -> int:
         print(f"envforge {args.command}: the environment failed in the sandbox: {exc}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
-        from envforge.pipeline.generate.interrupt import EXIT_INTERRUPTED, resume_command
-
-        resume = resume_command(args)
-        print(f"envforge {args.command}: interrupted" + (f"; `{resume}` continues where it stopped" if resume else ""),
-              file=sys.stderr)
+        print(f"envforge {args.command}: interrupted" + resume("continues where it stopped"), file=sys.stderr)
         return EXIT_INTERRUPTED
-    except BrokenPipeError:
-        # The reader went away (`envforge review | head`): stop quietly, as Unix tools do.
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return 141
+    except (OutputClosed, BrokenPipeError) as exc:
+        # The reader went away (`envforge generate | head`): what was written is kept; the other
+        # stream, when someone still reads it, says how to go on.
+        _drop(sys.stdout)
+        if isinstance(exc, OutputClosed) and exc.args and exc.args[0] == "stderr":
+            return EXIT_OUTPUT_CLOSED
+        _say(f"envforge {args.command}: stopped: the reader of its output went away (a closed pipe)"
+             + resume("continues where it stopped"))
+        return EXIT_OUTPUT_CLOSED
+    except (OSError, sqlite3.Error) as exc:
+        fault = write_fault(exc)  # a full disk or a folder it may not write, met where no one said so
+        if fault is None:
+            raise
+        print(f"envforge {args.command}: error: {fault}" + resume("continues where it stopped"), file=sys.stderr)
+        return 2
+
+
+def _subparsers(parser: argparse.ArgumentParser) -> dict:
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            return dict(action.choices)
+    return {}
 
 
 if __name__ == "__main__":

@@ -51,6 +51,10 @@ DESIGN = "design.md"
 CALL_JOURNAL = "calls.jsonl"
 TRAJECTORY = "trajectory.jsonl"
 REJECTION = "rejection.json"
+# What generate and the commands leave in or beside an environment folder that the environment does
+# not need to run: a copy of it for another tool (export) leaves them out.
+NOT_SHIPPED = (CALL_JOURNAL, TRAJECTORY, RUN_DB, RUN_DB + "-wal", RUN_DB + "-shm", RUN_DB + "-journal",
+               ".envforge.lock", WORK_ROOT, REJECTED_ROOT, GENERATED_LEVELS, "error.txt", "__pycache__")
 
 # The records envforge writes into an env or work folder, and their kinds (pipeline/records.py).
 # Only envforge writes them: the coding agent may not.

@@ -39,6 +39,16 @@ from envforge.pipeline.located import LocatedError
 _KEEP = object()  # leave the human decision on disk as it is
 
 
+GENERATED = "envforge generate"  # the origin of the folders generate made (verify writes into those by default)
+
+
+def made_by_generate(folder: Path) -> bool:
+    """A folder `envforge generate` made, whose records the commands that judge it keep up to date
+    (verify's verification, reskin's skin list): its manifest names generate as its origin. Any other
+    folder (a hand-written reference, an AutoEnv folder, a copy in a repository) is judged, and its
+    files are not changed unless the user says so (verify --write)."""
+    return read(folder).origin == GENERATED
+
 def read(folder: str | Path) -> Manifest:
     """The manifest of `folder` (bounded, never through a link). One that is absent, not JSON or
     not of the manifest's shape reads as a new manifest (a foreign or damaged file is rebuilt by

@@ -16,5 +16,6 @@ EXAMPLES_DIR = ROOT / "examples"
 BUNDLED_REPLAY_DIR = EXAMPLES_DIR / "replay"
 DEMO_THEMES = EXAMPLES_DIR / "themes.txt"  # the themes of the offline demo (`envforge generate --demo`)
 REFERENCE_ENVS_DIR = ROOT / "generated_envs" / "reference"
-# Where generate writes by default: the checkout's generated_envs/, or, installed, ./generated_envs.
-GENERATED_ENVS_DIR = Path("generated_envs") if INSTALLED else PACKAGE.parent / "generated_envs"
+# Where generate writes by default, for every install (wheel or editable): the current folder's
+# generated_envs/, never the checkout's (a run from another folder must not land in the checkout).
+GENERATED_ENVS_DIR = Path("generated_envs")

@@ -42,6 +42,7 @@ from pathlib import Path
 from typing import Any, Iterator, TypeVar
 
 from envforge.pipeline import __version__, kinds, safe_io
+from envforge.pipeline.errors import DiskFull, write_fault
 from envforge.pipeline.kinds import Record, RecordError
 from envforge.pipeline.located import LocatedError, UserError
 
@@ -54,10 +55,6 @@ LOCK_FILE = ".envforge.lock"
 KINDS: dict[str, type[Record]] = {model.KIND: model for model in kinds.MODELS}
 SQLITE_SCHEMAS = {"run_db": 3, "response_cache": 1}  # database -> PRAGMA user_version
 _FORMAT = re.compile(r"envforge\.([a-z_]+)/(\d+)")
-
-
-class DiskFull(UserError):
-    """A write failed for want of space or quota; the previous file is kept."""
 
 
 # -- versioning -------------------------------------------------------------------------------
@@ -389,9 +386,9 @@ def _discard(tmp: str) -> None:
 
 
 def _raise_if_full(e: BaseException, path: Path) -> None:
-    if isinstance(e, OSError) and e.errno in (errno.ENOSPC, errno.EDQUOT):
-        raise DiskFull(f"{path}: expected room to write it, found the disk full ({os.strerror(e.errno)}); "
-                       f"the previous version is kept — free some space and run the command again") from None
+    fault = write_fault(e, path, kept="the previous version is kept")
+    if isinstance(fault, DiskFull):
+        raise fault from None
 
 
 # -- one process per output folder ------------------------------------------------------------
@@ -438,11 +435,25 @@ def open_sqlite(path: str | Path, schema: str, database: str, **connect) -> sqli
             conn.execute(f"PRAGMA user_version = {int(current)}")
     except sqlite3.OperationalError as e:
         conn.close()
-        if e.sqlite_errorcode == sqlite3.SQLITE_FULL:  # SQLite's code, not its message's words
-            raise DiskFull(f"{path}: expected room to write it, found the disk full ({e}); free some space and "
-                           f"run the command again") from None
-        raise
+        raise (write_fault(e, path) or e) from None
     except BaseException:
         conn.close()
         raise
     return conn
+
+
+class Guarded:
+    """A SQLite connection whose writes that fail for want of room or permission raise the user's
+    one line (errors.write_fault: DiskFull, Unwritable), not sqlite3.OperationalError."""
+
+    def __init__(self, conn: sqlite3.Connection, path: str | Path):
+        self._conn, self.path = conn, path
+
+    def execute(self, sql: str, parameters=()):
+        try:
+            return self._conn.execute(sql, parameters)
+        except sqlite3.OperationalError as e:
+            raise (write_fault(e, self.path) or e) from None
+
+    def __getattr__(self, name: str):
+        return getattr(self._conn, name)

@@ -9,6 +9,8 @@ read `ok: …`). Rather than escape each source, the command line writes everyth
 """
 from __future__ import annotations
 
+import contextlib
+import os
 from typing import Any, TextIO
 
 _KEPT = {"\n", "\t"}
@@ -24,14 +26,35 @@ def shown(text: str) -> str:
 
 
 class Shown:
-    """A text stream that writes `shown(text)` to `stream`; anything else is the stream's own."""
+    """A text stream that writes `shown(text)` to `stream`; anything else is the stream's own.
+    `name`: "stdout" or "stderr". When its reader goes away (a closed pipe), the stream is pointed
+    at /dev/null and `OutputClosed(name)` stops the command (pipeline/cli.py says so on the other
+    stream): a BaseException, so no stage records it as a bug of its own."""
 
-    def __init__(self, stream: TextIO):
-        self.stream = stream
+    def __init__(self, stream: TextIO, name: str = ""):
+        self.stream, self.name = stream, name
 
     def write(self, text: str) -> int:
-        self.stream.write(shown(text))
+        try:
+            self.stream.write(shown(text))
+        except BrokenPipeError:
+            self._closed()
         return len(text)
+
+    def flush(self) -> None:
+        try:
+            self.stream.flush()
+        except BrokenPipeError:
+            self._closed()
+
+    def _closed(self) -> None:
+        from envforge.pipeline.errors import OutputClosed
+
+        with contextlib.suppress(OSError, ValueError):
+            null = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(null, self.stream.fileno())
+            os.close(null)
+        raise OutputClosed(self.name)
 
     def writelines(self, lines) -> None:
         for line in lines:

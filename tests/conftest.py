@@ -266,14 +266,15 @@ def learn_demo(artifact_cache) -> _Run:
 
 @_llm_pytest.fixture(scope="session")
 def verified_reference(artifact_cache):
-    """name -> `envforge verify --json` on a copy of generated_envs/reference/<name>, run once for the
+    """name -> `envforge verify --json --write` on a copy of generated_envs/reference/<name>, run once for the
     session (test_verify reads its figures, test_search compares a run under load with it); the
     verified copy is the Run's `out`. Read it; copy it to write into it."""
     runs = {}
 
     def verified(name: str) -> _Run:
         if name not in runs:
-            runs[name] = _shared_artifact(artifact_cache, f"verify_{name}", ["verify", "--json"],
+            # --write: a reference environment is judged, not changed, unless verify is told to record
+            runs[name] = _shared_artifact(artifact_cache, f"verify_{name}", ["verify", "--json", "--write"],
                                           copy_of=_REFERENCE / name)
         return runs[name]
 

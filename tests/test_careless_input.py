@@ -215,9 +215,10 @@ def test_evaluate_out_inside_the_environment_is_refused_and_writes_nothing(tmp_p
     before = sorted(p.name for p in env.iterdir())
     done = envforge("evaluate", "crate_dock/", "--agent", "random", "--out", out, cwd=tmp_path)
     assert done.returncode == 2
-    assert (
-        f"--out {out}: expected a folder outside the environments evaluated, found it inside crate_dock" in done.stderr
-    )
+    around = ", around it" if out == "crate_dock/evaluation" else ""
+    assert done.stderr == (f"envforge evaluate: error: argument --out: expected a folder outside any environment "
+                           f"folder, found '{env}', an environment folder{around} (what is written there would "
+                           f"become part of the environment); choose another folder\n")
     assert sorted(p.name for p in env.iterdir()) == before
 
 

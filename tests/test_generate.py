@@ -249,7 +249,11 @@ def test_run_budget_stops_before_the_cap_and_says_so(llm_server, llm_env, tmp_pa
         cause, means, nxt = _budget_advice(tmp_path / "out", name)
         assert (cause.scope, cause.cap_usd) == ("run", 0.01) and cause.spent_usd + cause.estimate_usd > 0.01
         assert means.startswith("means:  the run's budget cap (--budget-usd) stopped its model calls")
-        assert "`envforge generate --resume`" in nxt
+        assert f"`envforge generate --themes FILE --out {tmp_path / 'out'} --resume --budget-usd 0.02`" in nxt
+    # Table 2 counts only the themes judged: one the budget stopped, or never started, is not rejected
+    assert summary["not_judged"] == stopped and len(summary["skipped"]) + len(stopped) == 3
+    assert summary["rates"]["overall"] is None
+    assert "budget exceeded: budget exceeded" not in result.stderr + result.stdout
 
     # A budget stop is not a finding about the theme: --resume with a bigger budget goes on from there.
     resumed = generate("--themes", str(themes), "--out", str(tmp_path / "out"), "--model", "openai/gpt-4o-mini",

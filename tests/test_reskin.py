@@ -27,8 +27,33 @@ def reskin(env_dir: Path, *flags: str) -> subprocess.CompletedProcess:
     return envforge("reskin", env_dir, "--sequences", "1", *flags)
 
 
-def copy_of(name: str, tmp_path: Path) -> Path:
-    return Path(shutil.copytree(REFERENCE / name, tmp_path / name, ignore=shutil.ignore_patterns("__pycache__")))
+def copy_of(name: str, tmp_path: Path, generated: bool = True) -> Path:
+    """A copy of a reference environment; `generated`: standing for a folder `envforge generate` made
+    (its manifest's origin), whose manifest lists its skins; a reference folder's is not changed."""
+    env = Path(shutil.copytree(REFERENCE / name, tmp_path / name, ignore=shutil.ignore_patterns("__pycache__")))
+    if generated:
+        _as_generated(env)
+    return env
+
+
+def _as_generated(env: Path) -> None:
+    path = env / "manifest.json"
+    data = json.loads(path.read_text()) if path.exists() else {"name": env.name}
+    path.write_text(json.dumps({**data, "origin": "envforge generate"}, indent=2))
+
+
+def test_a_skin_of_a_reference_environment_changes_none_of_its_tracked_files(tmp_path):
+    env = copy_of("crate_dock", tmp_path, generated=False)
+    git = ["git", "-C", str(env), "-c", "user.name=t", "-c", "user.email=t@t"]
+    for step in (["init", "-q"], ["add", "-A"], ["commit", "-qm", "reference"]):
+        subprocess.run([*git, *step], check=True)
+    result = reskin(env, "--style", "json")
+    assert result.returncode == 0, result.stdout + result.stderr
+    status = subprocess.run([*git, "status", "--porcelain", "--untracked-files=all"], capture_output=True,
+                            text=True, check=True).stdout
+    assert status == "?? skins/json.py\n"  # the skin beside the folder's files; manifest.json untouched
+    assert envforge("evaluate", env, "--agent", "random", "--skin", "json", "--max-levels", "1", "--runs", "1",
+                    "--out", tmp_path / "ev", cwd=tmp_path).returncode == 0  # and it is used as a skin
 
 
 @pytest.mark.parametrize("name, style", [("crate_dock", "json"), ("tide_pool", "inverse")])
@@ -103,6 +128,7 @@ def test_inverse_needs_a_drawn_map_and_a_missing_skin_does_not_load(tmp_path):
 
 def test_model_written_skin_is_repaired_from_the_check_feedback(make_llm_client, llm_server, tmp_path):
     env = write_env(tmp_path / "corridor")
+    _as_generated(env)
     bad = "```python\ndef render(omega, env):\n    env._state['pos'] = 0\n    return 'where am I?'\n```"
     good = (
         "```python\ndef render(omega, env):\n"

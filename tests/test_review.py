@@ -7,8 +7,11 @@ by hand; and browses the HTML report in a real browser.
 """
 from __future__ import annotations
 
+import html
 import json
 import os
+import re
+import shlex
 import shutil
 import sqlite3
 import struct
@@ -83,7 +86,7 @@ def test_show_explains_why_the_reward_was_rejected(demo, tmp_path):
     # what that means and what to run after fixing it (issue 23)
     assert "means:  the random agent scored the max on every level (15): the reward does not measure skill" in out
     assert "next:   make the reward pay for what the agent achieves" in out
-    assert f"run `envforge review retry {REJECTED} --from verify` (no model needed)" in out
+    assert f"run `envforge review retry {REJECTED} --from verify --out {demo}` (no model needed)" in out
     assert "code, attempt 1: 3 step(s); changed env_main.py, env_obs.py" in out
     assert "ran check: passed" in out
     assert "== cost by stage ==" in out and "  verify              1  rejected" in out
@@ -92,13 +95,30 @@ def test_show_explains_why_the_reward_was_rejected(demo, tmp_path):
     assert details["verification"]["stage"] == "reliability"
     assert details["agent"][0]["checks"] == ["passed"]
     assert BUGGY_REWARD in details["files"]["env_main.py"]
-    assert f"envforge review retry {REJECTED} --from verify" in details["advice"]["next"]
+    assert f"envforge review retry {REJECTED} --from verify --out {demo}" in details["advice"]["next"]
 
 
-def test_fixing_the_reward_and_retrying_from_verify_accepts_it_without_a_model(run, tmp_path):
+def _next_commands(text: str, mark: str = "next:") -> list[list[str]]:
+    """The envforge commands the `next:` line of `review show` (or the HTML report's "Next:") prints, as argv."""
+    line = next(ln for ln in html.unescape(text).splitlines() if mark in ln)
+    return [shlex.split(cmd)[1:] for cmd in re.findall(r"`(envforge [^`]*)`", line)]
+
+
+def test_fixing_the_reward_and_running_the_printed_next_command_accepts_it_without_a_model(run, tmp_path):
+    """The next command `review show` prints is complete: run as printed, from another folder, it
+    retries the run it was printed for (issue 37: it left out --out and failed as copied)."""
     code = run / "_rejected" / REJECTED / "env_main.py"
     code.write_text(code.read_text().replace(BUGGY_REWARD, FIXED_REWARD))
-    retried = envforge("review", "retry", REJECTED, "--from", "verify", "--out", str(run), cwd=tmp_path)
+    shown = envforge("review", "show", REJECTED, "--out", str(run), cwd=tmp_path).stdout
+    (retry,) = _next_commands(shown)
+    assert retry == ["review", "retry", REJECTED, "--from", "verify", "--out", str(run)]
+    assert envforge("review", "html", str(tmp_path / "site"), "--out", str(run), "--previews", "0",
+                    cwd=tmp_path).returncode == 0
+    page = (tmp_path / "site" / "envs" / f"{REJECTED}.html").read_text()
+    assert _next_commands(page, "<strong>Next:</strong>") == [retry]  # the report prints the same command
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    retried = envforge(*retry, cwd=elsewhere)
     assert retried.returncode == 0, retried.stdout + retried.stderr
     assert retried.stdout.splitlines()[0] == f"{REJECTED}: accepted -> {run / REJECTED}"
     assert not (run / "_rejected" / REJECTED).exists() and not (run / "_work" / REJECTED).exists()
@@ -302,7 +322,7 @@ def site(demo, tmp_path_factory):
     return tmp / "site"
 
 
-def test_report_is_static_and_self_contained(site):
+def test_report_is_static_and_self_contained(site, demo):
     pages = [site / "index.html", *sorted((site / "envs").glob("*.html"))]
     assert [p.stem for p in pages[1:]] == sorted([REJECTED, *ACCEPTED])
     for page in pages:
@@ -314,7 +334,7 @@ def test_report_is_static_and_self_contained(site):
     assert "Face-up card:" in page  # a level preview rendered by the environment in the sandbox
     assert 'src="data:image/png;base64,' in page  # the reliability plot, inline
     assert "<strong>What it means:</strong> the random agent scored the max on every level" in page
-    assert f"run `envforge review retry {REJECTED} --from verify`" in page
+    assert f"run `envforge review retry {REJECTED} --from verify --out {demo}`" in page
 
 
 def test_report_shows_evaluation_scores_of_the_envs(demo, tmp_path):

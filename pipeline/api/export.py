@@ -12,13 +12,15 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import tempfile
 from pathlib import Path
 
 from envforge.pipeline import DISTRIBUTION, __version__, layout, quoting
-from envforge.pipeline.errors import UserError
+from envforge.pipeline.errors import UserError, write_fault
 
 MAX_FOLDER_BYTES = 512 * 1024 * 1024
 MAX_FOLDER_FILES = 10_000
+NOTHING_LEFT = "no part of the package is left behind"
 
 PYPROJECT = '''[build-system]
 requires = ["setuptools>=68", "wheel"]
@@ -81,22 +83,18 @@ def export_verifiers(env_dirs: list[str], out: str | Path) -> list[Path]:
         project = out / module
         if project.exists():
             raise UserError(f"--out {out}: expected no {module}/ there yet (nothing is overwritten), found one")
-        package = project / module
-        copy_folder(env.path, package / "env")
-        # The name is the folder's, so any text: each file quotes it for its own language.
-        common = {"module": module, "dist": module.replace("_", "-"), "version": __version__,
-                  "distribution": DISTRIBUTION}
-        about = (f"The envforge environment {quoting.one_line(env.name)} as a verifiers environment (written by "
-                 f"envforge {__version__}).")
-        (project / "pyproject.toml").write_text(PYPROJECT.format(**common, description=quoting.toml(about)),
-                                                encoding="utf-8")
-        (project / "README.md").write_text(README.format(**common, name=quoting.markdown_code(env.name)),
-                                           encoding="utf-8")
-        docstring = (f"The envforge environment {env.name} as a verifiers environment (written by `envforge export "
-                     "verifiers`).\nIts code runs in envforge's sandbox workers; this module only points envforge "
-                     "at the folder env/.")
-        (package / "__init__.py").write_text(MODULE.format(docstring=quoting.python(docstring),
-                                                           name=quoting.python(env.name)), encoding="utf-8")
+        try:
+            out.mkdir(parents=True, exist_ok=True)
+            # Written whole beside its place, then renamed into it: a project cut short (a full disk, a
+            # kill) is never left where a retry would find it "already there".
+            staging = Path(tempfile.mkdtemp(prefix=f".{module}.partial-", dir=out))
+            try:
+                _write_project(env, module, staging, project)
+                os.rename(staging, project)
+            finally:
+                shutil.rmtree(staging, ignore_errors=True)
+        except OSError as e:
+            raise (write_fault(e, project, kept=NOTHING_LEFT) or e) from None
         written.append(project)
     return written
 
@@ -113,13 +111,37 @@ def distinct(names: list[str], what: str) -> None:
         raise UserError(f"ENV_DIR: expected environments whose {what} differ, found {', '.join(twice)} twice")
 
 
+def _write_project(env: layout.EnvDir, module: str, project: Path, shown: Path) -> None:
+    """The project in the folder `project`, to be renamed to `shown` (what an error names)."""
+    package = project / module
+    copy_folder(env.path, package / "env", shown / module / "env", kept=NOTHING_LEFT)
+    # The name is the folder's, so any text: each file quotes it for its own language.
+    common = {"module": module, "dist": module.replace("_", "-"), "version": __version__,
+              "distribution": DISTRIBUTION}
+    about = (f"The envforge environment {quoting.one_line(env.name)} as a verifiers environment (written by "
+             f"envforge {__version__}).")
+    (project / "pyproject.toml").write_text(PYPROJECT.format(**common, description=quoting.toml(about)),
+                                            encoding="utf-8")
+    (project / "README.md").write_text(README.format(**common, name=quoting.markdown_code(env.name)),
+                                       encoding="utf-8")
+    docstring = (f"The envforge environment {env.name} as a verifiers environment (written by `envforge export "
+                 "verifiers`).\nIts code runs in envforge's sandbox workers; this module only points envforge "
+                 "at the folder env/.")
+    (package / "__init__.py").write_text(MODULE.format(docstring=quoting.python(docstring),
+                                                       name=quoting.python(env.name)), encoding="utf-8")
+
+
 def _none(path: str):
     raise UserError(f"{path}: expected an environment folder ({', '.join(layout.REQUIRED_FILES)}) or a folder "
                     "holding some, found none")
 
 
-def copy_folder(source: Path, target: Path) -> None:
-    """Copy the folder's files and folders; a link, device or pipe in it is refused, the size bounded."""
+def copy_folder(source: Path, target: Path, shown: Path | None = None,
+                kept: str = "what was written before is kept") -> None:
+    """Copy the folder's files and folders but what it does not need to run (layout.NOT_SHIPPED);
+    a link, device or pipe in it is refused, the size bounded. A failed write names its file as
+    `shown` (where the copy is going; default `target`) and the fault (errors.write_fault)."""
+    shown = target if shown is None else shown
     total = count = 0
     for root, dirs, files in os.walk(source, followlinks=False):
         here = Path(root)
@@ -133,5 +155,13 @@ def copy_folder(source: Path, target: Path) -> None:
         if count > MAX_FOLDER_FILES or total > MAX_FOLDER_BYTES:
             raise UserError(f"{source}: expected at most {MAX_FOLDER_FILES} files and {MAX_FOLDER_BYTES >> 20} MB, "
                             f"found more")
-        dirs[:] = [d for d in dirs if d not in ("__pycache__",)]
-    shutil.copytree(source, target, symlinks=True, ignore=shutil.ignore_patterns("__pycache__"))
+        dirs[:] = [d for d in dirs if d not in layout.NOT_SHIPPED]
+
+    def copy(src: str, dst: str) -> None:
+        try:
+            shutil.copy2(src, dst)
+        except OSError as e:  # raised as itself, not gathered into copytree's shutil.Error
+            raise (write_fault(e, shown / Path(dst).relative_to(target), kept=kept) or e) from None
+
+    shutil.copytree(source, target, symlinks=True, ignore=shutil.ignore_patterns(*layout.NOT_SHIPPED),
+                    copy_function=copy)

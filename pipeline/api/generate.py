@@ -7,9 +7,11 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import os
 import shlex
+import sys
 from pathlib import Path
 
 from envforge.pipeline import paths
@@ -125,30 +127,57 @@ class GenerateJob:
                 db.close()
                 raise
         run_id = db.start_run({"command": "generate", **options.flat()})
-        job = Run(client, out, stage_options, db, run_id, len(themes), verifiers=verifiers)
+        job = Run(client, out, stage_options, db, run_id, len(themes), verifiers=verifiers,
+                  unserved=_unserved(client, themes))
         slots = asyncio.Semaphore(options.concurrency)
 
         async def one(theme):
             async with slots:
                 return await job.theme(theme, options.resume)
 
-        work = asyncio.gather(*(one(t) for t in themes))
+        tasks = [asyncio.ensure_future(one(t)) for t in themes]
+        work = asyncio.gather(*tasks)
         interrupted: list[bool] = []
+        stopped = False
         try:
             with on_interrupt(work, job.waiting_for, self.resume_hint) as interrupted:
                 await work
         except asyncio.CancelledError:
             if not interrupted:
                 raise
+        except BaseException:
+            # What stops the whole run (a full disk, a closed pipe, a lost node) stops every theme:
+            # each records its stage as interrupted, so `--resume` goes on from there.
+            stopped = True
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            raise
         finally:
             summary = job.summary()
-            summary["interrupted"] = bool(interrupted)
-            db.finish_run(run_id, "interrupted" if interrupted else "budget exceeded" if job.stopped else "finished",
-                          summary)
+            summary["interrupted"] = bool(interrupted) or stopped
+            status = "interrupted" if interrupted or stopped else "budget exceeded" if job.stopped else "finished"
+            with contextlib.suppress(UserError) if stopped else contextlib.nullcontext():
+                db.finish_run(run_id, status, summary)  # on a full disk, what the stages wrote is what resumes
             db.close()
             for checker in verifiers.clients() if verifiers else ():
                 await checker.aclose()
         return summary
+
+
+def _unserved(client, themes) -> dict[str, str]:
+    """Replay: the themes its recordings do not hold (name -> why), said in one line before any
+    theme runs; each ends in an error, not a verdict, without a stage run for it."""
+    replayer = getattr(client, "replayer", None)
+    if replayer is None:
+        return {}
+    unserved = {t.name: why for t in themes if not t.problem and (why := replayer.serves(t.name, t.text))}
+    if unserved:
+        print(f"replay: the recordings in {replayer.root} hold {replayer.recorded()} theme(s), and serve "
+              f"{len(themes) - len(unserved)} of these {len(themes)}; the other {len(unserved)} end in an error, "
+              f"not a verdict, without a model call (first: {next(iter(unserved))}); record them with a model "
+              f"(--record DIR), or pass --replay DIR", file=sys.stderr, flush=True)
+    return unserved
 
 
 async def generate(options: GenerateOptions) -> tuple[Path, dict]:

@@ -14,6 +14,7 @@ from typing import Any, Callable
 
 from envforge.learning import methods as method_space
 from envforge.learning.candidates import COMPONENTS
+from envforge.learning.layout import STUDY_JSON
 from envforge.learning.selection import SELECTIONS
 from envforge.learning.settings import Settings
 from envforge.learning.study import open_study, run_study
@@ -112,6 +113,11 @@ class LearnJob:
             raise UserError("expected environment folders (or --resume to continue the study in --out)")
         self.env_dirs, self.options = list(env_dirs), options
         self.out = Path(options.out)
+        if options.resume and not (self.out / STUDY_JSON).is_file():  # before the provider: it is not to blame
+            found = "no such folder" if not self.out.exists() else f"no {STUDY_JSON} there"
+            raise UserError(f"--out {options.out}: expected a study to resume ({STUDY_JSON}, written by `envforge "
+                            f"learn --out {options.out}`), found {found}; give the study's folder, or leave out "
+                            f"--resume to start one")
         self.methods = chosen_methods(options)
         self.executor = options.executor.start()
         if not options.resume:

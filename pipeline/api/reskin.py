@@ -5,6 +5,7 @@ written by the model (`ReskinJob.needs_model`).
 from __future__ import annotations
 
 import dataclasses
+import difflib
 
 from envforge.pipeline import layout
 from envforge.pipeline.api.options import ExecutorOptions, LLMOptions, Options, group, option
@@ -51,6 +52,12 @@ class ReskinJob:
                                 f"found {', '.join(skins) or 'no skins'}")
             self.name = options.check
             return
+        close = difflib.get_close_matches(options.style.lower(), TEMPLATE_STYLES, n=1, cutoff=0.6)
+        if options.style not in TEMPLATE_STYLES and close and not options.name:
+            # A typo of a template's name would otherwise become a model-written style (and a model call).
+            raise UserError(f"--style {options.style}: expected {', '.join(TEMPLATE_STYLES)} or a style for the "
+                            f"model to write, found {options.style!r}, close to {close[0]!r}: did you mean --style "
+                            f"{close[0]}? (to have the model write {options.style!r}, give it a --name)")
         self.name = options.name or options.style
         if not layout.SKIN_NAME.fullmatch(self.name) or self.name.startswith("_"):
             raise UserError(f"--name: expected letters, digits, '-' or '_' (not first), found {self.name!r}; "

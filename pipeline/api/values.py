@@ -73,10 +73,10 @@ def label(text: Any) -> str:
     return name
 
 
-def out_dir(text: Any) -> str:
-    """A folder to write into: new, or an existing folder — never an existing file. A leading
-    `~` the shell did not expand (`--out=~/runs`, a quoted path) is the home folder, never a new
-    folder named `~` here."""
+def folder(text: Any) -> str:
+    """A folder path: new, or an existing folder — never an existing file. A leading `~` the
+    shell did not expand (`--out=~/runs`, a quoted path) is the home folder, never a new folder
+    named `~` here."""
     text = os.path.expanduser(os.fspath(text))
     path = Path(text)
     if path.exists() and not path.is_dir():
@@ -84,15 +84,60 @@ def out_dir(text: Any) -> str:
     return text
 
 
+def out_dir(text: Any) -> str:
+    """A folder to write into (`folder`), where the user may write and that lies in no environment
+    folder and no other run's folder (a run nested there would be judged, exported or served as
+    part of it): refused before any work, so a command never fails at its last write."""
+    text = folder(text)
+    _outside_envs_and_runs(Path(text), runs=True)
+    _writable(Path(text))
+    return text
+
+
 def out_file(text: Any) -> str:
-    """A file to write: new, or an existing regular file — never a folder (`~` as in out_dir)."""
+    """A file to write: new, or an existing regular file — never a folder (`~` as in out_dir), in
+    a folder the user may write and outside any environment folder."""
     text = os.path.expanduser(os.fspath(text))
     path = Path(text)
     if path.is_dir():
         raise BadValue(f"expected a file to write, found a folder: {text!r}")
     if path.exists() and not path.is_file():
         raise BadValue(f"expected a regular file to write, found a special file: {text!r}")
+    _outside_envs_and_runs(path.parent, runs=False)
+    _writable(path.parent)
     return text
+
+
+def _outside_envs_and_runs(path: Path, runs: bool) -> None:
+    """Refuse `path` when it is, or lies in, an environment folder, or (`runs`) lies in the
+    folder of another run (generate's, evaluate's or learn's: one holding their lock file)."""
+    from envforge.pipeline import layout, records
+
+    path = Path(os.path.abspath(path))
+    for at in (path, *path.parents):
+        if layout.EnvDir.at(at).is_env():
+            raise BadValue(f"expected a folder outside any environment folder, found {str(at)!r}, an environment "
+                           f"folder{'' if at == path else ', around it'} (what is written there would become part "
+                           f"of the environment); choose another folder")
+        if runs and at != path and (at / records.LOCK_FILE).exists():
+            raise BadValue(f"expected a folder outside other runs' folders, found it inside {str(at)!r}, the "
+                           f"folder of a run; choose another folder")
+
+
+def _writable(path: Path) -> None:
+    """Refuse `path` (a folder, made later if missing) when its nearest existing folder cannot be written."""
+    at = Path(os.path.abspath(path))
+    while not at.exists() and at != at.parent:
+        at = at.parent
+    if not at.is_dir():
+        raise BadValue(f"expected a folder envforge can write, found a file at {str(at)!r}")
+    if not os.access(at, os.W_OK | os.X_OK):
+        try:
+            read_only = bool(os.statvfs(at).f_flag & os.ST_RDONLY)
+        except OSError:
+            read_only = False
+        found = "a read-only file system" if read_only else "no permission to write"
+        raise BadValue(f"expected a folder envforge can write, found {found} at {str(at)!r}; choose another folder")
 
 
 def one_of(*choices: str) -> Callable[[Any], str]:

@@ -33,7 +33,8 @@ MODEL_CHECKS = "model-driven checks (after the model-free stages; need a provide
 class VerifyOptions(Options):
     stages: str = option(",".join(STAGES), help="comma-separated stages to run, in order (default {default})")
     write: bool = option(False, help="write verification.json, manifest.json and level_max_rewards.json into the "
-                         "folder (default only for folders envforge made: a manifest.json with an origin)")
+                         "folder (default only for folders envforge generate made: any other folder is judged, "
+                         "not changed)")
     out: str | None = option(None, out_file, metavar="FILE",
                              help="also write the verdict and figures (the --json document) to FILE")
     write_levels: bool = option(False, help="replace levels/ and val_levels/ by the generated set (implies --write; "
@@ -90,7 +91,7 @@ class VerifyJob:
         self.stages = options.stage_list()
         self.pair = model_pair("--agent-models", options.agent_models)
         self.executor = options.executor.start()
-        self.write = options.write or options.write_levels or made_by_envforge(Path(env_dir))
+        self.write = options.write or options.write_levels or manifest.made_by_generate(Path(env_dir))
         self.stage_options = VerifyRunOptions(
             margin=options.margin, search_nodes=options.search_nodes, search_seconds=options.search_seconds,
             random_episodes=options.random_episodes, write_levels=options.write_levels, write=self.write,
@@ -159,11 +160,6 @@ async def _verify_with_models(env_dir: str, checks: ModelChecks, result, write: 
     finally:
         for client in checks.clients():
             await client.aclose()
-
-
-def made_by_envforge(env_dir: Path) -> bool:
-    """A folder envforge made (generate, or a reference env) has a manifest.json naming its origin."""
-    return bool(manifest.read(env_dir).origin)
 
 
 def write_report(path: Path, report: VerificationResult) -> None:

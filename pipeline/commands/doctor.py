@@ -76,7 +76,9 @@ def sandbox_report() -> list[str]:
     for rung in caps["ladder"]:
         state = "used" if rung.name == mode else "available" if rung.available else "not available"
         lines.append(f"  {rung.name}: {state} ({rung.detail})")
-    return lines + [f"{name}: {'enforced' if on else 'not available'} ({detail})" for name, on, detail in rows]
+    # A mechanism the rung in use does not apply is "not enforced" (with why): "not available" is
+    # the ladder's word for a rung this machine cannot give, and landlock may be both.
+    return lines + [f"{name}: {'enforced' if on else 'not enforced'} ({detail})" for name, on, detail in rows]
 
 
 def provider_report() -> list[str]:

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from envforge.pipeline import quoting
 from envforge.pipeline.api.harbor import HarborOptions
-from envforge.pipeline.commands._flags import arg, command, env_dirs
+from envforge.pipeline.api.values import out_dir
+from envforge.pipeline.commands._flags import arg, command, env_dirs, flag_type
 from envforge.pipeline.errors import UserError
 
 DESCRIPTION = """Write environments in another tool's shape. verifiers: each environment as an installable
@@ -23,7 +24,8 @@ writing the normalized reward, solution/solve.sh playing the level's certified w
          help="write environments in another tool's shape (verifiers modules, Harbor tasks)",
          arguments=[arg("format", choices=["verifiers", "harbor"], help="the tool's shape (verifiers, harbor)"),
                     env_dirs(nargs="+"),
-                    arg("--out", required=True, metavar="DIR", help="where the module or task folders are written")])
+                    arg("--out", required=True, metavar="DIR", type=flag_type(out_dir),
+                        help="where the module or task folders are written")])
 def run(args, options: HarborOptions) -> int:
     if args.format == "harbor":
         from envforge.pipeline.api.harbor import export_harbor

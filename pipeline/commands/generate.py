@@ -9,7 +9,7 @@ from envforge.pipeline.api.generate import GenerateJob, GenerateOptions
 from envforge.pipeline.commands._flags import command
 from envforge.pipeline.commands._run import EXIT_BUDGET_EXCEEDED, print_cost_summary, run_with_client
 from envforge.pipeline.generate.interrupt import EXIT_INTERRUPTED, resume_command
-from envforge.pipeline.generate.run import print_summary
+from envforge.pipeline.generate.run import errors_alike, print_summary, some_names
 
 EXIT_ACCEPTED, EXIT_NONE_ACCEPTED, EXIT_ERROR = 0, 1, 2
 
@@ -49,8 +49,9 @@ async def _generate(job: GenerateJob, client, as_json: bool) -> int:
         print(json.dumps(summary, indent=2))
     else:
         print_summary(summary)
-    for name, error in summary["errors"].items():
-        print(f"envforge generate: {name}: {error['reason']}", file=sys.stderr)
+    for names in errors_alike(summary["errors"]).values():  # repeated errors: one line, with a count
+        more = f" (and {len(names) - 1} more theme(s) alike: {some_names(names[1:])})" if len(names) > 1 else ""
+        print(f"envforge generate: {names[0]}: {summary['errors'][names[0]]['reason']}{more}", file=sys.stderr)
     if summary["stopped"]:
         print(f"envforge generate: {summary['stopped'].removeprefix('not started: ')}", file=sys.stderr)
         return EXIT_BUDGET_EXCEEDED

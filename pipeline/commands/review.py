@@ -12,7 +12,7 @@ from envforge.pipeline import paths, quoting
 from envforge.pipeline import records as files
 from envforge.pipeline.api.options import LLMOptions
 from envforge.pipeline.api.play import PlayOptions, play
-from envforge.pipeline.api.values import LIMIT, out_dir
+from envforge.pipeline.api.values import LIMIT, folder
 from envforge.pipeline.commands._flags import add_options, flag_type
 from envforge.pipeline.commands._run import run_with_client
 from envforge.pipeline.errors import UserError
@@ -99,7 +99,7 @@ def register(subparsers) -> None:
 
 
 def _out_argument(parser, default=argparse.SUPPRESS) -> None:
-    parser.add_argument("--out", type=flag_type(out_dir), default=default, metavar="DIR",
+    parser.add_argument("--out", type=flag_type(folder), default=default, metavar="DIR",
                         help="the output folder of `envforge generate` (default: generated_envs/)")
 
 

@@ -2,7 +2,8 @@
 
 Execution, levels and reliability (pipeline/verify/), all in the sandbox. Prints the verdict
 and the figures of each stage (or, with --json, {"accepted", "stage", "reason", "stages"}),
-writes the same to the folder's verification.json, and exits 0 when accepted, 1 when rejected.
+writes the same to the folder's verification.json (a folder generate made, or with --write), and
+exits 0 when accepted, 1 when rejected.
 Given models, the model-driven forms follow (pipeline/verify/models.py, which `generate` uses
 too): a short ReAct rollout (`--model`) and the differential test of a weaker against a stronger
 model (`--agent-models`).
@@ -20,8 +21,9 @@ from envforge.pipeline.verify import claims
 
 DESCRIPTION = """Random and planner rollouts on every level; 10 + 5 distinct valid generated levels with a certified
 max reward each (validator bound and search witness); a random agent against the search planner.
-Writes verification.json and level_max_rewards.json (for the levels in the folder). Exit 0 when
-accepted, 1 when rejected."""
+Into a folder envforge generate made, writes verification.json and level_max_rewards.json (for the
+levels in the folder); any other folder is judged, not changed, unless --write. Exit 0 when accepted,
+1 when rejected."""
 
 
 @command("verify", VerifyOptions, description=DESCRIPTION,

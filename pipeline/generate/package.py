@@ -28,7 +28,7 @@ def accept(ctx: ThemeContext, out: layout.OutputDir, record: dict, human_review:
     gate(ctx.work)
     config_tags = _config_tags(ctx.work)
     manifest.packaged(ctx.work, EnvOrigin(ctx.theme.name, ctx.theme.text, {**config_tags, **ctx.theme.tags},
-                                          "envforge generate"),
+                                          manifest.GENERATED),
                       Generated.of(ctx.options.model, ctx.options.seed, record["stages"]),
                       human_review)  # verification wrote its part before
     return _move(ctx.work, out.accepted(ctx.theme.name))

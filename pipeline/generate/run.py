@@ -10,6 +10,8 @@ installation, a bug in envforge) says nothing about the environment and is not c
 """
 from __future__ import annotations
 
+import contextlib
+import re
 import sys
 import traceback
 from dataclasses import dataclass, field
@@ -19,7 +21,7 @@ import jinja2
 
 from envforge.pipeline import __version__, layout
 from envforge.pipeline import records as files
-from envforge.pipeline.errors import InfrastructureError, Rejected, UserError
+from envforge.pipeline.errors import DiskFull, InfrastructureError, Rejected, Unwritable, UserError
 from envforge.pipeline.generate import package, stages
 from envforge.pipeline.generate.context import GenerateRunOptions, StageReport, ThemeContext
 from envforge.pipeline.generate.journal import JournaledClient
@@ -52,6 +54,7 @@ class ThemeOutcome:
     stage: str = ""
     reason: str = ""
     path: str = ""
+    budget_stop: bool = False  # rejected only because the run's budget stopped it: not judged
 
 
 @dataclass
@@ -70,6 +73,7 @@ class Run:
     verifiers: ModelChecks | None = None  # the model-driven verification, when models are configured
     active: dict[str, str] = field(default_factory=dict)  # theme -> the stage it is in now
     status: StatusLine | None = None  # progress redrawn on one line (a notebook cell)
+    unserved: dict[str, str] = field(default_factory=dict)  # theme -> why replay has no recording of it
 
     # -- progress ----------------------------------------------------------------------
     def say(self, name: str, what: str, kept: bool = False) -> None:
@@ -99,6 +103,12 @@ class Run:
         files.write(work / layout.THEME_FILE, theme.record())
         if theme.problem:
             return self._reject(theme, work, Rejected(theme.problem, stages.INPUT))
+        if theme.name in self.unserved and not (work / layout.CALL_JOURNAL).exists():
+            # Replay said so before the run (api/generate.py): an error, not a verdict, and no stage to run.
+            reason = _infrastructure(theme, ReplayMissing(self.unserved[theme.name], ""))
+            first = stages.STAGES[0].name
+            self.db.set_theme(self.run_id, theme.name, theme.text, theme.where, "error", first, reason)
+            return self._finish(ThemeOutcome(theme.name, "error", first, reason, str(work)))
         journal = JournaledClient(self.client, work / layout.CALL_JOURNAL, theme.name, theme.text)
         self.journals.append(journal)
         ctx = ThemeContext(theme, work, journal, self.options, self.verifiers)
@@ -165,10 +175,14 @@ class Run:
             # The run's cap says nothing of the theme: `--resume` with a bigger one goes on from here.
             # The theme's own cap is a verdict on what the theme cost (the ledger starts empty on each
             # resume, so reopening it would give the theme a fresh cap every time).
-            status, error = "rejected", f"budget exceeded: {exc}"
+            said = str(exc)  # the ledger's message says "budget exceeded: ..." itself: once is enough
+            status, error = "rejected", said if said.startswith("budget exceeded") else f"budget exceeded: {said}"
             report.exit_status = stages.RUN_BUDGET if exc.scope == "run" else stages.THEME_BUDGET
             raise Rejected(error, stage.name, cause=BudgetCapReached(exc.scope, exc.cap_usd, exc.spent_usd,
                                                                exc.estimate_usd)) from None
+        except (DiskFull, Unwritable) as exc:  # the output folder's fault, not the theme's: the run stops
+            status, error = "interrupted", str(exc)
+            raise
         except INFRASTRUCTURE as exc:
             status, error = "error", _infrastructure(ctx.theme, exc)
             raise Broken(stage.name, error) from None
@@ -187,13 +201,17 @@ class Run:
         finally:
             self.active.pop(name, None)
             after = _theme_totals(self.client, name)
-            self.db.end_stage(attempt, status, error, after[1] - before[1], after[2] - before[2],
-                              round(after[0] - before[0], 6), report.steps, report.exit_status)
+            # On a full disk the attempt stays "running" in the database, which `--resume` runs again;
+            # the fault that stopped the stage is the one the user is told.
+            with contextlib.suppress(DiskFull, Unwritable) if status == "interrupted" else contextlib.nullcontext():
+                self.db.end_stage(attempt, status, error, after[1] - before[1], after[2] - before[2],
+                                  round(after[0] - before[0], 6), report.steps, report.exit_status)
 
     def _reject(self, theme: Theme, work: Path, rejection: Rejected) -> ThemeOutcome:
         path = package.reject(work, self.out, theme, rejection, self.db, self.run_id)
         self.say(theme.name, f"rejected at {rejection.stage}: {rejection.reason}", kept=True)
-        return self._finish(ThemeOutcome(theme.name, "rejected", rejection.stage, rejection.reason, str(path)))
+        return self._finish(ThemeOutcome(theme.name, "rejected", rejection.stage, rejection.reason, str(path),
+                                         budget_stop=_run_budget(rejection.cause)))
 
     def _already_packaged(self, name: str) -> ThemeOutcome | None:
         row = self.db.theme(name) or {}
@@ -227,7 +245,9 @@ class Run:
 
     # -- summary -----------------------------------------------------------------------
     def summary(self) -> dict:
-        considered = [o for o in self.outcomes if o.status in ("accepted", "rejected")]
+        # Table 2 counts the themes judged: a theme the run's budget stopped was not (it goes on
+        # from its stage on --resume), nor was one never started.
+        considered = [o for o in self.outcomes if o.status in ("accepted", "rejected") and not o.budget_stop]
         n = len(considered)
         counts = stages.table2_counts([(o.status == "accepted", o.stage) for o in considered])
         rates = {column: round(c["passed"] / n, 3) if n else None for column, c in counts.items()}
@@ -244,6 +264,7 @@ class Run:
             "errors": {o.name: {"stage": o.stage, "reason": o.reason} for o in self.outcomes if o.status == "error"},
             "paused": [o.name for o in self.outcomes if o.status == "paused"],
             "skipped": {o.name: o.reason for o in self.outcomes if o.status == "skipped"},
+            "not_judged": [o.name for o in self.outcomes if o.budget_stop],
             "rates": rates,
             "model_calls": {
                 "made": self.client.ledger.run.calls if self.client else 0,
@@ -309,6 +330,10 @@ def _infrastructure(theme: Theme, exc: Exception) -> str:
     return f"{exc} (theme at {theme.where}: {' '.join(theme.text.split())[:80]!r})"
 
 
+def _run_budget(cause: object) -> bool:
+    return isinstance(cause, BudgetCapReached) and cause.scope == "run"
+
+
 def _theme_totals(client: LLMClient | None, name: str) -> tuple[float, int, int]:
     t = client.ledger.by_theme.get(name) if client else None
     return (t.cost_usd, t.usage.input_tokens, t.usage.output_tokens) if t else (0.0, 0, 0)
@@ -339,16 +364,25 @@ def print_summary(summary: dict, file=None) -> None:
     print("| execution | level generation | reliability | overall |\n| --- | --- | --- | --- |", file=file)
     print(f"| {pct(rates['execution'])} | {pct(rates['level generation'])} | {pct(rates['reliability'])} | "
           f"{pct(rates['overall'])} |", file=file)
-    judged = len(summary["accepted"]) + len(summary["rejected"])
+    stopped = summary.get("not_judged", [])
+    judged = len(summary["accepted"]) + len(summary["rejected"]) - len(stopped)
     errors = summary["errors"]
-    print(f"(over the {judged} theme(s) judged" + (f"; {len(errors)} ended in an error, not a verdict, and are left "
-          f"out: {', '.join(errors)}" if errors else "") + ")", file=file)
+    left_out = (f"; {len(errors)} ended in an error, not a verdict, and are left out: {some_names(list(errors))}"
+                if errors else "")
+    left_out += (f"; {len(stopped)} stopped by the run budget are left out (--resume with a larger --budget-usd goes "
+                 f"on from where each stopped)" if stopped else "")
+    print(f"(over the {judged} theme(s) judged{left_out})", file=file)
     for name, r in summary["rejected"].items():
+        if name in stopped:
+            print(f"  stopped {name} at {r['stage']} (not a verdict; not counted above): {r['reason']}", file=file)
+            continue
         print(f"  rejected {name} at {r['stage']}: {r['reason']}", file=file)
     for name in summary["paused"]:
         print(f"  paused {name}: edit its files, then run again with --resume", file=file)
-    for name, r in summary["errors"].items():
-        print(f"  error {name} at {r['stage']} (not a verdict; not counted above): {r['reason']}", file=file)
+    for (stage, _), names in errors_alike(summary["errors"]).items():
+        first = summary["errors"][names[0]]["reason"]
+        more = f" — and {len(names) - 1} more theme(s) alike: {some_names(names[1:])}" if len(names) > 1 else ""
+        print(f"  error {names[0]} at {stage} (not a verdict; not counted above): {first}{more}", file=file)
     for name, why in summary["skipped"].items():
         print(f"  skipped {name}: {why}", file=file)
     told: set[str] = set()
@@ -362,3 +396,18 @@ def print_summary(summary: dict, file=None) -> None:
     untrusted += [f"{calls['unusable_replies']} unusable repl(ies)"] if calls.get("unusable_replies") else []
     print(f"cost: ${summary['cost_usd']:.4f}" + (f" (${per:.4f} per accepted environment)" if per is not None else "")
           + (f"; {' and '.join(untrusted)}, each charged at least its reservation" if untrusted else ""), file=file)
+
+
+def some_names(names: list[str], shown: int = 5) -> str:
+    """The first `shown` names, and how many more: a run of a thousand themes prints a line, not a page."""
+    return ", ".join(names[:shown]) + (f" and {len(names) - shown} more" if len(names) > shown else "")
+
+
+def errors_alike(errors: dict[str, dict]) -> dict[tuple[str, str], list[str]]:
+    """The themes' errors grouped by stage and reason, the theme's own words (quoted) and location
+    left out: a thousand themes replay has no recording of are one group."""
+    groups: dict[tuple[str, str], list[str]] = {}
+    for name, r in errors.items():
+        shape = re.sub(r"\(theme at [^)]*\)", "", re.sub(r"'[^']*'", "'…'", r["reason"]))
+        groups.setdefault((r["stage"], shape), []).append(name)
+    return groups

@@ -39,7 +39,7 @@ THEME_COLUMNS = ("name", "theme", "source", "status", "stage", "reason", "cause"
 class RunDB:
     def __init__(self, path: Path):
         self.path = path
-        self.conn = files.open_sqlite(path, SCHEMA, "run_db", isolation_level=None, timeout=30)
+        self.conn = files.Guarded(files.open_sqlite(path, SCHEMA, "run_db", isolation_level=None, timeout=30), path)
         self.conn.execute("PRAGMA journal_mode=WAL")
         self.conn.execute("DROP TABLE IF EXISTS artifacts")  # a version-1 database: the table nothing wrote
         columns = {row[1] for row in self.conn.execute("PRAGMA table_info(stage_attempts)")}

@@ -129,6 +129,19 @@ class Replayer:
                             f"{self.root}: expected a folder there whose {THEME_TEXT} holds this whole theme",
                             str(named))
 
+    def serves(self, theme: str, text: str) -> str:
+        """"" when the recordings hold the theme named `theme` with the whole text `text`, else why not
+        (theme_folder's ReplayMissing message): generate says it before any theme runs."""
+        try:
+            self.theme_folder(CallContext(theme=theme, subject=text))
+        except ReplayMissing as missing:
+            return str(missing)
+        return ""
+
+    def recorded(self) -> int:
+        """How many themes the recordings hold."""
+        return len(self._index())
+
     def _index(self) -> dict[str, Path]:
         if self._themes is None:
             self._themes = {}

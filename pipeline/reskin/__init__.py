@@ -4,8 +4,9 @@
     model.py     a skin in any other style, written by the model and repaired from check feedback
     identity.py  the dynamics-identity check (base and skinned env side by side on every level)
 
-A skin lives in the env folder as skins/<name>.py and is listed in manifest.json under "skins"
-(style, file, sha256, the identity check's figures). A skin that fails the check is moved to
+A skin lives in the env folder as skins/<name>.py and, in a folder generate made, is listed in
+manifest.json under "skins" (style, file, sha256, the identity check's figures); any other folder's
+manifest (a reference environment's, tracked in a repository) is not changed. A skin that fails the check is moved to
 skins/_rejected/<name>.py, where no worker will load it, and is not listed.
 """
 from __future__ import annotations
@@ -97,6 +98,10 @@ def _settle(env: layout.EnvDir, name: str, style: str, report: IdentityReport) -
 
 
 def _list(env: layout.EnvDir, name: str, style: str, report: IdentityReport) -> None:
+    """A folder generate made lists its skins in manifest.json; any other folder's manifest (a
+    reference environment's, tracked in a repository) is not changed: the skin is skins/NAME.py."""
+    if not manifest.made_by_generate(env.path):
+        return
     rel = f"{layout.SKINS}/{name}.py"
     digest = hashlib.sha256(env.skin_file(name).read_bytes()).hexdigest()
     manifest.list_skin(env.path, name, Skin(style, rel, digest, {k: getattr(report, k) for k in (
@@ -104,7 +109,8 @@ def _list(env: layout.EnvDir, name: str, style: str, report: IdentityReport) -> 
 
 
 def _unlist(env: layout.EnvDir, name: str) -> None:
-    manifest.unlist_skin(env.path, name)
+    if manifest.made_by_generate(env.path):
+        manifest.unlist_skin(env.path, name)
 
 
 __all__ = ["IdentityReport", "Reskinned", "TEMPLATE_STYLES", "check_identity", "install", "observation_samples",

@@ -36,16 +36,18 @@ def advise(d: Details) -> Advice | None:
     e = d.entry
     if e.status != "rejected":
         return None
-    # A command shown here is one a reviewer may paste into a shell: what it names is quoted.
+    # A command shown here is one a reviewer may paste into a shell, from any folder: complete (the
+    # run's --out named), and what it names quoted.
     name, folder = quoting.shell(e.name), e.folder or "its folder"
+    out = f" --out {quoting.shell(e.run)}" if e.run else ""
     check = f"`{quoting.command('envforge', 'check', e.folder)}`" if e.folder else "`envforge check FOLDER`"
-    retry_verify = f"`envforge review retry {name} --from verify`"
+    retry_verify = f"`envforge review retry {name} --from verify{out}`"
     fix_then_verify = f"after fixing it in {folder}, run {retry_verify} (no model needed)"
     if e.by_hand:
         return Advice("a reviewer rejected it by hand (see the human review)",
-                      f"to reverse that, `envforge review accept {name} --reason TEXT`")
+                      f"to reverse that, `envforge review accept {name} --reason TEXT{out}`")
     if isinstance(e.cause, BudgetCapReached):
-        return _budget_cap_reached(e.cause, name, e.stage if e.stage in stages.NAMES else "design")
+        return _budget_cap_reached(e.cause, name, e.stage if e.stage in stages.NAMES else "design", out)
     if e.stage == "input":
         return Advice("the theme line itself was refused before any model call",
                       f"edit the theme in {e.source or 'the themes file'} and run `envforge generate` again")
@@ -70,23 +72,24 @@ def advise(d: Details) -> Advice | None:
         return Advice("the coding agent could not make `envforge check` pass within its steps: the code still fails "
                       "the basic test (see the failing check)",
                       f"fix the code in {folder} ({check} lists the problems), then {retry_verify}; "
-                      f"or `envforge review retry {name} --from repair` with a model")
+                      f"or `envforge review retry {name} --from repair{out}` with a model")
     if e.stage in stages.NAMES:
         return Advice(f"the model's {e.stage} stage did not produce usable files (see the reason)",
-                      f"`envforge review retry {name} --from {e.stage}` with a model, or edit the files in {folder} "
-                      f"and retry from a later stage")
+                      f"`envforge review retry {name} --from {e.stage}{out}` with a model, or edit the files in "
+                      f"{folder} and retry from a later stage")
     return Advice(f"it was rejected at {e.stage or 'an unknown stage'} (see the reason)",
                   f"fix it in {folder}, then {retry_verify}")
 
 
-def _budget_cap_reached(cause: BudgetCapReached, name: str, stage: str) -> Advice:
+def _budget_cap_reached(cause: BudgetCapReached, name: str, stage: str, out: str) -> Advice:
     if cause.scope == "run":
+        larger = f"{2 * cause.cap_usd:g}" if cause.cap_usd else "USD"  # a cause recorded before caps were
         return Advice("the run's budget cap (--budget-usd) stopped its model calls before the stage finished; "
                       "nothing is wrong with it yet",
-                      f"`envforge generate --resume` with the same --themes and --out and a larger --budget-usd goes "
-                      f"on from {stage}")
+                      f"`envforge generate --themes FILE{out} --resume --budget-usd {larger}` with the run's "
+                      f"--themes and model (a larger --budget-usd) goes on from {stage}")
     return Advice("its model calls reached a budget cap before the stage finished; nothing is wrong with it yet",
-                  f"`envforge review retry {name} --from {stage}` with a model and a larger --theme-budget-usd")
+                  f"`envforge review retry {name} --from {stage}{out}` with a model and a larger --theme-budget-usd")
 
 
 def _reliability_meaning(d: Details) -> str:

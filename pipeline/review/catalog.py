@@ -44,6 +44,7 @@ class Entry:
     retried_by_hand: bool = False  # a person ran `review retry` on it: its verdict is not the pipeline's alone
     attempts: list[dict] = field(default_factory=list, repr=False)
     cause: RejectionCause | None = None  # why it was rejected, for code (see `rejection_cause`)
+    run: str = field(default="", repr=False)  # the output folder it belongs to (what `--out` names)
 
     @property
     def by_hand(self) -> bool:
@@ -72,6 +73,7 @@ class Entry:
     def to_dict(self) -> dict:
         data = asdict(self)
         data.pop("attempts")
+        data.pop("run")  # the folder the listing is of
         data["human"] = self.human.to_dict() if self.human else None
         data["cause"] = self.cause.to_dict() if self.cause else None
         data.update(label=self.label, by_hand=self.by_hand, machine_status=self.machine_status)
@@ -140,7 +142,7 @@ class Catalog:
                      place=place, human=human, repair_steps=_repair_steps(path, attempts),
                      cost_usd=round(sum(a["usd"] or 0.0 for a in attempts), 6), attempts=attempts,
                      retried_by_hand="review retry" in self.db.commands(row["name"]),
-                     cause=rejection_cause(row, attempts))
+                     cause=rejection_cause(row, attempts), run=str(self.out.root))
 
 
 def rejection_cause(row: dict, attempts: list[dict]) -> RejectionCause | None:

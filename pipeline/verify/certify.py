@@ -11,7 +11,7 @@ from concurrent.futures import ThreadPoolExecutor
 from envforge.pipeline import layout
 from envforge.pipeline import records as files
 from envforge.pipeline.errors import Rejected
-from envforge.pipeline.kinds import LevelMaxRewards, LevelsFigures
+from envforge.pipeline.kinds import LevelMaxEntry, LevelMaxRewards, LevelsFigures
 from envforge.pipeline.levelmax import FIT_MARGIN, LevelMax, certify
 from envforge.pipeline.sandbox import SandboxFailure
 from envforge.pipeline.sandbox.outside.client import EnvClient, Verdict
@@ -132,9 +132,31 @@ def standing(lm: LevelMax) -> str:
 
 
 def write_max_rewards(ctx: Context, levels: list[LevelMax]) -> None:
-    """level_max_rewards.json in the AutoEnv C.1 shape, plus our per-level certification fields."""
+    """level_max_rewards.json in the AutoEnv C.1 shape, plus our per-level certification fields.
+    A field of a level's earlier entry that this verify does not write (a generated level's `seed`,
+    another tool's field) is kept."""
     methods = sorted({lm.calculation_method for lm in levels})
+    before = _entries(ctx)
+    entries = {}
+    for lm in levels:
+        key, entry = layout.level_key(lm.source), lm.entry()
+        if key in before:
+            written = entry.to_dict()
+            entry = LevelMaxEntry.from_dict({**{k: v for k, v in before[key].items() if k not in written}, **written},
+                                            layout.LEVEL_MAX_REWARDS)
+        entries[key] = entry
     files.write(ctx.env.file(layout.LEVEL_MAX_REWARDS), LevelMaxRewards.build(
-        ctx.env.name, {layout.level_key(lm.source): lm.entry() for lm in levels},
+        ctx.env.name, entries,
         "envforge verify: validator bound and breadth-first search over snapshots with a replayed witness; "
         "methods used: " + ", ".join(methods), corrected_levels=sum(lm.corrected for lm in levels)))
+
+
+def _entries(ctx: Context) -> dict[str, dict]:
+    """The entries of the folder's level_max_rewards.json as written (level key -> its fields); none
+    when it is missing or not readable (the verdict already names such a file)."""
+    try:
+        data = ctx.env.read_json(layout.LEVEL_MAX_REWARDS)
+    except Exception:  # a file this verify replaces; its problems are reported where it is read
+        return {}
+    levels = data.get("levels") if isinstance(data, dict) else None
+    return {k: v for k, v in levels.items() if isinstance(v, dict)} if isinstance(levels, dict) else {}
