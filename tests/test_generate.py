@@ -249,7 +249,9 @@ def test_run_budget_stops_before_the_cap_and_says_so(llm_server, llm_env, tmp_pa
         cause, means, nxt = _budget_advice(tmp_path / "out", name)
         assert (cause.scope, cause.cap_usd) == ("run", 0.01) and cause.spent_usd + cause.estimate_usd > 0.01
         assert means.startswith("means:  the run's budget cap (--budget-usd) stopped its model calls")
-        assert f"`envforge generate --themes FILE --out {tmp_path / 'out'} --resume --budget-usd 0.02`" in nxt
+        # complete as printed: the run's themes, model and base URL (the resume below runs it with 5)
+        assert (f"`envforge generate --themes {themes} --model openai/gpt-4o-mini --base-url {llm_server.openai_url} "
+                f"--out {tmp_path / 'out'} --resume --budget-usd 0.02`") in nxt
     # Table 2 counts only the themes judged: one the budget stopped, or never started, is not rejected
     assert summary["not_judged"] == stopped and len(summary["skipped"]) + len(stopped) == 3
     assert summary["rates"]["overall"] is None

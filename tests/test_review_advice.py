@@ -177,8 +177,8 @@ def test_a_theme_the_run_budget_stopped_is_sent_to_resume(tmp_path):
     assert _advice(root) == (
         "means:  the run's budget cap (--budget-usd) stopped its model calls before the stage finished; nothing is "
         "wrong with it yet",
-        f"next:   `envforge generate --themes FILE --out {root} --resume --budget-usd 0.02` with the run's --themes "
-        f"and model (a larger --budget-usd) goes on from code")
+        f"next:   `envforge generate --themes FILE --out {root} --resume --budget-usd 0.02` (the run's own settings "
+        f"and a larger --budget-usd) goes on from code")
 
 
 def test_a_reason_quoting_budget_words_is_not_taken_for_a_budget_stop(tmp_path):
@@ -211,8 +211,8 @@ def test_a_budget_stop_in_a_run_database_written_before_causes_is_known_by_its_e
 def test_an_old_run_budget_stop_is_sent_to_resume(tmp_path):
     means, nxt = _advice(_old_run_db(tmp_path, "code", BUDGET_REASON, "run_budget"))
     assert means.startswith("means:  the run's budget cap (--budget-usd) stopped")
-    assert nxt.endswith("--resume --budget-usd USD` with the run's --themes and model (a larger --budget-usd) goes "
-                        "on from code")
+    assert nxt.endswith("--resume --budget-usd USD` (the run's own settings and a larger --budget-usd) goes on "
+                        "from code")
 
 
 def test_an_old_record_whose_words_say_budget_but_whose_exit_status_does_not_is_no_budget_stop(tmp_path):

@@ -47,7 +47,7 @@ def advise(d: Details) -> Advice | None:
         return Advice("a reviewer rejected it by hand (see the human review)",
                       f"to reverse that, `envforge review accept {name} --reason TEXT{out}`")
     if isinstance(e.cause, BudgetCapReached):
-        return _budget_cap_reached(e.cause, name, e.stage if e.stage in stages.NAMES else "design", out)
+        return _budget_cap_reached(e.cause, name, e.stage if e.stage in stages.NAMES else "design", out, e)
     if e.stage == "input":
         return Advice("the theme line itself was refused before any model call",
                       f"edit the theme in {e.source or 'the themes file'} and run `envforge generate` again")
@@ -81,15 +81,25 @@ def advise(d: Details) -> Advice | None:
                   f"fix it in {folder}, then {retry_verify}")
 
 
-def _budget_cap_reached(cause: BudgetCapReached, name: str, stage: str, out: str) -> Advice:
+def _budget_cap_reached(cause: BudgetCapReached, name: str, stage: str, out: str, e) -> Advice:
     if cause.scope == "run":
-        larger = f"{2 * cause.cap_usd:g}" if cause.cap_usd else "USD"  # a cause recorded before caps were
         return Advice("the run's budget cap (--budget-usd) stopped its model calls before the stage finished; "
                       "nothing is wrong with it yet",
-                      f"`envforge generate --themes FILE{out} --resume --budget-usd {larger}` with the run's "
-                      f"--themes and model (a larger --budget-usd) goes on from {stage}")
+                      f"`{_generate_again(e, cause)}` (the run's own settings and a larger --budget-usd) goes on "
+                      f"from {stage}")
     return Advice("its model calls reached a budget cap before the stage finished; nothing is wrong with it yet",
                   f"`envforge review retry {name} --from {stage}{out}` with a model and a larger --theme-budget-usd")
+
+
+def _generate_again(e, cause: BudgetCapReached) -> str:
+    """The generate command that resumes the run `e` belongs to with twice its budget: its themes,
+    model and base URL as the run database recorded them (FILE when it recorded none)."""
+    args = e.run_args if isinstance(e.run_args, dict) and e.run_args.get("command") == "generate" else {}
+    given = lambda key: [f"--{key.replace('_', '-')}", str(args[key])] if args.get(key) else []  # noqa: E731
+    themes = ["--demo"] if args.get("demo") else ["--themes", str(args.get("themes") or "FILE")]
+    larger = f"{2 * cause.cap_usd:g}" if cause.cap_usd else "USD"  # a cause recorded before caps were
+    return quoting.command("envforge", "generate", *themes, *given("model"), *given("base_url"),
+                           *(["--out", e.run] if e.run else []), "--resume", "--budget-usd", larger)
 
 
 def _reliability_meaning(d: Details) -> str:

@@ -45,6 +45,7 @@ class Entry:
     attempts: list[dict] = field(default_factory=list, repr=False)
     cause: RejectionCause | None = None  # why it was rejected, for code (see `rejection_cause`)
     run: str = field(default="", repr=False)  # the output folder it belongs to (what `--out` names)
+    run_args: dict = field(default_factory=dict, repr=False)  # the arguments of the run that last worked on it
 
     @property
     def by_hand(self) -> bool:
@@ -74,6 +75,7 @@ class Entry:
         data = asdict(self)
         data.pop("attempts")
         data.pop("run")  # the folder the listing is of
+        data.pop("run_args")
         data["human"] = self.human.to_dict() if self.human else None
         data["cause"] = self.cause.to_dict() if self.cause else None
         data.update(label=self.label, by_hand=self.by_hand, machine_status=self.machine_status)
@@ -142,7 +144,8 @@ class Catalog:
                      place=place, human=human, repair_steps=_repair_steps(path, attempts),
                      cost_usd=round(sum(a["usd"] or 0.0 for a in attempts), 6), attempts=attempts,
                      retried_by_hand="review retry" in self.db.commands(row["name"]),
-                     cause=rejection_cause(row, attempts), run=str(self.out.root))
+                     cause=rejection_cause(row, attempts), run=str(self.out.root),
+                     run_args=self.db.run_args(row["name"]))
 
 
 def rejection_cause(row: dict, attempts: list[dict]) -> RejectionCause | None:
