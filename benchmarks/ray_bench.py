@@ -60,8 +60,7 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=2, help="random-agent runs per level (default 2)")
     parser.add_argument("--verifications", type=int, default=2, help="verify commands at once (default 2)")
     args = parser.parse_args()
-    os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"  # simulated nodes talk over loopback
-    from ray.cluster_utils import Cluster
+    from envforge.pipeline.sandbox.outside.remote import simulated_cluster
 
     print(f"machine: {os.cpu_count()} cores; python {sys.version.split()[0]}")
     print(f"{'executor':<28} {'episodes/s':>10} {'of':>6} {'verifies/min':>14} {'of':>6}")
@@ -69,15 +68,9 @@ def main() -> None:
         work = Path(tmp)
         measure("local pool (2 workers)", [], args.runs, args.verifications, work, 2)
         for nodes in (1, 2):
-            cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "include_dashboard": False})
-            for _ in range(nodes - 1):
-                cluster.add_node(num_cpus=1)
-            cluster.wait_for_nodes()
-            try:
+            with simulated_cluster(nodes=nodes) as cluster:  # simulated nodes talk over loopback
                 measure(f"ray, {nodes} node(s) x 1 CPU", ["--executor", "ray", "--ray-address", cluster.address],
                         args.runs, args.verifications, work, 2)
-            finally:
-                cluster.shutdown()
 
 
 if __name__ == "__main__":

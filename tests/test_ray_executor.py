@@ -24,14 +24,12 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture(scope="module")
 def cluster():
-    """Two Ray nodes of one CPU each on this machine, talking over loopback only."""
-    from ray.cluster_utils import Cluster
+    """Two Ray nodes of one CPU each on this machine, talking over loopback only (their files in a
+    private folder: remote.simulated_cluster)."""
+    from envforge.pipeline.sandbox.outside.remote import simulated_cluster
 
-    nodes = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "include_dashboard": False})
-    nodes.add_node(num_cpus=1)
-    nodes.wait_for_nodes()
-    yield nodes
-    nodes.shutdown()
+    with simulated_cluster(nodes=2) as nodes:
+        yield nodes
 
 
 def episodes(out: Path) -> list[dict]:

@@ -20,6 +20,7 @@ import os
 import stat
 import tempfile
 import threading
+from pathlib import Path
 
 from envforge.pipeline.sandbox.outside.failures import SandboxFailure
 
@@ -35,9 +36,33 @@ _OPEN_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _OPEN_FILE = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
 
 
-def private_dir() -> str:
-    """A fresh 0700 folder named after this process, so a later process can sweep it."""
-    return tempfile.mkdtemp(prefix=f"{DIR_PREFIX}{os.getpid()}-")
+def private_dir(prefix: str = DIR_PREFIX, where: str | None = None) -> str:
+    """A fresh 0700 folder named after this process, so a later process can sweep it (sweep_stale)."""
+    return tempfile.mkdtemp(prefix=f"{prefix}{os.getpid()}-", dir=where)
+
+
+def sweep_stale(prefix: str = DIR_PREFIX, where: str | None = None) -> None:
+    """Remove the private_dir folders of envforge processes that are gone (killed, or ended before
+    removing theirs): a folder's name holds its process's pid. Never raises: a folder it cannot
+    remove stays for a later sweep."""
+    try:
+        stale = list(Path(where or tempfile.gettempdir()).glob(f"{prefix}*-*"))
+    except OSError:
+        return
+    for path in stale:
+        pid = path.name[len(prefix):].split("-")[0]
+        if pid.isdigit() and not _pid_alive(int(pid)):
+            remove_tree(str(path))
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass
+    return True
 
 
 class FolderCopy:

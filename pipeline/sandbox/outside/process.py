@@ -17,7 +17,6 @@ import os
 import signal
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 import weakref
@@ -37,7 +36,7 @@ from envforge.pipeline.sandbox.outside.capabilities import (
 )
 from envforge.pipeline.sandbox.outside.channel import Channel, Gone
 from envforge.pipeline.sandbox.outside.failures import SandboxFailure, WorkerStartFailed, exit_failure, failure_of
-from envforge.pipeline.sandbox.outside.folder import DIR_PREFIX, FolderCopy, private_dir, remove_tree
+from envforge.pipeline.sandbox.outside.folder import DIR_PREFIX, FolderCopy, private_dir, remove_tree, sweep_stale
 from envforge.pipeline.sandbox.outside.quota import DiskQuota, folders_usage, tmpfs_usage
 from envforge.pipeline.sandbox.protocol import ENV_MOUNT, OPENING, STARTED, WORKER_MODULE
 
@@ -49,19 +48,6 @@ _live: "weakref.WeakSet[WorkerProcess]" = weakref.WeakSet()
 # (SIGKILL's handler cannot be reset), prints this and exits with status 1: that status means
 # the worker was killed (e.g. at the hard CPU limit when the env ignores SIGXCPU), not exit(1).
 _UNSHARE_SIGKILLED = b"unshare: sigprocmask unblock failed: Invalid argument\n"
-
-
-def _sweep_stale_dirs() -> None:
-    """Remove sandbox folders left by envforge processes that were killed (named by their pid).
-    Never raises: a folder it cannot remove stays for a later sweep."""
-    try:
-        stale = list(Path(tempfile.gettempdir()).glob(f"{DIR_PREFIX}*-*"))
-    except OSError:
-        return
-    for path in stale:
-        pid = path.name[len(DIR_PREFIX):].split("-")[0]
-        if pid.isdigit() and not _pid_alive(int(pid)):
-            remove_tree(str(path))
 
 
 @functools.cache
@@ -79,16 +65,6 @@ def _compile_worker_code() -> None:
     package = Path(__file__).resolve().parents[2]
     for folder in (package / "sandbox" / "inside", package / "runtime"):
         compileall.compile_dir(folder, quiet=2)
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        pass
-    return True
 
 
 def _worker_uid() -> int:
@@ -141,7 +117,7 @@ class WorkerProcess:
         self.runs_as = runs_as(self.mode, self.uid if self.uid != os.geteuid() else None)
         used(self.mode, runs_as(self.mode))
         self._closed = False
-        _sweep_stale_dirs()
+        sweep_stale(DIR_PREFIX)
         if folder is None or not namespaced(self.mode):
             folder = FolderCopy(str(self.env_dir), self.limits.folder_mb, self.limits.folder_files)
         self.folder = folder.acquire()

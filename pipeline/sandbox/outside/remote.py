@@ -17,11 +17,14 @@ command asks for the Ray executor.
 """
 from __future__ import annotations
 
+import contextlib
 import io
 import logging
 import os
+import sys
 import tarfile
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -74,13 +77,14 @@ def _actor_class():
 
         def __init__(self, name: str, files: bytes, limits: dict, skin: str | None, env_id: Any,
                      unconfined: bool = False):
-            import tempfile
-
             from envforge.pipeline.sandbox.outside.capabilities import Unconfined
             from envforge.pipeline.sandbox.outside.failures import WorkerStartFailed
+            from envforge.pipeline.sandbox.outside.folder import private_dir
             from envforge.pipeline.sandbox.outside.process import Worker
 
-            self.dir = tempfile.mkdtemp(prefix="envforge-ray-")
+            # Named after this Ray worker process: if it is killed before close(), the next
+            # sandbox worker started on the node sweeps it (folder.sweep_stale).
+            self.dir = private_dir()
             folder = os.path.join(self.dir, name)
             os.mkdir(folder)
             unpack_folder(files, folder)
@@ -117,11 +121,11 @@ def _actor_class():
                 return {"failure": failure.to_dict(), "alive": self.worker.alive}
 
         def close(self) -> None:
-            import shutil
+            from envforge.pipeline.sandbox.outside.folder import remove_tree
 
             if self.worker is not None:
                 self.worker.close()
-            shutil.rmtree(self.dir, ignore_errors=True)
+            remove_tree(self.dir)
 
     return SandboxActor
 
@@ -166,11 +170,50 @@ def _join(ray, address: str) -> None:
     try:
         # Nodes ship the environment folders themselves; the cluster needs envforge
         # installed on every node (same version), not this checkout.
-        ray.init(address=address, include_dashboard=False, log_to_driver=False,
-                 configure_logging=False, ignore_reinit_error=True)
-    except (ConnectionError, RuntimeError, ValueError, ray.exceptions.RayError) as exc:
-        raise UserError(f"--executor ray: expected a Ray cluster at {address}, found: {_first_line(exc)}"
+        with _stderr_kept() as said:
+            ray.init(address=address, include_dashboard=False, log_to_driver=False,
+                     configure_logging=False, ignore_reinit_error=True)
+    except Exception as exc:  # Ray's refusals take many types, a bare Exception among them
+        # The cluster's refusal, which Ray's exception does not carry: "InvalidAuthToken: Authentication
+        # token is missing or incorrect"
+        refused = next((line[line.index("InvalidAuthToken"):].strip() for line in said.text.splitlines()
+                        if "InvalidAuthToken" in line), "")
+        found = f"{_first_line(exc)} (the cluster said {refused})" if refused else _first_line(exc)
+        raise UserError(f"--executor ray: expected a Ray cluster at {address}, found: {found}"
                         f"{_token_hint(ray)}") from None
+
+
+class _Kept:
+    text = ""  # what was written to file descriptor 2 while it was kept, when the block failed
+
+
+@contextlib.contextmanager
+def _stderr_kept():
+    """Ray's core (C++) writes its retries to file descriptor 2 itself, a line a second while it
+    fails to connect (20 lines of 'Failed to get cluster ID from GCS server' for a missing token).
+    They are kept aside while Ray connects: shown as they were if it connects, else left to the
+    caller (`.text`), who makes its one line of them."""
+    import tempfile
+
+    kept = _Kept()
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile() as aside:
+        os.dup2(aside.fileno(), 2)
+        failed = True
+        try:
+            yield kept
+            failed = False
+        finally:
+            sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
+            aside.seek(0)
+            text = aside.read(1 << 20)
+            if failed:
+                kept.text = text.decode(errors="replace")
+            elif text:
+                os.write(2, text)
 
 
 def _first_line(exc: BaseException) -> str:
@@ -182,14 +225,16 @@ AUTH_VARIABLES = ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH")
 
 
 def _token_hint(ray) -> str:
-    """Current Ray clusters (`ray start`, Ray 2.60 on) require token authentication, and Ray sends
-    no token to an address given explicitly unless RAY_AUTH_MODE=token: a refused connection then
-    looks like any other. Say what to set."""
+    """A cluster uses token authentication when its head was started with RAY_AUTH_MODE=token or
+    with a token already in ~/.ray/auth_token (Ray 2.60: `ray start` turns it on only then), and Ray
+    sends no token to an address given explicitly unless RAY_AUTH_MODE=token: a refused connection
+    then looks like any other. Say what to set."""
     if os.environ.get("RAY_AUTH_MODE", "").lower() == "token":
-        return ("; token authentication is on (RAY_AUTH_MODE=token): check that the token here is the "
-                "cluster's (`ray get-auth-token` on the head node prints it; put it in ~/.ray/auth_token "
-                "or a file named by RAY_AUTH_TOKEN_PATH, mode 0600, or in RAY_AUTH_TOKEN)")
-    return ("; if the cluster uses token authentication (the default of `ray start` since Ray 2.60), set "
+        return ("; token authentication is on here (RAY_AUTH_MODE=token): check that this machine has the "
+                "cluster's token (`ray get-auth-token` on the head node prints it) in ~/.ray/auth_token, a file "
+                "named by RAY_AUTH_TOKEN_PATH (mode 0600) or RAY_AUTH_TOKEN, and that the cluster was started "
+                "with token authentication (else unset RAY_AUTH_MODE)")
+    return ("; if the cluster uses token authentication (its head started with RAY_AUTH_MODE=token), set "
             "RAY_AUTH_MODE=token and give this machine the cluster's token (`ray get-auth-token` on the head "
             "node prints it; put it in ~/.ray/auth_token or a file named by RAY_AUTH_TOKEN_PATH, mode 0600, or "
             "in RAY_AUTH_TOKEN)")
@@ -211,22 +256,31 @@ def cluster_environment(environ: dict[str, str], token_path: str | None) -> dict
 
     env = {k: v for k, v in environ.items()
            if (k in _CLUSTER_NAMES or k.startswith(_CLUSTER_PREFIXES)) and not secret_looking(k)}
-    if token_path is not None:  # Ray turns token authentication on for a new cluster itself
+    if token_path is not None:  # Ray (2.59 on) turns token authentication on for a new local cluster itself
         env["RAY_AUTH_TOKEN_PATH"] = token_path
     return env
 
 
+# The private folder of a local cluster: under /tmp itself, whatever TMPDIR says, since the UNIX
+# socket paths Ray makes in it (…/ray/session_<date>_<pid>/sockets/plasma_store) must fit in 108 bytes.
+LOCAL_CLUSTER_PREFIX = "envforge-ray-"
+LOCAL_CLUSTER_WHERE = "/tmp" if os.path.isdir("/tmp") else None
+
+
 def _start_local_cluster(ray) -> None:
     """A cluster of this machine alone, started with a scrubbed environment (see cluster_environment)
-    and its own token and session files in a private folder (0700; the token 0600), removed when this
-    process ends. Ray's processes copy this process's environment when they start, so it is swapped
-    for the scrubbed one while they do, then restored."""
+    and its own token and session files in a private folder (0700, named after this process; the
+    token 0600), removed when this process ends, or, if it is killed, by the next local cluster's
+    start. Ray's processes copy this process's environment when they start, so it is swapped for the
+    scrubbed one while they do, then restored. A cluster that does not start is one line (Ray's
+    first), and nothing of it is left."""
     import atexit
     import secrets
-    import shutil
-    import tempfile
 
-    private = tempfile.mkdtemp(prefix="envforge-ray-", dir="/tmp" if os.path.isdir("/tmp") else None)
+    from envforge.pipeline.sandbox.outside.folder import private_dir, remove_tree, sweep_stale
+
+    sweep_stale(LOCAL_CLUSTER_PREFIX, LOCAL_CLUSTER_WHERE)
+    private = private_dir(LOCAL_CLUSTER_PREFIX, LOCAL_CLUSTER_WHERE)
     token_path = None
     if os.environ.get("RAY_AUTH_MODE", "").lower() != "disabled":
         token_path = os.path.join(private, "auth_token")
@@ -237,27 +291,32 @@ def _start_local_cluster(ray) -> None:
     def remove() -> None:
         if ray.is_initialized():
             ray.shutdown()
-        shutil.rmtree(private, ignore_errors=True)
+        remove_tree(private)
 
     with _environment_lock:
         saved = dict(os.environ)
         os.environ.clear()
         os.environ.update(cluster_environment(saved, token_path))
-        # Ray says it turned authentication on (envforge's choice here, stated in the README).
+        # RAY_AUTH_MODE is not set here: Ray reads it into its configuration at import, and only when it
+        # turns authentication on itself does it read it again. It then says so (envforge's choice,
+        # stated in the README): quiet.
         quiet = logging.getLogger("ray._private.authentication.authentication_token_setup")
         level, quiet.level = quiet.level, logging.ERROR
         try:
             ray.init(include_dashboard=False, log_to_driver=False, configure_logging=False,
                      ignore_reinit_error=True, _temp_dir=os.path.join(private, "ray"))
-        except (ConnectionError, RuntimeError, ValueError, ray.exceptions.RayError) as exc:
-            shutil.rmtree(private, ignore_errors=True)
+        except Exception as exc:  # Ray raises a bare Exception for a node that did not start in time
+            try:
+                ray.shutdown()  # the processes it did start
+            finally:
+                remove_tree(private)
             raise UserError(f"--executor ray: expected a new local Ray cluster, found: {_first_line(exc)}") from None
         finally:
             quiet.setLevel(level)
             mode = {k: os.environ[k] for k in ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN_PATH") if k in os.environ}
             os.environ.clear()
             os.environ.update(saved)
-            if token_path is not None:  # this process talks to the cluster with the cluster's token
+            if token_path is not None and ray.is_initialized():  # it talks to the cluster with its token
                 os.environ.pop("RAY_AUTH_TOKEN", None)
                 os.environ.update(mode)
     atexit.register(remove)
@@ -366,3 +425,40 @@ class RayWorker:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+@contextlib.contextmanager
+def simulated_cluster(nodes: int = 1, cpus: int = 1) -> Iterator[Any]:
+    """Ray nodes simulated on this machine, for the tests and benchmarks/ray_bench.py: a started
+    `ray.cluster_utils.Cluster` (its `address` is what `--ray-address` takes) of a head and
+    `nodes - 1` more, of `cpus` CPUs each, over loopback only, its session files in a private folder
+    of this process (as a local cluster's), removed with it. Not Ray's default /tmp/ray, shared by
+    every user of the machine: once one user has run Ray there, another cannot write the address
+    file Ray's test cluster writes there, and a normal user's cluster never started."""
+    from envforge.pipeline.sandbox.outside.folder import private_dir, remove_tree, sweep_stale
+
+    os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")  # read when Ray is imported
+    from ray.cluster_utils import Cluster
+
+    sweep_stale(LOCAL_CLUSTER_PREFIX, LOCAL_CLUSTER_WHERE)
+    private = private_dir(LOCAL_CLUSTER_PREFIX, LOCAL_CLUSTER_WHERE)
+    saved = os.environ.get("RAY_TMPDIR")
+    os.environ["RAY_TMPDIR"] = private  # where the cluster writes its address file
+    cluster = None
+    try:
+        cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": cpus, "include_dashboard": False,
+                                                                "temp_dir": os.path.join(private, "ray")})
+        for _ in range(nodes - 1):
+            cluster.add_node(num_cpus=cpus)
+        cluster.wait_for_nodes()
+        yield cluster
+    finally:
+        try:
+            if cluster is not None:
+                cluster.shutdown()
+        finally:
+            if saved is None:
+                os.environ.pop("RAY_TMPDIR", None)
+            else:
+                os.environ["RAY_TMPDIR"] = saved
+            remove_tree(private)
