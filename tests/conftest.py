@@ -132,7 +132,13 @@ def pytest_runtest_logreport(report):
         node.config.__dict__.setdefault("_envforge_ran_in", {})[report.nodeid] = node.gateway.id
 
 
+@_llm_pytest.hookimpl(trylast=True)  # after xdist has ended its processes
 def pytest_sessionfinish(session):
+    _check_groups(session)
+    _check_left_behind(session)  # below
+
+
+def _check_groups(session):
     """The controller: a group whose tests ran in two processes made its module's fixtures twice; the
     scheduler above is what keeps them together, and this says so if it no longer does."""
     ran_in = getattr(session.config, "_envforge_ran_in", None)
@@ -286,3 +292,109 @@ def verified_reference(artifact_cache):
 
 # --- the sandbox tests' `host` fixture (tests/sandbox_kit.py), for every module that asks for it ---
 from sandbox_kit import host  # noqa: E402, F401
+
+# --- nothing left behind (issue 37): a run left an `envforge evaluate` that ignored SIGINT alive 40
+# minutes after pytest ended, and 46 /tmp/envforge-ray-* folders. The controller marks the session
+# in the environment every process it starts inherits (xdist's processes, the commands the tests
+# run, a local Ray cluster's processes: envforge passes ENVFORGE_* on); at its end, a process still
+# carrying the mark is named, killed, and fails the session. envforge's temporary folders made
+# during the session and still there fail it too under CI, where this session runs alone; elsewhere
+# they are named as a warning (another session on this machine may have made them). ---
+_SESSION_MARK = "ENVFORGE_TEST_SESSION"
+_TEMP_PREFIXES = ("envforge-", "efray-")
+
+
+def _temp_roots() -> list[str]:
+    import tempfile
+
+    return sorted({tempfile.gettempdir(), "/tmp"})
+
+
+def _envforge_temp_folders() -> set[str]:
+    found = set()
+    for root in _temp_roots():
+        try:
+            found |= {entry.path for entry in _artifact_os.scandir(root) if entry.name.startswith(_TEMP_PREFIXES)}
+        except OSError:
+            pass
+    return found
+
+
+def _held(folder: str) -> bool:
+    """A folder named after a process that is running (envforge-sbx-PID-…, envforge-ray-PID-…): in
+    use, by another session on this machine (one of this session's is named as a process)."""
+    pid = _artifact_os.path.basename(folder).split("-")[2:3]
+    if not pid or not pid[0].isdigit():
+        return False
+    try:
+        _artifact_os.kill(int(pid[0]), 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        pass
+    return True
+
+
+def _marked_processes(mark: str) -> dict[int, str]:
+    """pid -> command line of this user's processes whose environment holds the session's mark."""
+    needle = f"{_SESSION_MARK}={mark}".encode()
+    found = {}
+    for entry in _artifact_os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == _artifact_os.getpid():
+            continue
+        try:
+            with open(f"/proc/{entry}/environ", "rb") as f:
+                if needle not in f.read().split(b"\0"):
+                    continue
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                command = f.read().replace(b"\0", b" ").decode(errors="replace").strip()
+            with open(f"/proc/{entry}/stat") as f:
+                if f.read().rpartition(")")[2].split()[0] == "Z":  # a zombie is dead, only not yet reaped
+                    continue
+        except OSError:
+            continue
+        found[int(entry)] = command[:200]
+    return found
+
+
+@_llm_pytest.hookimpl(tryfirst=True)
+def pytest_sessionstart(session):
+    if hasattr(session.config, "workerinput"):  # an xdist process: the controller watches
+        return
+    import uuid
+
+    mark = uuid.uuid4().hex
+    _artifact_os.environ[_SESSION_MARK] = mark
+    session.config._envforge_left_behind = (mark, _envforge_temp_folders())
+
+
+def _check_left_behind(session):
+    watched = getattr(session.config, "_envforge_left_behind", None)
+    if watched is None:
+        return
+    import signal
+    import time
+
+    mark, before = watched
+    deadline = time.monotonic() + 20  # processes a test ended at its last moment are still exiting
+    while (alive := _marked_processes(mark)) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    write = session.config.get_terminal_writer().line
+    if alive:
+        for pid in alive:
+            try:
+                _artifact_os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+        write("\nerror: processes this test session started were still running at its end (now killed): "
+              + "; ".join(f"pid {pid}: {command}" for pid, command in sorted(alive.items())), red=True)
+        session.exitstatus = 1
+    ours = getattr(session.config, "_envforge_schedule_dir", None)
+    left = sorted(p for p in _envforge_temp_folders() - before
+                  if p != ours and _artifact_os.path.exists(p) and not _held(p))
+    if left:
+        ci = _artifact_os.environ.get("CI", "").lower() in ("1", "true")
+        write(f"\n{'error' if ci else 'warning'}: envforge temporary folders made during this session were left "
+              f"behind: {', '.join(left)}", red=ci, yellow=not ci)
+        if ci:
+            session.exitstatus = 1
