@@ -15,9 +15,11 @@ EXIT_ACCEPTED, EXIT_NONE_ACCEPTED, EXIT_ERROR = 0, 1, 2
 
 EPILOG = """exit status: 0 the run finished and accepted at least one environment (or paused as asked);
 1 it finished and accepted none; 2 bad input (themes file, output folder, flags), or a theme that
-could not be judged (no recording for it, a template missing from the installation): one line each,
-and such a theme is not counted in the table; 3 the run budget (--budget-usd) was reached: themes
-not started are listed as skipped.
+could not be judged (no recording for it, a template missing from the installation): one line for
+each kind of error, and such a theme is not counted in the table; a full disk or an output folder
+it cannot write also ends in one line (its --resume continues); 3 the run budget (--budget-usd) was
+reached: themes not started are listed as skipped, and those it stopped are not counted in the table;
+130 Ctrl-C; 141 the reader of its output went away (a closed pipe). What was written is kept.
 Offline demo (no key): envforge generate --themes examples/themes.txt --provider replay --out runs/demo
 (in a checkout), or, from any folder, envforge generate --demo --out runs/demo"""
 
