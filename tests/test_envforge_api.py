@@ -150,7 +150,8 @@ def test_the_core_api_needs_no_extra_and_make_says_which_to_install():
     done = subprocess.run([sys.executable, "-c", code, str(CRATE_DOCK)], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines() == [
-        "crate_dock", "envforge.make: expected Gymnasium to be installed, found none: pip install 'envforge-rl[gym]'"]
+        "crate_dock", "envforge.make: expected Gymnasium to be installed, found none: "
+        f"pip install '{ROOT}[gym]'"]  # the checkout this envforge was installed from
 
 
 def test_a_theme_that_ended_in_an_error_is_in_generation_errors(tmp_path):

@@ -285,8 +285,8 @@ def test_an_export_ships_only_what_the_environment_needs(generate_demo, tmp_path
     done = envforge("export", "verifiers", accepted, "--out", tmp_path / "exported", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     (project,) = (tmp_path / "exported").iterdir()
-    shipped = {str(p.relative_to(project / project.name / "env")) for p in (project / project.name / "env").rglob("*")
-               if p.is_file()}
+    copy = project / project.name / "env" / accepted.name  # the folder, under its own name
+    shipped = {str(p.relative_to(copy)) for p in copy.rglob("*") if p.is_file()}
     source = {str(p.relative_to(accepted)) for p in accepted.rglob("*") if p.is_file()}
     assert {"calls.jsonl", "trajectory.jsonl"} <= source
     assert shipped == source - {"calls.jsonl", "trajectory.jsonl"}

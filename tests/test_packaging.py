@@ -55,4 +55,12 @@ def test_the_distribution_name_is_declared_once_and_is_not_the_index_s_other_env
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     assert project["name"] == DISTRIBUTION != "envforge"
     assert project["scripts"]["envforge"] == "envforge.pipeline.cli:main"
-    assert install_hint("gym") == f"pip install '{DISTRIBUTION}[gym]'"
+    # envforge-rl is not on the index yet: a hint names the checkout pip recorded installing this one from
+    assert install_hint("gym") == f"pip install '{ROOT}[gym]'"
+
+
+def test_an_install_hint_without_a_recorded_source_names_the_distribution(monkeypatch):
+    import envforge.pipeline as pipeline
+
+    monkeypatch.setattr(pipeline, "install_source", lambda: None)  # installed from an index: pip records no path
+    assert pipeline.install_hint("gym") == "pip install 'envforge-rl[gym]'"

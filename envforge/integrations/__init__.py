@@ -5,8 +5,8 @@
 - `envforge.integrations.harbor`: Harbor task folders (`envforge export harbor`), and what plays and
   scores a task in its image (`envforge-play`, tests/test.sh).
 - `envforge.integrations.trl`: TRL's GRPOTrainer `environment_factory` and dataset (TRLEnvironments).
-- `envforge.integrations.verifiers`: a `verifiers` environment (`load_environment`, `envforge export
-  verifiers`; pip install 'envforge-rl[verifiers]').
+- `envforge.integrations.verifiers`: verifiers 0.4's Taskset, Env and Harness, which the packages
+  `envforge export verifiers` writes export (the `verifiers` extra).
 
 Every environment's code runs in envforge's sandbox workers; nothing here imports it.
 """

@@ -1,34 +1,41 @@
-"""envforge environments as `verifiers` environments (pip install 'envforge-rl[verifiers]').
+"""envforge environments as verifiers environments (pip install 'envforge-rl[verifiers]', verifiers 0.4).
 
-    import envforge.integrations.verifiers as ev
-    env = ev.load_environment(path="generated_envs/reference/crate_dock", split="test", max_levels=5)
-    # or, from the command line, an exported module (envforge export verifiers ENV_DIR --out DIR):
-    #   vf-eval envforge_crate_dock -m MODEL -b http://127.0.0.1:8000/v1 -n 5
+verifiers 0.4 (`import verifiers.v1 as vf`) loads an environment as an installed package that exports
+a `vf.Taskset` (and here an `vf.Env` and a `vf.Harness`) through `__all__`; `envforge export verifiers
+ENV_DIR --out DIR` writes one per environment folder, envforge_NAME, built from the classes here:
 
-`load_environment` returns verifiers' multi-turn environment (`vf.MultiTurnEnv`, the library's
-classic surface, verifiers 0.3). Each level of the split is a task row. A rollout starts a sandbox
-worker for its level (the environment's code never runs in this process), shows the model the
-prompts of envforge's ReAct agent (the instruction and action space, then each observation), and
-reads every reply as an action: the dictionary in its last <action></action> block, as the ReAct
-agent reads it, else the reply as `envforge play` reads a typed action (`move north`, JSON). The
-episode runs under envforge evaluate's rules (pipeline.evaluate.episode.Tracker): the
-environment's terminated/truncated, its step cap, and the stops after too many format errors,
-invalid actions, loops or stagnant steps. The rubric's reward is the episode's normalized reward
-(total / the level's certified max reward, clipped at 1), its `solved` metric 1 when the level's
-max was reached: the numbers `envforge evaluate` reports for the same actions. An episode that
-ended for a reason outside the model's play (the environment failed) scores 0 and says so in
-`state["envforge_episode"]`.
+    vf-eval envforge_crate_dock -m MODEL --client.base-url URL --client.api-key-var OPENAI_API_KEY -n 5
+    env = envforge_crate_dock.load_environment(split="test", max_levels=5)   # a vf.Env, in process
+
+`LevelsTaskset` yields one task per level of the split (a level whose max reward is unknown is left
+out, as evaluate leaves it out of normalized scores). `PlayEnv.run` plays a task: it starts a sandbox
+worker for the level (the environment's code never runs in this process), shows the model the
+prompts of envforge's ReAct agent (the instruction and action space as the system prompt, then each
+observation as the user's turn), and reads every reply as an action: the dictionary in its last
+<action></action> block, as the ReAct agent reads it, else the reply as `envforge play` reads a typed
+action (`move north`, JSON). The episode runs under envforge evaluate's rules
+(pipeline.evaluate.episode.Tracker): the environment's terminated/truncated, its step cap, and the
+stops after too many format errors, invalid actions, loops or stagnant steps. The task's reward
+`normalized` is the episode's normalized reward (total / the level's certified max reward, clipped at
+1) and its metric `solved` 1 when the level's max was reached: the numbers `envforge evaluate`
+reports for the same actions. The whole episode record is `trace.info["envforge_episode"]`; an
+episode that ended for a reason outside the model's play (the environment failed) scores 0 and says
+so there.
+
+`ChatHarness` is the agent's program: one chat completion per turn, sent from this process through
+the rollout's interception endpoint (verifiers records the turn there), with no tools and nothing
+run in the agent's runtime (a local working folder).
 """
 from __future__ import annotations
 
 import asyncio
-import json
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar, Iterator
 
-import verifiers as vf
-from datasets import Dataset
+import openai
+import verifiers.v1 as vf
+from verifiers.v1.dialects.chat import message_to_wire
 
 from envforge.pipeline import layout
 from envforge.pipeline.api.environment import Environment
@@ -40,110 +47,149 @@ from envforge.pipeline.evaluate.react import FormatError, parse_action
 from envforge.pipeline.sandbox import SandboxFailure, SandboxLimits
 from envforge.pipeline.sandbox.outside.client import EnvClient
 
-EPISODE = "envforge_episode"  # the state key of the finished episode's record (evaluate's fields)
+__all__ = ["ChatHarness", "LevelsTaskset", "PlayEnv", "load_environment"]
+
+EPISODE = "envforge_episode"  # the trace.info key of the finished episode's record (evaluate's fields)
 HISTORY = 10  # recent turns shown in each prompt, as evaluate's ReAct agent shows them
+MAX_REPLY = 20_000  # characters of a reply kept in the episode record
 
 
-def load_environment(path: str | Path | None = None, split: str = "test", skin: str | None = None,
-                     max_levels: int | None = None, **kwargs: Any) -> "EnvforgeMultiTurnEnv":
-    """Every level of the environment folder(s) at `path` as a task row (see the module docstring).
-    `kwargs` go to vf.MultiTurnEnv (e.g. `timeout_seconds`)."""
-    if path is None:
-        raise UserError("path: expected an environment folder or a folder holding some, found none given")
-    if split not in layout.LEVEL_SPLITS:
-        raise UserError(f"split: expected one of {', '.join(layout.LEVEL_SPLITS)}, found {split!r}")
-    envs = [Environment(e.path) for e in layout.find_envs(path)]
-    if not envs:
-        raise UserError(f"{path}: expected an environment folder ({', '.join(layout.REQUIRED_FILES)}) or a folder "
-                        "holding some, found none")
-    rows = []
-    for env in envs:
-        if skin is not None and skin not in env.skins():
-            raise UserError(
-                f"skin: expected one of {', '.join(env.skins()) or '(none)'} for {env.name}, found {skin!r}"
-            )
-        system = with_system({"instruction": env.instruction, "action_space": env.action_text,
-                              "actions": [a.name for a in env.actions]})["system"]
-        for level, max_reward, note in env.scored_levels(split, max_levels, "the environment"):
-            rows.append({"prompt": [{"role": "system", "content": system}],
-                         "answer": "", "task": env.name,
-                         "info": json.dumps({"env": str(env.path), "level": level, "split": split,
-                                             "max_reward": max_reward, "max_note": note, "skin": skin})})
-    if not rows:
-        raise UserError(f"{path}: expected level files under {layout.LEVEL_SPLITS[split]}/ with a usable max "
-                        "reward, found none")
-    return EnvforgeMultiTurnEnv(Dataset.from_list(rows), max(e.max_steps for e in envs), **kwargs)
+class LevelData(vf.TaskData):
+    """One level of an environment folder: what a rollout needs to play it (JSON, so it crosses to
+    an env server whole)."""
+    env: str  # the environment folder
+    level: str  # its level id, "levels/level_01.yaml"
+    split: str = "test"
+    max_reward: float | None = None
+    max_note: str = ""
+    skin: str | None = None
 
 
-def normalized_reward(state) -> float:
-    """The episode's normalized reward, as evaluate reports it (0 when it has none: unscored, or
-    no usable max; the record in state says why)."""
-    record = state.get(EPISODE) or {}
-    value = record.get("normalized")
-    return float(value) if value is not None else 0.0
+class LevelTask(vf.Task[LevelData]):
+    @property
+    def key(self) -> str:
+        return self.data.id or self.hash  # the environment and level, the same in every run
+
+    @vf.reward
+    async def normalized(self, trace: vf.Trace) -> float:
+        """The episode's normalized reward, as evaluate reports it (0 when it has none: unscored, or
+        no usable max; the record in trace.info says why)."""
+        value = (trace.info.get(EPISODE) or {}).get("normalized")
+        return float(value) if value is not None else 0.0
+
+    @vf.metric
+    async def solved(self, trace: vf.Trace) -> float:
+        return 1.0 if (trace.info.get(EPISODE) or {}).get("stop_reason") == "solved" else 0.0
 
 
-def solved(state) -> float:
-    return 1.0 if (state.get(EPISODE) or {}).get("stop_reason") == "solved" else 0.0
+class LevelsConfig(vf.TasksetConfig):
+    split: str = "test"
+    """The levels played: "test" (levels/) or "val" (val_levels/)."""
+    skin: str | None = None
+    """Render through skins/<skin>.py."""
+    max_levels: int | None = None
+    """The first N levels of the split (as `envforge evaluate --max-levels`)."""
 
 
-class EnvforgeMultiTurnEnv(vf.MultiTurnEnv):
-    """Levels of envforge environments, each rollout played in its own sandbox worker."""
+class LevelsTaskset(vf.Taskset[LevelTask, LevelsConfig]):
+    """Every scored level of the environment folder(s) at ENV_DIR (an exported module's env/)."""
 
-    def __init__(self, dataset: Dataset, max_steps: int, limits: Limits = Limits(), **kwargs: Any):
-        rubric = vf.Rubric(funcs=[normalized_reward], weights=[1.0])
-        rubric.add_metric(solved)
-        kwargs.setdefault("max_turns", max_steps + 1)  # a backstop: the tracker stops at the step cap first
-        super().__init__(dataset=dataset, eval_dataset=dataset, rubric=rubric, **kwargs)
-        self.limits = limits
-        self._episodes: dict[str, _Episode] = {}
+    ENV_DIR: ClassVar[Path | None] = None
 
-    async def setup_state(self, state, **kwargs):
-        info = state["info"]
-        env = Environment(info["env"])
-        episode = _Episode(env, info, self.limits)
-        self._episodes[_key(state)] = episode
+    def load(self) -> Iterator[LevelTask]:
+        config = self.config
+        if self.ENV_DIR is None:
+            raise UserError(f"{type(self).__name__}.ENV_DIR: expected an environment folder, found none set")
+        if config.split not in layout.LEVEL_SPLITS:
+            raise UserError(f"split: expected one of {', '.join(layout.LEVEL_SPLITS)}, found {config.split!r}")
+        envs = [Environment(e.path) for e in layout.find_envs(self.ENV_DIR)]
+        if not envs:
+            raise UserError(f"{self.ENV_DIR}: expected an environment folder ({', '.join(layout.REQUIRED_FILES)}) "
+                            "or a folder holding some, found none")
+        found = False
+        for env in envs:
+            if config.skin is not None and config.skin not in env.skins():
+                raise UserError(f"skin: expected one of {', '.join(env.skins()) or '(none)'} for {env.name}, "
+                                f"found {config.skin!r}")
+            system = with_system({"instruction": env.instruction, "action_space": env.action_text,
+                                  "actions": [a.name for a in env.actions]})["system"]
+            for level, max_reward, note in env.scored_levels(config.split, config.max_levels, "the environment"):
+                found = True
+                yield LevelTask(LevelData(
+                    id=f"{env.name}/{level}", name=f"{env.name} {layout.level_key(level)}", system_prompt=system,
+                    env=str(env.path), level=level, split=config.split, max_reward=max_reward, max_note=note,
+                    skin=config.skin), config.task)
+        if not found:
+            raise UserError(f"{self.ENV_DIR}: expected level files under {layout.LEVEL_SPLITS[config.split]}/ with a "
+                            "usable max reward, found none")
+
+
+class ChatConfig(vf.HarnessConfig):
+    pass
+
+
+class ChatHarness(vf.Harness[ChatConfig]):
+    """One chat completion per turn, made in this process through the interception endpoint (the
+    contract verifiers' Harness.launch names: every model call goes through `endpoint`)."""
+
+    APPENDS_SYSTEM_PROMPT = True
+    SUPPORTS_RESUME = True  # each turn is the whole conversation so far, sent again
+    EXECUTES_CODE = False
+    NEEDS_CONTAINER = False
+
+    async def launch(self, ctx, trace, runtime, endpoint, secret, mcp_urls, data, **kwargs) -> vf.ProgramResult:
+        system, prompt = self.resolve_prompt(data)
+        messages = [{"role": "system", "content": system}] if system else []
+        if isinstance(prompt, str):
+            messages.append({"role": "user", "content": prompt})
+        else:
+            messages += [message_to_wire(m) for m in prompt or []]
+        async with openai.AsyncOpenAI(base_url=endpoint, api_key=secret, max_retries=0) as client:
+            await client.chat.completions.create(model=ctx.model, messages=messages)
+        return vf.ProgramResult(exit_code=0, stdout="", stderr="")
+
+
+class PlayConfig(vf.EnvConfig):
+    player: vf.AgentConfig = vf.AgentConfig(runtime=vf.SubprocessConfig())
+
+
+class PlayEnv(vf.Env[PlayConfig]):
+    """A level played by the model, turn by turn, in its own sandbox worker (see the module docstring)."""
+
+    limits: ClassVar[Limits] = Limits()
+
+    async def run(self, task: LevelTask, agents: vf.Agents) -> None:
+        episode = _Episode(Environment(task.data.env), task.data, self.limits)
         first = await episode.start()
-        content = episode.prompt(first)
-        state["prompt"] = list(state["prompt"]) + [{"role": "user", "content": content}]
-        if episode.tracker.stop_reason is not None:  # the environment did not load or reset
-            state["final_env_response"] = [{"role": "user", "content": episode.ending()}]
-        return state
-
-    async def env_response(self, messages, state, **kwargs):
-        episode = self._episodes[_key(state)]
-        reply = _content(messages[-1]) if messages else ""
-        content = await episode.turn(reply)
-        message = [{"role": "user", "content": content}]
-        if episode.tracker.stop_reason is not None:
-            state["final_env_response"] = message
-        return message
-
-    @vf.cleanup
-    async def close_episode(self, state, **kwargs):
-        episode = self._episodes.pop(_key(state), None)
-        if episode is not None:
-            state[EPISODE] = await episode.finish(state.get("model") or "")
+        try:
+            async with agents.player.interaction(task) as interaction:
+                message = episode.prompt(first)
+                while episode.tracker.stop_reason is None:
+                    segment = await interaction.turn(message)
+                    if segment.terminated:  # verifiers' own limit (turns, tokens, time) ended the rollout
+                        break
+                    message = await episode.turn(segment.last_reply)
+                interaction.trace.info[EPISODE] = await episode.finish(agents.player.config.model or "")
+        finally:
+            await episode.close()
 
 
-def _key(state) -> str:
-    return str(state["trajectory_id"])
-
-
-def _content(message: Any) -> str:
-    content = message.get("content") if isinstance(message, dict) else getattr(message, "content", "")
-    if isinstance(content, list):  # content parts
-        content = "".join(p.get("text", "") if isinstance(p, dict) else str(getattr(p, "text", "")) for p in content)
-    return str(content or "")
+def load_environment(module: str, split: str = "test", skin: str | None = None, max_levels: int | None = None,
+                     **env: Any) -> PlayEnv:
+    """The verifiers environment of an exported module (its name, e.g. "envforge_crate_dock"), for
+    in-process evaluation (`async with env.serving(): await env.run_episode(task, ctx)`); `env`: more
+    of its EnvConfig (e.g. `player={"max_turns": 40}`)."""
+    config = PlayConfig.model_validate({**env, "taskset": {"id": module, "split": split, "skin": skin,
+                                                           "max_levels": max_levels}})
+    return PlayEnv(config)
 
 
 class _Episode:
     """One rollout's episode: its worker, and evaluate's tracker of turns, limits and reward."""
 
-    def __init__(self, env: Environment, info: dict, limits: Limits):
-        self.env, self.info = env, info
-        self.tracker = Tracker(limits, env.max_steps, info.get("max_reward"), env.spec.actions,
-                               max_note=info.get("max_note") or "")
+    def __init__(self, env: Environment, data: LevelData, limits: Limits):
+        self.env, self.data = env, data
+        self.tracker = Tracker(limits, env.max_steps, data.max_reward, env.spec.actions, max_note=data.max_note)
         self.executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="envforge-verifiers")
         self.session: WorkerSession | None = None
         self.observation: Any = None
@@ -153,9 +199,9 @@ class _Episode:
         loop = asyncio.get_running_loop()
         try:
             client = await loop.run_in_executor(self.executor, lambda: EnvClient.start(
-                self.env.spec, SandboxLimits(call_seconds=10.0), skin=self.info.get("skin")))
+                self.env.spec, SandboxLimits(call_seconds=10.0), skin=self.data.skin))
             self.session = WorkerSession(client, self.executor)
-            first = await self.session.reset(self.info["level"])
+            first = await self.session.reset(self.data.level)
         except SandboxFailure as f:
             self.tracker.stop(env_fault(f), str(f))
             return None
@@ -174,13 +220,13 @@ class _Episode:
         return agent_turn(turn)["prompt"]
 
     async def turn(self, reply: str) -> str:
-        """Count the model's reply as evaluate counts a turn; the next prompt, or how it ended."""
+        """Count the model's reply as evaluate counts a turn; the next prompt."""
         try:
             action = parse_reply(reply, self.env)
         except ValueError as e:
-            self.tracker.decided(Decision(error="format", message=str(e), reply=reply[:20_000]))
+            self.tracker.decided(Decision(error="format", message=str(e), reply=reply[:MAX_REPLY]))
         else:
-            self.tracker.decided(Decision(action=action, reply=reply[:20_000]))
+            self.tracker.decided(Decision(action=action, reply=reply[:MAX_REPLY]))
             try:
                 out = await self.session.step(action)
             except SandboxFailure as f:
@@ -188,25 +234,21 @@ class _Episode:
             else:
                 self.tracker.stepped(action, out)
                 self.observation, self.feedback = out.observation, out.last_action_result
-        if self.tracker.stop_reason is not None:
-            return self.ending()
         return self._turn_prompt()
 
-    def ending(self) -> str:
-        t = self.tracker
-        return (f"{self.observation if self.observation is not None else ''}\n\nThe episode ended: {t.stop_reason}"
-                f"{': ' + t.stop_detail[:500] if t.stop_detail else ''}. Total reward {t.total:g}.").strip()
-
     async def finish(self, model: str) -> dict:
+        if self.tracker.stop_reason is None:
+            self.tracker.stop("agent_stopped", "the rollout ended before the episode did (verifiers' own limit)")
+        record = self.tracker.record(env=self.env.spec.name, level=self.data.level, run=0, agent="verifiers",
+                                     model=str(model), split=self.data.split, tags=self.env.spec.tags)
+        return record.to_dict()
+
+    async def close(self) -> None:
         if self.session is not None:
             loop = asyncio.get_running_loop()
             await loop.run_in_executor(self.executor, self.session.env.close)
+            self.session = None
         self.executor.shutdown(wait=False)
-        if self.tracker.stop_reason is None:
-            self.tracker.stop("agent_stopped", "the rollout ended before the episode did (verifiers' own limit)")
-        record = self.tracker.record(env=self.env.spec.name, level=self.info["level"], run=0, agent="verifiers",
-                                     model=str(model), split=self.info["split"], tags=self.env.spec.tags)
-        return record.to_dict()
 
 
 def parse_reply(reply: str, env: Environment) -> dict:

@@ -1,11 +1,16 @@
-"""`envforge export verifiers ENV_DIR… --out DIR`: each environment as an installable verifiers
-environment module, published like any other (`pip install DIR/envforge_NAME`, then
-`vf-eval envforge_NAME -m MODEL -b URL`).
+"""`envforge export verifiers ENV_DIR… --out DIR`: each environment as an installable verifiers 0.4
+environment package, published like any other (`pip install ENVFORGE DIR/envforge_NAME`, then
+`vf-eval envforge_NAME -m MODEL --client.base-url URL`).
 
 DIR/envforge_NAME/ holds pyproject.toml (its dependency: envforge-rl[verifiers]), README.md, and the
-package envforge_NAME/: `load_environment(split, skin, max_levels, **kwargs)` over env/, a copy of
-the environment folder. The folder is copied as data: a symbolic link in it is refused, never
-followed, and nothing of it is imported or run here.
+package envforge_NAME/: the Taskset, Env and Harness verifiers loads by the package's name
+(envforge.integrations.verifiers), its `load_environment(split, skin, max_levels, **env)`, and
+env/NAME/, a copy of the environment folder under its own name (what the episode records name).
+The folder is copied as data: a symbolic link in it is refused, never followed, and nothing of it
+is imported or run here.
+
+`envforge-rl` is not on the package index (`envforge` there is another project), so the install
+command names the wheel or checkout this envforge was installed from (pipeline.install_target).
 """
 from __future__ import annotations
 
@@ -15,7 +20,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from envforge.pipeline import DISTRIBUTION, __version__, layout, quoting
+from envforge.pipeline import DISTRIBUTION, __version__, install_target, layout, quoting
 from envforge.pipeline.errors import UserError, write_fault
 
 MAX_FOLDER_BYTES = 512 * 1024 * 1024
@@ -45,25 +50,45 @@ include-package-data = true
 MODULE = '''{docstring}
 from pathlib import Path
 
-from envforge.integrations.verifiers import load_environment as _load
+from envforge.integrations import verifiers as _envforge
 
 ENV_NAME = {name}
-ENV_DIR = Path(__file__).resolve().parent / "env"
+ENV_DIR = Path(__file__).resolve().parent / "env" / ENV_NAME
 
 
-def load_environment(split: str = "test", skin: str | None = None, max_levels: int | None = None, **kwargs):
-    return _load(path=ENV_DIR, split=split, skin=skin, max_levels=max_levels, **kwargs)
+class Taskset(_envforge.LevelsTaskset):
+    ENV_DIR = ENV_DIR
+
+
+PlayEnv = _envforge.PlayEnv
+ChatHarness = _envforge.ChatHarness
+
+__all__ = ["Taskset", "PlayEnv", "ChatHarness", "load_environment"]
+
+
+def load_environment(split: str = "test", skin: str | None = None, max_levels: int | None = None, **env):
+    """The environment as a verifiers Env, in this process (envforge.integrations.verifiers.load_environment)."""
+    return _envforge.load_environment(__name__, split=split, skin=skin, max_levels=max_levels, **env)
 '''
 
 README = '''# {dist}
 
-The envforge environment {name} as a [verifiers](https://pypi.org/project/verifiers/) environment,
-written by `envforge export verifiers` (envforge {version}). Each level is a task row; each rollout
+The envforge environment {name} as a [verifiers](https://pypi.org/project/verifiers/) 0.4 environment,
+written by `envforge export verifiers` (envforge {version}). Each level is a task; each rollout
 plays its level in an envforge sandbox worker; the reward is envforge's normalized reward.
 
-    pip install .
-    vf-eval {module} -m MODEL -b OPENAI_COMPATIBLE_URL -n 5
+Its dependency, `{distribution}`, is not on the package index under that name (`envforge` there is
+another project): install it from the wheel or checkout envforge was installed from, with this folder,
+in one command:
+
+    pip install {target} .
+    vf-eval {module} -m MODEL --client.base-url OPENAI_COMPATIBLE_URL --client.api-key-var OPENAI_API_KEY -n 5
 '''
+
+
+def install_command(project: Path) -> str:
+    """The one pip command that installs an exported project with the envforge it needs."""
+    return f"pip install {quoting.shell(install_target('verifiers'))} {quoting.shell(str(project))}"
 
 
 def module_name(env_name: str) -> str:
@@ -114,10 +139,10 @@ def distinct(names: list[str], what: str) -> None:
 def _write_project(env: layout.EnvDir, module: str, project: Path, shown: Path) -> None:
     """The project in the folder `project`, to be renamed to `shown` (what an error names)."""
     package = project / module
-    copy_folder(env.path, package / "env", shown / module / "env", kept=NOTHING_LEFT)
+    copy_folder(env.path, package / "env" / env.name, shown / module / "env" / env.name, kept=NOTHING_LEFT)
     # The name is the folder's, so any text: each file quotes it for its own language.
     common = {"module": module, "dist": module.replace("_", "-"), "version": __version__,
-              "distribution": DISTRIBUTION}
+              "distribution": DISTRIBUTION, "target": quoting.shell(install_target("verifiers"))}
     about = (f"The envforge environment {quoting.one_line(env.name)} as a verifiers environment (written by "
              f"envforge {__version__}).")
     (project / "pyproject.toml").write_text(PYPROJECT.format(**common, description=quoting.toml(about)),
@@ -126,7 +151,8 @@ def _write_project(env: layout.EnvDir, module: str, project: Path, shown: Path) 
                                        encoding="utf-8")
     docstring = (f"The envforge environment {env.name} as a verifiers environment (written by `envforge export "
                  "verifiers`).\nIts code runs in envforge's sandbox workers; this module only points envforge "
-                 "at the folder env/.")
+                 "at its copy under env/.\nverifiers loads it by name (`vf-eval MODULE ...`): the Taskset, Env "
+                 "and Harness below, from __all__.")
     (package / "__init__.py").write_text(MODULE.format(docstring=quoting.python(docstring),
                                                        name=quoting.python(env.name)), encoding="utf-8")
 

@@ -14,8 +14,9 @@ from envforge.pipeline.commands._flags import arg, command, env_dirs, flag_type
 from envforge.pipeline.errors import UserError
 
 DESCRIPTION = """Write environments in another tool's shape. verifiers: each environment as an installable
-verifiers environment module (DIR/envforge_NAME/, pyproject.toml naming envforge-rl[verifiers]): pip install
-it, then vf-eval envforge_NAME -m MODEL -b URL. harbor: one Harbor task per level (DIR/NAME-level_01/:
+verifiers 0.4 environment package (DIR/envforge_NAME/, pyproject.toml naming envforge-rl[verifiers]): pip install
+it with envforge (the printed command names the wheel or checkout envforge was installed from), then vf-eval
+envforge_NAME -m MODEL --client.base-url URL. harbor: one Harbor task per level (DIR/NAME-level_01/:
 task.toml, instruction.md, environment/Dockerfile playing the level in envforge's sandbox, tests/test.sh
 writing the normalized reward, solution/solve.sh playing the level's certified witness): harbor run -p DIR."""
 
@@ -38,9 +39,9 @@ def run(args, options: HarborOptions) -> int:
     if given:
         raise UserError(f"envforge export verifiers: expected no harbor options, found "
                         f"{', '.join('--' + name.replace('_', '-') for name in given)}")
-    from envforge.pipeline.api.export import export_verifiers
+    from envforge.pipeline.api.export import export_verifiers, install_command
 
     for project in export_verifiers(args.env_dirs, args.out):
-        module = project.name
-        print(f"envforge export: {project} (pip install {quoting.shell(project)}; vf-eval {module} -m MODEL -b URL)")
+        print(f"envforge export: {project} ({install_command(project)}; vf-eval {project.name} -m MODEL "
+              "--client.base-url URL)")
     return 0
