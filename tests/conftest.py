@@ -314,7 +314,8 @@ def _envforge_temp_folders() -> set[str]:
     found = set()
     for root in _temp_roots():
         try:
-            found |= {entry.path for entry in _artifact_os.scandir(root) if entry.name.startswith(_TEMP_PREFIXES)}
+            found |= {entry.path for entry in _artifact_os.scandir(root) if entry.name.startswith(_TEMP_PREFIXES)
+                      and entry.stat(follow_symlinks=False).st_uid == _artifact_os.getuid()}  # another user's: not ours
         except OSError:
             pass
     return found
