@@ -566,6 +566,8 @@ class LevelsFigures(StageFigures):
     cut_by_safety_stop: list[str] | None = None
     claims: dict[str, ClaimCheck] | None = None  # the shipped level_max_rewards.json compared (verify/claims.py)
     written: list[str] | None = None
+    # level -> {"action.parameter": {"values": [...] the search tried, "refined": [...] added by refinement}}
+    parameter_values: dict[str, dict] | None = None
 
     def summary(self) -> str:
         return (

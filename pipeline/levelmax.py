@@ -13,7 +13,12 @@ Max reward per level, from these sources (all recorded in level_max_rewards.json
     deep witnesses; steered toward the DSL's `A == B` end conditions, `end_goals`); when that exhausts its space,
     breadth-first with the step in the key on
     what is left of the budget, which is sound even when the dynamics read the step counter:
-    only that pass can call the search exhaustive.
+    only that pass can call the search exhaustive. The actions it tries carry parameter values
+    drawn from the level (pipeline/envfolder/values.py); with a numeric parameter not enumerated
+    whole, the first pass gets 3/4 of the budget and, when it ends without a proof or reaching
+    the claim, best-first runs again on the rest with those values refined around what its
+    witness used (or the grid bisected); the better witness is kept, and the value sets tried
+    are recorded (`values`, verification.json's levels figures `parameter_values`).
 The max is *exact* only with a proof: every reachable state searched (or pruned by the bound), or
 the DSL's bound met by the witness (`proof`). Otherwise it is the validator's bound met (not
 proved), or a lower bound, with its gap to the DSL's bound while no step refuted it
@@ -44,6 +49,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from envforge.pipeline import planner
+from envforge.pipeline.envfolder import values as param_values
 from envforge.pipeline.envfolder.spec import EnvSpec
 from envforge.pipeline.errors import Rejected
 from envforge.pipeline.kinds import LevelMaxEntry, WitnessNotReplayed
@@ -51,6 +57,7 @@ from envforge.pipeline.planner import replay
 from envforge.pipeline.sandbox.outside.client import EnvClient
 
 SEARCH_NODES = 20_000  # search budget per level (all its passes), in environment steps: verify's and learn's default
+REFINE_SHARE = 4  # with a numeric parameter to refine, 1/4 of the node budget is kept for the refined pass
 SEARCH_SECONDS = 300.0  # wall-clock safety stop per search, not a budget (a level it cuts is labelled)
 # A parameterless action with one of these names is the "do nothing" action of a level.
 NO_OP_NAMES = ("wait", "noop", "no_op", "stay", "pass", "idle", "skip", "nothing", "rest")
@@ -114,6 +121,8 @@ class LevelMax:
     # A lower bound with no upper bound: what the search's steps suggest (`evidence_bound`), never a proof
     evidence_bound: float | None = None
     evidence: str = ""  # how evidence_bound was derived, in words
+    # "action.parameter" -> {"values": what the search tried, "refined": what refinement added} (envfolder/values.py)
+    values: dict | None = None
 
     @property
     def exact(self) -> bool:
@@ -154,17 +163,33 @@ def certify(search: Search, worker: EnvClient, source: str, bound: float | None,
         enough = nothing + FIT_MARGIN
         target = enough if target is None else min(target, enough)
     worker.reset(source)
-    actions = planner.candidates(search.spec.actions, worker)
+    on_level, values = planner.level_values(search.spec.actions, worker)
+    first_values, actions = values, on_level.candidates(values)
+    refinable = bool(param_values.refinable(on_level))
     # Best-first over states merged across steps: finds deep witnesses; stops at the DSL's reward
-    # bound (a proof) or at the validator's or shipped claim (not one); prunes by the bound.
-    result = planner.search(worker, search.spec, actions=actions, max_nodes=search.nodes,
-                            seconds=search.seconds, stop_at=target)
+    # bound (a proof) or at the validator's or shipped claim (not one); prunes by the bound. With a
+    # numeric parameter not enumerated whole, a quarter of the budget is kept for refining its values.
+    result = planner.search(worker, search.spec, actions=actions, max_nodes=search.nodes - (
+        search.nodes // REFINE_SHARE if refinable else 0), seconds=search.seconds, stop_at=target)
     nodes, exhaustive, proof = result.nodes, False, result.proof
     refuted, cut_by_clock, pruned = result.bound_refuted, result.cut_by_clock, result.pruned
+    seen = [result.evidence]
+    if refinable and proof is None and result.stopped != "bound" and search.nodes > nodes:
+        # Best-first again with the values around those the witness used (or the grid bisected),
+        # on what is left of the budget, pruning what cannot beat the first pass's best.
+        values = param_values.refine(on_level, values, result.witness)
+        if on_level.candidates(values) != actions:
+            actions = on_level.candidates(values)
+            worker.reset(source)
+            again = planner.search(worker, search.spec, actions=actions, max_nodes=search.nodes - nodes,
+                                   seconds=search.seconds, stop_at=target, bound=not refuted, floor=result.best_reward)
+            nodes, cut_by_clock, pruned = nodes + again.nodes, cut_by_clock or again.cut_by_clock, pruned + again.pruned
+            refuted, seen = refuted or again.bound_refuted, seen + [again.evidence]
+            if again.best_reward > result.best_reward + EPS:
+                result, proof = again, again.proof
     # The bound is the host's own reading of the DSL; the worker only says whether a step broke it.
     declared = planner.reward_bound(search.spec.config)
     upper = planner.bound_total(declared, search.spec.max_steps) if declared and not refuted else None
-    seen = [result.evidence]
     at_claim = result.stopped == "bound"  # it stopped on reaching the validator's or shipped claim: no proof
     if proof is None and result.exhausted and search.nodes > nodes:
         # The merged space was exhausted: the space with the step in the key may be small enough
@@ -193,7 +218,7 @@ def certify(search: Search, worker: EnvClient, source: str, bound: float | None,
                        cause=WitnessNotReplayed(source, len(result.witness), float(tidy(result.best_reward)),
                                                 float(tidy(achieved)), steps))
     lm = LevelMax(source, digest, achieved, "", bound, achieved, exhaustive, nodes, list(result.witness),
-                  nothing_reward=nothing)
+                  nothing_reward=nothing, values=param_values.report(values, first_values) or None)
     lm.cut_by_clock, lm.bound_refuted, lm.stopped_at_claim = cut_by_clock, refuted or "", at_claim and not proof
     lm.proof = proof or ""
     lm.upper_bound = achieved if proof else upper

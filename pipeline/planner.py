@@ -17,16 +17,26 @@ from __future__ import annotations
 import math
 import re
 
+from envforge.pipeline.envfolder import values as param_values
 from envforge.pipeline.sandbox.outside.client import EnvClient, SearchResult
 
-__all__ = ["SearchResult", "candidates", "end_goals", "replay", "reward_bound", "search"]
+__all__ = ["SearchResult", "candidates", "end_goals", "level_values", "replay", "reward_bound", "search"]
 
 
 def candidates(space, env: EnvClient) -> list[dict]:
     """The actions a search from the env's current state tries: the one action space
     (ActionSpace) on that state, so an untyped parameter without other evidence takes the
-    values the state holds under its name (ActionSpace.for_state)."""
-    return space.for_state(env.observe(want_state=True).state).candidates()
+    values the state holds under its name (ActionSpace.for_state), and a parameter not
+    enumerated whole the numbers, names and scales the state gives (envfolder/values.py)."""
+    on_level, values = level_values(space, env)
+    return on_level.candidates(values)
+
+
+def level_values(space, env: EnvClient) -> tuple:
+    """(the action space on the env's current state, (action, parameter) -> the values a search there tries)."""
+    state = env.observe(want_state=True).state
+    on_level = space.for_state(state)
+    return on_level, param_values.level_values(on_level, state)
 
 
 def search(env: EnvClient, spec, *, max_nodes: int, seconds: float, actions: list[dict] | None = None,

@@ -191,17 +191,28 @@ class ActionSpace:
         return [kept[0]] + [kept[1 + i * (len(kept) - 2) // max(1, most - 2)] for i in range(most - 1)]
 
     # -- search --------------------------------------------------------------------------
-    def candidates(self) -> list[dict]:
+    def candidates(self, values: dict[tuple[str, str], list] | None = None) -> list[dict]:
         """Every action with every combination of its parameters' values (an integer range of at
         most 20 values whole, a wider or real one by its ends and middle; a parameter with no
         known domain, one sampled value); past MAX_COMBINATIONS for one action, that many spread
-        evenly over them, the same each time (complete() is then False)."""
-        out = []
+        evenly over them, the same each time (complete() is then False). `values`: (action,
+        parameter) -> more values to try, as envfolder/values.py draws them from a level: their
+        combinations follow all of those (so a search meets the domain's own first), up to
+        MAX_COMBINATIONS for one action in all."""
+        out, more = [], []
         for action in self.actions:
-            values = [_candidate_values(p) for p in action.params]
-            out += [{"action": action.name, "params": dict(zip((p.name for p in action.params), combo))}
-                    for combo in _combinations(values)]
-        return out
+            names = [p.name for p in action.params]
+            own = list(_combinations([_candidate_values(p) for p in action.params]))
+            out += [{"action": action.name, "params": dict(zip(names, combo))} for combo in own]
+            chosen = [(values or {}).get((action.name, p.name)) for p in action.params]
+            if not any(chosen):
+                continue
+            known = {repr(combo) for combo in own}
+            wider = [c or _candidate_values(p) for c, p in zip(chosen, action.params)]
+            extra = [combo for combo in _combinations(wider) if repr(combo) not in known]
+            more += [{"action": action.name, "params": dict(zip(names, combo))}
+                     for combo in extra[:max(0, MAX_COMBINATIONS - len(own))]]
+        return out + more
 
     def complete(self, guesses: bool = False) -> bool:
         """Whether `candidates()` is the whole action space: every parameter's domain is declared

@@ -143,7 +143,8 @@ def _span(text: str) -> tuple[int, int] | None:
 
 def _items(text: str) -> list:
     """`0,1,2` / `'north', 'south'` / `up | down` / `left or right`: plain items, numbers as ints."""
-    parts = [p.strip().strip("'\"` ") for p in re.split(r",|\||/|\bor\b", text)]
+    # "-1, 0, or 1": the comma before "or" leaves an empty part, which is no item
+    parts = [p for p in (p.strip().strip("'\"` ") for p in re.split(r",|\||/|\bor\b", text)) if p]
     if not all(re.fullmatch(r"-?\d+|[A-Za-z_][\w-]{0,39}", p) for p in parts):
         return []
     values = [int(p) if re.fullmatch(r"-?\d+", p) else p for p in parts]

@@ -147,6 +147,7 @@ def _scored_figures(figures: LevelsFigures, scored: list[LevelMax], ctx: Context
         + (f"; {lm.evidence}" if lm.evidence else "")
         for lm in scored if lm.certainty == "lower_bound" and lm.upper_bound is None}
     figures.cut_by_safety_stop = [layout.level_key(lm.source) for lm in scored if lm.cut_by_clock]
+    figures.parameter_values = {layout.level_key(lm.source): lm.values for lm in scored if lm.values} or None
     if ctx.claims and scored and "/" in scored[0].source:
         figures.claims = claims.compare(ctx.claims, scored)
 
