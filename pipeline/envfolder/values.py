@@ -5,13 +5,14 @@ ratio of 37.5 the level stores, an amount of 5,000 it states. So a parameter who
 enumerated whole (no enum, no integer range of at most SMALL_RANGE values) takes, after its
 domain's own values (ActionSpace.candidates):
   * its range's extremes;
-  * the numbers the level's state holds (a numeric or untyped parameter; inside a declared range,
-    integers only for an integer parameter), in the order met;
-  * the ids and names it holds (a string or untyped parameter with no known domain): its short
-    string values and the keys of its mappings two levels down (taken in turn with the numbers for an
-    untyped one);
+  * the numbers the level's state holds (a numeric parameter: typed so, with a range, or untyped
+    and named so, NUMERIC_WORDS; inside a declared range, integers only for an integer
+    parameter), in the order met;
+  * else, for one with no known domain, the ids and names it holds: its short string values and
+    the keys of its mappings two levels down;
   * powers of ten up to the range's top, or without one up to ten times the largest number the
-    state holds (an unbounded amount), and their negatives when the domain goes below zero;
+    state holds (an unbounded amount), and their negatives when the domain goes below zero (a
+    numeric parameter);
 at most MAX_VALUES. After a first pass, `refine` adds for each such numeric parameter the
 neighbours of the values the best witness used (halfway to the next value tried on each side, and
 one unit either way: 1 for an integer, a tenth of it for a real), or, when the witness used none
@@ -21,6 +22,7 @@ Deterministic: the same level and witness give the same values, in the same orde
 from __future__ import annotations
 
 import math
+import re
 from typing import Any
 
 from envforge.dsl_schema.actions import Param
@@ -33,6 +35,11 @@ MAX_NODES = 100_000  # containers and scalars walked in one state
 MAX_NAME = 40  # a string longer than this is text, not a name
 BIG = 1e12  # a number past this is no parameter value (a seed, a timestamp)
 TOP_SCALE = 10 ** 9
+# An untyped parameter whose name has one of these words takes numbers; any other, names. One kind,
+# never both: an environment reading a count may fail on a name it was never meant to get.
+NUMERIC_WORDS = frozenset({"amount", "quantity", "qty", "count", "number", "num", "value", "ratio", "steps", "step",
+                           "size", "volume", "length", "price", "rate", "speed", "angle", "power", "level", "weight",
+                           "distance", "duration", "delay", "units", "dose", "bet", "bid", "offer", "sum", "total"})
 
 
 def level_values(space: ActionSpace, state: Any) -> dict[tuple[str, str], list]:
@@ -49,18 +56,16 @@ def level_values(space: ActionSpace, state: Any) -> dict[tuple[str, str], list]:
                 continue
             unknown = space.sources.get((action.name, p.name)) == NO_EVIDENCE
             head = _distinct(own + _extremes(p))
-            tail = _scales(p, numbers) if p.type != "string" else []
-            middle = _alternate(_numbers(p, numbers) if p.type != "string" else [],
-                                names if unknown and p.type in (None, "string") else [])
+            tail = _scales(p, numbers) if _numeric(p) else []
+            middle = _numbers(p, numbers) if _numeric(p) else names if unknown else []
             room = max(0, MAX_VALUES - len(head) - len(tail))
             out[action.name, p.name] = _distinct(head + middle[:room] + tail)[:max(MAX_VALUES, len(own))]
     return out
 
 
 def refinable(space: ActionSpace) -> list[tuple[str, str]]:
-    """The (action, parameter) pairs `refine` refines: numeric or untyped, not enumerated whole."""
-    return [(a.name, p.name) for a in space.actions for p in a.params
-            if not _whole(p) and p.type in (None, "integer", "number")]
+    """The (action, parameter) pairs `refine` refines: numeric (`_numeric`), not enumerated whole."""
+    return [(a.name, p.name) for a in space.actions for p in a.params if not _whole(p) and _numeric(p)]
 
 
 def refine(space: ActionSpace, values: dict[tuple[str, str], list], witness: list[dict]) -> dict[tuple[str, str], list]:
@@ -102,12 +107,14 @@ def report(values: dict[tuple[str, str], list], first: dict[tuple[str, str], lis
     return out
 
 
-def _alternate(a: list, b: list) -> list:
-    """The items of two lists taken in turn (an untyped parameter: a number the level holds, then a name)."""
-    out = []
-    for i in range(max(len(a), len(b))):
-        out += a[i:i + 1] + b[i:i + 1]
-    return out
+def _numeric(p: Param) -> bool:
+    """Whether a parameter takes numbers: typed so, given a range, or untyped and named so (NUMERIC_WORDS)."""
+    return p.type in ("integer", "number") or p.range is not None or (
+        p.type is None and bool(set(_words(p.name)) & NUMERIC_WORDS))
+
+
+def _words(name: str) -> list[str]:
+    return [w.lower() for w in re.findall(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|\d+", name)]
 
 
 def _whole(p: Param) -> bool:
