@@ -192,8 +192,9 @@ def test_a_reward_for_an_action_the_env_does_not_declare_is_rejected_naming_the_
 def test_review_advice_reads_the_cause_not_the_wording_of_the_reason():
     from envforge.pipeline.review.advice import advise
 
-    entry = SimpleNamespace(status="rejected", name="e", folder="out/e", by_hand=False, stage="reliability",
-                            source="themes.txt", reason="reworded: no phrase review could match", cause=None)
+    entry = SimpleNamespace(status="rejected", name="e", folder="out/e", run="out", by_hand=False,
+                            stage="reliability", source="themes.txt", reason="reworded: no phrase review could match",
+                            cause=None)
     policy = DegeneratePolicy("repeating RESEARCH", {"action": "RESEARCH"}, 0.93, 1.0, 0.2, 15)
     advice = advise(SimpleNamespace(entry=entry, cause=policy, figures=kinds.VerifyFigures()))
     assert advice.meaning == ("repeating RESEARCH until the episode ends earns 93% of the max (the search planner "
