@@ -440,7 +440,7 @@ class LevelMaxEntry(KeepsUnknown, Shape):
     exact: bool | None = None  # the max is proved (`proof`)
     split: str | None = None  # "levels" or "val_levels"
     seed: int | None = None  # a generated level's seed
-    expectation: dict | None = None  # a stochastic level: the witness's mean total over seeds, its 95% interval
+    expectation: dict | None = None  # a stochastic level: the best policy's mean over chance seeds (verify/chance.py)
 
     NULLS_WRITTEN: ClassVar[tuple[str, ...]] = ("validator_bound", "upper_bound", "evidence_bound")
     CERTAINTIES: ClassVar[tuple[str, ...]] = ("certified", "lower_bound", "unconfirmed_bound", "unknown", "estimate")

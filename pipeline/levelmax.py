@@ -110,7 +110,7 @@ class LevelMax:
     certainty: str = "certified"
     best_seen: float = 0.0  # the highest total of any rollout seen on the level (search, no-op, random, ...)
     idle_scores_max: bool = False  # doing nothing scores the max: the reward pays for time, judged at reliability
-    expectation: dict | None = None  # a stochastic level: the witness's mean total over seeds, its 95% interval
+    expectation: dict | None = None  # a stochastic level: the best policy's mean over chance seeds (verify/chance.py)
     # Why max_reward is exact: "exhausted" (every reachable state searched) or "upper_bound" (the
     # DSL's declared binary reward met); "" when it is not proved (validator bound met or a lower bound).
     proof: str = ""
@@ -143,6 +143,9 @@ def scorable(lm: LevelMax) -> bool:
 
 
 def unscored_reason(lm: LevelMax) -> str:
+    if lm.certainty == "unknown" and lm.expectation:
+        return (f"max reward unknown (stochastic: no episode scored, {lm.expectation['episodes_tried']} played "
+                f"over chance seeds)")
     if lm.certainty == "unknown":
         return f"max reward unknown (the search found no reward; {lm.max_reward:g} is unconfirmed)"
     return f"max reward {lm.max_reward:g}: nothing to divide by"

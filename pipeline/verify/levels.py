@@ -274,39 +274,55 @@ def _probe_chance(ctx: Context, worker: EnvClient, figures: LevelsFigures) -> No
     figures.stochastic = found or False
     if found:
         figures.stochastic_note = (f"the environment draws random numbers during step (first at "
-                                      f"{chance.where(found)}): no level is called unsolvable on one chance outcome, "
-                                      f"and a level file's max reward is an expectation estimate over "
-                                      f"{chance.ESTIMATE_SEEDS} seeds with its 95% confidence interval")
+                                   f"{chance.where(found)}): no level is called unsolvable on one chance outcome, "
+                                   f"and a level file's max reward is an expectation estimate with its 95% "
+                                   f"confidence interval: the best mean of the replanning agent, the search witness "
+                                   f"and the constant policies over chance seeds (a lower bound)")
         _warn(figures, figures.stochastic_note)
 
 
 def _expectations(ctx: Context, worker: EnvClient, scored: list[LevelMax], figures: LevelsFigures) -> list[LevelMax]:
-    """A stochastic environment's level files: max reward = the witness's expected total, labelled."""
-    out = []
+    """A stochastic environment's level files: max reward = the best policy's expected total over
+    chance seeds (chance.estimate_max), labelled an estimate and a lower bound; unknown only when no
+    episode scored."""
+    from envforge.pipeline.verify.reliability import constant_policies  # reliability's baselines, one list
+
+    constants, out = constant_policies(ctx), []
     for lm in scored:
-        if "/" not in lm.source or not lm.witness or lm.certainty == "unknown":
+        if "/" not in lm.source:
             out.append(lm)
             continue
         try:
-            found = chance.estimate(worker, lm.source, lm.witness)
+            found, played = chance.estimate_max(ctx, worker, lm, constants)
         except SandboxFailure as f:
-            raise Rejected(f"{located(f, layout.ENV_MAIN)}: expected the witness of {lm.source} to replay under "
-                           f"other seeds without failure, found {failure_text(f)}",
-                           cause=crashed(f, layout.ENV_MAIN, "the witness replayed under other seeds",
-                                         lm.source)) from None
-        if found["mean"] <= EPS:
-            out.append(dataclasses.replace(lm, certainty="unknown", expectation=found, notes=(
-                f"{lm.notes}; stochastic: the witness scores {found['mean']:g} on average over {found['seeds']} "
-                f"seeds: max unknown")))
-            continue
-        out.append(dataclasses.replace(
-            lm, max_reward=found["mean"], calculation_method="expectation_estimate", certainty="estimate",
-            expectation=found, notes=(
-                f"stochastic: expectation estimate, the search witness's mean total over {found['seeds']} seeds, "
-                f"{found['mean']:g} (95% interval {found['ci95'][0]:g} to {found['ci95'][1]:g}; one seed's best: "
-                f"{lm.max_reward:g}); {lm.notes}")))
+            raise Rejected(f"{located(f, layout.ENV_MAIN)}: expected the episodes of {lm.source} over other chance "
+                           f"seeds to run without failure, found {failure_text(f)}",
+                           cause=crashed(f, layout.ENV_MAIN, "episodes over other chance seeds", lm.source)) from None
+        out.append(_estimated(lm, found, played))
     figures.expectation_estimates = {layout.level_key(lm.source): lm.expectation for lm in out if lm.expectation}
     return out
+
+
+def _estimated(lm: LevelMax, found: dict, played: list) -> LevelMax:
+    """A level file of a stochastic environment with its max estimate `found` (chance.estimate_max)."""
+    plans = found["replanning"]
+    tried = (f"{found['episodes_tried']} episodes over chance seeds: the replanning agent {plans['mean']:g} on "
+             f"average over seeds 1..{plans['seeds']} ({plans['scored']} scored; {plans['plan_nodes']} search nodes "
+             f"a decision, {plans['search_nodes']:,} in all)"
+             + "".join(f", {name} {mean:g}" for name, mean in list(found["tried"].items())[1:4])
+             + (f" and {len(found['tried']) - 4} more" if len(found["tried"]) > 4 else "")
+             + (f" over {chance.ESTIMATE_SEEDS} seeds each" if len(found["tried"]) > 1 else ""))
+    if found["scored_episodes"] == 0:
+        return dataclasses.replace(lm, certainty="unknown", expectation=found, notes=(
+            f"stochastic: no episode scored in {tried}: max unknown; {lm.notes}"))
+    witness = lm.witness if lm.search_reward > EPS or not played else played
+    return dataclasses.replace(
+        lm, max_reward=found["mean"], calculation_method="expectation_estimate", certainty="estimate",
+        expectation=found, witness=witness, unfit="", proven_unsolvable=False, notes=(
+            f"stochastic: expectation estimate, a lower bound (the best policy's mean; the best policy may score "
+            f"more): {found['policy']} scores {found['mean']:g} on average over {found['seeds']} chance seeds "
+            f"(95% interval {found['ci95'][0]:g} to {found['ci95'][1]:g}), the best of {tried}; one seed's search "
+            f"best: {lm.search_reward:g}; {lm.notes}"))
 
 
 def _distinct_shipped(items: list[tuple[str, Verdict]], figures: LevelsFigures) -> None:

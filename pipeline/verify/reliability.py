@@ -315,6 +315,8 @@ def _score_level(ctx: Context, worker, lm: LevelMax, counts: dict,
             raise_max(episode.total_reward, episode.actions, name)
     planner_total = run_episode_sync(ActionsAgent(lm.witness), worker, level).total_reward
     counts["episodes"] += 1
+    if lm.certainty == "estimate":  # one episode is one chance outcome: the planner scores its mean over seeds
+        planner_total = lm.expectation["mean"]
     lm = dataclasses.replace(lm, best_seen=max(lm.best_seen, planner_total, *totals,
                                                *(v for k, v in constant.items() if k in declared)))
     scores = LevelScores(float(tidy(lm.max_reward)), lm.certainty, float(round(mean(totals), 4)),
