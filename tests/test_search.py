@@ -115,7 +115,8 @@ def test_the_safety_stop_is_labelled_and_verify_names_it(tmp_path):
     env = tmp_path / "tide_pool"
     shutil.copytree(REFERENCE / "tide_pool", env, ignore=shutil.ignore_patterns("__pycache__", "_generated"))
     proc = subprocess.run([sys.executable, "-m", "envforge", "verify", str(env), "--stages", "levels",
-                           "--search-seconds", "0.001", "--json"], capture_output=True, text=True, timeout=600)
+                           "--search-seconds", "0.001", "--json", "--write"], capture_output=True, text=True,
+                          timeout=600)
     levels = json.loads(proc.stdout)["stages"]["levels"]
     assert len(levels["cut_by_safety_stop"]) == len(levels["levels_scored"]) > 0 and levels["safety_stops"] >= 1
     written = json.loads((env / "level_max_rewards.json").read_text())["levels"]
@@ -127,7 +128,7 @@ def _verify_and_plan(tmp: Path, name: str) -> dict:
     """verify's verdict, maxima and node counts, and the planner's scores, on a copy of a reference env."""
     env = tmp / name
     shutil.copytree(REFERENCE / name, env, ignore=shutil.ignore_patterns("__pycache__", "_generated"))
-    verify = subprocess.run([sys.executable, "-m", "envforge", "verify", str(env), "--json"],
+    verify = subprocess.run([sys.executable, "-m", "envforge", "verify", str(env), "--json", "--write"],
                             capture_output=True, text=True, timeout=1800)
     return _figures(verify.returncode, verify.stdout, env, tmp)
 

@@ -42,7 +42,7 @@ def verify(env_dir: Path, server, llm_env, *args: str) -> subprocess.CompletedPr
     env.update(OPENAI_API_KEY="test-key", ENVFORGE_CACHE=str(llm_env / "c.sqlite"), NO_PROXY="127.0.0.1",
                ENVFORGE_RETRY_BASE_DELAY="0.01")
     return subprocess.run([sys.executable, "-m", "envforge", "verify", str(env_dir), "--stages", "execution",
-                           "--base-url", server.openai_url, "--json", *args],
+                           "--base-url", server.openai_url, "--json", "--write", *args],
                           capture_output=True, text=True, timeout=300, env=env)
 
 
