@@ -60,7 +60,7 @@ def main() -> int:
     factory = envs.environment_factory
     rng = random.Random(args.seed)
     rewards = []
-    for row in envs.train_dataset:
+    for row in envs.rows:  # train_dataset holds these rows as a datasets.Dataset (datasets comes with TRL)
         make = factory[row["environment"]] if isinstance(factory, dict) else factory
         env = make()
         reset = {k: v for k, v in row.items() if k != "environment"} if isinstance(factory, dict) else row

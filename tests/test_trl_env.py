@@ -106,3 +106,12 @@ def test_the_example_runs_offline_with_a_scripted_policy():
     lines = done.stdout.splitlines()
     assert lines[-1] == "4 rollout(s), mean reward 1.000"
     assert "crate_dock levels/level_01.yaml: witness policy, tools move, wait: reward 1.0" in lines
+
+
+def test_train_dataset_is_the_rows_or_says_what_it_needs(monkeypatch):
+    envs = TRLEnvironments(CRATE_DOCK, split="test", max_levels=2)
+    if importlib.util.find_spec("datasets") is not None:
+        assert envs.train_dataset.to_list() == envs.rows
+    monkeypatch.setitem(sys.modules, "datasets", None)  # as where TRL (and so datasets) is not installed
+    with pytest.raises(UserError, match=r"expected the `datasets` package \(TRL installs it\).*use `.rows`"):
+        envs.train_dataset

@@ -182,7 +182,11 @@ class TRLEnvironments:
 
     @property
     def train_dataset(self):
-        """GRPOTrainer's `train_dataset`: a `datasets.Dataset` of the rows (datasets comes with TRL)."""
-        from datasets import Dataset
-
+        """GRPOTrainer's `train_dataset`: a `datasets.Dataset` of `rows` (datasets comes with TRL)."""
+        try:
+            from datasets import Dataset
+        except ImportError:
+            raise UserError("TRLEnvironments.train_dataset: expected the `datasets` package (TRL installs it), "
+                            "found it not installed; `pip install trl` (or `pip install datasets`), or use "
+                            "`.rows`, the same rows as a list") from None
         return Dataset.from_list(self.rows)
