@@ -105,8 +105,9 @@ OLD_RUN_DB = """
 """
 
 
-def _rejected_by_the_writer(tmp_path: Path, rejection) -> Path:
-    """An output folder where generate's one writer of a rejection recorded `rejection`."""
+def _rejected_by_the_writer(tmp_path: Path, rejection, run_args: dict | None = None) -> Path:
+    """An output folder where generate's one writer of a rejection recorded `rejection`, in a run
+    the database recorded with `run_args` (default: none but the command)."""
     from envforge.pipeline import layout
     from envforge.pipeline.generate import package
     from envforge.pipeline.generate.rundb import RunDB
@@ -115,7 +116,7 @@ def _rejected_by_the_writer(tmp_path: Path, rejection) -> Path:
     out = layout.OutputDir(tmp_path / "out")
     out.root.mkdir()
     db = RunDB(out.db)
-    run = db.start_run({"command": "generate"})
+    run = db.start_run({"command": "generate", **(run_args or {})})
     attempt = db.start_stage(run, "a_maze", rejection.stage)
     db.end_stage(attempt, "rejected", rejection.reason, usd=0.0049, exit_status="budget")
     package.reject(out.work("a_maze"), out, Theme("a_maze", "a maze", "themes.txt:1"), rejection, db, run)
@@ -171,14 +172,26 @@ def test_a_theme_the_run_budget_stopped_is_sent_to_resume(tmp_path):
     from envforge.pipeline.errors import Rejected
     from envforge.pipeline.kinds import BudgetCapReached
 
-    root = _rejected_by_the_writer(tmp_path, Rejected(BUDGET_REASON.replace("theme 'a maze' has a cap of",
-                                                                            "the run cap is"), "code",
-                                                      cause=BudgetCapReached("run", 0.01, 0.0099, 0.03)))
+    rejected = Rejected(BUDGET_REASON.replace("theme 'a maze' has a cap of", "the run cap is"), "code",
+                        cause=BudgetCapReached("run", 0.01, 0.0099, 0.03))
+    root = _rejected_by_the_writer(tmp_path, rejected, {"themes": "my themes.txt", "model": "openai/gpt-4o"})
     assert _advice(root) == (
         "means:  the run's budget cap (--budget-usd) stopped its model calls before the stage finished; nothing is "
         "wrong with it yet",
-        f"next:   `envforge generate --themes FILE --out {root} --resume --budget-usd 0.02` (the run's own settings "
-        f"and a larger --budget-usd) goes on from code")
+        f"next:   `envforge generate --themes 'my themes.txt' --model openai/gpt-4o --out {root} --resume "
+        f"--budget-usd 0.02` (the run's own settings and a larger --budget-usd) goes on from code")
+
+
+def test_a_run_budget_stop_whose_run_recorded_no_themes_prints_no_command_that_fails_as_copied(tmp_path):
+    from envforge.pipeline.errors import Rejected
+    from envforge.pipeline.kinds import BudgetCapReached
+
+    root = _rejected_by_the_writer(tmp_path, Rejected(BUDGET_REASON, "code",
+                                                      cause=BudgetCapReached("run", 0.01, 0.0099, 0.03)))
+    _, nxt = _advice(root)
+    assert nxt == ("next:   the `envforge generate` command that made the run, with `--resume --budget-usd` and a "
+                   "larger cap than 0.01, goes on from code")
+    assert "FILE" not in nxt
 
 
 def test_a_reason_quoting_budget_words_is_not_taken_for_a_budget_stop(tmp_path):
@@ -211,8 +224,8 @@ def test_a_budget_stop_in_a_run_database_written_before_causes_is_known_by_its_e
 def test_an_old_run_budget_stop_is_sent_to_resume(tmp_path):
     means, nxt = _advice(_old_run_db(tmp_path, "code", BUDGET_REASON, "run_budget"))
     assert means.startswith("means:  the run's budget cap (--budget-usd) stopped")
-    assert nxt.endswith("--resume --budget-usd USD` (the run's own settings and a larger --budget-usd) goes on "
-                        "from code")
+    assert nxt == ("next:   the `envforge generate` command that made the run, with `--resume --budget-usd` and a "
+                   "larger cap, goes on from code")  # the old database recorded neither its themes nor its cap
 
 
 def test_an_old_record_whose_words_say_budget_but_whose_exit_status_does_not_is_no_budget_stop(tmp_path):

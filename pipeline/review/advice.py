@@ -85,21 +85,26 @@ def _budget_cap_reached(cause: BudgetCapReached, name: str, stage: str, out: str
     if cause.scope == "run":
         return Advice("the run's budget cap (--budget-usd) stopped its model calls before the stage finished; "
                       "nothing is wrong with it yet",
-                      f"`{_generate_again(e, cause)}` (the run's own settings and a larger --budget-usd) goes on "
-                      f"from {stage}")
+                      f"{_generate_again(e, cause)} goes on from {stage}")
     return Advice("its model calls reached a budget cap before the stage finished; nothing is wrong with it yet",
                   f"`envforge review retry {name} --from {stage}{out}` with a model and a larger --theme-budget-usd")
 
 
 def _generate_again(e, cause: BudgetCapReached) -> str:
-    """The generate command that resumes the run `e` belongs to with twice its budget: its themes,
-    model and base URL as the run database recorded them (FILE when it recorded none)."""
+    """The generate command that resumes the run `e` belongs to with twice its budget (its themes,
+    model and base URL as the run database recorded them), in backticks; where the database recorded
+    no themes (a run made before it did), what to add to the command that made the run, since a
+    command with a placeholder fails as copied."""
     args = e.run_args if isinstance(e.run_args, dict) and e.run_args.get("command") == "generate" else {}
     given = lambda key: [f"--{key.replace('_', '-')}", str(args[key])] if args.get(key) else []  # noqa: E731
-    themes = ["--demo"] if args.get("demo") else ["--themes", str(args.get("themes") or "FILE")]
-    larger = f"{2 * cause.cap_usd:g}" if cause.cap_usd else "USD"  # a cause recorded before caps were
-    return quoting.command("envforge", "generate", *themes, *given("model"), *given("base_url"),
-                           *(["--out", e.run] if e.run else []), "--resume", "--budget-usd", larger)
+    larger = f"{2 * cause.cap_usd:g}" if cause.cap_usd else None  # a cause recorded before caps were
+    if not (args.get("demo") or args.get("themes")) or larger is None:
+        return ("the `envforge generate` command that made the run, with `--resume --budget-usd` and a larger cap"
+                + (f" than {cause.cap_usd:g}" if cause.cap_usd else "") + ",")
+    themes = ["--demo"] if args.get("demo") else ["--themes", str(args["themes"])]
+    return "`" + quoting.command("envforge", "generate", *themes, *given("model"), *given("base_url"),
+                                 *(["--out", e.run] if e.run else []), "--resume", "--budget-usd", larger) + \
+        "` (the run's own settings and a larger --budget-usd)"
 
 
 def _reliability_meaning(d: Details) -> str:
