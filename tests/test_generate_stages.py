@@ -178,10 +178,10 @@ def test_ctrl_c_says_what_it_waits_for_and_a_second_one_stops_at_once_quietly(tm
         if "interrupted" in line:
             break
     message = seen[-1]
-    assert "envforge generate: interrupted; waiting for the stage(s) in progress: good (verify) to stop" in message
+    assert "envforge generate: interrupted; waiting for the stage(s) in progress: good (verify) to finish" in message
     # the command as typed, with --resume: the replay flags too, without which the hint would not resume
-    assert f"`{shlex.join(['envforge', *command[3:], '--resume'])}` continues the run; press Ctrl-C again to stop " \
-           f"at once" in message
+    assert f"(its work is kept, so `{shlex.join(['envforge', *command[3:], '--resume'])}` does not repeat it); press " \
+           f"Ctrl-C again to stop at once" in message
     proc.send_signal(signal.SIGINT)
     rest = proc.stderr.read()
     assert proc.wait() == 130
@@ -189,3 +189,36 @@ def test_ctrl_c_says_what_it_waits_for_and_a_second_one_stops_at_once_quietly(tm
     resumed = subprocess.run(command + ["--resume", "--json"], capture_output=True, text=True, timeout=300)
     assert resumed.returncode == 0, resumed.stderr
     assert json.loads(resumed.stdout)["accepted"] == ["good"]
+
+
+def test_ctrl_c_keeps_the_stage_it_waited_for_so_resume_does_not_run_it_again(tmp_path):
+    """One Ctrl-C while verify runs in the sandbox: the run waits for it, records what it found,
+    starts nothing more and says so in its last line; --resume packages the theme without a second
+    verify attempt."""
+    from envforge.pipeline.generate.rundb import RunDB
+
+    replay = tmp_path / "replay"
+    replay_kit.record_corridor(replay, "good")
+    themes = tmp_path / "t.yaml"
+    themes.write_text("- {name: good, theme: A corridor walk}\n")
+    out = tmp_path / "out"
+    command = [sys.executable, "-m", "envforge", "generate", "--themes", str(themes), "--out", str(out),
+               "--provider", "replay", "--replay", str(replay), "--levels", "6"]
+    proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    for line in proc.stderr:
+        if "good: verify..." in line:
+            break
+    proc.send_signal(signal.SIGINT)
+    rest = proc.stderr.read()
+    assert proc.wait() == 130, rest
+    resume = shlex.join(["envforge", *command[3:], "--resume"])
+    assert rest.rstrip().splitlines()[-1] == (f"envforge generate: interrupted; kept the finished work of good (verify); "
+                                              f"`{resume}` continues the run from where it stopped")
+    assert "Traceback" not in rest and not (out / "good").exists()  # nothing started after verify
+    resumed = subprocess.run(command + ["--resume", "--json"], capture_output=True, text=True, timeout=300)
+    assert resumed.returncode == 0, resumed.stderr
+    assert json.loads(resumed.stdout)["accepted"] == ["good"]
+    assert "good: verify..." not in resumed.stderr
+    db = RunDB(out / "envforge.sqlite")
+    assert [a["status"] for a in db.attempts("good") if a["stage"] == "verify"] == ["done"]
+    db.close()

@@ -46,6 +46,9 @@ def run(args, options: GenerateOptions) -> int:
 async def _generate(job: GenerateJob, client, as_json: bool) -> int:
     summary = await job.run(client)
     if summary["interrupted"]:
+        kept = f"; kept the finished work of {some_names(summary['kept'])}" if summary.get("kept") else ""
+        print(f"envforge generate: interrupted{kept}; `{job.resume_hint}` continues the run from where it stopped",
+              file=sys.stderr)
         return EXIT_INTERRUPTED
     if as_json:
         print(json.dumps(summary, indent=2))

@@ -1,6 +1,7 @@
 """What every generation stage gets: the theme, its work folder, the model, the options."""
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
@@ -43,6 +44,24 @@ class ThemeContext:
     options: GenerateRunOptions
     verifiers: ModelChecks | None = None  # the model-driven verification, when models are configured
     progress: Callable[[str], None] | None = None  # a line on what the current stage is doing
+    interrupted: bool = False  # Ctrl-C came while sandboxed work ran: it was waited for and is kept
+
+    async def sandboxed(self, fn: Callable, *args, **kwargs):
+        """`fn(*args, **kwargs)`, sandboxed work that cannot be cut short (it ends on its own limits),
+        in a thread. When the run is interrupted meanwhile, it is waited for anyway and its result
+        returned, with `interrupted` set: the stage ends on what it found, which the run records, so
+        `--resume` does not repeat it; the stage starts nothing more (`go_on`)."""
+        work = asyncio.ensure_future(asyncio.to_thread(fn, *args, **kwargs))
+        try:
+            return await asyncio.shield(work)
+        except asyncio.CancelledError:
+            self.interrupted = True
+            return await work
+
+    def go_on(self) -> None:
+        """Where a stage would start more work: stop there if the run was interrupted."""
+        if self.interrupted:
+            raise asyncio.CancelledError
 
     def say(self, what: str) -> None:
         if self.progress is not None:

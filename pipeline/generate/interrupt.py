@@ -1,8 +1,8 @@
 """Ctrl-C: the command that resumes (every command), and `envforge generate`'s two-step stop.
 
 The first Ctrl-C says at once what the run is waiting for (a stage's sandbox call cannot be cut
-short; its thread ends on its own limits) and that `--resume` continues, then stops starting
-anything. A second Ctrl-C stops at once, quietly: the run database, call journals and work
+short; its thread ends on its own limits, and what it found is recorded: ThemeContext.sandboxed) and
+that `--resume` continues, then stops starting anything. A second Ctrl-C stops at once, quietly: the run database, call journals and work
 folders are written as the run goes, so nothing is lost, and the sandbox workers notice that
 their parent is gone.
 """
@@ -44,8 +44,8 @@ def on_interrupt(work: asyncio.Future, waiting_for: Callable[[], str], resume: s
         # a Ctrl-C ends it at once.
         loop.remove_signal_handler(signal.SIGINT)
         signal.signal(signal.SIGINT, _stop_now)
-        print(f"\nenvforge generate: interrupted; waiting for {waiting_for()} to stop. `{resume}` continues the run; "
-              f"press Ctrl-C again to stop at once.", file=sys.stderr, flush=True)
+        print(f"\nenvforge generate: interrupted; waiting for {waiting_for()} to finish (its work is kept, so "
+              f"`{resume}` does not repeat it); press Ctrl-C again to stop at once.", file=sys.stderr, flush=True)
         work.cancel()
 
     try:

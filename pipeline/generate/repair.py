@@ -2,8 +2,6 @@
 agent reads them, edits the files and checks again, within `repair_steps` steps (tool calls)."""
 from __future__ import annotations
 
-import asyncio
-
 from envforge.pipeline import layout
 from envforge.pipeline.check import check_env
 from envforge.pipeline.errors import Rejected
@@ -14,16 +12,17 @@ from envforge.pipeline.prompts import render
 
 
 async def run(ctx: ThemeContext) -> StageReport:
-    report = await asyncio.to_thread(check_env, ctx.work)
+    report = await ctx.sandboxed(check_env, ctx.work)
     if report.ok:
         return StageReport("already_passing", 0)
+    ctx.go_on()
     task = render("generate/repair_task.j2", theme=ctx.theme.text, check=format_check(report),
                   files=Workspace(ctx.work).list_files(), steps=ctx.options.repair_steps,
                   per_reply=MAX_TOOL_CALLS_PER_REPLY)
     outcome = await run_agent(ctx.llm, "repair", system_prompt(), task, Workspace(ctx.work),
                               ctx.options.repair_steps, ctx.work / layout.TRAJECTORY)
     # The pipeline's own verdict, whatever the agent believed.
-    report = await asyncio.to_thread(check_env, ctx.work)
+    report = await ctx.sandboxed(check_env, ctx.work)
     if not report.ok:
         errors = [str(p) for p in report.problems if p.severity == "error"]
         raise Rejected(f"check still fails after {outcome.steps} repair step(s): {errors[0]}",

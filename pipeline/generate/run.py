@@ -74,6 +74,7 @@ class Run:
     active: dict[str, str] = field(default_factory=dict)  # theme -> the stage it is in now
     status: StatusLine | None = None  # progress redrawn on one line (a notebook cell)
     unserved: dict[str, str] = field(default_factory=dict)  # theme -> why replay has no recording of it
+    kept: list[str] = field(default_factory=list)  # "theme (stage)": stages an interrupt waited for, recorded
 
     # -- progress ----------------------------------------------------------------------
     def say(self, name: str, what: str, kept: bool = False) -> None:
@@ -121,6 +122,7 @@ class Run:
                 if self.db.stage_done(theme.name, stage.name):
                     continue
                 await self._stage_anywhere(ctx, stage)
+                ctx.go_on()  # interrupted while it ran: what it found is recorded; nothing more starts
                 if self.options.pause_after == stage.name:
                     self.db.set_theme(self.run_id, theme.name, theme.text, theme.where, "paused", stage.name,
                                       f"paused after {stage.name}: edit {work} and run again with --resume")
@@ -200,6 +202,8 @@ class Run:
             raise Broken(stage.name, error) from None
         finally:
             self.active.pop(name, None)
+            if ctx.interrupted and status in ("done", "rejected"):
+                self.kept.append(f"{name} ({stage.name})")
             after = _theme_totals(self.client, name)
             # On a full disk the attempt stays "running" in the database, which `--resume` runs again;
             # the fault that stopped the stage is the one the user is told.
@@ -279,6 +283,8 @@ class Run:
             "cost_usd": round(cost, 6),
             "cost_per_accepted_usd": round(cost / len(accepted), 6) if accepted else None,
             "stopped": self.stopped,
+            # stages an interrupt waited for, whose results are recorded: `--resume` does not run them again
+            "kept": list(self.kept),
             # accepted environments with the same dynamics (verify's fingerprint): the same game twice
             "same_dynamics": same_dynamics((name, dynamics_of(self.out.root / name)) for name in accepted),
         }

@@ -3,8 +3,6 @@ also write the verified level set and the certified max rewards into the work fo
 when verification models are configured (`--verify-models`), the model-driven forms."""
 from __future__ import annotations
 
-import asyncio
-
 from envforge.pipeline import layout
 from envforge.pipeline.errors import Rejected
 from envforge.pipeline.generate.context import StageReport, ThemeContext
@@ -18,8 +16,9 @@ async def run(ctx: ThemeContext) -> StageReport:
     n = ctx.options.levels
     options = VerifyRunOptions(test_levels=n - n // 3, val_levels=n // 3, write_levels=True, write=True,
                                seed=ctx.options.seed, search_nodes=ctx.options.verify_search_nodes, progress=ctx.say)
-    result = await asyncio.to_thread(verify_env, ctx.work, options=options)
+    result = await ctx.sandboxed(verify_env, ctx.work, options=options)
     if result.accepted and ctx.verifiers is not None:
+        ctx.go_on()  # interrupted: the model-driven checks are still to run, so the stage is not done
         ctx.say("the model-driven checks...")
         await verify_with_models(ctx.work, ctx.verifiers, result)
     if not result.accepted:
