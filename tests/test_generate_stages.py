@@ -212,8 +212,9 @@ def test_ctrl_c_keeps_the_stage_it_waited_for_so_resume_does_not_run_it_again(tm
     rest = proc.stderr.read()
     assert proc.wait() == 130, rest
     resume = shlex.join(["envforge", *command[3:], "--resume"])
-    assert rest.rstrip().splitlines()[-1] == (f"envforge generate: interrupted; kept the finished work of good (verify); "
-                                              f"`{resume}` continues the run from where it stopped")
+    assert rest.rstrip().splitlines()[-1] == (
+        f"envforge generate: interrupted; kept the finished work of good (verify); `{resume}` continues the run from "
+        f"where it stopped")
     assert "Traceback" not in rest and not (out / "good").exists()  # nothing started after verify
     resumed = subprocess.run(command + ["--resume", "--json"], capture_output=True, text=True, timeout=300)
     assert resumed.returncode == 0, resumed.stderr

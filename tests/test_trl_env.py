@@ -114,4 +114,4 @@ def test_train_dataset_is_the_rows_or_says_what_it_needs(monkeypatch):
         assert envs.train_dataset.to_list() == envs.rows
     monkeypatch.setitem(sys.modules, "datasets", None)  # as where TRL (and so datasets) is not installed
     with pytest.raises(UserError, match=r"expected the `datasets` package \(TRL installs it\).*use `.rows`"):
-        envs.train_dataset
+        envs.train_dataset  # noqa: B018 (the property is what is tried)

@@ -2,9 +2,9 @@
 
 The first Ctrl-C says at once what the run is waiting for (a stage's sandbox call cannot be cut
 short; its thread ends on its own limits, and what it found is recorded: ThemeContext.sandboxed) and
-that `--resume` continues, then stops starting anything. A second Ctrl-C stops at once, quietly: the run database, call journals and work
-folders are written as the run goes, so nothing is lost, and the sandbox workers notice that
-their parent is gone.
+that `--resume` continues, then stops starting anything. A second Ctrl-C stops at once, quietly:
+the run database, call journals and work folders are written as the run goes, so nothing is lost,
+and the sandbox workers notice that their parent is gone.
 """
 from __future__ import annotations
 
