@@ -413,6 +413,40 @@ class CheckFound(KeepsUnknown, Shape):
 # -- level_max_rewards.json -------------------------------------------------------------------
 
 @dataclass
+class DifficultyFigure(KeepsUnknown, Shape):
+    """One figure of a level's difficulty profile (pipeline/difficulty.py): its value and how it
+    stands: `exact` (proved, or measured whole on a deterministic level), else a bound
+    (`at_least` / `at_most`, the value being the one the score uses) or a sample estimate
+    (`basis` says which: "exact", "upper_bound", "lower_bound", "range", "sample")."""
+    OMIT_NONE = True
+    value: float | None
+    exact: bool
+    basis: str
+    at_least: float | None = None
+    at_most: float | None = None
+
+
+@dataclass
+class DifficultyProfile(KeepsUnknown, Shape):
+    """How hard a level is, from the evidence of verify's search and episodes (pipeline/difficulty.py):
+    the figures, the ordinal `score` built from them (0 easiest .. 100 hardest; `score_version`
+    names the formula) and its `band` ("easy", "medium", "hard"). `trivial`: why the level is
+    trivial (doing nothing or one action repeated scores its max, or one step solves it), else None."""
+    OMIT_NONE = True
+    score: int
+    band: str
+    score_version: int
+    shortest_witness: DifficultyFigure
+    nodes_to_max: DifficultyFigure
+    branching: DifficultyFigure
+    random_success_rate: DifficultyFigure
+    random_normalized: DifficultyFigure
+    best_constant_normalized: DifficultyFigure
+    profile_nodes: int
+    trivial: str | None = None
+
+
+@dataclass
 class LevelMaxEntry(KeepsUnknown, Shape):
     """One level's max reward and how it was found (AutoEnv C.1: {"max_reward": x, ...}, or x), and,
     in an entry envforge's verify wrote, its certification (pipeline/levelmax.py's LevelMax.entry):
@@ -441,6 +475,7 @@ class LevelMaxEntry(KeepsUnknown, Shape):
     split: str | None = None  # "levels" or "val_levels"
     seed: int | None = None  # a generated level's seed
     expectation: dict | None = None  # a stochastic level: the best policy's mean over chance seeds (verify/chance.py)
+    difficulty: DifficultyProfile | None = None  # how hard the level is (pipeline/difficulty.py)
 
     NULLS_WRITTEN: ClassVar[tuple[str, ...]] = ("validator_bound", "upper_bound", "evidence_bound")
     CERTAINTIES: ClassVar[tuple[str, ...]] = ("certified", "lower_bound", "unconfirmed_bound", "unknown", "estimate")
@@ -655,11 +690,16 @@ class ReliabilityFigures(StageFigures):
     # invalid play (each undeclared or malformed action repeated): its best total on any level, by policy
     invalid_play: dict[str, float] | None = None
     trivial_levels: dict[str, str] | None = None  # level -> why it is trivial (reliability.trivial_levels)
+    difficulty: dict[str, int] | None = None  # level -> its difficulty score (pipeline/difficulty.py)
+    difficulty_bands: dict[str, int] | None = None  # band -> how many levels fall in it
 
     def summary(self) -> str:
         shown = ["?" if x is None else x for x in (self.random_normalized, self.planner_normalized)]
+        bands = ("; difficulty " + ", ".join(f"{n} {band}" for band, n in self.difficulty_bands.items()) +
+                 f" (scores {min(self.difficulty.values())}..{max(self.difficulty.values())})"
+                 if self.difficulty_bands and self.difficulty else "")
         return (f"random agent {shown[0]} vs planner {shown[1]} normalized (margin {self.margin:g}), "
-                f"{self.episodes} episodes; {self.times()}")
+                f"{self.episodes} episodes{bands}; {self.times()}")
 
 
 @dataclass

@@ -52,7 +52,7 @@ from envforge.pipeline import planner
 from envforge.pipeline.envfolder import values as param_values
 from envforge.pipeline.envfolder.spec import EnvSpec
 from envforge.pipeline.errors import Rejected
-from envforge.pipeline.kinds import LevelMaxEntry, WitnessNotReplayed
+from envforge.pipeline.kinds import DifficultyProfile, LevelMaxEntry, WitnessNotReplayed
 from envforge.pipeline.planner import replay
 from envforge.pipeline.sandbox.outside.client import EnvClient
 
@@ -123,6 +123,8 @@ class LevelMax:
     evidence: str = ""  # how evidence_bound was derived, in words
     # "action.parameter" -> {"values": what the search tried, "refined": what refinement added} (envfolder/values.py)
     values: dict | None = None
+    nodes_to_best: int = 0  # search nodes (over its passes) stepped when the best it kept was first reached
+    difficulty: DifficultyProfile | None = None  # how hard the level is (pipeline/difficulty.py; reliability)
 
     @property
     def exact(self) -> bool:
@@ -133,7 +135,7 @@ class LevelMax:
         return LevelMaxEntry(**{k: tidy(getattr(self, k)) for k in (
             "max_reward", "calculation_method", "validator_bound", "search_reward", "search_exhaustive",
             "search_nodes", "witness", "corrected", "notes", "nothing_reward", "certainty", "best_seen", "proof",
-            "upper_bound", "cut_by_clock", "bound_refuted", "evidence_bound", "seed", "expectation")},
+            "upper_bound", "cut_by_clock", "bound_refuted", "evidence_bound", "seed", "expectation", "difficulty")},
             exact=self.exact, split=self.source.split("/")[0] if "/" in self.source else None)
 
 
@@ -175,6 +177,7 @@ def certify(search: Search, worker: EnvClient, source: str, bound: float | None,
     result = planner.search(worker, search.spec, actions=actions, max_nodes=search.nodes - (
         search.nodes // REFINE_SHARE if refinable else 0), seconds=search.seconds, stop_at=target)
     nodes, exhaustive, proof = result.nodes, False, result.proof
+    best_at = result.best_at  # the nodes stepped, over all passes, when the best kept was first reached
     refuted, cut_by_clock, pruned = result.bound_refuted, result.cut_by_clock, result.pruned
     seen = [result.evidence]
     if refinable and proof is None and result.stopped != "bound" and search.nodes > nodes:
@@ -189,7 +192,7 @@ def certify(search: Search, worker: EnvClient, source: str, bound: float | None,
             nodes, cut_by_clock, pruned = nodes + again.nodes, cut_by_clock or again.cut_by_clock, pruned + again.pruned
             refuted, seen = refuted or again.bound_refuted, seen + [again.evidence]
             if again.best_reward > result.best_reward + EPS:
-                result, proof = again, again.proof
+                result, proof, best_at = again, again.proof, nodes - again.nodes + again.best_at
     # The bound is the host's own reading of the DSL; the worker only says whether a step broke it.
     declared = planner.reward_bound(search.spec.config)
     upper = planner.bound_total(declared, search.spec.max_steps) if declared and not refuted else None
@@ -208,7 +211,7 @@ def certify(search: Search, worker: EnvClient, source: str, bound: float | None,
         refuted = refuted or keyed.bound_refuted
         upper, seen = None if refuted else upper, seen + [keyed.evidence]
         if keyed.best_reward > result.best_reward + EPS:
-            result = keyed
+            result, best_at = keyed, nodes - keyed.nodes + keyed.best_at
         if exhaustive or keyed.proof == "upper_bound":
             proof = "exhausted" if exhaustive else "upper_bound"
     worker.reset(source)
@@ -223,7 +226,7 @@ def certify(search: Search, worker: EnvClient, source: str, bound: float | None,
     lm = LevelMax(source, digest, achieved, "", bound, achieved, exhaustive, nodes, list(result.witness),
                   nothing_reward=nothing, values=param_values.report(values, first_values) or None)
     lm.cut_by_clock, lm.bound_refuted, lm.stopped_at_claim = cut_by_clock, refuted or "", at_claim and not proof
-    lm.proof = proof or ""
+    lm.proof, lm.nodes_to_best = proof or "", best_at
     lm.upper_bound = achieved if proof else upper
     searched = f"{'exhaustive ' if exhaustive else ''}search over {nodes} nodes" + (
         f" ({pruned} branches pruned by the DSL's reward bound)" if pruned else "") + (

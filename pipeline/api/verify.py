@@ -52,6 +52,9 @@ class VerifyOptions(Options):
                                         "(default {default})")
     random_episodes: int = option(_STAGE_DEFAULTS.random_episodes, COUNT,
                                   help="random-agent episodes per level (default {default})")
+    profile_nodes: int = option(_STAGE_DEFAULTS.profile_nodes, COUNT,
+                                help="breadth-first search budget per level, in nodes, for its difficulty profile "
+                                     "(shortest witness, nodes to the max, branching; default {default})")
     call_seconds: float = option(_STAGE_DEFAULTS.limits.call_seconds, SECONDS,
                                  help="wall-clock limit of one call of the environment's code (its load, a reset, a "
                                       "step); longer is a hang (default {default})")
@@ -94,7 +97,8 @@ class VerifyJob:
         self.write = options.write or options.write_levels or manifest.made_by_generate(Path(env_dir))
         self.stage_options = VerifyRunOptions(
             margin=options.margin, search_nodes=options.search_nodes, search_seconds=options.search_seconds,
-            random_episodes=options.random_episodes, write_levels=options.write_levels, write=self.write,
+            random_episodes=options.random_episodes, profile_nodes=options.profile_nodes,
+            write_levels=options.write_levels, write=self.write,
             seed=options.seed, budget_seconds=options.budget,
             limits=dataclasses.replace(_STAGE_DEFAULTS.limits, call_seconds=options.call_seconds,
                                        generator_seconds=options.generator_seconds), progress=progress)

@@ -7,6 +7,8 @@ from pathlib import Path
 
 from envforge.pipeline import layout, manifest, safe_io
 from envforge.pipeline.kinds import (
+    DifficultyProfile,
+    LevelMaxRewards,
     Manifest,
     RecordError,
     Rejection,
@@ -47,6 +49,7 @@ class Details:
     costs: list[StageCost]
     attempts: list[dict] = field(default_factory=list)  # every stage attempt, oldest first
     edits: dict[str, str] = field(default_factory=dict)  # file -> diff from the model's version
+    difficulty: dict[str, DifficultyProfile] = field(default_factory=dict)  # level -> its profile (verify wrote)
 
     @property
     def problems(self) -> list[str]:
@@ -116,7 +119,14 @@ def gather(entry: Entry) -> Details:
                    read_record(folder / layout.REJECTION, Rejection) if folder else None,
                    _verification(folder),
                    manifest.read(folder) if folder else Manifest(name=entry.name), agent,
-                   stage_costs(entry.attempts), entry.attempts, hand_edits(folder, agent) if folder else {})
+                   stage_costs(entry.attempts), entry.attempts, hand_edits(folder, agent) if folder else {},
+                   difficulty_profiles(folder))
+
+
+def difficulty_profiles(folder: Path | None) -> dict[str, DifficultyProfile]:
+    """level -> the difficulty profile verify wrote beside its max in level_max_rewards.json; {} when none."""
+    maxima = read_record(folder / layout.LEVEL_MAX_REWARDS, LevelMaxRewards) if folder else None
+    return {k: e.difficulty for k, e in (maxima.levels if maxima else {}).items() if e.difficulty is not None}
 
 
 def _verification(folder: Path | None) -> dict:

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import jinja2
 
+from envforge.pipeline import difficulty
 from envforge.pipeline import records as files
 from envforge.pipeline.errors import UserError, not_a_folder
 from envforge.pipeline.generate import stages
@@ -55,14 +56,19 @@ def write_report(catalog: Catalog, site: str | Path, evaluations: list[str] = ()
                          pool.map(lambda e: _previews(e, previews), entries)))
     generated = time.strftime("%Y-%m-%d %H:%M:%S")
     templates = _templates()
+    levels: list[int] = []  # the difficulty score of every profiled level of the run
     for entry in entries:
+        details = gather(entry)
+        levels += [p.score for p in details.difficulty.values()]
         page = templates.get_template("env.html.j2").render(
-            **_env_page(gather(entry), shown[entry.name], scores.get(entry.name, [])), generated=generated,
+            **_env_page(details, shown[entry.name], scores.get(entry.name, [])), generated=generated,
             run=str(catalog.out.root))
         files.write_text(root / ENV_PAGES / page_file(entry.name), page)
     index = root / "index.html"
     files.write_text(index, templates.get_template("index.html.j2").render(
         entries=entries, table2=table2(entries), plot=_table2_plot(entries), counts=count_labels(entries),
+        difficulty_plot=difficulty_histogram(f"Levels of the run by difficulty (n = {len(levels)})", levels),
+        difficulty_bands=difficulty.histogram(levels) if levels else None,
         generated=generated, run=str(catalog.out.root), pages=ENV_PAGES, evaluations=list(evaluations)))
     return index
 
@@ -120,6 +126,9 @@ def _env_page(d: Details, shown: list, scores: list[dict]) -> dict:
                             {"random agent": [v.random_normalized for v in per_level.values()],
                              "search planner": [v.planner_normalized for v in per_level.values()]},
                             "normalized reward") if per_level else None
+    profiles = d.difficulty
+    difficulty_plot = difficulty_histogram(f"Levels by difficulty (n = {len(profiles)})",
+                                           [p.score for p in profiles.values()])
     eval_plot = plots.bars("Evaluation: mean normalized reward", [r["method"] for r in scores],
                            {"mean": [r["mean"] for r in scores]}, "normalized reward") if scores else None
     return {
@@ -130,6 +139,8 @@ def _env_page(d: Details, shown: list, scores: list[dict]) -> dict:
         "figures": d.shown_figures,
         "per_level": per_level,
         "level_plot": level_plot,
+        "difficulty": {k: difficulty.line(p) for k, p in profiles.items()},
+        "difficulty_plot": difficulty_plot,
         "scores": scores,
         "eval_plot": eval_plot,
         "previews": shown,
@@ -138,6 +149,16 @@ def _env_page(d: Details, shown: list, scores: list[dict]) -> dict:
         "edits": d.edits,
         "costs": d.costs,
     }
+
+
+def difficulty_histogram(title: str, scores: list[int]) -> str | None:
+    """A histogram of difficulty scores in bins of ten (pipeline/difficulty.py), the bands named; None without any."""
+    if not scores:
+        return None
+    bins = [f"{lo}-{lo + 9 if lo < 90 else 100}" for lo in range(0, 100, 10)]
+    counts = [float(sum(lo <= s <= (lo + 9 if lo < 90 else 100) for s in scores)) for lo in range(0, 100, 10)]
+    bands = ", ".join(f"{name} {lo}..{hi}" for name, (lo, hi) in difficulty.BANDS.items())
+    return plots.bars(f"{title}; bands: {bands}", bins, {"levels": counts}, "levels", top=None)
 
 
 def _previews(entry: Entry, count: int) -> list:

@@ -6,6 +6,7 @@ import shutil
 import sys
 import time
 
+from envforge.pipeline import difficulty
 from envforge.pipeline.kinds import UnknownCause
 from envforge.pipeline.review.advice import advise
 from envforge.pipeline.review.catalog import Entry, count_labels, shorten
@@ -70,6 +71,12 @@ def explain(d: Details, full: bool = False) -> str:
             add(f"  cause: {cause.TAG_VALUE}")
         out += [f"  {stage}: " + ", ".join(f"{k} {v}" for k, v in shown.items())
                 for stage, shown in d.shown_figures.items()]
+
+    if d.difficulty:
+        scores = [p.score for p in d.difficulty.values()]
+        _section(out, f"difficulty (scores {min(scores)}..{max(scores)}: "
+                      + ", ".join(f"{n} {band}" for band, n in difficulty.histogram(scores).items()) + ")")
+        out += [f"  {level}: {difficulty.line(p)}" for level, p in d.difficulty.items()]
 
     _section(out, "coding agent")
     if not d.agent:

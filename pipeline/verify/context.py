@@ -13,6 +13,7 @@ from dataclasses import dataclass, field, fields
 from typing import Callable, Iterator
 
 from envforge.pipeline import layout
+from envforge.pipeline.difficulty import PROFILE_NODES
 from envforge.pipeline.envfolder.spec import EnvSpec
 from envforge.pipeline.errors import InfrastructureError, LocatedError, Rejected
 from envforge.pipeline.kinds import EnvDoesNotLoad, StageFigures, UnreadableFolder
@@ -28,6 +29,7 @@ class VerifyRunOptions:
     test_levels: int = 10  # generated levels for levels/
     val_levels: int = 5  # ... and for val_levels/
     max_seeds: int = 45  # generator attempts before the levels stage gives up
+    first_seed: int = 1  # the first seed given to the generator (`envforge levels` draws batches from others)
     # Search budget per level (all its passes), in environment steps: the same on an idle and a busy machine.
     search_nodes: int = SEARCH_NODES
     # Wall-clock safety stop per search, not a budget: a level it cuts is labelled (its figures
@@ -37,6 +39,7 @@ class VerifyRunOptions:
     execution_nodes: int = 2_000  # planner search per level in the execution stage
     invalid_rate: float = 0.25  # share of malformed actions in execution rollouts
     random_episodes: int = 5  # random-agent episodes per level in the reliability stage
+    profile_nodes: int = PROFILE_NODES  # breadth-first nodes per level for its difficulty profile
     write_levels: bool = False  # write the generated level set into the folder
     write: bool = False  # write verification.json, manifest.json and level_max_rewards.json into the folder
     # Workers at once (searches in the levels stage, levels in the reliability stage): every core.

@@ -179,7 +179,8 @@ def _generate(ctx: Context, workers: list[EnvClient], certifier: PooledCertifier
     # Kept only when written or when the folder ships none; else only whether each is fit is asked.
     kept_as_levels = ctx.options.write_levels or not ctx.env.all_levels()
     figures.generated_searched_until_fit = not kept_as_levels
-    factory = LevelFactory(workers, range(1, ctx.options.max_seeds + 1),
+    first = ctx.options.first_seed
+    factory = LevelFactory(workers, range(first, first + ctx.options.max_seeds),
                            certifier if kept_as_levels else certifier.fitness, validate=_validate)
     try:
         factory.make(want, chance=bool(figures.stochastic), made=made)

@@ -39,7 +39,7 @@ import queue
 from concurrent.futures import ThreadPoolExecutor
 from statistics import mean
 
-from envforge.pipeline import layout
+from envforge.pipeline import difficulty, layout
 from envforge.pipeline.errors import Rejected
 from envforge.pipeline.evaluate.agents import ActionsAgent, RandomAgent
 from envforge.pipeline.evaluate.episode import run_episode_sync
@@ -123,6 +123,9 @@ def _score(ctx: Context, levels: list[LevelMax], policies: list[tuple[str, dict]
     _degenerate(ctx, scored, constant_totals, planner_mean, figures)
     _invalid_play_pays(ctx, scored, constant_totals, figures)
     figures.trivial_levels = trivial_levels(ctx, scored, constant_totals) or None
+    profiled = {layout.level_key(lm.source): lm.difficulty.score for lm in scored if lm.difficulty}
+    if profiled:
+        figures.difficulty, figures.difficulty_bands = profiled, difficulty.histogram(list(profiled.values()))
     if planner_mean <= 0 and any(lm.search_exhaustive for lm in out):
         raise Rejected(f"reward: expected the search planner to score on the levels, found a mean normalized "
                        f"reward of {planner_mean:g} over {len(scored)} level(s)",
@@ -143,8 +146,9 @@ def _score(ctx: Context, levels: list[LevelMax], policies: list[tuple[str, dict]
 
 
 def _corrected(ctx: Context, levels: list[LevelMax], figures: ReliabilityFigures) -> list[LevelMax]:
-    """A max reward this stage corrected is written back to the folder's level_max_rewards.json."""
-    if figures.corrected and "/" in levels[0].source and ctx.options.write:
+    """A max reward this stage corrected, and each level's difficulty profile, are written to the
+    folder's level_max_rewards.json."""
+    if (figures.corrected or figures.difficulty) and "/" in levels[0].source and ctx.options.write:
         write_max_rewards(ctx, levels)
     return levels
 
@@ -168,22 +172,26 @@ def constant_policies(ctx: Context) -> list[tuple[str, dict]]:
 
 
 def trivial_levels(ctx: Context, scored: list[LevelMax], totals: dict[str, dict[str, float]]) -> dict[str, str]:
-    """level -> why it is trivial: doing nothing or one action repeated scores its max, or a witness
-    of at most one step reaches it. Named, not rejected: a set of them teaches nothing (issue 36)."""
+    """level -> why it is trivial (`trivial_reason`). Named, not rejected: a set of them teaches nothing (issue 36)."""
     out = {}
     for lm in scored:
-        why = ""
-        if lm.nothing_reward >= lm.max_reward - EPS:
-            why = "doing nothing scores the max"
-        else:
-            best = max(((totals[lm.source][name], name) for name, _ in constant_policies(ctx)), default=None)
-            if best is not None and best[0] >= lm.max_reward - EPS:
-                why = f"{best[1]} scores the max"
-            elif lm.witness is not None and len(lm.witness) <= 1:
-                why = f"solved in {len(lm.witness)} step(s)"
+        why = trivial_reason(ctx, lm, totals[lm.source])
         if why:
             out[layout.level_key(lm.source)] = why
     return out
+
+
+def trivial_reason(ctx: Context, lm: LevelMax, totals: dict[str, float]) -> str:
+    """Why a scored level is trivial: doing nothing or one action repeated scores its max, or a witness
+    of at most one step reaches it; "" when it is not. `totals`: the level's constant-policy totals."""
+    if lm.nothing_reward >= lm.max_reward - EPS:
+        return "doing nothing scores the max"
+    best = max(((totals[name], name) for name, _ in constant_policies(ctx)), default=None)
+    if best is not None and best[0] >= lm.max_reward - EPS:
+        return f"{best[1]} scores the max"
+    if lm.witness is not None and len(lm.witness) <= 1:
+        return f"solved in {len(lm.witness)} step(s)"
+    return ""
 
 
 def invalid_policies(ctx: Context) -> list[tuple[str, dict]]:
@@ -319,6 +327,11 @@ def _score_level(ctx: Context, worker, lm: LevelMax, counts: dict,
         planner_total = lm.expectation["mean"]
     lm = dataclasses.replace(lm, best_seen=max(lm.best_seen, planner_total, *totals,
                                                *(v for k, v in constant.items() if k in declared)))
+    if scorable(lm):  # how hard it is, from these episodes and one breadth-first search (pipeline/difficulty.py)
+        lm = dataclasses.replace(lm, difficulty=difficulty.profile(
+            ctx.spec, worker, lm, totals, [v for k, v in constant.items() if k in declared],
+            nodes=ctx.options.profile_nodes, trivial=trivial_reason(ctx, lm, constant),
+            chance=lm.expectation is not None))
     scores = LevelScores(float(tidy(lm.max_reward)), lm.certainty, float(round(mean(totals), 4)),
                          float(tidy(planner_total)))
     if scorable(lm):

@@ -118,6 +118,12 @@ def run(host, actions: list[dict], max_steps: int, max_nodes: int = 50_000, seco
     # Evidence (never a proof): the largest step reward seen, and whether every step paying more than
     # nothing ended the episode (`evidence`).
     paid_most, paid_went_on = 0.0, False
+    # Difficulty evidence (pipeline/difficulty.py): the node count at which the best was last raised,
+    # and the distinct successor states of each expanded state (by transposition key).
+    # `target_at`, `target_depth`: the nodes stepped when the best first met stop_at, and the steps it
+    # took; `depth_reached`: the depth (steps from the start) of the last node expanded, so in breadth
+    # order every shorter path was stepped.
+    best_at, target_at, target_depth, expanded, successors, depth_reached = 0, None, None, 0, 0, 0
 
     def to_go(depth: int) -> float | None:
         """The bound on the reward still to come `horizon - depth` steps before the cap; None without one."""
@@ -161,7 +167,7 @@ def run(host, actions: list[dict], max_steps: int, max_nodes: int = 50_000, seco
                 current, rng_now = snap, snap[1]  # captured from the env as it is
             else:
                 snap = root
-            children, value = [], total
+            children, value, keys, depth_reached = [], total, set(), depth - t0
             for index, action in enumerate(actions):
                 if nodes >= max_nodes:
                     raise _Budget("nodes")
@@ -193,12 +199,13 @@ def run(host, actions: list[dict], max_steps: int, max_nodes: int = 50_000, seco
                         refuted += f" (after {_path(parents, node, actions) + [action]})"
                         bound, start_bound = None, None
                 if reached > best + EPS:
-                    best, best_node = reached, child
+                    best, best_node, best_at = reached, child, nodes
                 if stop_at is not None and reached_at is None and best >= stop_at - 1e-6:
-                    reached_at = depth
+                    reached_at, target_at, target_depth = depth, nodes, depth + 1 - t0
                 if start_bound is not None and best >= start_bound - 1e-6:
                     raise _Budget("upper_bound")
                 if out["terminated"]:
+                    keys.add(("end", _key(host, counters, out["t"] if time_in_key else None, None)))
                     if goals and out["reward"] <= EPS:  # an end that pays nothing is no goal to steer to
                         state = getattr(host.env, "_state", None)
                         goals = [g for g in goals if _mismatch(_at(state, g[0]), _at(state, g[1])) != 0]
@@ -207,6 +214,7 @@ def run(host, actions: list[dict], max_steps: int, max_nodes: int = 50_000, seco
                 if rngs.same(rng, root[1]):
                     rng, rng_now = None, root[1]
                 key = _key(host, counters, out["t"] if time_in_key else None, rng)
+                keys.add(key)
                 if _dominated(seen, key, depth + 1, reached):
                     continue
                 if depth + 1 >= horizon:  # recorded, never expanded: the episode ends there
@@ -217,6 +225,7 @@ def run(host, actions: list[dict], max_steps: int, max_nodes: int = 50_000, seco
                 novel = order == "best" and _novel(atoms, getattr(host.env, "_state", None), counters)
                 far = _distance(getattr(host.env, "_state", None), goals)
                 children.append((child, reached, novel, far))
+            expanded, successors = expanded + 1, successors + len(keys)
             if children:
                 pending[node] = [len(children), _snapshot_bytes(snap, root)]
                 held += pending[node][1]
@@ -248,6 +257,8 @@ def run(host, actions: list[dict], max_steps: int, max_nodes: int = 50_000, seco
             "exhausted": exhausted, "stopped": stopped, "distinct_states": len(seen), "proof": proof,
             "bound_refuted": refuted, "pruned": pruned, "upper_bound": start_bound,
             "evidence": {"step_max": paid_most, "paying_steps_end": not paid_went_on, "steps": nodes},
+            "best_at": best_at, "target_at": target_at, "target_depth": target_depth,
+            "depth_reached": depth_reached, "expanded": expanded, "successors": successors,
             "counters": [".".join(map(str, p)) for p in counters], "seconds": round(time.monotonic() - started, 3)}
 
 

@@ -104,11 +104,32 @@ class SearchResult:
     # What the steps taken showed (a hypothesis, never a proof): the largest step reward, whether
     # every paying step ended the episode, how many steps ({"step_max", "paying_steps_end", "steps"}).
     evidence: dict | None = None
+    # Difficulty evidence (pipeline/difficulty.py): the nodes stepped when the best was last raised and
+    # when it first met stop_at (None: never); the depth of the last node expanded (in breadth order
+    # every shorter path was stepped); states expanded and their distinct successor states in all.
+    best_at: int = 0
+    target_at: int | None = None
+    target_depth: int | None = None  # the steps from the start of the path that first met stop_at
+    depth_reached: int = 0
+    expanded: int = 0
+    successors: int = 0
 
     @property
     def cut_by_clock(self) -> bool:
         """Whether the wall-clock safety stop ended it (its figures depend on machine load)."""
         return self.stopped == "seconds"
+
+
+def _count(reply: dict, key: str) -> int | None:
+    """A search's count field, checked (the worker is untrusted): a whole number >= 0; None when absent
+    (`target_at`: the target was never met; an older worker's reply for the rest, counted 0)."""
+    value = reply.get(key)
+    if value is None:
+        return None if key.startswith("target_") else 0
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise SandboxFailure("protocol", f"reply to 'search': {key}: expected a count >= 0, found {str(value)[:80]}",
+                             op="search")
+    return value
 
 
 def _evidence(value: Any) -> dict | None:
@@ -130,7 +151,9 @@ _STEP = {**_OBSERVATION, "reward": JSON, "terminated": bool, "capped": (bool, OP
 _SEARCH = {"best_reward": JSON, "witness": list, "nodes": int, "exhausted": bool, "distinct_states": int,
            "seconds": NUMBER, "stopped": (str, OPTIONAL), "proof": (str, OPTIONAL), "bound_refuted": (str, OPTIONAL),
            "pruned": (int, OPTIONAL), "upper_bound": (*NUMBER, OPTIONAL),
-           "evidence": (dict, OPTIONAL)}
+           "evidence": (dict, OPTIONAL), "best_at": (int, OPTIONAL), "target_at": (int, OPTIONAL),
+           "target_depth": (int, OPTIONAL), "depth_reached": (int, OPTIONAL),
+           "expanded": (int, OPTIONAL), "successors": (int, OPTIONAL)}
 _VERDICT = {"ok": bool, "issues": list, "max_reward": JSON, "state_hash": str, "warnings": (list, OPTIONAL)}
 
 
@@ -264,7 +287,8 @@ class EnvClient:
                             time_in_key, reply.get("stopped"), reply.get("proof"), reply.get("bound_refuted"), order,
                             reply.get("pruned") or 0, None if reply.get("upper_bound") is None else
                             replies.reward(reply["upper_bound"], "search", "upper_bound"),
-                            _evidence(reply.get("evidence")))
+                            _evidence(reply.get("evidence")), *(_count(reply, k) for k in (
+                                "best_at", "target_at", "target_depth", "depth_reached", "expanded", "successors")))
 
     def validate(self, level: Level | str | None = None, state: Any = None) -> Verdict:
         """The environment's validator on a level file, a given state, or the current state."""
