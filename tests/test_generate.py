@@ -148,11 +148,19 @@ def test_supervised_pause_after_dsl_then_resume_uses_the_edited_dsl(corridors, t
     config.write_text(yaml.safe_dump(doc, sort_keys=False))
     bad = out / "_work" / "fixed" / "config.yaml"
     bad.write_text(bad.read_text().replace("value_key: goal_rewards", "value_key: no_such_map"))
-    resumed = json.loads(run_corridors(corridors, out, "--resume", "--json").stdout)
+    run = run_corridors(corridors, out, "--resume", "--json")
+    resumed = json.loads(run.stdout)
     assert "good" in resumed["accepted"]
     assert "Edited by a person" in (out / "good" / "config.yaml").read_text()
-    assert resumed["rejected"]["fixed"]["stage"] == "dsl"
-    assert "reward.events[0].value_key" in resumed["rejected"]["fixed"]["reason"]
+    # The person's typo is theirs to fix, not the model's dsl rejection: the theme stays paused.
+    assert run.returncode == 2 and "fixed" not in resumed["rejected"] and resumed["paused"] == ["fixed"]
+    wrong = resumed["edit_errors"]["fixed"]
+    assert wrong.startswith(f"{bad}: expected a valid DSL document after your edit, found 1 error(s); first: ")
+    assert "reward.events[0].value_key" in wrong
+    assert f"envforge generate: fixed stays paused: {wrong}" in run.stderr
+    bad.write_text(bad.read_text().replace("value_key: no_such_map", "value_key: goal_rewards"))
+    again = json.loads(run_corridors(corridors, out, "--resume", "--json").stdout)
+    assert "fixed" in again["accepted"] and again["edit_errors"] == {}
 
 
 def test_an_existing_run_needs_resume(corridors, tmp_path):

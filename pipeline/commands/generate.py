@@ -14,7 +14,8 @@ from envforge.pipeline.generate.run import errors_alike, print_summary, some_nam
 EXIT_ACCEPTED, EXIT_NONE_ACCEPTED, EXIT_ERROR = 0, 1, 2
 
 EPILOG = """exit status: 0 the run finished and accepted at least one environment (or paused as asked);
-1 it finished and accepted none; 2 bad input (themes file, output folder, flags), or a theme that
+1 it finished and accepted none; 2 bad input (themes file, output folder, flags, a file a person
+edited in a pause: the theme stays paused), or a theme that
 could not be judged (no recording for it, a template missing from the installation): one line for
 each kind of error, and such a theme is not counted in the table; a full disk or an output folder
 it cannot write also ends in one line (its --resume continues); 3 the run budget (--budget-usd) was
@@ -60,6 +61,8 @@ async def _generate(job: GenerateJob, client, as_json: bool) -> int:
     if summary["stopped"]:
         print(f"envforge generate: {summary['stopped'].removeprefix('not started: ')}", file=sys.stderr)
         return EXIT_BUDGET_EXCEEDED
-    if summary["errors"]:
+    for name, wrong in summary["edit_errors"].items():  # a person's edit in a pause: theirs to fix
+        print(f"envforge generate: {name} stays paused: {wrong}", file=sys.stderr)
+    if summary["errors"] or summary["edit_errors"]:
         return EXIT_ERROR
     return EXIT_ACCEPTED if summary["accepted"] or summary["paused"] else EXIT_NONE_ACCEPTED

@@ -73,9 +73,11 @@ def config_errors(folder: Path) -> list[Problem]:
     return errors(dsl_schema.check_text(text, layout.CONFIG))
 
 
-def check_edited(ctx: ThemeContext) -> None:
-    """After a pause, a person may have edited config.yaml: it must still be valid."""
+def check_edited(ctx: ThemeContext) -> str | None:
+    """After a pause, a person may have edited config.yaml: what is wrong with it now (the person's
+    to fix, not a verdict on the model's work), or None."""
     problems = config_errors(ctx.work)
     if problems:
-        raise Rejected(f"config.yaml (edited) has {len(problems)} error(s); first: {problems[0]}",
-                       details={"problems": [str(p) for p in problems]})
+        return (f"{ctx.work / layout.CONFIG}: expected a valid DSL document after your edit, found "
+                f"{len(problems)} error(s); first: {problems[0]}")
+    return None

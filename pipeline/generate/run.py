@@ -116,8 +116,13 @@ class Run:
         previous = self.db.theme(theme.name) or {}
         self.db.set_theme(self.run_id, theme.name, theme.text, theme.where, "running")
         try:
-            if previous.get("status") == "paused" and previous.get("stage") in stages.NAMES:
-                _check_edits(ctx, stages.get(previous["stage"]))
+            paused = stages.get(previous["stage"]) if previous.get("status") == "paused" and \
+                previous.get("stage") in stages.NAMES else None
+            if paused and paused.after_edit and (wrong := paused.after_edit(ctx)):
+                # The person's edit, not the model's work: the theme stays paused, nothing is judged.
+                self.db.set_theme(self.run_id, theme.name, theme.text, theme.where, "paused", paused.name, wrong)
+                self.say(theme.name, f"still paused after {paused.name}: {wrong}; fix it, then --resume", kept=True)
+                return self._finish(ThemeOutcome(theme.name, "paused", paused.name, wrong, str(work)))
             for stage in stages.STAGES:
                 if self.db.stage_done(theme.name, stage.name):
                     continue
@@ -267,6 +272,8 @@ class Run:
             },
             "errors": {o.name: {"stage": o.stage, "reason": o.reason} for o in self.outcomes if o.status == "error"},
             "paused": [o.name for o in self.outcomes if o.status == "paused"],
+            # paused themes whose files a person edited into something invalid: theirs to fix, not a verdict
+            "edit_errors": {o.name: o.reason for o in self.outcomes if o.status == "paused" and o.reason},
             "skipped": {o.name: o.reason for o in self.outcomes if o.status == "skipped"},
             "not_judged": [o.name for o in self.outcomes if o.budget_stop],
             "rates": rates,
@@ -318,15 +325,6 @@ def check_resume(db: RunDB, out: Path, themes: list[Theme], options: GenerateRun
                 f"--resume: {theme.name} in {out} was made with other settings: {'; '.join(changed)[:300]}; "
                 f"resume with the settings it was made with, or choose another --out"
             )
-
-
-def _check_edits(ctx: ThemeContext, paused: stages.Stage) -> None:
-    """After a pause a person may have edited the stage's files: they must still be fit."""
-    try:
-        if paused.after_edit:
-            paused.after_edit(ctx)
-    except Rejected as rejection:
-        raise rejection.at(paused.name) from None
 
 
 def _infrastructure(theme: Theme, exc: Exception) -> str:
@@ -384,7 +382,9 @@ def print_summary(summary: dict, file=None) -> None:
             continue
         print(f"  rejected {name} at {r['stage']}: {r['reason']}", file=file)
     for name in summary["paused"]:
-        print(f"  paused {name}: edit its files, then run again with --resume", file=file)
+        wrong = summary.get("edit_errors", {}).get(name)
+        print(f"  paused {name}: " + (f"{wrong}; fix it, then run again with --resume" if wrong else
+                                      "edit its files, then run again with --resume"), file=file)
     for (stage, _), names in errors_alike(summary["errors"]).items():
         first = summary["errors"][names[0]]["reason"]
         more = f" — and {len(names) - 1} more theme(s) alike: {some_names(names[1:])}" if len(names) > 1 else ""

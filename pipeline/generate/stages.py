@@ -34,7 +34,8 @@ class Stage:
     column: str = EXECUTION  # the Table 2 column a rejection here counts against
     checks: tuple[tuple[str, str], ...] = ()  # named rejection points inside the stage, with their column
     pausable: bool = False  # supervised mode may stop after it for a person to edit its files
-    after_edit: Callable[[ThemeContext], None] | None = None  # re-checks what a person edited in a pause
+    # re-checks what a person edited in a pause: what is wrong with it (the person's to fix), or None
+    after_edit: Callable[[ThemeContext], str | None] | None = None
 
 
 AGENT_OUTPUT = layout.AGENT_FILES + (layout.TRAJECTORY,)
