@@ -20,7 +20,7 @@ EXIT_OUTPUT_CLOSED = 141  # 128 + SIGPIPE, what a shell reports for a writer who
 # Commands that run environment code (in sandbox workers): they refuse to start where no rung of
 # the confinement ladder applies, unless --unconfined (pipeline/sandbox/outside/capabilities.py). `review`
 # runs env code only for its previews; its workers refuse then.
-RUNS_ENV_CODE = {"generate", "check", "play", "verify", "probe", "reskin", "evaluate", "learn", "serve"}
+RUNS_ENV_CODE = {"generate", "check", "play", "verify", "levels", "probe", "reskin", "evaluate", "learn", "serve"}
 UNCONFINED_HELP = ("run environment code even where no sandbox can be made (no rung of the confinement "
                    "ladder: see `envforge doctor`); it can then read and write what you can and reach the "
                    "network. Same as ENVFORGE_UNCONFINED=1")
@@ -33,6 +33,7 @@ COMMAND_MODULES = [
     "envforge.pipeline.commands.play",
     "envforge.pipeline.commands.dsl",
     "envforge.pipeline.commands.verify",
+    "envforge.pipeline.commands.levels",
     "envforge.pipeline.commands.probe",
     "envforge.pipeline.commands.reskin",
     "envforge.pipeline.commands.evaluate",

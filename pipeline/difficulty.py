@@ -39,10 +39,12 @@ scores its max, or one step solves it) is named
 from __future__ import annotations
 
 import math
+from pathlib import Path
 from statistics import mean
 
-from envforge.pipeline import planner
-from envforge.pipeline.kinds import DifficultyFigure, DifficultyProfile
+from envforge.pipeline import layout, planner, records
+from envforge.pipeline.errors import UserError
+from envforge.pipeline.kinds import DifficultyFigure, DifficultyProfile, Verification
 from envforge.pipeline.levelmax import EPS, LevelMax, scorable
 from envforge.pipeline.sandbox.outside.client import EnvClient
 
@@ -144,6 +146,17 @@ def line(p: DifficultyProfile) -> str:
             f"nodes to max {shown(p.nodes_to_max)}, branching {shown(p.branching)}, random success "
             f"{p.random_success_rate.value:.0%} (normalized {p.random_normalized.value:.2f}), best constant "
             f"{p.best_constant_normalized.value:.2f}" + (f"; trivial: {p.trivial}" if p.trivial else ""))
+
+
+def recorded(env_dir: Path) -> tuple[dict[str, str], dict[str, int]]:
+    """What verify recorded in the folder's verification.json of its levels: (level -> why it is
+    trivial, band -> how many levels are in it); both empty when it recorded none or does not read."""
+    try:
+        verification = records.read(env_dir / layout.VERIFICATION, Verification)  # None: no such file
+    except (OSError, UserError):  # a RecordError is one
+        return {}, {}
+    rel = verification.stages.reliability if verification is not None else None
+    return (rel.trivial_levels or {}, rel.difficulty_bands or {}) if rel is not None else ({}, {})
 
 
 def histogram(scores: list[int]) -> dict[str, int]:

@@ -30,7 +30,8 @@ LAYERS: list[tuple[str, set[str]]] = [
     ("sandbox", {"pipeline.sandbox"}),
     ("model calls", {"pipeline.llm"}),
     # the planner, and a level's certified max reward searched with it (verify's and learn's)
-    ("search", {"pipeline.planner", "pipeline.levelmax"}),
+    # and a level's difficulty profile (its evidence: that search and the reliability stage's episodes)
+    ("search", {"pipeline.planner", "pipeline.levelmax", "pipeline.difficulty"}),
     # evaluate holds the one episode engine; check plays its episodes through it, generate's coding
     # agent runs check, verify and learning take their levels from the one level factory.
     ("capabilities", {"pipeline.evaluate", "pipeline.check", "pipeline.levelfactory", "pipeline.verify",

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import jinja2
 
-from envforge.pipeline import __version__, layout
+from envforge.pipeline import __version__, difficulty, layout
 from envforge.pipeline import records as files
 from envforge.pipeline.errors import DiskFull, InfrastructureError, Rejected, Unwritable, UserError
 from envforge.pipeline.generate import package, stages
@@ -294,6 +294,9 @@ class Run:
             "kept": list(self.kept),
             # accepted environments with the same dynamics (verify's fingerprint): the same game twice
             "same_dynamics": same_dynamics((name, dynamics_of(self.out.root / name)) for name in accepted),
+            # per accepted environment: its trivial levels (level -> why) and its levels by difficulty band
+            "trivial_levels": {name: t for name in accepted if (t := difficulty.recorded(self.out.root / name)[0])},
+            "difficulty": {name: b for name in accepted if (b := difficulty.recorded(self.out.root / name)[1])},
         }
 
 
@@ -396,6 +399,12 @@ def print_summary(summary: dict, file=None) -> None:
         if name not in told:
             told.update([name, *others])
             print(f"  same dynamics: {name} and {', '.join(others)} (one game under another skin or name)", file=file)
+    for name, trivial in summary.get("trivial_levels", {}).items():
+        print(f"  trivial levels: {name} has {len(trivial)} (" + "; ".join(
+            f"{k}: {why}" for k, why in list(trivial.items())[:3]) + (", ..." if len(trivial) > 3 else "") + ")",
+            file=file)
+    for name, bands in summary.get("difficulty", {}).items():
+        print(f"  difficulty: {name}: " + ", ".join(f"{n} {band}" for band, n in bands.items()), file=file)
     per = summary["cost_per_accepted_usd"]
     calls = summary["model_calls"]
     untrusted = [f"{calls['untrusted_usage']} call(s) with untrusted usage"] if calls.get("untrusted_usage") else []
