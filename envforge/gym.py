@@ -87,18 +87,21 @@ class EnvforgeEnv(gymnasium.Env):
 
     def __init__(self, path: str | Path, level: str | None = None, split: str = "test", skin: str | None = None,
                  action_space: str = "auto", render_mode: str | None = None,
-                 max_observation_chars: int = DEFAULT_MAX_OBSERVATION_CHARS, limits: SandboxLimits | None = None):
+                 max_observation_chars: int = DEFAULT_MAX_OBSERVATION_CHARS, limits: SandboxLimits | None = None,
+                 difficulty: str | None = None):
         """`level`: always this level (an id such as "level_01"); else `reset` draws one of the
         split's levels ("test" or "val") with the env's RNG, or generates one from the seed when the
-        folder has no levels. `skin`: render through skins/<skin>.py. `action_space`: "auto"
-        (Discrete where the DSL allows it, else Text) or "text"."""
+        folder has no levels. `difficulty`: draw only the split's levels in that band (easy, medium,
+        hard, or a score range "LO..HI" of their difficulty profiles). `skin`: render through
+        skins/<skin>.py. `action_space`: "auto" (Discrete where the DSL allows it, else Text) or "text"."""
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
             raise UserError(f"render_mode: expected one of {self.metadata['render_modes']}, found {render_mode!r}")
         if action_space not in ("auto", "text"):
             raise UserError(f"action_space: expected 'auto' or 'text', found {action_space!r}")
         self.env = Environment(path)
         self.fixed_level = self.env.level(level) if level is not None else None
-        self.split_levels = self.env.levels(split)
+        self.split = split
+        self.split_levels = self.env.levels(split, difficulty)
         self.skin, self.limits = skin, limits
         if skin is not None and skin not in self.env.skins():
             raise UserError(f"skin: expected one of {', '.join(self.env.skins()) or '(none)'}, found {skin!r}")
@@ -126,13 +129,15 @@ class EnvforgeEnv(gymnasium.Env):
         return states
 
     def reset(self, *, seed: int | None = None, options: dict | None = None) -> tuple[str, dict]:
-        """`options`: {"level": id} plays that level; {"generate": True} a level generated from
-        the seed (drawn from the env's RNG when `seed` is None)."""
+        """`options`: {"level": id} plays that level; {"difficulty": band} one of the split's levels
+        in that band; {"generate": True} a level generated from the seed (drawn from the env's RNG
+        when `seed` is None)."""
         super().reset(seed=seed)
         options = options or {}
         level = options.get("level") or self.fixed_level
-        if level is None and self.split_levels and not options.get("generate"):
-            level = self.split_levels[int(self.np_random.integers(len(self.split_levels)))]
+        pool = self.env.levels(self.split, options["difficulty"]) if options.get("difficulty") else self.split_levels
+        if level is None and pool and not options.get("generate"):
+            level = pool[int(self.np_random.integers(len(pool)))]
         env_seed = int(self.np_random.integers(2**31 - 1))
         if self.session is None:
             self.session = self.env.session(self.skin, self.limits)
@@ -197,6 +202,9 @@ class EnvforgeEnv(gymnasium.Env):
                 "events": step.events,
                 "last_action_result": step.last_action_result,
                 "action": step.action,
+                "difficulty": self.env.difficulty(self.level)
+                if self.level and not self.level.startswith("seed:")
+                else None,
             }
         )
 

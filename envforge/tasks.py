@@ -68,9 +68,10 @@ NAMESPACE = "" if _in_site_packages(Path(__file__).resolve()) else "envforge/"
 
 @task(name=f"{NAMESPACE}env")
 def env(path: str = str(paths.GENERATED_ENVS_DIR), split: str = "test", max_levels: int | None = None,
-        skin: str | None = None) -> Task:
-    """Every level of the environment(s) at `path` as a sample (see the module docstring)."""
-    return _task(Path(path), split, max_levels, skin)
+        skin: str | None = None, difficulty: str | None = None, curriculum: bool = False) -> Task:
+    """Every level of the environment(s) at `path` as a sample (see the module docstring); with
+    `difficulty` (easy|medium|hard or "LO..HI"), those in that band; `curriculum`: easy to hard."""
+    return _task(Path(path), split, max_levels, skin, difficulty, curriculum)
 
 
 @task(name=f"{NAMESPACE}reference")
@@ -80,18 +81,21 @@ def reference(env: str | None = None, split: str = "test", max_levels: int | Non
     return _task(paths.REFERENCE_ENVS_DIR / env if env else paths.REFERENCE_ENVS_DIR, split, max_levels, skin)
 
 
-def _task(path: Path, split: str, max_levels: int | None, skin: str | None) -> Task:
+def _task(path: Path, split: str, max_levels: int | None, skin: str | None, difficulty: str | None = None,
+          curriculum: bool = False) -> Task:
     envs = [Environment(e.path) for e in layout.find_envs(path)]
     if not envs:
         raise UserError(f"{path}: expected an environment folder ({', '.join(layout.REQUIRED_FILES)}) or a folder "
                         f"holding some, found none")
     samples = []
     for e in envs:
-        for level, max_reward, note in e.scored_levels(split, max_levels, "the task"):
+        for level, max_reward, note in e.scored_levels(split, max_levels, "the task", difficulty, curriculum):
+            profile = e.difficulty(level)
             samples.append(Sample(
                 input=f"{e.instruction}\n\n{e.action_text}".strip(), id=f"{e.name}/{layout.level_key(level)}",
                 metadata={"env": str(e.path), "level": level, "split": split, "max_reward": max_reward,
-                          "max_note": note, "skin": skin}))
+                          "max_note": note, "skin": skin, "difficulty": profile["score"] if profile else None,
+                          "difficulty_band": profile["band"] if profile else None, "difficulty_profile": profile}))
     if not samples:
         raise UserError(f"{path}: expected level files under {layout.LEVEL_SPLITS[split]}/, found none")
     name = layout.EnvDir.at(path).name

@@ -23,16 +23,18 @@ gives the same profile on an idle and on a loaded machine. Each says whether it 
     (the reliability stage's constant policies; exact on a level without chance).
 
 The score (SCORE_VERSION 1), 0 easiest .. 100 hardest:
-    depth  = log2(shortest_witness / 2) / log2(32)     2 steps or fewer 0, 64 or more 1
-    search = log10(nodes_to_max / 10) / 4              10 nodes or fewer 0, 100,000 or more 1
+    depth  = log(shortest_witness) / log(64)           1 step 0, 64 or more 1
+    search = log(nodes_to_max) / log(100,000)          1 node 0, 100,000 or more 1
     luck   = max(random_normalized, best_constant_normalized)   what play without skill gets
-    score  = round(100 * (depth + search) / 2 * (1 - luck))
+    score  = round(100 * (depth + search) / 2 * (1 - luck) ** 2)
 each part capped to 0..1. The bands are fixed ranges of it: easy 0..39, medium 40..59, hard
-60..100 (BANDS), so a level that a guided search solves in under ~8 steps and ~500 nodes is easy
-and one needing over ~12 steps and thousands of nodes is hard. The scales are absolute (not the
-level's step cap), so the score orders levels across environments: a 6-step solution a guided
-search finds in 150 nodes is easy, a 28-step one it needs 9,000 for is hard, anywhere; a level a
-random agent maxes is easy however deep. A trivial level (doing nothing or one action repeated
+60..100 (BANDS, in pipeline/kinds.py beside the profile). What play without skill earns weighs
+most, as it does for a learner, which gets reward only where its exploration finds it: a level a
+random agent solves one episode in five is easy even 9 steps deep; one it never solves is easy
+only when a few steps and a few dozen nodes solve it (4 steps and 50 nodes: 34); a 6-step
+solution a guided search finds in 150 nodes is medium (43) and a 28-step one it needs 9,000 nodes
+for is hard (80). The scales are absolute (not the level's step cap), so the score orders levels
+across environments. A trivial level (doing nothing or one action repeated
 scores its max, or one step solves it) is named
 (`trivial`), whatever its score.
 """
@@ -44,35 +46,22 @@ from statistics import mean
 
 from envforge.pipeline import layout, planner, records
 from envforge.pipeline.errors import UserError
-from envforge.pipeline.kinds import DifficultyFigure, DifficultyProfile, Verification
+from envforge.pipeline.kinds import (  # the bands are declared beside the profile; here they are re-exported
+    BANDS,
+    DifficultyFigure,
+    DifficultyProfile,
+    Verification,
+    band_of,
+    band_range,  # noqa: F401
+)
 from envforge.pipeline.levelmax import EPS, LevelMax, scorable
 from envforge.pipeline.sandbox.outside.client import EnvClient
 
 PROFILE_NODES = 5_000  # breadth-first nodes per level for the profile (a budget, never seconds)
 PROFILE_SECONDS = 300.0  # its wall-clock safety stop only (a profile it cut is left out: see `profile`)
 SCORE_VERSION = 1
-DEPTH_RANGE = (2, 64)  # shortest witness lengths scoring 0 and 1 of the depth part (log scale between)
-NODES_RANGE = (10, 100_000)  # nodes to the max scoring 0 and 1 of the search part (log scale between)
-BANDS = {"easy": (0, 39), "medium": (40, 59), "hard": (60, 100)}  # score ranges, both ends in
-
-
-def band_of(score: int) -> str:
-    return next(name for name, (lo, hi) in BANDS.items() if lo <= score <= hi)
-
-
-def band_range(text: str) -> tuple[int, int]:
-    """A band's score range: a name of BANDS or "LO..HI" (whole numbers 0..100); ValueError otherwise."""
-    if text in BANDS:
-        return BANDS[text]
-    lo, sep, hi = text.partition("..")
-    try:
-        low, high = int(lo), int(hi)
-    except ValueError:
-        low = high = -1
-    if not sep or not 0 <= low <= high <= 100:
-        raise ValueError(f"expected a band ({', '.join(BANDS)}) or a score range LO..HI with 0 <= LO <= HI <= 100, "
-                         f"found {text!r}")
-    return low, high
+DEPTH_RANGE = (1, 64)  # shortest witness lengths scoring 0 and 1 of the depth part (log scale between)
+NODES_RANGE = (1, 100_000)  # nodes to the max scoring 0 and 1 of the search part (log scale between)
 
 
 def part(value: float, low: float, high: float) -> float:
@@ -83,7 +72,7 @@ def part(value: float, low: float, high: float) -> float:
 def score(shortest: float, nodes: float, random_normalized: float, constant_normalized: float) -> int:
     """The ordinal score of the module docstring."""
     skill = (part(shortest, *DEPTH_RANGE) + part(nodes, *NODES_RANGE)) / 2
-    return round(100 * skill * (1 - min(1.0, max(0.0, random_normalized, constant_normalized))))
+    return round(100 * skill * (1 - min(1.0, max(0.0, random_normalized, constant_normalized))) ** 2)
 
 
 def profile(spec, worker: EnvClient, lm: LevelMax, random_totals: list[float], constant_totals: list[float],

@@ -426,6 +426,29 @@ class DifficultyFigure(KeepsUnknown, Shape):
     at_most: float | None = None
 
 
+# A difficulty profile's bands: ranges of its score, both ends in (pipeline/difficulty.py documents them).
+BANDS = {"easy": (0, 39), "medium": (40, 59), "hard": (60, 100)}
+
+
+def band_of(score: int) -> str:
+    return next(name for name, (lo, hi) in BANDS.items() if lo <= score <= hi)
+
+
+def band_range(text: str) -> tuple[int, int]:
+    """A band's score range: a name of BANDS or "LO..HI" (whole numbers 0..100); ValueError otherwise."""
+    if text in BANDS:
+        return BANDS[text]
+    lo, sep, hi = str(text).partition("..")
+    try:
+        low, high = int(lo), int(hi)
+    except ValueError:
+        low = high = -1
+    if not sep or not 0 <= low <= high <= 100:
+        raise ValueError(f"expected a band ({', '.join(BANDS)}) or a score range LO..HI with 0 <= LO <= HI <= 100, "
+                         f"found {str(text)[:40]!r}")
+    return low, high
+
+
 @dataclass
 class DifficultyProfile(KeepsUnknown, Shape):
     """How hard a level is, from the evidence of verify's search and episodes (pipeline/difficulty.py):
@@ -1291,6 +1314,8 @@ class EpisodeRecord(WhichEpisode, Record):
     settings: dict = field(default_factory=dict)  # episode limits and agent options (RunOptions.settings())
     confinement: str = ""  # the sandbox rung of the episode's worker (pipeline/sandbox/outside/capabilities.py)
     runs_as: str = ""  # the uid the environment code of the episode's worker ran as (capabilities.runs_as)
+    difficulty: int | None = None  # the level's difficulty score when it was played (pipeline/difficulty.py)
+    difficulty_band: str | None = None  # ... and its band
 
     @classmethod
     def scored(cls, *, total_reward: float, max_reward: float | None, unscored: str = "", max_note: str = "",
@@ -1452,6 +1477,7 @@ class EnvSummary(Shape):
     wall_seconds: float
     tags: dict[str, str] = field(default_factory=dict)
     max_notes: list[str] = field(default_factory=list)  # scores that divide by a max that is not certified
+    bands: dict[str, float | None] = field(default_factory=dict)  # difficulty band -> mean normalized reward
 
     def to_dict(self) -> dict:
         """As written and printed: floats rounded (see DIGITS); the object keeps them exact."""

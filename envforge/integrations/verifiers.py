@@ -63,6 +63,9 @@ class LevelData(vf.TaskData):
     max_reward: float | None = None
     max_note: str = ""
     skin: str | None = None
+    difficulty: int | None = None  # the level's difficulty score (pipeline/difficulty.py), None when unprofiled
+    difficulty_band: str | None = None
+    difficulty_profile: dict | None = None  # every figure, with whether it is exact
 
 
 class LevelTask(vf.Task[LevelData]):
@@ -89,6 +92,10 @@ class LevelsConfig(vf.TasksetConfig):
     """Render through skins/<skin>.py."""
     max_levels: int | None = None
     """The first N levels of the split (as `envforge evaluate --max-levels`)."""
+    difficulty: str | None = None
+    """Only the levels in this difficulty band: easy, medium, hard, or a score range "LO..HI"."""
+    curriculum: bool = False
+    """The levels ordered easy to hard by difficulty score."""
 
 
 class LevelsTaskset(vf.Taskset[LevelTask, LevelsConfig]):
@@ -113,12 +120,15 @@ class LevelsTaskset(vf.Taskset[LevelTask, LevelsConfig]):
                                 f"found {config.skin!r}")
             system = with_system({"instruction": env.instruction, "action_space": env.action_text,
                                   "actions": [a.name for a in env.actions]})["system"]
-            for level, max_reward, note in env.scored_levels(config.split, config.max_levels, "the environment"):
+            for level, max_reward, note in env.scored_levels(config.split, config.max_levels, "the environment",
+                                                             config.difficulty, config.curriculum):
                 found = True
+                profile = env.difficulty(level)
                 yield LevelTask(LevelData(
                     id=f"{env.name}/{level}", name=f"{env.name} {layout.level_key(level)}", system_prompt=system,
                     env=str(env.path), level=level, split=config.split, max_reward=max_reward, max_note=note,
-                    skin=config.skin), config.task)
+                    skin=config.skin, difficulty=profile["score"] if profile else None,
+                    difficulty_band=profile["band"] if profile else None, difficulty_profile=profile), config.task)
         if not found:
             raise UserError(f"{self.ENV_DIR}: expected level files under {layout.LEVEL_SPLITS[config.split]}/ with a "
                             "usable max reward, found none")

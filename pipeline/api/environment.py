@@ -50,11 +50,28 @@ class Environment:
         """The episode's step cap: config.yaml's termination.max_steps (100 when absent)."""
         return self.spec.max_steps
 
-    def levels(self, split: str = "test") -> list[str]:
-        """Level ids of a split ("test": levels/, "val": val_levels/), e.g. "levels/level_01.yaml"."""
+    def levels(self, split: str = "test", difficulty: str | None = None) -> list[str]:
+        """Level ids of a split ("test": levels/, "val": val_levels/), e.g. "levels/level_01.yaml";
+        with `difficulty` (a band, easy|medium|hard, or a score range "LO..HI"), only the levels whose
+        difficulty profile scores in it (a UserError when none does)."""
         if split not in layout.LEVEL_SPLITS:
             raise UserError(f"split: expected one of {', '.join(layout.LEVEL_SPLITS)}, found {split!r}")
+        if difficulty is not None:
+            return [str(level) for level in self.spec.in_band(difficulty, split)]
         return [str(level) for level in self.spec.levels(split)]
+
+    def difficulty(self, level: str) -> dict | None:
+        """The level's difficulty profile as written beside its max (pipeline/difficulty.py: "score",
+        "band", each figure with whether it is exact); None when verify wrote none."""
+        if not str(level).startswith("seed:") and not str(level).endswith(".yaml"):
+            level = str(self.spec.level(level))  # "level_01" -> its id
+        profile = self.spec.difficulty(level)
+        return profile.to_dict() if profile is not None else None
+
+    def curriculum(self, split: str = "test") -> list[str]:
+        """The split's levels ordered easy to hard by difficulty score (unprofiled ones last, in file order)."""
+        levels = self.levels(split)
+        return sorted(levels, key=lambda lv: (p.score if (p := self.spec.difficulty(lv)) else 101, levels.index(lv)))
 
     def level(self, name: str) -> str:
         """The level id for "level_01", "levels/level_01.yaml" or "val_levels/level_11"."""
@@ -70,12 +87,17 @@ class Environment:
         return self.spec.max_note(level)
 
     def scored_levels(self, split: str = "test", max_levels: int | None = None,
-                      left_out_of: str = "the task") -> list[tuple[str, float, str]]:
+                      left_out_of: str = "the task", difficulty: str | None = None,
+                      curriculum: bool = False) -> list[tuple[str, float, str]]:
         """(level, max reward, note) for the first `max_levels` levels of `split` that a normalized score
         can divide by: a level whose max is unknown, zero or found wrong is left out, and said so on
         stderr ("left out of `left_out_of`"). One rule for Inspect's task and the verifiers environment."""
         kept = []
-        for level in self.levels(split)[:max_levels] if max_levels else self.levels(split):
+        levels = self.curriculum(split) if curriculum else self.levels(split)
+        if difficulty is not None:
+            inside = set(self.levels(split, difficulty))
+            levels = [lv for lv in levels if lv in inside]
+        for level in levels[:max_levels] if max_levels else levels:
             max_reward, note = self.spec.scoring_max(level)
             if (max_reward is None and note) or (max_reward is not None and max_reward <= 0):
                 print(f"envforge: {self.name}/{layout.level_key(level)} left out of {left_out_of}: "

@@ -80,7 +80,7 @@ split = {split}
 max_reward = {max_reward}
 max_reward_note = {max_note}
 oracle_steps = {oracle_steps}
-
+{difficulty}
 [verifier]
 # a container of its own: the agent's episode log reaches it as an artifact, nothing else of the agent's
 environment_mode = "separate"
@@ -230,6 +230,17 @@ def _left_out(spec: EnvSpec, level: str, why: str) -> None:
     return None
 
 
+def _difficulty_toml(profile) -> str:
+    """task.toml's [metadata] lines of the level's difficulty profile (pipeline/difficulty.py); none unprofiled."""
+    if profile is None:
+        return ""
+    shortest = profile.shortest_witness
+    return (f"difficulty = {int(profile.score)}\ndifficulty_band = {quoting.toml(profile.band)}\n"
+            f"difficulty_score_version = {int(profile.score_version)}\n"
+            f"shortest_witness = {float(shortest.value or 0)!r}\nshortest_witness_exact = "
+            f"{'true' if shortest.exact else 'false'}\n")
+
+
 def _write_task(task: Path, spec: EnvSpec, level: str, max_reward: float, note: str, witness: list[dict],
                 options: HarborOptions, wheel: Path | None) -> None:
     home = task / "environment" / "envforge"
@@ -262,7 +273,7 @@ def _write_task(task: Path, spec: EnvSpec, level: str, max_reward: float, note: 
         keywords="[" + ", ".join(quoting.toml(t) for t in tags) + "]", version=quoting.toml(__version__),
         environment=quoting.toml(spec.name), level=quoting.toml(level), split=quoting.toml(options.split),
         max_reward=repr(float(max_reward)), max_note=quoting.toml(note), oracle_steps=len(witness),
-        agent_seconds=repr(AGENT_SECONDS)), encoding="utf-8")
+        difficulty=_difficulty_toml(spec.difficulty(level)), agent_seconds=repr(AGENT_SECONDS)), encoding="utf-8")
     _script(task / "tests" / "test.sh", TEST_SCRIPT)
     source = f"envforge verify's search, {layout.LEVEL_MAX_REWARDS}"
     _script(task / "solution" / "solve.sh", SOLVE_HEAD.format(steps=len(witness), source=source) + "".join(

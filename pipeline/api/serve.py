@@ -154,12 +154,16 @@ class EnvforgeEnvironment(OpenEnvEnvironment):
 
     # -- OpenEnv's interface -----------------------------------------------------------------
     def reset(self, seed: Optional[int] = None, episode_id: Optional[str] = None, level: Optional[str] = None,
-              **kwargs: Any) -> EnvforgeObservation:
-        """A new episode: on `level` (a level id such as level_01 or val_levels/level_11), else on the
-        level the generator makes from `seed`, else on the first test level."""
+              difficulty: Optional[str] = None, **kwargs: Any) -> EnvforgeObservation:
+        """A new episode: on `level` (a level id such as level_01 or val_levels/level_11); else, with
+        `difficulty` (easy, medium, hard or a score range "LO..HI"), on a test level in that band (the
+        `seed`-th of them, cyclically; the first without a seed); else on the level the generator makes
+        from `seed`, else on the first test level."""
         if kwargs:
-            raise ValueError(f"reset: expected seed, level or episode_id, found {', '.join(sorted(kwargs))[:200]}")
-        chosen = self._level(seed, level)
+            raise ValueError(f"reset: expected seed, level, difficulty or episode_id, found "
+                             f"{', '.join(sorted(kwargs))[:200]}")
+        chosen = self._level(seed, level) if difficulty is None or level is not None else \
+            self._in_band(seed, difficulty)
         with self._lock:
             session = self._worker()
             try:
@@ -170,7 +174,8 @@ class EnvforgeEnvironment(OpenEnvEnvironment):
             self._max = self._served.env.spec.scoring_max(session.level) if chosen is not None else (None, "")
             self._done = False
             self._state = EnvforgeState(episode_id=_episode_id(episode_id), step_count=0, level=session.level)
-            return self._observation(first, session.level, {})
+            profile = self._served.env.difficulty(session.level) if chosen is not None else None
+            return self._observation(first, session.level, {"difficulty": profile} if profile else {})
 
     def step(self, action: Action, timeout_s: Optional[float] = None, **kwargs: Any) -> EnvforgeObservation:
         with self._lock:
@@ -228,6 +233,18 @@ class EnvforgeEnvironment(OpenEnvEnvironment):
             finally:
                 self._served.live.discard(self)
                 self._served.capacity.worker_stopped()
+
+    def _in_band(self, seed: Any, difficulty: Any) -> str:
+        if not isinstance(difficulty, str) or not 0 < len(difficulty) <= LEVEL_CHARS:
+            raise ValueError(f"reset: difficulty: expected easy, medium, hard or LO..HI, found "
+                             f"{type(difficulty).__name__}")
+        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed <= SEED_MAX):
+            raise ValueError(f"reset: seed: expected an integer 0..{SEED_MAX}, found {str(seed)[:50]!r}")
+        try:
+            levels = self._served.env.levels("test", difficulty)
+        except UserError as e:
+            raise ValueError(f"reset: {e}") from None
+        return levels[(seed or 0) % len(levels)]
 
     def _level(self, seed: Any, level: Any) -> str | None:
         if level is not None:

@@ -126,6 +126,9 @@ def _print_text(result: Evaluation) -> None:
             f" per episode, "
             f"{overall['clipped']} clipped, ${overall['dollars']:.4f}"
         )
+    if overall.get("bands"):
+        print("by difficulty band: " + ", ".join(
+            f"{band} {'–' if v is None else f'{v * 100:.2f}%'}" for band, v in overall["bands"].items()))
     for note in result.mixed:
         print(f"note: {note}")
     print("written: " + ", ".join(str(f) for f in result.files))

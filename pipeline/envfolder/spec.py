@@ -17,7 +17,15 @@ from envforge.dsl_schema.problems import typed
 from envforge.pipeline import layout, records, safe_io
 from envforge.pipeline.envfolder.level import Level
 from envforge.pipeline.errors import LocatedError, UserError, not_a_folder
-from envforge.pipeline.kinds import ClaimCheck, LevelMaxEntry, LevelMaxRewards, RecordError, Verification
+from envforge.pipeline.kinds import (
+    ClaimCheck,
+    DifficultyProfile,
+    LevelMaxEntry,
+    LevelMaxRewards,
+    RecordError,
+    Verification,
+    band_range,
+)
 from envforge.pipeline.located import Problem
 
 DEFAULT_MAX_STEPS = 100
@@ -59,6 +67,8 @@ class EnvSpec:
     config_text: str = ""  # config.yaml as read, for the DSL checker's line numbers
     # level key -> (whether its max reward may divide a score, the note every normalized score on it carries)
     max_reward_notes: dict[str, tuple[bool, str]] = field(default_factory=dict)
+    # level key -> its difficulty profile, as verify wrote it beside the max (pipeline/difficulty.py)
+    difficulties: dict[str, DifficultyProfile] = field(default_factory=dict)
 
     @property
     def name(self) -> str:
@@ -91,6 +101,26 @@ class EnvSpec:
                 return candidate
         raise UserError(f"--level {name}: expected one of {', '.join(Path(str(l)).stem for l in levels) or '(none)'}, "
                         f"found no such level")
+
+    def difficulty(self, level: Level | str) -> DifficultyProfile | None:
+        """The level's difficulty profile (level_max_rewards.json); None when verify wrote none."""
+        return self.difficulties.get(layout.level_key(str(level)))
+
+    def in_band(self, band: str, split: str = "test") -> list[Level]:
+        """The levels of `split` whose difficulty score lies in `band` (a name of kinds.BANDS or "LO..HI");
+        a UserError says why when there are none."""
+        try:
+            lo, hi = band_range(band)
+        except ValueError as e:
+            raise UserError(f"difficulty: {e}") from None
+        levels = self.levels(split)
+        kept = [lv for lv in levels if (p := self.difficulty(lv)) is not None and lo <= p.score <= hi]
+        if not kept:
+            scores = sorted(p.score for lv in levels if (p := self.difficulty(lv)) is not None)
+            raise UserError(f"difficulty {band}: expected levels of the {split} split scoring {lo}..{hi}, found "
+                            + (f"scores {scores[0]}..{scores[-1]}" if scores else "no difficulty profiles (envforge "
+                               "verify --write writes them)") + f" in {self.path}")
+        return kept
 
     def with_levels(self, split: str, levels: list[Level], max_rewards: dict[Level, float | None]) -> "EnvSpec":
         """This environment with `levels` as its split `split`, each scored against the max reward
@@ -172,7 +202,8 @@ class EnvSpec:
                    _strings(tags) if isinstance(tags, dict) else config_tags(config), claimed,
                    {split: env.levels(split) for split in layout.LEVEL_SPLITS}, manifest or {}, config_text,
                    max_reward_standing(max_rewards_data, claimed, checks,
-                                       bool(isinstance(manifest, dict) and manifest.get("origin"))))
+                                       bool(isinstance(manifest, dict) and manifest.get("origin"))),
+                   difficulties(max_rewards_data))
 
 
 def read_config(path: str | Path, full_paths: bool = True) -> dict:
@@ -333,6 +364,20 @@ class Reader:
         if not safe_io.exists(self.root, rel):
             return None
         return safe_io.load_json(self.root, rel, label=self.name(rel))
+
+
+def difficulties(data: Any) -> dict[str, DifficultyProfile]:
+    """level key -> the difficulty profile of level_max_rewards.json's entry; an entry's profile that
+    does not fit the shape is left out (the file may come from anywhere; the max is read apart)."""
+    levels = data.get("levels") if isinstance(data, dict) else None
+    out = {}
+    for key, entry in (levels.items() if isinstance(levels, dict) else ()):
+        if isinstance(entry, dict) and isinstance(entry.get("difficulty"), dict):
+            try:
+                out[layout.level_key(key)] = DifficultyProfile.from_dict(entry["difficulty"], "difficulty")
+            except RecordError:
+                continue
+    return out
 
 
 def claimed_max_rewards(data: Any, file: str = layout.LEVEL_MAX_REWARDS) -> dict[str, float]:

@@ -21,12 +21,13 @@ from pathlib import Path
 from envforge.pipeline import records as files
 from envforge.pipeline.errors import UserError
 from envforge.pipeline.evaluate.episode import INFRASTRUCTURE, STOP_REASONS
-from envforge.pipeline.kinds import EnvSummary, EpisodeRecord, EvaluateSummary, MethodSummary
+from envforge.pipeline.kinds import BANDS, EnvSummary, EpisodeRecord, EvaluateSummary, MethodSummary
 
 CATEGORIES = (("reward", "binary", "Binary"), ("reward", "accumulative", "Accum."),
               ("observation", "full", "Full"), ("observation", "partial", "Partial"),
               ("semantics", "aligned", "Aligned"), ("semantics", "inverse", "Inverse"))
 REPORT_MD, PER_ENV_PNG, CATEGORIES_PNG, SUMMARY_JSON = "report.md", "per_env.png", "categories.png", "summary.json"
+BANDS_PNG = "bands.png"
 
 
 def settings_key(settings: dict) -> str:
@@ -95,6 +96,8 @@ def _env_summary(records: list[EpisodeRecord]) -> EnvSummary:
         wall_seconds=round(sum(r.wall_seconds for r in records), 3),
         tags=next((r.tags for r in records if r.tags), {}),
         max_notes=sorted({r.normalized_note for r in scored if r.normalized_note and not r.clipped}),
+        bands={band: average(r.normalized for r in scored if r.difficulty_band == band) for band in BANDS
+               if any(r.difficulty_band == band for r in scored)},
     )
 
 
@@ -119,6 +122,9 @@ def _overall(envs: dict[str, EnvSummary]) -> dict:
         "tokens_in": sum(s.tokens_in for s in envs.values()),
         "tokens_out": sum(s.tokens_out for s in envs.values()),
         "dollars": sum(s.dollars for s in envs.values()),
+        # difficulty band -> the mean over environments of their band means (each environment once)
+        "bands": {band: average(s.bands[band] for s in envs.values() if band in s.bands) for band in BANDS
+                  if any(band in s.bands for s in envs.values())},
     }
 
 
@@ -181,6 +187,15 @@ def per_env_table(methods: list[MethodSummary]) -> str:
     return "\n".join(lines)
 
 
+def band_table(methods: list[MethodSummary]) -> str:
+    """Scores by difficulty band: a row per method, a column per band any level of the run is in."""
+    bands = [b for b in BANDS if any(b in m.overall.get("bands", {}) for m in methods)]
+    lines = ["| Method | " + " | ".join(bands) + " |", "|---|" + "---|" * len(bands)]
+    for m in methods:
+        lines.append(f"| {m.label} | " + " | ".join(_pct(m.overall["bands"].get(b)) for b in bands) + " |")
+    return "\n".join(lines)
+
+
 def markdown(methods: list[MethodSummary], images: list[str]) -> str:
     episodes = sum(s.episodes + sum(s.excluded.values()) for m in methods for s in m.envs.values())
     envs = sorted({n for m in methods for n in m.envs})
@@ -192,7 +207,12 @@ def markdown(methods: list[MethodSummary], images: list[str]) -> str:
         "", "## Summary (layout of AutoEnv Table 3)", "", table3(methods), "",
         "Acc: mean normalized reward over environments (each weighted once); Std: standard deviation over runs; "
         "Steps: mean agent turns per episode. A category with no environment shows –.", "",
-        "## Per environment", "", per_env_table(methods), "", "## Notes", "",
+        "## Per environment", "", per_env_table(methods), "",
+        *(["## By difficulty band", "", band_table(methods), "",
+           "Mean normalized reward over the levels of each difficulty band (their profiles in "
+           "level_max_rewards.json: easy 0..39, medium 40..59, hard 60..100 of the score), each environment "
+           "weighted once.", ""] if any(m.overall.get("bands") for m in methods) else []),
+        "## Notes", "",
     ]
     parts += _notes(methods) or ["- none"]
     parts += ["", "Stop reasons: " + "; ".join(f"`{k}` {v}" for k, v in STOP_REASONS.items()) + ".", ""]
@@ -249,11 +269,14 @@ def plot(out: Path, methods: list[MethodSummary]) -> list[Path]:
     import matplotlib.pyplot as plt
 
     envs = sorted({n for m in methods for n in m.envs})
+    bands = [b for b in BANDS if any(b in m.overall.get("bands", {}) for m in methods)]
     groups = {
         PER_ENV_PNG: ("Normalized reward per environment (error bars: std over runs)", envs,
                       lambda m, n: (m.envs[n].mean_normalized, m.envs[n].std) if n in m.envs else (None, None)),
         CATEGORIES_PNG: ("Normalized reward per category", [label for _, _, label in CATEGORIES] + ["Avg."],
                          lambda m, label: _category_value(m, label)),
+        **({BANDS_PNG: ("Normalized reward per difficulty band", bands,
+                        lambda m, band: (m.overall["bands"].get(band), None))} if bands else {}),
     }
     written = []
     for filename, (title, names, value) in groups.items():

@@ -91,6 +91,8 @@ async def evaluate(targets: list[EnvSpec], player: Player, options: RunOptions, 
             env_hash=env_hashes[spec.env.name],
             level_hash=level_hash(spec.env.dir.path, spec.level),
             max_reward=spec.env.max_reward(spec.level),
+            difficulty=(profile := spec.env.difficulty(spec.level)) and profile.score,
+            difficulty_band=profile and profile.band,
             split=options.split,
             settings=options.settings(),
         )
