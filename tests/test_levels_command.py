@@ -54,10 +54,11 @@ def test_a_crate_dock_level_set_is_an_environment_the_planner_solves(tmp_path):
                     "--random-episodes", "2", "--out", tmp_path / "set", "--json")
     assert done.returncode == 0, done.stdout + done.stderr
     made = json.loads(done.stdout)
-    assert list(made["levels"]) == ["level_01.yaml", "level_02.yaml"] and made["seeds"] == [1, 2]
+    # the first two seeds whose levels were certified and profiled (a level whose max this budget leaves unknown
+    # has no profile), in seed order
+    assert list(made["levels"]) == ["level_01.yaml", "level_02.yaml"] and made["seeds"] == sorted(made["seeds"])
     levels = _levels(tmp_path / "set")
     assert all(profile["shortest_witness"]["value"] >= 1 for _, _, profile in levels.values())
-    played = envforge("evaluate", tmp_path / "set", "--agent", "planner", "--runs", "1", "--out", tmp_path / "eval",
-                      "--json")
+    played = envforge("evaluate", tmp_path / "set", "--agent", "planner", "--runs", "1", "--out", tmp_path / "eval")
     assert played.returncode == 0, played.stdout + played.stderr
-    assert '"mean_normalized": 1.0' in played.stdout.replace(" ", "").replace('":1.0', '": 1.0')
+    assert "overall: 100.00%" in played.stdout
