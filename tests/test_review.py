@@ -397,3 +397,14 @@ def test_report_renders_in_a_real_browser(site, tmp_path):
     assert taken.returncode == 0 and shot.is_file(), taken.stderr[-2000:]
     assert _png_size(shot) == (1280, 900)
     assert shot.stat().st_size > 20_000  # a rendered page, not a blank one
+
+
+def test_show_and_the_report_give_each_accepted_levels_difficulty(demo, tmp_path):
+    shown = envforge("review", "show", ACCEPTED[0], "--out", str(demo), cwd=tmp_path).stdout
+    section = shown.split("== difficulty (scores ", 1)[1].split("\n== ", 1)[0]
+    assert "level_01.yaml: difficulty " in section and "shortest witness" in section and "nodes to max" in section
+    done = envforge("review", "html", str(tmp_path / "site"), "--out", str(demo), "--previews", "0", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert 'alt="levels of the run by difficulty"' in (tmp_path / "site" / "index.html").read_text()
+    page = (tmp_path / "site" / "envs" / f"{ACCEPTED[0]}.html").read_text()
+    assert "Per level: difficulty" in page and 'alt="levels by difficulty"' in page
