@@ -1,5 +1,7 @@
 """Prompts are Jinja2 templates in templates/, rendered with StrictUndefined: a missing
-variable is an error, never an empty string."""
+variable is an error, never an empty string. Each is compiled once a process and never looked at
+on disk again (no auto_reload: the package's templates do not change under a run, and an agent's
+turn prompt is rendered every turn)."""
 from __future__ import annotations
 
 import functools
@@ -19,6 +21,7 @@ def _environment() -> jinja2.Environment:
         trim_blocks=True,
         lstrip_blocks=True,
         autoescape=False,
+        auto_reload=False,
     )
 
 

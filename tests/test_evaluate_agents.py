@@ -159,3 +159,27 @@ def test_a_budget_stop_ends_what_its_cap_s_scope_covers_whatever_its_message_say
     assert (len(outcome.finished), outcome.not_started) == (finished, not_started)
     assert {r.stop_reason for r in outcome.finished} == {"budget"}
     assert outcome.budget_message == "run: budget exceeded: the run cap is $0.01"
+
+
+def test_the_turn_prompt_is_compiled_once_and_its_file_not_looked_at_again_each_turn(monkeypatch):
+    import os
+
+    from envforge.pipeline import prompts
+    from envforge.pipeline.evaluate.model_agents import agent_turn
+
+    environment = prompts._environment()
+    environment.cache.clear()
+    loads, looked = [], []
+    get_source, getmtime = environment.loader.get_source, os.path.getmtime
+    monkeypatch.setattr(environment.loader, "get_source", lambda env, name: loads.append(name) or get_source(env, name))
+    monkeypatch.setattr(os.path, "getmtime", lambda path: looked.append(path) or getmtime(path))
+
+    def prompt(step: int) -> str:
+        return agent_turn({"step": step, "max_steps": 3, "observation": f"you are at {step}",
+                           "last_action_result": None, "history": []})["prompt"]
+
+    assert "you are at 1" in prompt(1)
+    assert "agents/react_step.j2" in loads and len(loads) == len(set(loads))  # read and compiled once each
+    loads.clear(), looked.clear()
+    assert "you are at 2" in prompt(2) and "you are at 3" in prompt(3)
+    assert loads == [] and looked == []  # later turns neither read nor look at a template file

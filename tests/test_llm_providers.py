@@ -104,3 +104,36 @@ def test_truncated_answers_say_max_tokens(provider, wire_reason, llm_server, mak
     assert asyncio.run(go()).stop_reason == "max_tokens"
     sent = llm_server.requests[0]["body"]
     assert sent.get("max_tokens", sent.get("max_completion_tokens")) == 3
+
+
+@pytest.mark.parametrize("provider", ["openai", "anthropic"])
+def test_calls_one_after_another_reuse_one_connection(provider, llm_server, make_llm_client):
+    async def go():
+        async with make_llm_client(provider, no_cache=True) as client:
+            for n in range(6):
+                await client.complete([Message.user(f"turn {n}")], theme="maze", stage="evaluate")
+            return len(client.provider.clients.clients)
+
+    assert asyncio.run(go()) == 1
+    assert len({r["connection"] for r in llm_server.requests}) == 1  # one TCP connection, kept alive
+
+
+def test_concurrent_calls_spread_over_small_connection_pools_kept_for_the_next_calls(llm_server, make_llm_client):
+    # httpcore's pool costs O(connections²) a request: 16 calls in flight go to two SDK clients of 8.
+    from envforge.pipeline.llm import sdk
+
+    llm_server.rule = lambda n: Reply(f"answer {n}", delay=0.2)
+    in_flight = 2 * sdk.CLIENT_REQUESTS
+
+    async def go():
+        async with make_llm_client("openai", no_cache=True, max_concurrency=in_flight) as client:
+            for wave in range(2):
+                await asyncio.gather(*(client.complete([Message.user(f"{wave}.{i}")], sample=i)
+                                       for i in range(in_flight)))
+            return len(client.provider.clients.clients)
+
+    assert asyncio.run(go()) == 2
+    first, second = llm_server.requests[:in_flight], llm_server.requests[in_flight:]
+    # The second wave went over the first's connections (httpx closes one idle for 5 s, which a loaded
+    # machine may see between two requests of one wave, so not necessarily every one of them).
+    assert {r["connection"] for r in second} & {r["connection"] for r in first}

@@ -23,10 +23,10 @@ class AnthropicProvider:
 
     def __init__(self, api_key: str | None, base_url: str | None, timeout: float):
         # max_retries=0: retry.py is the one retry policy of the project.
-        self._client = anthropic.AsyncAnthropic(
+        self.clients = sdk.Clients(lambda: anthropic.AsyncAnthropic(
             api_key=api_key, base_url=base_url, timeout=timeout, max_retries=0,
             http_client=sdk.http_client(anthropic, timeout=timeout),
-        )
+        ))
 
     async def complete(self, request: Request) -> Response:
         system, messages = to_wire(request.messages)
@@ -43,12 +43,13 @@ class AnthropicProvider:
                 for t in request.tools
             ]
         kwargs.update(sdk.sampling_fields(request, "stop_sequences"))
-        body = await sdk.call(self._client.messages.with_raw_response.create, kwargs, anthropic, self.name,
-                              reply_byte_cap(request.max_tokens), depth=INPUT_AT + sdk.ARGUMENTS_DEPTH)
+        async with self.clients.lease() as client:
+            body = await sdk.call(client, "/v1/messages", kwargs, anthropic, self.name,
+                                  reply_byte_cap(request.max_tokens), depth=INPUT_AT + sdk.ARGUMENTS_DEPTH)
         return from_wire(body, request.model)
 
     async def close(self) -> None:
-        await self._client.close()
+        await self.clients.close()
 
 
 def to_wire(messages: tuple[Message, ...]) -> tuple[list[dict], list[dict]]:

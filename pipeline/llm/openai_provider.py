@@ -31,10 +31,10 @@ class OpenAIProvider:
         # compatible servers are safest with the long-standing max_tokens.
         self._max_tokens_field = "max_tokens" if base_url else "max_completion_tokens"
         # max_retries=0: retry.py is the one retry policy of the project.
-        self._client = openai.AsyncOpenAI(
+        self.clients = sdk.Clients(lambda: openai.AsyncOpenAI(
             api_key=api_key, base_url=base_url, timeout=timeout, max_retries=0,
             http_client=sdk.http_client(openai, timeout=timeout),
-        )
+        ))
 
     async def complete(self, request: Request) -> Response:
         kwargs: dict[str, Any] = {
@@ -51,12 +51,13 @@ class OpenAIProvider:
                 for t in request.tools
             ]
         kwargs.update(sdk.sampling_fields(request, "stop"))
-        body = await sdk.call(self._client.chat.completions.with_raw_response.create, kwargs, openai, self.name,
-                              reply_byte_cap(request.max_tokens))
+        async with self.clients.lease() as client:
+            body = await sdk.call(client, "/chat/completions", kwargs, openai, self.name,
+                                  reply_byte_cap(request.max_tokens))
         return from_wire(body, request.model)
 
     async def close(self) -> None:
-        await self._client.close()
+        await self.clients.close()
 
 
 def to_wire(messages: tuple[Message, ...]) -> list[dict]:

@@ -9,14 +9,20 @@ compressed body that inflates to gigabytes is refused at the cap with no more th
 (the SDK's HTTP client would hold all of it before anyone counted). The body is then parsed by
 the one bounded JSON reader (safe_io.parse_json), not by the SDK: nesting, integer lengths, and a
 tool call's arguments nested too deep are refused for that one call (`tool_call`), which the
-model is told, never an internal error."""
+model is told, never an internal error.
+
+A request is the body envforge builds, posted as it is (`call`): the SDKs' typed `create` walks
+every message through their TypedDict transform first, which changes nothing in the bodies envforge
+sends and cost ~1 ms of CPU a call. The SDK clients, each with its HTTP connection pool, live as long
+as the provider and are reused by every call (`Clients`)."""
 from __future__ import annotations
 
+import contextlib
 import sys
 import zlib
 from contextvars import ContextVar
 from functools import cache
-from typing import Any, AsyncIterator, Awaitable, Callable, Iterable, Iterator
+from typing import Any, AsyncIterator, Callable, Iterable, Iterator
 
 from envforge.pipeline import safe_io
 from envforge.pipeline.llm.errors import MalformedResponse
@@ -29,6 +35,10 @@ from envforge.pipeline.located import LocatedError
 _REPLY_BYTES: ContextVar[int | None] = ContextVar("envforge_reply_bytes", default=None)
 CODINGS = ("gzip", "deflate")  # the content codings asked for (Accept-Encoding), undone here
 PIECE_BYTES = 64 * 1024  # the most decoded bytes one step of a decoder makes
+# Requests in flight on one SDK client (one HTTP connection pool) before another client is made:
+# httpcore's pool walks its connections in a loop over its connections each time a request starts
+# or ends, O(connections²) a request (at 32 in flight, two thirds of the host's CPU per turn went there).
+CLIENT_REQUESTS = 8
 ARGUMENTS_DEPTH = safe_io.MAX_DEPTH  # levels of lists and objects in one tool call's arguments
 
 
@@ -147,16 +157,55 @@ def sampling_fields(request: Request, stop_field: str) -> dict[str, Any]:
     return fields
 
 
-async def call(create: Callable[..., Awaitable[Any]], kwargs: dict[str, Any], sdk: Any, provider: str,
+class Clients:
+    """The SDK clients of one provider, made by `make()` as needed and reused for its life: a call
+    goes to the one with fewest requests in flight, a new one is made only when each has
+    CLIENT_REQUESTS, so every HTTP connection pool stays small (see CLIENT_REQUESTS) and each
+    keeps its connections alive between calls. One event loop uses them (LLMClient's rule)."""
+
+    def __init__(self, make: Callable[[], Any]):
+        self._make = make
+        self.clients: list[Any] = []
+        self._in_flight: list[int] = []
+
+    @contextlib.asynccontextmanager
+    async def lease(self) -> AsyncIterator[Any]:
+        i = min(range(len(self.clients)), key=self._in_flight.__getitem__, default=-1)
+        if i < 0 or self._in_flight[i] >= CLIENT_REQUESTS:
+            self.clients.append(self._make())
+            self._in_flight.append(0)
+            i = len(self.clients) - 1
+        self._in_flight[i] += 1
+        try:
+            yield self.clients[i]
+        finally:
+            self._in_flight[i] -= 1
+
+    async def close(self) -> None:
+        for client in self.clients:
+            await client.close()
+        self.clients.clear()
+        self._in_flight.clear()
+
+
+@cache
+def _response_class(sdk: Any) -> type:
+    """The Response class of the SDK's HTTP library (httpx or httpx2): `post` with it as `cast_to`
+    returns the HTTP response itself, its body read (through `_bound_reply`) and not parsed."""
+    return sys.modules[sdk.DefaultAsyncHttpxClient.__mro__[1].__module__.partition(".")[0]].Response
+
+
+async def call(client: Any, path: str, body: dict[str, Any], sdk: Any, provider: str,
                reply_bytes: int | None = None, depth: int = safe_io.MAX_DEPTH) -> Any:
-    """The JSON body of `await create(**kwargs)` (a `with_raw_response` method), reading at most
-    `reply_bytes` of it and parsing it bounded, values nested deeper than `depth` replaced by
-    safe_io.TOO_DEEP; an answered, billed reply we cannot read is a MalformedResponse; an
-    exception of any kind is translated, none escapes raw."""
+    """The JSON body of the reply to `body` posted to `path` by the SDK `client` (its headers,
+    authentication, timeouts and errors: the SDK's), reading at most `reply_bytes` of it and
+    parsing it bounded, values nested deeper than `depth` replaced by safe_io.TOO_DEEP; an
+    answered, billed reply we cannot read is a MalformedResponse; an exception of any kind is
+    translated, none escapes raw."""
     bound = _REPLY_BYTES.set(reply_bytes)
     try:
-        raw = await create(**kwargs)
-        body = await raw.http_response.aread()
+        response = await client.post(path, cast_to=_response_class(sdk), body=body)
+        data = await response.aread()
     except Exception as exc:  # noqa: BLE001 - every SDK failure is translated, none escapes raw
         cause: BaseException | None = exc
         while cause is not None and not isinstance(cause, ReplyRefused):
@@ -167,7 +216,7 @@ async def call(create: Callable[..., Awaitable[Any]], kwargs: dict[str, Any], sd
     finally:
         _REPLY_BYTES.reset(bound)
     try:
-        return safe_io.parse_json(safe_io.decode(body, "reply body"), f"{provider} reply body", finite=False,
+        return safe_io.parse_json(safe_io.decode(data, "reply body"), f"{provider} reply body", finite=False,
                                   most=depth, cut_deep=True)
     except LocatedError as exc:
         raise MalformedResponse(f"{provider}: {exc}") from None

@@ -122,7 +122,8 @@ class LLMServer:
     def __init__(self) -> None:
         self.script: list[Reply | Fault | Bomb] = []
         self.rule: Callable[..., Reply | Fault | Bomb | None] | None = None
-        self.requests: list[dict[str, Any]] = []  # {"path", "body", "headers", "bytes"}
+        # {"path", "body", "headers", "bytes", "connection"}: the client's (host, port), one per TCP connection
+        self.requests: list[dict[str, Any]] = []
         self.bytes_sent = 0  # response bodies, all requests together
         self.answers_cut = 0  # answers the client stopped reading (it closed the connection)
         self.in_flight = 0
@@ -251,7 +252,7 @@ def _handler_for(server: LLMServer) -> type[BaseHTTPRequestHandler]:
             length = int(self.headers.get("content-length") or 0)
             body = json.loads(self.rfile.read(length) or b"{}")
             step = server._take_step({"path": self.path, "body": body, "headers": dict(self.headers),
-                                      "bytes": length})
+                                      "bytes": length, "connection": tuple(self.client_address)})
             try:
                 time.sleep(step.delay)
                 if isinstance(step, Reply) and step.input_tokens is None:
