@@ -114,6 +114,8 @@ class EnvforgeEnv(gymnasium.Env):
         self.session: Session | None = None
         self.last: Step | None = None
         self.level: str | None = None
+        self._max_reward: float | None = None  # the level's, read once an episode
+        self._difficulty: dict | None = None  # the level's, read once an episode
 
     def _level_states(self) -> list[tuple[str, Any]]:
         """The level files this env plays, read as data (bounded, link-free; no environment code
@@ -143,6 +145,9 @@ class EnvforgeEnv(gymnasium.Env):
             self.session = self.env.session(self.skin, self.limits)
         self.last = self.session.reset(level, seed=env_seed)
         self.level = self.session.level
+        generated = self.level.startswith("seed:")
+        self._max_reward = None if generated else self.env.max_reward(self.level)
+        self._difficulty = None if generated else self.env.difficulty(self.level)
         return self._observation(self.last), self._info(self.last)
 
     def step(self, action: Any) -> tuple[str, float, bool, bool, dict]:
@@ -189,24 +194,21 @@ class EnvforgeEnv(gymnasium.Env):
         return text
 
     def _info(self, step: Step) -> dict:
-        # A copy each time: a caller may keep and change what it was given.
-        return copy.deepcopy(
-            {
-                "observation": step.info,
-                "level": self.level,
-                "steps": step.steps,
-                "total_reward": step.total_reward,
-                "max_reward": self.env.max_reward(self.level)
-                if self.level and not self.level.startswith("seed:")
-                else None,
-                "events": step.events,
-                "last_action_result": step.last_action_result,
-                "action": step.action,
-                "difficulty": self.env.difficulty(self.level)
-                if self.level and not self.level.startswith("seed:")
-                else None,
-            }
-        )
+        # Every value is the worker's fresh reply, held by nothing else a caller could change by
+        # changing it, but the action (a Discrete index's dict is self.actions' own) and the level's
+        # difficulty (read once an episode): those are copied. A deep copy of the whole info, the
+        # structured observation included, cost more than the step.
+        return {
+            "observation": step.info,
+            "level": self.level,
+            "steps": step.steps,
+            "total_reward": step.total_reward,
+            "max_reward": self._max_reward,
+            "events": step.events,
+            "last_action_result": step.last_action_result,
+            "action": copy.deepcopy(step.action),
+            "difficulty": copy.deepcopy(self._difficulty),
+        }
 
 
 def make(path: str | Path, level: str | None = None, split: str = "test", skin: str | None = None,

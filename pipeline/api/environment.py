@@ -173,7 +173,7 @@ class Session:
             chosen = Level(seed=seed)
         else:
             chosen = self.env.spec.level(level) if level is not None else self._first_level()
-        reply = self.client.reset(chosen, seed or 0, want_state=True)
+        reply = self.client.reset(chosen, seed or 0, want_obs=True)  # the structured observation, not the state
         self.level = str(chosen)
         self.steps, self.total = 0, 0.0
         self.last = Step(reply.observation, reply.raw_obs)
@@ -185,7 +185,7 @@ class Session:
         if self.last.done:
             raise RuntimeError("the episode has ended: call reset() for a new one")
         action = action if isinstance(action, dict) else self.env.parse_action(action)
-        reply = self.client.step(action, want_state=True)
+        reply = self.client.step(action, want_obs=True)
         self.steps += 1
         self.total += reply.reward
         # The cap is the runtime's (the client counts it), terminated and truncated apart.

@@ -114,7 +114,7 @@ class EnvProxy:
 
     def observe_semantic(self) -> Any:
         self._live()
-        self._raw = self._env.observe(want_state=True).raw_obs
+        self._raw = self._env.observe(want_obs=True).raw_obs
         return self._raw
 
     def render_skin(self, omega: Any = None) -> Any:
@@ -132,7 +132,7 @@ class EnvProxy:
         turn = Turn(self._tracker.turns + 1, self.max_steps, self._observation, self._feedback, [])
         decision = Decision(action=action)
         self._tracker.decided(decision)
-        out = self._env.step(action, want_state=True)
+        out = self._env.step(action, want_obs=True)
         out.state = None  # the true state stays hidden; raw_obs is what the observation policy shows
         self._tracker.stepped(action, out)
         self._observation, self._feedback = out.observation, out.last_action_result

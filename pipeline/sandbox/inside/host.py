@@ -75,7 +75,7 @@ class EnvHost(Dispatcher):
         return {"class": cls.__name__, **({"skin": skin} if skin else {})}
 
     def op_reset(self, level: str | None = None, seed: int | None = None, generate: bool = False,
-                 want_state: bool = False, max_steps: int | None = None) -> dict:
+                 want_state: bool = False, max_steps: int | None = None, want_obs: bool = False) -> dict:
         self.max_steps = max_steps
         rngs.seed_all(0 if seed is None else seed)  # envs that use the global RNGs become repeatable
         if generate:
@@ -88,7 +88,7 @@ class EnvHost(Dispatcher):
                 raise Failure("exception", mismatch.detail, mismatch.where) from None
         else:
             self.env.reset(mode="load", world_id=self._world_id(level))
-        result = self._observation(want_state)
+        result = self._observation(want_state, want_obs)
         if generate and want_state and isinstance(getattr(self.env, "_state", None), dict):
             try:  # the level file as written here, where its integer keys and tuples are still what they are
                 result["level_text"] = level_text(self.env._state)
@@ -96,7 +96,8 @@ class EnvHost(Dispatcher):
                 pass  # a state YAML cannot hold: the host keeps its plain JSON form
         return result
 
-    def op_step(self, action: Any, want_state: bool = False, want_hash: bool = True, check_rng: bool = False) -> dict:
+    def op_step(self, action: Any, want_state: bool = False, want_hash: bool = True, check_rng: bool = False,
+                want_obs: bool = False) -> dict:
         if not isinstance(action, dict):
             action = {"action": str(action), "params": {}}
         before = (rngs.state(), rngs.own_states(self.env)) if check_rng else None
@@ -123,13 +124,14 @@ class EnvHost(Dispatcher):
         }
         if want_state:
             result["state"] = getattr(self.env, "_state", None)
+        if want_state or want_obs:
             result["raw_obs"] = info.get("raw_obs")
         if before is not None:  # did this step draw random numbers (global RNGs, or ones the env holds)?
             result["rng_drawn"] = not rngs.same(before[0], rngs.state()) or before[1] != rngs.own_states(self.env)
         return result
 
-    def op_observe(self, want_state: bool = False) -> dict:
-        return self._observation(want_state)
+    def op_observe(self, want_state: bool = False, want_obs: bool = False) -> dict:
+        return self._observation(want_state, want_obs)
 
     def op_snapshot(self) -> dict:
         handle = self.snapshots.take()
@@ -202,7 +204,10 @@ class EnvHost(Dispatcher):
         finally:
             self.env._t = t
 
-    def _observation(self, want_state: bool) -> dict:
+    def _observation(self, want_state: bool, want_obs: bool = False) -> dict:
+        """The rendered observation; with `want_obs` the structured one it was rendered from too, and
+        with `want_state` both and the true state (which a player that shows the observation does not
+        need, and which costs its encoding, the pipe and the parent's checks of every value)."""
         omega = self.env.observe_semantic()
         result = {
             "observation": self.env.render_skin(omega),
@@ -211,6 +216,7 @@ class EnvHost(Dispatcher):
         }
         if want_state:
             result["state"] = getattr(self.env, "_state", None)
+        if want_state or want_obs:
             result["raw_obs"] = omega
         return result
 

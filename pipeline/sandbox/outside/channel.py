@@ -36,6 +36,11 @@ class Channel:
         self.output_tail = b""
         for fd in (reply_r, output_r):
             os.set_blocking(fd, False)
+        # One selector for the channel's life, not one a call: each call would open an epoll and
+        # register both pipes again (an EOF on the output pipe unregisters it for good).
+        self._selector = selectors.DefaultSelector()
+        self._selector.register(reply_r, selectors.EVENT_READ, "reply")
+        self._selector.register(output_r, selectors.EVENT_READ, "output")
 
     def send(self, message: dict) -> None:
         data = (json.dumps(message) + "\n").encode()
@@ -52,44 +57,42 @@ class Channel:
         deadline = time.monotonic() + seconds
         buf = bytearray()
         limit = self.limits.message_mb * 1024 * 1024
-        with selectors.DefaultSelector() as sel:
-            sel.register(self.reply_r, selectors.EVENT_READ, "reply")
-            sel.register(self.output_r, selectors.EVENT_READ, "output")
-            while True:
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    raise SandboxFailure("timeout", f"'{op}' took longer than {seconds:g}s")
-                for key, _ in sel.select(remaining):
-                    chunk = _read(key.fd)
-                    if key.data == "output":
-                        if chunk is None:
-                            sel.unregister(key.fd)
-                        else:
-                            self._take_output(chunk)
-                        continue
+        sel = self._selector
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise SandboxFailure("timeout", f"'{op}' took longer than {seconds:g}s")
+            for key, _ in sel.select(remaining):
+                chunk = _read(key.fd)
+                if key.data == "output":
                     if chunk is None:
-                        raise Gone()
-                    buf += chunk
-                    if len(buf) > limit:
-                        raise SandboxFailure("protocol", f"reply to '{op}' is larger than {self.limits.message_mb} MB")
-                    if buf.endswith(b"\n"):
-                        try:  # the one bounded JSON reader: nesting, integer lengths
-                            # integers as long as Python reads: replies.py says which field is too long
-                            message = safe_io.parse_json(buf.decode("utf-8"), f"reply to {op!r}", finite=False,
-                                                         digits=PYTHON_INT_DIGITS)
-                        except (LocatedError, UnicodeDecodeError) as e:
-                            deep = isinstance(e, LocatedError) and e.problem.found == "deeper nesting"
-                            what = "nested too deep" if deep else "not JSON"
-                            raise SandboxFailure("protocol", f"reply to '{op}' is {what}") from None
-                        if not isinstance(message, dict):
-                            raise SandboxFailure("protocol", f"reply to '{op}': expected a mapping, found "
-                                                             f"{type(message).__name__}")
-                        if "request" not in message:
-                            return message
-                        started = time.monotonic()
-                        answer(message)
-                        deadline += time.monotonic() - started
-                        buf.clear()
+                        sel.unregister(key.fd)
+                    else:
+                        self._take_output(chunk)
+                    continue
+                if chunk is None:
+                    raise Gone()
+                buf += chunk
+                if len(buf) > limit:
+                    raise SandboxFailure("protocol", f"reply to '{op}' is larger than {self.limits.message_mb} MB")
+                if buf.endswith(b"\n"):
+                    try:  # the one bounded JSON reader: nesting, integer lengths
+                        # integers as long as Python reads: replies.py says which field is too long
+                        message = safe_io.parse_json(buf.decode("utf-8"), f"reply to {op!r}", finite=False,
+                                                     digits=PYTHON_INT_DIGITS)
+                    except (LocatedError, UnicodeDecodeError) as e:
+                        deep = isinstance(e, LocatedError) and e.problem.found == "deeper nesting"
+                        what = "nested too deep" if deep else "not JSON"
+                        raise SandboxFailure("protocol", f"reply to '{op}' is {what}") from None
+                    if not isinstance(message, dict):
+                        raise SandboxFailure("protocol", f"reply to '{op}': expected a mapping, found "
+                                                         f"{type(message).__name__}")
+                    if "request" not in message:
+                        return message
+                    started = time.monotonic()
+                    answer(message)
+                    deadline += time.monotonic() - started
+                    buf.clear()
 
     def _take_output(self, chunk: bytes) -> None:
         self.output_total += len(chunk)
@@ -109,6 +112,7 @@ class Channel:
         os.close(self.request_w)
 
     def close(self) -> None:
+        self._selector.close()
         for fd in (self.reply_r, self.output_r):
             try:
                 os.close(fd)

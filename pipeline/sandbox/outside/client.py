@@ -47,7 +47,7 @@ class Observation:
     state_hash: str
     t: int | None = None  # the environment's own step counter, for display only
     state: Any = None  # the true state (want_state), as plain JSON (integer keys become strings)
-    raw_obs: Any = None  # the structured observation omega (want_state)
+    raw_obs: Any = None  # the structured observation omega (want_state or want_obs)
     level_text: str | None = None  # a generated level's YAML as the worker wrote it, types intact (want_state)
 
 
@@ -213,28 +213,34 @@ class EnvClient:
         self.worker.close()
 
     # -- episodes ------------------------------------------------------------------------
-    def reset(self, level: Level | str, seed: int | None = 0, want_state: bool = False) -> Observation:
+    def reset(self, level: Level | str, seed: int | None = 0, want_state: bool = False,
+              want_obs: bool = False) -> Observation:
         """Start an episode on `level`. `seed` seeds the environment's random numbers for a level
-        file; a generated level uses its own seed for both."""
+        file; a generated level uses its own seed for both. `want_state`: the result carries the
+        true state and the structured observation; `want_obs`: the structured observation only."""
+        more = {"want_obs": True} if want_obs else {}
         level = Level.parse(level)
         if level.generated:  # the env's generator runs: its own safety stop, not the call limit
             reply = self._generator_call("reset", _OBSERVATION, f"generate_level for seed {level.seed}",
                                          want_state=want_state, max_steps=self.max_steps, generate=True,
-                                         seed=level.seed)
+                                         seed=level.seed, **more)
         else:
             reply = self._call("reset", _OBSERVATION, want_state=want_state, max_steps=self.max_steps,
-                               level=level.file, seed=seed)
+                               level=level.file, seed=seed, **more)
         self.steps = 0
         return _observation(reply)
 
-    def observe(self, want_state: bool = False) -> Observation:
-        return _observation(self._call("observe", _OBSERVATION, want_state=want_state))
+    def observe(self, want_state: bool = False, want_obs: bool = False) -> Observation:
+        return _observation(self._call("observe", _OBSERVATION, want_state=want_state,
+                                       **({"want_obs": True} if want_obs else {})))
 
-    def step(self, action: dict, want_state: bool = False, check_rng: bool = False) -> StepResult:
-        """One step; with `check_rng`, the result says whether it drew random numbers."""
+    def step(self, action: dict, want_state: bool = False, check_rng: bool = False,
+             want_obs: bool = False) -> StepResult:
+        """One step; with `check_rng`, the result says whether it drew random numbers; `want_state`
+        and `want_obs` as for `reset`."""
         reply = self._call(
-            "step", _STEP, action=action, want_state=want_state, **({"check_rng": True} if check_rng else {})
-        )
+            "step", _STEP, action=action, want_state=want_state, **({"check_rng": True} if check_rng else {}),
+            **({"want_obs": True} if want_obs else {}))
         self.steps += 1
         terminated = reply["terminated"]
         try:

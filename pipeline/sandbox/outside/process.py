@@ -209,6 +209,13 @@ class WorkerProcess:
             return dataclasses.replace(self.quota.exceeded, op=op)
         return exit_failure(code, op, self.limits)
 
+    @property
+    def cpu_seconds_used(self) -> float:
+        """CPU the worker has used over its life, read when asked (the pool asks when a lease ends),
+        not after every call: the last figure read is kept once /proc cannot say."""
+        self._cpu_seen = max(self._cpu_seen, self._cpu_seconds())
+        return self._cpu_seen
+
     def _cpu_seconds(self) -> float:
         """CPU the worker has used over its life (what RLIMIT_CPU counts), read from /proc; 0.0 when
         /proc cannot say (the process is gone)."""
@@ -294,7 +301,7 @@ class Worker(WorkerProcess):
         self.skin = skin
         self.env_id = env_id
         self.failed = False
-        self.cpu_seconds_used = 0.0
+        self._cpu_seen = 0.0
         self._lock = threading.Lock()
         super().__init__(env_dir, limits, host, folder, unconfined)
         try:
@@ -399,8 +406,6 @@ class Worker(WorkerProcess):
             if failure.kind in ("timeout", "output_limit", "protocol", "cpu_limit", "crash", "exit", "disk_quota"):
                 self._kill()
             raise
-        finally:
-            self.cpu_seconds_used = max(self.cpu_seconds_used, self._cpu_seconds())
         # Past the quota, the call's own outcome (often "No space left on device") is its consequence.
         over = self.quota.look(now=self.quota.cheap or reply.get("ok") is not True)
         if over:
