@@ -50,6 +50,17 @@ def make_llm_client(llm_server, llm_env, monkeypatch):
 # --- end of LLM layer fixtures ---
 
 
+# --- hypothesis (tests/test_dsl_property.py, tests/test_learn_algorithm.py): its deadline and its
+# "input generation is slow" health check measure wall time, which a busy machine stretches (the
+# suite must pass when the machine is busy: the normal-user run of .ci/run failed on it at load 15);
+# the properties tested do not depend on time, so neither decides. ---
+from hypothesis import HealthCheck as _HealthCheck  # noqa: E402
+from hypothesis import settings as _hypothesis_settings  # noqa: E402
+
+_hypothesis_settings.register_profile("envforge", deadline=None, suppress_health_check=[_HealthCheck.too_slow])
+_hypothesis_settings.load_profile("envforge")
+
+
 # --- bytecode: the suite starts some 3,000 Python processes (commands, sandbox workers), each
 # importing envforge's modules. Where PYTHONDONTWRITEBYTECODE is set none of them writes the
 # compiled modules, so each compiled envforge's source again: about 0.2 CPU-seconds a command and

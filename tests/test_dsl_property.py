@@ -9,7 +9,7 @@ from pathlib import Path
 
 import jsonschema
 import yaml
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from envforge.dsl_schema import check_document, check_text, is_valid, load_schema
@@ -67,7 +67,7 @@ def assert_answer_is_well_formed(problems):
     assert all(p.path and p.expected and p.found for p in problems)
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=300)
 @given(mutated_documents())
 def test_mutated_documents_are_valid_or_have_a_located_error(doc):
     problems = check_document(doc, "mutant.yaml")
@@ -78,7 +78,7 @@ def test_mutated_documents_are_valid_or_have_a_located_error(doc):
         assert str(problem).startswith(f"mutant.yaml: {problem.path}: expected ")
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=150)
 @given(st.sampled_from(TEXTS), st.data())
 def test_mangled_yaml_text_never_raises(text, data):
     start = data.draw(st.integers(0, len(text)))
@@ -88,7 +88,7 @@ def test_mangled_yaml_text_never_raises(text, data):
     assert_answer_is_well_formed(problems)
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=100)
 @given(values)
 def test_any_value_as_document_never_raises(value):
     problems = check_document(value, "x.yaml")

@@ -116,8 +116,8 @@ def test_report_index_escapes_names_and_links_to_the_page_written():
     name = '"><script>alert(1)</script><a href="x/../../etc'
     shown = entry(name, "/runs/x")
     html = _templates().get_template("index.html.j2").render(
-        entries=[shown], table2=table2([shown]), plot=None, counts={"rejected": 1}, generated="now", run="/runs",
-        pages="envs", evaluations=[])
+        entries=[shown], table2=table2([shown]), plot=None, difficulty_plot=None, counts={"rejected": 1},
+        generated="now", run="/runs", pages="envs", evaluations=[])
     assert "<script>" not in html and "&lt;script&gt;alert(1)&lt;/script&gt;" in html
     assert "/" not in page_file(name) and page_file(name).endswith(".html")
     href = f'href="envs/{page_file(name).replace("%", "%25")}"'

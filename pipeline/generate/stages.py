@@ -13,10 +13,10 @@ from typing import Awaitable, Callable
 from envforge.pipeline import layout
 from envforge.pipeline.generate import code, design, dsl, repair, verify_stage
 from envforge.pipeline.generate.context import StageReport, ThemeContext
+from envforge.pipeline.verify.stages import EXECUTION, LEVEL_GENERATION, RELIABILITY, VERIFY_STAGES
 
-# Table 2 of the paper, in its column order; a theme passes a column if it was not rejected at or
-# before a stage of that column.
-EXECUTION, LEVEL_GENERATION, RELIABILITY = "execution", "level generation", "reliability"
+# Table 2 of the paper's columns, in its order, are verify's stages' (they declare them); a theme passes a
+# column if it was not rejected at or before a stage of that column.
 INPUT = "input"  # a theme rejected before any stage runs (too long, a duplicate)
 HAND = ("review", "package")  # where a person's decision, and a finished theme, sort after the stages
 # How a stage a budget cap stopped ended (a stage attempt's exit status in the run database):
@@ -50,7 +50,7 @@ STAGES: tuple[Stage, ...] = (
           needs_model=True),
     Stage("verify", verify_stage.run, reads=(layout.CONFIG,) + layout.AGENT_FILES,
           writes=verify_stage.OUTPUTS, needs_model=False,
-          checks=(("execution", EXECUTION), ("levels", LEVEL_GENERATION), ("reliability", RELIABILITY))),
+          checks=tuple((s.name, s.column) for s in VERIFY_STAGES)),
 )
 NAMES = tuple(s.name for s in STAGES)
 PAUSABLE = tuple(s.name for s in STAGES if s.pausable)

@@ -21,20 +21,26 @@ from envforge.pipeline.verify.outcome import StageOutcome
 
 Run = Callable[[Context, "list[LevelMax] | None"], StageOutcome]
 
+# The columns of the paper's Table 2 (AutoEnv), in its order: verification's three stages, as generate's
+# summary counts them (pipeline/generate/stages.py reads them from here).
+EXECUTION, LEVEL_GENERATION, RELIABILITY = "execution", "level generation", "reliability"
+
 
 @dataclass(frozen=True)
 class VerifyStage:
     name: str
     run: Run
     what: str  # what it establishes, in a line
+    column: str  # the Table 2 column a rejection here counts against
     needs_levels: bool = False
 
 
 VERIFY_STAGES: tuple[VerifyStage, ...] = (
-    VerifyStage("execution", execution.run, "random and planner rollouts on every level run cleanly"),
-    VerifyStage("levels", levels.run, "distinct valid levels from the generator, each with a certified max reward"),
+    VerifyStage("execution", execution.run, "random and planner rollouts on every level run cleanly", EXECUTION),
+    VerifyStage("levels", levels.run, "distinct valid levels from the generator, each with a certified max reward",
+                LEVEL_GENERATION),
     VerifyStage("reliability", reliability.run, "the search planner outscores the random agent and every "
-                "constant-action policy by a margin", needs_levels=True),
+                "constant-action policy by a margin", RELIABILITY, needs_levels=True),
 )
 STAGES = tuple(s.name for s in VERIFY_STAGES)
 
