@@ -99,11 +99,23 @@ class LevelSet:
     reached: tuple[int, int]  # the lowest and highest score among the candidates
     final_scores: dict[str, int]  # the written level -> its score as verify profiled it in the folder
 
+    @property
+    def outside(self) -> dict[str, int]:
+        """Written levels whose profile in the folder scores outside the band: the random agent's episodes are
+        seeded by the level's file name, so a level's random figures (and score) can differ in its new place."""
+        lo, hi = self.scores
+        return {k: v for k, v in self.final_scores.items() if not lo <= v <= hi}
+
     def summary(self) -> str:
         lo, hi = self.scores
+        moved = (f"; {len(self.outside)} of them score outside the band in this folder, where the random agent's "
+                 f"episodes differ (seeded by the level's file): " + ", ".join(f"{k} {v}" for k, v in
+                                                                               self.outside.items())
+                 if self.outside else "")
         return (f"{len(self.chosen)} level(s) in band {self.band} ({lo}..{hi}) -> {self.out}: scores "
                 f"{', '.join(str(s) for s in self.final_scores.values())}; chosen from {self.candidates} distinct "
-                f"levels of seeds {self.seeds[0]}..{self.seeds[1]} (scores {self.reached[0]}..{self.reached[1]})")
+                f"levels of seeds {self.seeds[0]}..{self.seeds[1]} (scores {self.reached[0]}..{self.reached[1]})"
+                + moved)
 
 
 class BandUnreachable(UserError):

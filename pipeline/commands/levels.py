@@ -35,7 +35,7 @@ def run(args, options: LevelsOptions) -> int:
         print(json.dumps({"out": str(made.out), "band": made.band, "scores": list(made.scores),
                           "levels": made.final_scores, "seeds": [c.seed for c in made.chosen],
                           "candidates": made.candidates, "seeds_tried": list(made.seeds),
-                          "reached": list(made.reached)}, indent=2))
+                          "reached": list(made.reached), "outside_band": made.outside}, indent=2))
     else:
         print(made.summary())
     return 0
