@@ -1,7 +1,10 @@
 """`envforge verify`: the model-free verification of an environment folder (AutoEnv §3.2, Alg. 1).
 
-Three stages, in order (declared in stages.py), each a module here; the first that rejects ends
-the run, its cause typed (causes.py). The wall-clock `--budget` is a safety stop, not a verdict: a
+Three stages, in order (declared in stages.py), each a module here; the first that rejects decides
+the verdict, its cause typed (causes.py). Every flaw is still named: when the levels stage rejects
+(its generator, or the env's validator) yet levels a replayed witness scores on remain, reliability
+runs its controls on those, and what it finds joins the reason ("; also found: reliability, on the
+N level(s) that can be played: ..."). The wall-clock `--budget` is a safety stop, not a verdict: a
 run it cuts ends with `BudgetRanOut` (an infrastructure error naming the stage), records nothing,
 and a rejection found after it ran out is not recorded either (a refused call may be its cause):
   1 execution   (execution.py)   random and planner rollouts on every level run cleanly;
@@ -71,6 +74,7 @@ def verify_env(
         if outcome.rejection is not None:
             result.accepted, result.stage, result.reason = False, stage.name, outcome.rejection.reason
             result.cause = outcome.rejection.cause
+            result.reason += _later_findings(ctx, stage, stages, outcome.levels, result, clock)
             break
         scored = outcome.levels
     result.stages.total = clock.stamp(StageFigures())
@@ -87,6 +91,28 @@ def verify_env(
     if options.write:
         record(Path(env_dir), result)
     return result
+
+
+def _later_findings(ctx: Context, rejecting: VerifyStage, asked: tuple[str, ...], playable, result: VerificationResult,
+                    clock: Clock) -> str:
+    """Every flaw named: when a stage rejects but hands on levels that can still be played (levels.py:
+    a witness scores on them), the later stages asked for run their controls on those levels, and
+    what they find joins the reason (their figures are recorded as well). The verdict's stage and
+    cause stay the first rejecting stage's."""
+    if not playable:
+        return ""
+    found = []
+    for stage in VERIFY_STAGES[[s.name for s in VERIFY_STAGES].index(rejecting.name) + 1:]:
+        if stage.name not in asked or not stage.needs_levels:
+            continue
+        ctx.options.say(f"{stage.name} on the {len(playable)} level(s) that can be played... "
+                        f"({clock.wall_seconds():.0f}s so far)")
+        outcome = stage.run(ctx, playable)
+        setattr(result.stages, stage.name, outcome.figures)
+        if outcome.rejection is not None:
+            found.append(f"{stage.name}, on the {len(playable)} level(s) that can be played: "
+                         f"{outcome.rejection.reason}")
+    return f"; also found: {'; '.join(found)}" if found else ""
 
 
 def _plan(asked: tuple[str, ...]) -> list[VerifyStage]:

@@ -69,6 +69,7 @@ def run(ctx: Context, _: list[LevelMax] | None) -> StageOutcome[LevelsFigures]:
 
 
 def _levels(ctx: Context, figures: LevelsFigures) -> list[LevelMax]:
+    scored: list[LevelMax] = []
     try:
         with contextlib.ExitStack() as stack:
             # No more workers than levels to certify at once (a batch of generated ones, or the shipped).
@@ -119,6 +120,8 @@ def _levels(ctx: Context, figures: LevelsFigures) -> list[LevelMax]:
                            f"certified anyway" + (f" ({refuted_text(refuted, len(scored))})" if refuted else "")
                            + " (see the levels figures)", cause=generator_broken.cause)
     except Rejected as rejected:
+        if scored:  # the levels a witness scores on still go through reliability's controls
+            rejected.playable = getattr(rejected, "playable", None) or [lm for lm in scored if solved(lm)]
         both = rejected.cause if isinstance(rejected.cause, GeneratorAndShippedLevelsFail) else None
         for cause in (both.generator, both.shipped) if both else (rejected.cause,):
             if isinstance(cause, SafetyStop):  # labelled in the figures too: the verdict depends on load
@@ -160,14 +163,23 @@ def _shipped_despite(generator_broken: Rejected | None, ctx: Context, worker: En
     except Rejected as rejected:
         if generator_broken is None:
             raise
-        if isinstance(generator_broken.cause, ValidatorRejectsAll) and isinstance(rejected.cause, ShippedLevelRefused):
-            # Every level, generated or shipped, is refused: the validator is at fault, not the generator.
-            raise Rejected(f"{layout.ENV_VALIDATOR}: expected the validator to accept some levels, found it rejects "
-                           f"every one, all {generator_broken.cause.rejected} generated and the shipped ones, e.g. "
-                           f"{rejected.reason}", cause=ValidatorRejectsAll(generator_broken.cause.rejected,
-                                                                            shipped_refused=True)) from None
-        raise Rejected(f"{generator_broken.reason}; and the shipped levels: {rejected.reason}",
-                       cause=GeneratorAndShippedLevelsFail(generator_broken.cause, rejected.cause)) from None
+        try:
+            _judged_both(generator_broken, rejected)
+        except Rejected as both:
+            both.playable = getattr(rejected, "playable", None)
+            raise both from None
+
+
+def _judged_both(generator_broken: Rejected, rejected: Rejected) -> None:
+    """Raise the rejection naming a broken generator and the shipped levels' failure."""
+    if isinstance(generator_broken.cause, ValidatorRejectsAll) and isinstance(rejected.cause, ShippedLevelRefused):
+        # Every level, generated or shipped, is refused: the validator is at fault, not the generator.
+        raise Rejected(f"{layout.ENV_VALIDATOR}: expected the validator to accept some levels, found it rejects "
+                       f"every one, all {generator_broken.cause.rejected} generated and the shipped ones, e.g. "
+                       f"{rejected.reason}", cause=ValidatorRejectsAll(generator_broken.cause.rejected,
+                                                                        shipped_refused=True)) from None
+    raise Rejected(f"{generator_broken.reason}; and the shipped levels: {rejected.reason}",
+                   cause=GeneratorAndShippedLevelsFail(generator_broken.cause, rejected.cause)) from None
 
 
 def _generate(ctx: Context, workers: list[EnvClient], certifier: PooledCertifier,
@@ -258,8 +270,11 @@ def _shipped(ctx: Context, worker: EnvClient, certifier: PooledCertifier, figure
         _warn(figures, refuted_text(refuted, len(out)))
     if unrefuted:  # the validator's word stands on these; on the others the witnesses refute it
         reason, source = unrefuted[0]
-        raise Rejected(reason + (f"; {refuted_text(refuted, len(out))}" if refuted else ""),
-                       cause=ShippedLevelRefused(source, len(refuted)))
+        rejection = Rejected(reason + (f"; {refuted_text(refuted, len(out))}" if refuted else ""),
+                             cause=ShippedLevelRefused(source, len(refuted)))
+        refused_here = {s for _, s in unrefuted}
+        rejection.playable = [lm for lm in out if lm.source not in refused_here and solved(lm)]
+        raise rejection
     return out
 
 

@@ -27,7 +27,9 @@ F = TypeVar("F", bound=StageFigures)
 @dataclass
 class StageOutcome(Generic[F]):
     figures: F
-    levels: "list[LevelMax] | None" = None  # what the next stage scores on, with certified max rewards
+    # what the next stage scores on, with certified max rewards; on a rejection, the levels that can still
+    # be played (the later stages' controls still run on them)
+    levels: "list[LevelMax] | None" = None
     rejection: StageRejection | None = None  # None: the stage passed
 
 
@@ -37,7 +39,10 @@ def settle(stage: str, figures: F, body: Callable[[F], "list[LevelMax] | None"])
     try:
         levels = body(figures)
     except Rejected as rejected:
-        return StageOutcome(figures, rejection=StageRejection(rejected.reason, rejected.cause))
+        # A rejecting stage may still hand on the levels that can be played (`playable`, levels.py):
+        # the later stages' controls run on them and their findings join the reason (verify/__init__.py).
+        return StageOutcome(figures, levels=getattr(rejected, "playable", None) or None,
+                            rejection=StageRejection(rejected.reason, rejected.cause))
     except SandboxFailure as failure:
         where = failure.where or layout.ENV_MAIN
         return StageOutcome(figures, rejection=StageRejection(
