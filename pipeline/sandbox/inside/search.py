@@ -25,6 +25,23 @@ Two orders, one frontier:
     within 20,000 nodes) or spreads over the world, and far goals are met in a few hundred nodes
     where breadth-first drowns in orderings of the same moves.
 
+Beam dives beside best-first, in the same node budget, frontier and transposition table: when
+best-first has stepped half the budget (DIVE_SHARE) and no step paid, breadth is failing (a push
+puzzle's crates, 15 moves deep among orderings of the same moves), and dives take turns with it
+(each runs when best-first has stepped as many nodes as the dives so far), each DIVE_GROWTH times
+wider than the last (DIVE_WIDTH first). A dive starts from the root and expands, layer after layer
+to the step cap, the `width` children with the highest total, then the most atoms no state of the
+dive held before (a short list of scalars, a position, is one atom: a crate on a new square), then
+the nearest goal, then a draw from a generator seeded by the dive's number (so the same nodes on
+any machine). Every child a dive steps enters the table; one new to it is queued on the frontier
+as best-first's are, so nothing a dive passes by is lost to best-first, and a queued node a dive
+expands is skipped when the frontier reaches it. A dive goes on through states the table already
+held (best-first queued or expanded them; the dive's own set of states keeps it from going round),
+so it is not stopped at the edge of what best-first saw. Exhaustion, proofs and pruning are those
+of best-first: the frontier still holds every child not dominated.
+(Iterative deepening was not added: under a node budget a depth-limited pass re-steps the layers
+above its limit, so it reaches no deeper than breadth-first within the same nodes.)
+
 A queued node holds no snapshot: it is made again when it is expanded (its parent's snapshot
 restored, its action stepped again; not counted as a node), so a search captures one snapshot
 per expanded node instead of one per child queued, most of which a budget-cut best-first search
@@ -63,6 +80,7 @@ import hashlib
 import heapq
 import json
 import math
+import random
 import time
 
 from envforge.pipeline.runtime.levels import state_hash
@@ -74,6 +92,13 @@ EPS = 1e-9
 MAX_ATOMS = 4096  # scalars of a state the novelty test reads
 MAX_DEPTH = 32  # ... and how deep it looks
 ORDERS = ("breadth", "best")
+# Beam dives beside best-first (module docstring): none in a search of fewer than DIVE_AFTER nodes; the
+# first once best-first has stepped 1/DIVE_SHARE of the budget with no step paid, DIVE_WIDTH wide.
+DIVE_AFTER = 256
+DIVE_SHARE = 2
+DIVE_WIDTH = 32
+DIVE_GROWTH = 4
+MAX_RUN = 3  # a list of at most this many scalars (a position) is one atom of a dive's novelty
 
 
 def run(host, actions: list[dict], max_steps: int, max_nodes: int = 50_000, seconds: float | None = None,
@@ -148,95 +173,178 @@ def run(host, actions: list[dict], max_steps: int, max_nodes: int = 50_000, seco
             host.snapshots.apply(snap, rng=snap[1] is not rng_now)
         current, rng_now = None, None  # env code runs next
 
+    # Beam dives (best-first only; see the module docstring). `queued`: node -> its frontier entry while
+    # it waits there unexpanded; a node a dive expands is dropped from it, and the heap skips it.
+    dives = order == "best" and max_nodes >= DIVE_AFTER
+    queued: dict[int, tuple] = {}
+    spent = {"best": 0, "dive": 0, "dives": 0}
+
+    def expand(node: int, parent_snap, total: float, depth: int) -> list[tuple]:
+        """Step every action from `node` (its state remade from `parent_snap`, or the root's); queue
+        the children that are kept on the frontier. Returns them: (child, total, new atoms, distance)."""
+        nonlocal best, best_node, nodes, refuted, bound, start_bound, goals, reached_at, held, sequence
+        nonlocal pruned, paid_most, paid_went_on, current, rng_now
+        nonlocal best_at, target_at, target_depth, expanded, successors, depth_reached
+        if parent_snap is not None:
+            restore(parent_snap)
+            snap = _remake(host, parents, node, parent_snap, actions)
+            current, rng_now = snap, snap[1]  # captured from the env as it is
+        else:
+            snap = root
+        children, ahead, value, keys, depth_reached = [], [], total, set(), depth - t0
+        for index, action in enumerate(actions):
+            if nodes >= max_nodes:
+                raise _Budget("nodes")
+            if seconds is not None and time.monotonic() - started > seconds:
+                raise _Budget("seconds")
+            if held > max_mb * 1024 * 1024:
+                raise _Budget("memory")
+            restore(snap)
+            try:
+                out = host.op_step(action, want_hash=False)
+            except Failure as f:
+                raise Failure(f.kind, f"{f.detail} (after"
+                                      f" {_path(parents, node, actions) + [action]})", f.where) from None
+            except Exception as e:  # noqa: BLE001 - env code failed mid-search
+                raise Failure("exception", f"{type(e).__name__}: {e} (after "
+                              f"{_path(parents, node, actions) + [action]})", where()) from None
+            nodes += 1
+            parents.append((node, index))
+            child = len(parents) - 1
+            reached = total + out["reward"]
+            value = max(value, reached)
+            if out["reward"] > EPS:
+                paid_most = max(paid_most, out["reward"])
+                paid_went_on = paid_went_on or not (out["terminated"] or depth + 1 >= horizon)
+            if bound is not None:
+                refuted = _refutes(bound, out["reward"], out["terminated"] or depth + 1 >= horizon, reached,
+                                   start_bound)
+                if refuted is not None:
+                    refuted += f" (after {_path(parents, node, actions) + [action]})"
+                    bound, start_bound = None, None
+            if reached > best + EPS:
+                best, best_node, best_at = reached, child, nodes
+            if stop_at is not None and reached_at is None and best >= stop_at - 1e-6:
+                reached_at, target_at, target_depth = depth, nodes, depth + 1 - t0
+            if start_bound is not None and best >= start_bound - 1e-6:
+                raise _Budget("upper_bound")
+            if out["terminated"]:
+                keys.add(("end", _key(host, counters, out["t"] if time_in_key else None, None)))
+                if goals and out["reward"] <= EPS:  # an end that pays nothing is no goal to steer to
+                    state = getattr(host.env, "_state", None)
+                    goals = [g for g in goals if _mismatch(_at(state, g[0]), _at(state, g[1])) != 0]
+                continue
+            rng = rngs.state()
+            if rngs.same(rng, root[1]):
+                rng, rng_now = None, root[1]
+            key = _key(host, counters, out["t"] if time_in_key else None, rng)
+            keys.add(key)
+            # A dive goes on through states the table already holds (its own set of states stops it
+            # going round in circles); what is new to the table is queued for best-first as well.
+            onward = diving and depth + 1 < horizon and key not in dive_seen
+            if onward:
+                dive_seen.add(key)
+            if _dominated(seen, key, depth + 1, reached) or depth + 1 >= horizon:
+                if onward:  # recorded, never queued: the dive may still step on from it
+                    state = getattr(host.env, "_state", None)
+                    ahead.append((child, reached, len(_fresh(dive_atoms, state, counters)), _distance(state, goals),
+                                  None))
+                continue  # (at the cap: recorded, never expanded: the episode ends there)
+            if hopeless(reached, depth + 1):
+                pruned += 1
+                continue
+            state = getattr(host.env, "_state", None)
+            novel = order == "best" and _novel(atoms, state, counters)
+            far = _distance(state, goals)
+            children.append((child, reached, far, novel))
+            if onward:
+                ahead.append((child, reached, len(_fresh(dive_atoms, state, counters)), far, True))
+        expanded, successors = expanded + 1, successors + len(keys)
+        if children:
+            pending[node] = [len(children), _snapshot_bytes(snap, root)]
+            held += pending[node][1]
+        for child, reached, far, novel in children:
+            rank = (
+                (depth + 1,)
+                if order == "breadth"
+                else (-round(value, 9), depth + 1 + 2 * far if goals else 0, 0 if novel else 1)
+            )
+            entry = (rank, sequence, child, snap, reached, depth + 1)
+            heapq.heappush(frontier, entry)
+            if dives:
+                queued[child] = entry
+            sequence += 1
+        # What a dive may step on from: (its frontier entry, or one made for the dive only; new atoms; distance)
+        return [(queued[c] if on_frontier else ((), -1, c, snap, reached, depth + 1), fresh, far)
+                for c, reached, fresh, far, on_frontier in ahead]
+
+    def pop(entry: tuple) -> bool:
+        """Take a node off the frontier (its parent's snapshot no longer held for it); whether it is
+        still to be expanded (not taken over by a dive, not pruned since it was queued)."""
+        nonlocal held, pruned
+        _, _, node, parent_snap, total, depth = entry
+        if parent_snap is None:
+            return True
+        count = pending[parents[node][0]]
+        count[0] -= 1
+        if count[0] == 0:
+            held -= count[1]
+        if dives and queued.pop(node, None) is None:
+            return False  # a dive expanded it
+        if hopeless(total, depth):  # the best rose since it was queued
+            pruned += 1
+            return False
+        return True
+
+    def dive(width: int) -> None:
+        """One beam dive from the root: layer after layer, expand the `width` children with the highest
+        total, then the most scalars no state of this dive held before, then the nearest goal, then a
+        seeded draw. A child it expands that waits on the frontier is taken off it."""
+        nonlocal diving, held
+        draw = random.Random(spent["dives"])
+        spent["dives"] += 1
+        dive_atoms.clear()
+        dive_seen.clear()
+        layer, diving, extra = [((), -1, 0, None, 0.0, t0)], True, 0
+        try:
+            while layer:
+                ranked = []
+                for _, _, node, parent_snap, total, depth in layer:
+                    if reached_at is not None:
+                        raise _Budget("bound")
+                    for entry, fresh, far in expand(node, parent_snap, total, depth):
+                        ranked.append(((-round(entry[4], 9), -fresh, far, draw.random()), entry))
+                held -= extra
+                ranked.sort(key=lambda r: r[0])
+                layer = [entry for _, entry in ranked[:width]]
+                for entry in layer:
+                    queued.pop(entry[2], None)  # the heap skips it when it pops it
+                # The snapshots only the dive's next layer holds (of children the frontier does not hold)
+                only_here = {id(e[3]): e[3] for e in layer if e[1] == -1}
+                extra = sum(_snapshot_bytes(snap, root) for snap in only_here.values())
+                held += extra
+        finally:
+            diving = False
+            held -= extra
+
+    diving, dive_atoms, dive_seen, width = False, set(), set(), DIVE_WIDTH
     try:
         while frontier:
-            priority, _, node, parent_snap, total, depth = heapq.heappop(frontier)
-            if reached_at is not None and (order == "best" or depth > reached_at):
-                raise _Budget("bound")
-            if parent_snap is not None:
-                count = pending[parents[node][0]]
-                count[0] -= 1
-                if count[0] == 0:
-                    held -= count[1]
-                if hopeless(total, depth):  # the best rose since it was queued
-                    pruned += 1
-                    continue
-            if parent_snap is not None:
-                restore(parent_snap)
-                snap = _remake(host, parents, node, parent_snap, actions)
-                current, rng_now = snap, snap[1]  # captured from the env as it is
-            else:
-                snap = root
-            children, value, keys, depth_reached = [], total, set(), depth - t0
-            for index, action in enumerate(actions):
-                if nodes >= max_nodes:
-                    raise _Budget("nodes")
-                if seconds is not None and time.monotonic() - started > seconds:
-                    raise _Budget("seconds")
-                if held > max_mb * 1024 * 1024:
-                    raise _Budget("memory")
-                restore(snap)
+            if dives and best <= EPS and spent["best"] >= max(max_nodes // DIVE_SHARE, spent["dive"]) and frontier:
+                before = nodes
                 try:
-                    out = host.op_step(action, want_hash=False)
-                except Failure as f:
-                    raise Failure(f.kind, f"{f.detail} (after"
-                                          f" {_path(parents, node, actions) + [action]})", f.where) from None
-                except Exception as e:  # noqa: BLE001 - env code failed mid-search
-                    raise Failure("exception", f"{type(e).__name__}: {e} (after "
-                                  f"{_path(parents, node, actions) + [action]})", where()) from None
-                nodes += 1
-                parents.append((node, index))
-                child = len(parents) - 1
-                reached = total + out["reward"]
-                value = max(value, reached)
-                if out["reward"] > EPS:
-                    paid_most = max(paid_most, out["reward"])
-                    paid_went_on = paid_went_on or not (out["terminated"] or depth + 1 >= horizon)
-                if bound is not None:
-                    refuted = _refutes(bound, out["reward"], out["terminated"] or depth + 1 >= horizon, reached,
-                                       start_bound)
-                    if refuted is not None:
-                        refuted += f" (after {_path(parents, node, actions) + [action]})"
-                        bound, start_bound = None, None
-                if reached > best + EPS:
-                    best, best_node, best_at = reached, child, nodes
-                if stop_at is not None and reached_at is None and best >= stop_at - 1e-6:
-                    reached_at, target_at, target_depth = depth, nodes, depth + 1 - t0
-                if start_bound is not None and best >= start_bound - 1e-6:
-                    raise _Budget("upper_bound")
-                if out["terminated"]:
-                    keys.add(("end", _key(host, counters, out["t"] if time_in_key else None, None)))
-                    if goals and out["reward"] <= EPS:  # an end that pays nothing is no goal to steer to
-                        state = getattr(host.env, "_state", None)
-                        goals = [g for g in goals if _mismatch(_at(state, g[0]), _at(state, g[1])) != 0]
-                    continue
-                rng = rngs.state()
-                if rngs.same(rng, root[1]):
-                    rng, rng_now = None, root[1]
-                key = _key(host, counters, out["t"] if time_in_key else None, rng)
-                keys.add(key)
-                if _dominated(seen, key, depth + 1, reached):
-                    continue
-                if depth + 1 >= horizon:  # recorded, never expanded: the episode ends there
-                    continue
-                if hopeless(reached, depth + 1):
-                    pruned += 1
-                    continue
-                novel = order == "best" and _novel(atoms, getattr(host.env, "_state", None), counters)
-                far = _distance(getattr(host.env, "_state", None), goals)
-                children.append((child, reached, novel, far))
-            expanded, successors = expanded + 1, successors + len(keys)
-            if children:
-                pending[node] = [len(children), _snapshot_bytes(snap, root)]
-                held += pending[node][1]
-            for child, reached, novel, far in children:
-                rank = (
-                    (depth + 1,)
-                    if order == "breadth"
-                    else (-round(value, 9), depth + 1 + 2 * far if goals else 0, 0 if novel else 1)
-                )
-                heapq.heappush(frontier, (rank, sequence, child, snap, reached, depth + 1))
-                sequence += 1
+                    dive(width)
+                finally:
+                    spent["dive"] += nodes - before
+                width *= DIVE_GROWTH
+            entry = heapq.heappop(frontier)
+            if reached_at is not None and (order == "best" or entry[5] > reached_at):
+                raise _Budget("bound")
+            if not pop(entry):
+                continue
+            before = nodes
+            expand(entry[2], entry[3], entry[4], entry[5])
+            spent["best"] += nodes - before
         # Branches pruned by a bound a later step refuted were judged wrongly: not exhausted.
         exhausted = not (refuted and pruned)
         stopped = None if exhausted else "bound_refuted"
@@ -259,6 +367,7 @@ def run(host, actions: list[dict], max_steps: int, max_nodes: int = 50_000, seco
             "evidence": {"step_max": paid_most, "paying_steps_end": not paid_went_on, "steps": nodes},
             "best_at": best_at, "target_at": target_at, "target_depth": target_depth,
             "depth_reached": depth_reached, "expanded": expanded, "successors": successors,
+            "dives": spent["dives"], "dive_nodes": spent["dive"],
             "counters": [".".join(map(str, p)) for p in counters], "seconds": round(time.monotonic() - started, 3)}
 
 
@@ -387,6 +496,42 @@ def _novel(atoms: set, state, counters: list) -> bool:
             if atom not in atoms:
                 atoms.add(atom)
                 new = True
+
+    walk(state, (), 0)
+    return new
+
+
+def _fresh(atoms: set, state, counters: list) -> list:
+    """The atoms of `state` not in `atoms` (recorded there): as `_novel`'s pairs, but a short list of
+    scalars (a position, MAX_RUN at most) is one atom, so a piece standing on a new square is new even
+    when each of its coordinates was seen before."""
+    skip, new, count = set(counters), [], 0
+
+    def walk(value, path: tuple, depth: int) -> None:
+        nonlocal count
+        if count > MAX_ATOMS or depth > MAX_DEPTH:
+            return
+        if isinstance(value, dict):
+            for k, v in value.items():
+                if path + (k,) not in skip:
+                    walk(v, path + (k,), depth + 1)
+            return
+        if isinstance(value, (list, tuple)) and not (
+                len(value) <= MAX_RUN and all(isinstance(v, (int, float, str, bool)) for v in value)):
+            for i, v in enumerate(value):
+                walk(v, path + (i,), depth + 1)
+            return
+        count += 1
+        if isinstance(value, (list, tuple)):
+            value = ("run",) + tuple(value)
+        try:
+            hash(value)
+        except TypeError:
+            value = repr(value)
+        atom = (path, value)
+        if atom not in atoms:
+            atoms.add(atom)
+            new.append(atom)
 
     walk(state, (), 0)
     return new

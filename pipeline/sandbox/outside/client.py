@@ -113,6 +113,8 @@ class SearchResult:
     depth_reached: int = 0
     expanded: int = 0
     successors: int = 0
+    dives: int = 0  # beam dives run beside best-first (pipeline/sandbox/inside/search.py) ...
+    dive_nodes: int = 0  # ... and the nodes of the budget they stepped
 
     @property
     def cut_by_clock(self) -> bool:
@@ -153,7 +155,8 @@ _SEARCH = {"best_reward": JSON, "witness": list, "nodes": int, "exhausted": bool
            "pruned": (int, OPTIONAL), "upper_bound": (*NUMBER, OPTIONAL),
            "evidence": (dict, OPTIONAL), "best_at": (int, OPTIONAL), "target_at": (int, OPTIONAL),
            "target_depth": (int, OPTIONAL), "depth_reached": (int, OPTIONAL),
-           "expanded": (int, OPTIONAL), "successors": (int, OPTIONAL)}
+           "expanded": (int, OPTIONAL), "successors": (int, OPTIONAL), "dives": (int, OPTIONAL),
+           "dive_nodes": (int, OPTIONAL)}
 _VERDICT = {"ok": bool, "issues": list, "max_reward": JSON, "state_hash": str, "warnings": (list, OPTIONAL)}
 
 
@@ -294,7 +297,8 @@ class EnvClient:
                             reply.get("pruned") or 0, None if reply.get("upper_bound") is None else
                             replies.reward(reply["upper_bound"], "search", "upper_bound"),
                             _evidence(reply.get("evidence")), *(_count(reply, k) for k in (
-                                "best_at", "target_at", "target_depth", "depth_reached", "expanded", "successors")))
+                                "best_at", "target_at", "target_depth", "depth_reached", "expanded", "successors",
+                                "dives", "dive_nodes")))
 
     def validate(self, level: Level | str | None = None, state: Any = None) -> Verdict:
         """The environment's validator on a level file, a given state, or the current state."""
