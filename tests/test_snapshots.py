@@ -72,6 +72,26 @@ def test_what_could_change_unseen_is_not_shared():
     assert store.loads(snap)["_history"][1] is not history[1] and not store.sharing
 
 
+class Generator:  # a level generator built with the config, as 1_InterDimension's env holds one
+    def __init__(self, configs):
+        self.configs, self.made = configs, 0
+
+
+def test_an_attribute_holding_the_static_config_names_it_instead_of_copying_it():
+    store = Store()
+    configs = {"generator": {"parameters": {f"p{i}": list(range(20)) for i in range(40)}}}
+    store.pin([configs])
+    attrs = {"_state": state(1), "generator": Generator(configs)}
+    snap = store.dumps(attrs)
+    assert len(snap) < len(pickle.dumps(attrs)) / 4  # the config is named, not copied into every snapshot
+    restored = store.loads(snap)
+    assert restored["generator"].configs is configs  # one object, as the environment held it
+    assert restored["generator"] is not attrs["generator"] and restored["_state"] == state(1)
+    store.stop("sharing stopped for another reason")
+    later = store.loads(store.dumps({"generator": Generator(configs)}))
+    assert later["generator"].configs is configs  # still named once sharing stopped
+
+
 ENV_MAIN = '''
 import copy
 

@@ -28,6 +28,12 @@ Sharing is only sound while nothing changes a shared object and nothing else poi
     containers, so the comparison meets each scalar as itself and is quick, and a NaN replaced
     by another NaN is seen.
 
+The static attributes (_STATIC_ATTRS: the parsed config.yaml, the observation policy) are never
+copied: a snapshot leaves them out, and where another attribute holds one of them (a level
+generator built with the config: 1_InterDimension's `generator` holds `configs`, three quarters
+of each of its snapshots' bytes) the pickle names it by a persistent id, and a restore hands back
+the object itself, as the environment held it (one object, not a copy beside it).
+
 Without any of that (no top-level lists, unpicklable attributes) a snapshot is what it was: the
 attributes' pickle, or their deep copy when they cannot be pickled.
 """
@@ -105,7 +111,9 @@ class Snapshots:
         the env's lists shared between snapshots (Store); deep-copied otherwise. An RNG state
         equal to the one in `like` is shared, not held twice (it is ~20 KB).
         """
-        attrs = {k: v for k, v in vars(self.env()).items() if k not in _STATIC_ATTRS}
+        env = vars(self.env())
+        attrs = {k: v for k, v in env.items() if k not in _STATIC_ATTRS}
+        self.store.pin(v for k, v in env.items() if k in _STATIC_ATTRS)
         rng = rngs.state()
         if like is not None and rngs.same(rng, like[1]):
             rng = like[1]
@@ -144,8 +152,15 @@ class Store:
         self.sharing = True  # off after a mutation or an alias was seen: full pickles from then on
         self.named = False  # some pickle names a shared object (else plain pickle.loads reads them all)
         self.stopped = ""  # why sharing stopped
+        self.static: dict[int, object] = {}  # id -> a static attribute's object (held: its id stays its own)
 
     # -- capture and restore -----------------------------------------------------------
+    def pin(self, objects) -> None:
+        """The static attributes' objects: named by persistent id wherever an attribute holds one."""
+        for obj in objects:
+            if type(obj) not in _SCALARS:
+                self.static.setdefault(id(obj), obj)
+
     def dumps(self, attrs: dict) -> bytes:
         """The attributes' pickle, naming shared objects by persistent id. Raises what pickle raises."""
         self.check()
@@ -163,6 +178,10 @@ class Store:
                 return buffer.getvalue()
             except Aliased as alias:
                 self.stop(str(alias))
+        if self.static:  # sharing stopped: the static objects are still named, not copied
+            buffer = io.BytesIO()
+            _Pickler(buffer, self).dump(attrs)
+            return buffer.getvalue()
         return pickle.dumps(attrs, pickle.HIGHEST_PROTOCOL)
 
     def loads(self, data: bytes) -> dict:
@@ -269,10 +288,15 @@ class _NotPlain(Exception):
 class _Pickler(pickle.Pickler):
     def __init__(self, file, store: Store):
         super().__init__(file, pickle.HIGHEST_PROTOCOL)
-        self.store, self.ids, self.inner = store, store.ids, store.inner
+        self.store, self.ids, self.inner, self.static = store, store.ids, store.inner, store.static
 
     def persistent_id(self, obj):
         key = id(obj)
+        if key in self.static:
+            self.store.named = True
+            return ("static", key)
+        if not self.store.sharing:
+            return None
         pid = self.ids.get(key)
         if pid is None:
             if key in self.inner:
@@ -288,6 +312,8 @@ class _Unpickler(pickle.Unpickler):
         self.store = store
 
     def persistent_load(self, pid):
+        if isinstance(pid, tuple):  # ("static", id): the static attribute's object itself
+            return self.store.static[pid[1]]
         return self.store.handed(pid)
 
 
