@@ -45,7 +45,7 @@ def test_a_validator_rejecting_everything_does_not_hide_a_parameterless_action_s
     config["transition"]["actions"].append({"name": "charge", "description": "Charge the beacon.", "params": []})
     env = write_env(tmp_path / "e", replace={"env_main.py": _main_with_charge(), "env_validator.py": REJECTS_ALL},
                     config=config, levels=BOTH_SIDES)
-    done = envforge("verify", env, "--json")
+    done = envforge("verify", env, "--json", "--write")
     report = json.loads(done.stdout)
     assert done.returncode == 1 and report["stage"] == "levels"
     assert report["cause"]["kind"] == "validator_rejects_all"  # the first stage's verdict stands ...
@@ -57,3 +57,6 @@ def test_a_validator_rejecting_everything_does_not_hide_a_parameterless_action_s
     figures = report["stages"]["reliability"]
     assert figures["best_constant_policy"] == {"policy": "repeating charge", "normalized": 1.0}
     assert sorted(figures["per_level"]) == ["level_01.yaml", "level_02.yaml", "level_03.yaml"]
+    # What reliability ran on the playable levels is only named: the levels stage's record keeps every level
+    written = json.loads((env / "level_max_rewards.json").read_text())["levels"]
+    assert sorted(written) == ["level_01.yaml", "level_02.yaml", "level_03.yaml"]

@@ -101,6 +101,9 @@ def _later_findings(ctx: Context, rejecting: VerifyStage, asked: tuple[str, ...]
     cause stay the first rejecting stage's."""
     if not playable:
         return ""
+    # Only the controls run: nothing is written (the levels stage wrote every level's max already;
+    # reliability correcting a max would rewrite level_max_rewards.json with these levels alone).
+    ctx = dataclasses.replace(ctx, options=dataclasses.replace(ctx.options, write=False))
     found = []
     for stage in VERIFY_STAGES[[s.name for s in VERIFY_STAGES].index(rejecting.name) + 1:]:
         if stage.name not in asked or not stage.needs_levels:
