@@ -71,8 +71,10 @@ def test_gives_up_after_the_configured_number_of_attempts(llm_server, make_llm_c
 
 
 def test_a_slow_answer_times_out_and_is_retried(llm_server, make_llm_client):
-    llm_server.script = [Reply("too late", delay=2.0), Reply("in time")]
-    response = ask(make_llm_client(no_cache=True, timeout=0.3))
+    # The first reply comes far past the timeout, which leaves a busy machine room to make the retry's
+    # connection and answer (at 0.3 s the retry, too, timed out at load 10).
+    llm_server.script = [Reply("too late", delay=30.0), Reply("in time")]
+    response = ask(make_llm_client(no_cache=True, timeout=3.0))
     # The mechanism: the first attempt hit the client-side timeout and the retry answered.
     assert response.text == "in time" and response.retries == ("timeout",)
     assert llm_server.count() == 2
