@@ -43,7 +43,9 @@ def interrupt_once(argv: list[str], cwd: Path, at_work: str) -> tuple[int, str]:
 
 
 def the_hint(stderr: str) -> list[str]:
-    (command,) = [part for line in stderr.splitlines() for part in line.split("`")[1:2] if "--resume" in part]
+    """The resume command the output names (generate names it twice, when interrupted and in its last
+    line: the same command both times)."""
+    (command,) = {part for line in stderr.splitlines() for part in line.split("`")[1:2] if "--resume" in part}
     argv = shlex.split(command)
     assert argv[0] == "envforge"
     return argv[1:]

@@ -137,3 +137,25 @@ def test_concurrent_calls_spread_over_small_connection_pools_kept_for_the_next_c
     # The second wave went over the first's connections (httpx closes one idle for 5 s, which a loaded
     # machine may see between two requests of one wave, so not necessarily every one of them).
     assert {r["connection"] for r in second} & {r["connection"] for r in first}
+
+
+def test_closing_the_clients_while_a_call_is_in_flight_lets_that_call_end_cleanly():
+    """An interrupted evaluate closes its provider while a model call is still in flight: the call's
+    end then found no entry for its client (IndexError, a traceback after Ctrl-C)."""
+    from envforge.pipeline.llm import sdk
+
+    closed = []
+
+    class Client:
+        async def close(self):
+            closed.append(self)
+
+    clients = sdk.Clients(Client)
+
+    async def go():
+        async with clients.lease() as client:
+            await clients.close()
+            return client
+
+    client = asyncio.run(go())
+    assert closed == [client] and clients.clients == []

@@ -165,27 +165,30 @@ class Clients:
 
     def __init__(self, make: Callable[[], Any]):
         self._make = make
-        self.clients: list[Any] = []
-        self._in_flight: list[int] = []
+        self._leases: list[list] = []  # [client, requests in flight], one per client
+
+    @property
+    def clients(self) -> list[Any]:
+        return [client for client, _ in self._leases]
 
     @contextlib.asynccontextmanager
     async def lease(self) -> AsyncIterator[Any]:
-        i = min(range(len(self.clients)), key=self._in_flight.__getitem__, default=-1)
-        if i < 0 or self._in_flight[i] >= CLIENT_REQUESTS:
-            self.clients.append(self._make())
-            self._in_flight.append(0)
-            i = len(self.clients) - 1
-        self._in_flight[i] += 1
+        # The entry itself is held, not its index: `close` (an interrupted run's shutdown) may clear
+        # the list while a call is still in flight, and that call's end must find its own count.
+        held = min(self._leases, key=lambda lease: lease[1], default=None)
+        if held is None or held[1] >= CLIENT_REQUESTS:
+            held = [self._make(), 0]
+            self._leases.append(held)
+        held[1] += 1
         try:
-            yield self.clients[i]
+            yield held[0]
         finally:
-            self._in_flight[i] -= 1
+            held[1] -= 1
 
     async def close(self) -> None:
-        for client in self.clients:
+        leases, self._leases = self._leases, []
+        for client, _ in leases:
             await client.close()
-        self.clients.clear()
-        self._in_flight.clear()
 
 
 @cache
