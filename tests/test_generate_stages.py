@@ -158,14 +158,19 @@ def test_a_template_missing_from_the_installation_is_an_error_not_a_verdict(tmp_
     assert "Traceback" not in result.stderr
 
 
-def test_ctrl_c_says_what_it_waits_for_and_a_second_one_stops_at_once_quietly(tmp_path):
+def _corridor_command(tmp_path):
+    """The generate command of one replayed corridor theme ("good") into tmp_path/out, and that folder."""
     replay = tmp_path / "replay"
     replay_kit.record_corridor(replay, "good")
     themes = tmp_path / "t.yaml"
     themes.write_text("- {name: good, theme: A corridor walk}\n")
     out = tmp_path / "out"
-    command = [sys.executable, "-m", "envforge", "generate", "--themes", str(themes), "--out", str(out),
-               "--provider", "replay", "--replay", str(replay), "--levels", "6"]
+    return [sys.executable, "-m", "envforge", "generate", "--themes", str(themes), "--out", str(out),
+            "--provider", "replay", "--replay", str(replay), "--levels", "6"], out
+
+
+def test_ctrl_c_says_what_it_waits_for_and_a_second_one_stops_at_once_quietly(tmp_path):
+    command, out = _corridor_command(tmp_path)
     proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     seen = []
     for line in proc.stderr:  # progress lines; interrupt while verification runs in the sandbox
@@ -197,13 +202,7 @@ def test_ctrl_c_keeps_the_stage_it_waited_for_so_resume_does_not_run_it_again(tm
     verify attempt."""
     from envforge.pipeline.generate.rundb import RunDB
 
-    replay = tmp_path / "replay"
-    replay_kit.record_corridor(replay, "good")
-    themes = tmp_path / "t.yaml"
-    themes.write_text("- {name: good, theme: A corridor walk}\n")
-    out = tmp_path / "out"
-    command = [sys.executable, "-m", "envforge", "generate", "--themes", str(themes), "--out", str(out),
-               "--provider", "replay", "--replay", str(replay), "--levels", "6"]
+    command, out = _corridor_command(tmp_path)
     proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     for line in proc.stderr:
         if "good: verify..." in line:
